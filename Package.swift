@@ -1,0 +1,161 @@
+// swift-tools-version:6.1
+import Foundation
+import PackageDescription
+
+/// Settings every target of ours shares (see shared/STYLE.md).
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+var products: [Product] = [
+    .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+    .library(name: "SwitchboardProtocol", targets: ["SwitchboardProtocol"]),
+    .library(name: "SwitchboardBus", targets: ["SwitchboardBus"]),
+    .library(name: "SwitchboardBroker", targets: ["SwitchboardBroker"]),
+    .executable(name: "switchboard", targets: ["switchboard"]),
+    .executable(name: "switchboard-broker", targets: ["switchboard-broker"]),
+    .executable(name: "switchboard-kiosk", targets: ["switchboard-kiosk"]),
+    .executable(name: "switchboard-monitor", targets: ["switchboard-monitor"]),
+]
+
+var targets: [Target] = [
+    // libzmq through its header and `-lzmq`, both on the default paths of Debian's
+    // libzmq3-dev. Not through `pkgConfig: "libzmq"`: Debian's libzmq.pc adds `-isystem`
+    // flags (krb5, pgm, libxml2) that SwiftPM refuses and warns about on every build.
+    .systemLibrary(
+        name: "CZeroMQ",
+        providers: [.apt(["libzmq3-dev"])]
+    ),
+    .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
+    .target(name: "SwitchboardProtocol", swiftSettings: swiftSettings),
+    .target(
+        name: "SwitchboardRuntime",
+        dependencies: [
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "SwitchboardBroker",
+        dependencies: [
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "SwitchboardBus",
+        dependencies: [
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard-broker",
+        dependencies: [
+            "SwitchboardBroker", "SwitchboardRuntime",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard-kiosk",
+        dependencies: [
+            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard-monitor",
+        dependencies: [
+            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard",
+        dependencies: [
+            "SwitchboardRuntime",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
+    .testTarget(
+        name: "SwitchboardProtocolTests",
+        dependencies: ["SwitchboardProtocol"],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardBrokerTests",
+        dependencies: [
+            "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardBusTests",
+        dependencies: [
+            "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "EndToEndTests",
+        dependencies: [
+            "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus",
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+]
+
+// The benchmark executable is only part of the build when asked for, so the test run never
+// compiles it: `SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench`.
+if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
+    products.append(.executable(name: "switchboard-bench", targets: ["switchboard-bench"]))
+    targets.append(
+        .executableTarget(
+            name: "switchboard-bench",
+            dependencies: [
+                "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus",
+                "SwitchboardRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "bench/SwitchboardBench",
+            swiftSettings: swiftSettings
+        )
+    )
+}
+
+let package = Package(
+    name: "Switchboard",
+    platforms: [.macOS(.v15)],
+    products: products,
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: targets
+)

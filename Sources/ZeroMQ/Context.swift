@@ -1,0 +1,76 @@
+import CZeroMQ
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A libzmq context: the owner of libzmq's I/O threads and the namespace of `inproc://`
+/// endpoints (a ZAP handler must be bound in the same context as the sockets it guards).
+///
+/// A context is thread-safe (libzmq guarantees it), so this type is `Sendable`. Sockets made
+/// from it are not. `terminate()` waits for every socket to be closed; sockets made by this
+/// binding always carry a finite linger, so that wait is bounded.
+public final class Context: @unchecked Sendable {
+    // @unchecked: the only state is libzmq's context pointer, which libzmq documents as safe
+    // to use from any thread; `terminated` is guarded by the lock below.
+    let handle: UnsafeMutableRawPointer
+    private let lock = Lock()
+    private var terminated = false
+
+    /// Creates a context.
+    /// - Parameter ioThreads: libzmq I/O threads (`ZMQ_IO_THREADS`); one is plenty below
+    ///   about a gigabyte per second.
+    public init(ioThreads: Int32 = 1) throws(ZMQError) {
+        guard let handle = zmq_ctx_new() else { throw ZMQError.last("zmq_ctx_new") }
+        self.handle = handle
+        if ioThreads != 1 {
+            guard zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) == 0 else {
+                throw ZMQError.last("zmq_ctx_set ZMQ_IO_THREADS")
+            }
+        }
+        // Lets the process have many sockets (a broker with thousands of kiosks).
+        zmq_ctx_set(handle, ZMQ_MAX_SOCKETS, 65_536)
+    }
+
+    /// Makes a socket of the given kind. The socket belongs to the calling thread from now on.
+    /// - Parameter linger: `ZMQ_LINGER` in milliseconds; never infinite, so closing cannot hang.
+    public func socket(_ type: SocketType, linger: Int32 = 1000) throws(ZMQError) -> Socket {
+        try Socket(context: self, type: type, linger: linger)
+    }
+
+    /// Shuts the context down (`zmq_ctx_shutdown`): blocking calls in other threads return
+    /// `ETERM`. Sockets must still be closed by their threads.
+    public func shutdown() {
+        zmq_ctx_shutdown(handle)
+    }
+
+    /// Terminates the context; blocks until every socket made from it is closed.
+    public func terminate() {
+        let already = lock.withLock { () -> Bool in
+            defer { terminated = true }
+            return terminated
+        }
+        if already { return }
+        while zmq_ctx_term(handle) != 0 && zmq_errno() == EINTR {}
+    }
+
+    deinit {
+        terminate()
+    }
+}
+
+/// The libzmq version this process is linked with, as (major, minor, patch).
+public var libzmqVersion: (major: Int32, minor: Int32, patch: Int32) {
+    var major: Int32 = 0
+    var minor: Int32 = 0
+    var patch: Int32 = 0
+    zmq_version(&major, &minor, &patch)
+    return (major, minor, patch)
+}
+
+/// Whether libzmq was built with the given capability (`"curve"`, `"ipc"`, `"draft"`, …).
+public func libzmqHas(_ capability: String) -> Bool {
+    zmq_has(capability) != 0
+}

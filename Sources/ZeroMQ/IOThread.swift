@@ -1,0 +1,479 @@
+public import Foundation
+import Synchronization
+
+/// The bridge between async Swift code and libzmq sockets.
+///
+/// libzmq sockets must stay on one thread, and blocking calls must never run on Swift's
+/// cooperative pool (two threads on our machines). An `IOThread` is one dedicated thread that
+/// owns a group of sockets: it creates them, sends on them, receives from them and closes them,
+/// sleeping in `zmq_poll` with an eventfd beside the sockets so async callers can wake it.
+///
+/// Back-pressure, both ways, with bounded memory:
+/// - `send` suspends its caller until libzmq has taken the message; when a socket is at its
+///   high-water mark the message waits (one per caller) until the socket becomes writable.
+/// - Received messages go to a bounded inbox per socket. When an inbox is full the thread stops
+///   reading that socket, so libzmq's own queue (`ZMQ_RCVHWM`) and then TCP push back on the peer.
+///
+/// One `IOThread` per process (or per subsystem) is the intended use.
+public final class IOThread: Sendable {
+    public let context: Context
+    private let wakeUp: WakeUpSignal
+    private let shared = Mutex(Shared())
+    private let exited = Mutex(Exit())
+
+    public init(context: Context, name: String = "zmq-io") throws(ZMQError) {
+        self.context = context
+        self.wakeUp = try WakeUpSignal()
+        let thread = Thread { [self] in
+            let loop = Loop(owner: self)
+            loop.run()
+            let waiters = exited.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.done = true
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Makes a socket on the I/O thread and runs `configure` there (set options, bind, connect).
+    /// - Parameter inboxCapacity: received messages held for the caller before the thread stops
+    ///   reading this socket.
+    public func open(
+        _ type: SocketType,
+        linger: Int32 = 1000,
+        inboxCapacity: Int = 1024,
+        configure: @escaping @Sendable (Socket) throws -> Void = { _ in }
+    ) async throws -> AsyncSocket {
+        let id = shared.withLock { state -> Int in
+            state.nextID += 1
+            state.inboxes[state.nextID] = Inbox(capacity: inboxCapacity)
+            return state.nextID
+        }
+        do {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                post(.open(id: id, type: type, linger: linger, configure: configure, done: continuation))
+            }
+        } catch {
+            _ = shared.withLock { $0.inboxes.removeValue(forKey: id) }
+            throw error
+        }
+        return AsyncSocket(id: id, thread: self)
+    }
+
+    /// Closes every socket, fails every waiting call, and stops the thread; returns when it has
+    /// exited. The context is left to its owner.
+    public func shutdown() async {
+        shared.withLock { $0.stopping = true }
+        wakeUp.signal()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = exited.withLock { state -> Bool in
+                if !state.done { state.waiters.append(continuation) }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    // MARK: Shared state
+
+    private struct Exit {
+        var done = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    fileprivate struct Shared {
+        var commands: [Command] = []
+        var inboxes: [Int: Inbox] = [:]
+        var nextID = 0
+        var nextWaiterID = 0
+        var stopping = false
+    }
+
+    fileprivate struct Inbox {
+        var messages: RingBuffer<Message>
+        let capacity: Int
+        var waiters: [(id: Int, continuation: CheckedContinuation<Message, any Error>)] = []
+        var cancelled: Set<Int> = []
+        var failure: ZMQError?
+        /// The I/O thread stopped reading because the inbox was full.
+        var paused = false
+
+        init(capacity: Int) {
+            self.capacity = Swift.max(1, capacity)
+            self.messages = RingBuffer(capacity: Swift.min(self.capacity, 64))
+        }
+    }
+
+    fileprivate enum Command {
+        case open(
+            id: Int, type: SocketType, linger: Int32, configure: @Sendable (Socket) throws -> Void,
+            done: CheckedContinuation<Void, any Error>)
+        case send(id: Int, sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)
+        case cancelSend(id: Int, sendID: Int)
+        case perform(id: Int, body: @Sendable (Socket?) -> Void)
+        case close(id: Int, done: CheckedContinuation<Void, Never>)
+    }
+
+    fileprivate func post(_ command: Command) {
+        let accepted = shared.withLock { state -> Bool in
+            guard !state.stopping else { return false }
+            state.commands.append(command)
+            return true
+        }
+        if accepted {
+            wakeUp.signal()
+        } else {
+            Self.refuse(command)
+        }
+    }
+
+    /// Fails a command that arrived after shutdown.
+    fileprivate static func refuse(_ command: Command) {
+        let error = ZMQError(errno: 0, message: "the I/O thread has shut down", operation: "io-thread")
+        switch command {
+        case .open(_, _, _, _, let done): done.resume(throwing: error)
+        case .send(_, _, _, let done): done.resume(throwing: error)
+        case .cancelSend: break
+        case .perform(_, let body): body(nil)
+        case .close(_, let done): done.resume()
+        }
+    }
+
+    // MARK: Calls from AsyncSocket
+
+    fileprivate func send(id: Int, frames: [Data]) async throws {
+        let sendID = shared.withLock { state -> Int in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                post(.send(id: id, sendID: sendID, frames: frames, done: continuation))
+            }
+        } onCancel: {
+            post(.cancelSend(id: id, sendID: sendID))
+        }
+    }
+
+    fileprivate func receive(id: Int) async throws -> Message {
+        let waiterID = shared.withLock { state -> Int in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
+                enum Outcome { case message(Message), failure(any Error), waiting }
+                var wake = false
+                let outcome = shared.withLock { state -> Outcome in
+                    guard var inbox = state.inboxes[id] else {
+                        return .failure(ZMQError(errno: 0, message: "socket is closed", operation: "receive"))
+                    }
+                    defer { state.inboxes[id] = inbox }
+                    if let message = inbox.messages.popFirst() {
+                        if inbox.paused && inbox.messages.count <= inbox.capacity / 2 {
+                            inbox.paused = false
+                            wake = true
+                        }
+                        return .message(message)
+                    }
+                    if let failure = inbox.failure { return .failure(failure) }
+                    if inbox.cancelled.remove(waiterID) != nil { return .failure(CancellationError()) }
+                    inbox.waiters.append((waiterID, continuation))
+                    return .waiting
+                }
+                if wake { wakeUp.signal() }
+                switch outcome {
+                case .message(let message): continuation.resume(returning: message)
+                case .failure(let error): continuation.resume(throwing: error)
+                case .waiting: break
+                }
+            }
+        } onCancel: {
+            let continuation = shared.withLock { state -> CheckedContinuation<Message, any Error>? in
+                guard var inbox = state.inboxes[id] else { return nil }
+                defer { state.inboxes[id] = inbox }
+                if let index = inbox.waiters.firstIndex(where: { $0.id == waiterID }) {
+                    return inbox.waiters.remove(at: index).continuation
+                }
+                inbox.cancelled.insert(waiterID)
+                return nil
+            }
+            continuation?.resume(throwing: CancellationError())
+        }
+    }
+
+    fileprivate func tryReceive(id: Int) -> Message? {
+        var wake = false
+        let message = shared.withLock { state -> Message? in
+            guard var inbox = state.inboxes[id] else { return nil }
+            defer { state.inboxes[id] = inbox }
+            let message = inbox.messages.popFirst()
+            if message != nil && inbox.paused && inbox.messages.count <= inbox.capacity / 2 {
+                inbox.paused = false
+                wake = true
+            }
+            return message
+        }
+        if wake { wakeUp.signal() }
+        return message
+    }
+
+    fileprivate func perform<R: Sendable>(id: Int, _ body: @escaping @Sendable (Socket) throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            post(
+                .perform(id: id) { socket in
+                    guard let socket else {
+                        continuation.resume(throwing: ZMQError(errno: 0, message: "socket is closed", operation: "perform"))
+                        return
+                    }
+                    continuation.resume(with: Result { try body(socket) })
+                })
+        }
+    }
+
+    fileprivate func close(id: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            post(.close(id: id, done: continuation))
+        }
+    }
+
+    // MARK: The thread
+
+    /// Everything only the I/O thread touches.
+    ///
+    /// Not `Sendable`: it is made on the I/O thread and never leaves it.
+    private final class Loop {
+        unowned let owner: IOThread
+        var sockets: [Int: Socket] = [:]
+        var pendingSends: [Int: RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>] = [:]
+        let poller = Poller()
+        /// Messages read per socket per wake-up, so one busy socket cannot starve the others.
+        let readBatch = 256
+
+        init(owner: IOThread) { self.owner = owner }
+
+        func run() {
+            while true {
+                let (commands, stopping, paused) = owner.shared.withLock { state in
+                    defer { state.commands.removeAll(keepingCapacity: true) }
+                    return (state.commands, state.stopping, Set(state.inboxes.filter { $0.value.paused }.keys))
+                }
+                for command in commands { handle(command) }
+                if stopping {
+                    closeAll()
+                    return
+                }
+                for id in Array(pendingSends.keys) { flushSends(id) }
+
+                poller.removeAll()
+                poller.add(fileDescriptor: owner.wakeUp.fileDescriptor)
+                var order: [Int] = []
+                for (id, socket) in sockets {
+                    var events: PollEvents = []
+                    if !paused.contains(id) && socket.type != .publisher && socket.type != .push { events.insert(.readable) }
+                    if !(pendingSends[id]?.isEmpty ?? true) { events.insert(.writable) }
+                    poller.add(socket, events: events)
+                    order.append(id)
+                }
+                do {
+                    try poller.poll(timeout: -1)
+                } catch {
+                    // ETERM: the context is going away under us; fail everything and stop.
+                    closeAll()
+                    return
+                }
+                if poller.returned(0).contains(.readable) { owner.wakeUp.drain() }
+                for (index, id) in order.enumerated() {
+                    let ready = poller.returned(index + 1)
+                    if ready.contains(.writable) { flushSends(id) }
+                    if ready.contains(.readable) { read(id) }
+                }
+            }
+        }
+
+        func handle(_ command: Command) {
+            switch command {
+            case .open(let id, let type, let linger, let configure, let done):
+                do {
+                    let socket = try owner.context.socket(type, linger: linger)
+                    do {
+                        try configure(socket)
+                    } catch {
+                        socket.close()
+                        throw error
+                    }
+                    sockets[id] = socket
+                    done.resume()
+                } catch {
+                    done.resume(throwing: error)
+                }
+            case .send(let id, let sendID, let frames, let done):
+                guard sockets[id] != nil else {
+                    done.resume(throwing: ZMQError(errno: 0, message: "socket is closed", operation: "send"))
+                    return
+                }
+                pendingSends[id, default: RingBuffer(capacity: 16)].append((sendID, frames, done))
+            case .cancelSend(let id, let sendID):
+                guard var queue = pendingSends[id] else { return }
+                var kept = RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>(capacity: queue.count)
+                while let entry = queue.popFirst() {
+                    if entry.sendID == sendID {
+                        entry.done.resume(throwing: CancellationError())
+                    } else {
+                        kept.append(entry)
+                    }
+                }
+                pendingSends[id] = kept
+            case .perform(let id, let body):
+                body(sockets[id])
+            case .close(let id, let done):
+                closeSocket(id)
+                done.resume()
+            }
+        }
+
+        func flushSends(_ id: Int) {
+            guard let socket = sockets[id], var queue = pendingSends[id] else { return }
+            defer { pendingSends[id] = queue.isEmpty ? nil : queue }
+            while let entry = queue.popFirst() {
+                do {
+                    if try socket.send(entry.frames, dontWait: true) {
+                        entry.done.resume()
+                    } else {
+                        // Full: put it back at the front by rebuilding (rare path).
+                        var rebuilt = RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>(capacity: queue.count + 1)
+                        rebuilt.append(entry)
+                        while let rest = queue.popFirst() { rebuilt.append(rest) }
+                        queue = rebuilt
+                        return
+                    }
+                } catch {
+                    entry.done.resume(throwing: error)
+                }
+            }
+        }
+
+        func read(_ id: Int) {
+            guard let socket = sockets[id] else { return }
+            var batch: [Message] = []
+            var failure: ZMQError?
+            for _ in 0..<readBatch {
+                do {
+                    guard let message = try socket.receive(dontWait: true) else { break }
+                    batch.append(message)
+                } catch {
+                    failure = error
+                    break
+                }
+            }
+            guard !batch.isEmpty || failure != nil else { return }
+            let handoffs = owner.shared.withLock { state -> [(CheckedContinuation<Message, any Error>, Message)] in
+                guard var inbox = state.inboxes[id] else { return [] }
+                defer { state.inboxes[id] = inbox }
+                var handoffs: [(CheckedContinuation<Message, any Error>, Message)] = []
+                for message in batch {
+                    if !inbox.waiters.isEmpty {
+                        handoffs.append((inbox.waiters.removeFirst().continuation, message))
+                    } else {
+                        inbox.messages.append(message)
+                    }
+                }
+                if inbox.messages.count >= inbox.capacity { inbox.paused = true }
+                if let failure, !failure.isWouldBlock { inbox.failure = failure }
+                return handoffs
+            }
+            for (continuation, message) in handoffs { continuation.resume(returning: message) }
+        }
+
+        func closeSocket(_ id: Int) {
+            let error = ZMQError(errno: 0, message: "socket is closed", operation: "close")
+            if var queue = pendingSends.removeValue(forKey: id) {
+                while let entry = queue.popFirst() { entry.done.resume(throwing: error) }
+            }
+            sockets.removeValue(forKey: id)?.close()
+            let waiters = owner.shared.withLock { state -> [CheckedContinuation<Message, any Error>] in
+                state.inboxes.removeValue(forKey: id)?.waiters.map(\.continuation) ?? []
+            }
+            for waiter in waiters { waiter.resume(throwing: error) }
+        }
+
+        func closeAll() {
+            let leftovers = owner.shared.withLock { state -> [Command] in
+                defer { state.commands = [] }
+                return state.commands
+            }
+            for command in leftovers { IOThread.refuse(command) }
+            for id in Array(sockets.keys) { closeSocket(id) }
+            let waiters = owner.shared.withLock { state -> [CheckedContinuation<Message, any Error>] in
+                defer { state.inboxes = [:] }
+                return state.inboxes.values.flatMap { $0.waiters.map(\.continuation) }
+            }
+            let error = ZMQError(errno: 0, message: "the I/O thread has shut down", operation: "io-thread")
+            for waiter in waiters { waiter.resume(throwing: error) }
+        }
+    }
+}
+
+/// A socket owned by an `IOThread`, usable from any task.
+///
+/// Several tasks may send concurrently; messages from one task keep their order. Received
+/// messages are handed out in order, one per `receive()` call, to whichever task asks.
+public struct AsyncSocket: Sendable, Hashable {
+    let id: Int
+    let thread: IOThread
+
+    public static func == (lhs: AsyncSocket, rhs: AsyncSocket) -> Bool {
+        lhs.id == rhs.id && lhs.thread === rhs.thread
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(id) }
+
+    /// Sends a multipart message; returns once libzmq has queued it. Suspends (without blocking a
+    /// thread) while the socket is at its high-water mark. Cancelling a send that has not been
+    /// queued yet withdraws it.
+    public func send(_ frames: [Data]) async throws {
+        try await thread.send(id: id, frames: frames)
+    }
+
+    /// Receives the next message, suspending until one arrives. Cancellable.
+    public func receive() async throws -> Message {
+        try await thread.receive(id: id)
+    }
+
+    /// Receives the next message if one is already in the inbox.
+    public func tryReceive() -> Message? {
+        thread.tryReceive(id: id)
+    }
+
+    /// Receives the next message, or `nil` if none arrives within `timeout`. A message that
+    /// arrives as the time runs out is returned, never dropped.
+    public func receive(timeout: Duration) async throws -> Message? {
+        try await withThrowingTaskGroup(of: Message?.self) { group in
+            group.addTask { try await receive() }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            var received = try await group.next() ?? nil
+            group.cancelAll()
+            // The receive may have been handed a message while the timer fired: keep it.
+            while let next = try? await group.next() {
+                if received == nil { received = next }
+            }
+            return received
+        }
+    }
+
+    /// Runs `body` with the socket on the I/O thread (set an option, subscribe, read an option).
+    public func perform<R: Sendable>(_ body: @escaping @Sendable (Socket) throws -> R) async throws -> R {
+        try await thread.perform(id: id, body)
+    }
+
+    /// Closes the socket; pending sends and receives fail.
+    public func close() async {
+        await thread.close(id: id)
+    }
+}
