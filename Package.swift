@@ -31,6 +31,9 @@ var targets: [Target] = [
     ),
     .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
     .target(name: "SwitchboardProtocol", swiftSettings: swiftSettings),
+    // Helpers for our own tests and benchmarks: protocol vectors, temporary directories,
+    // child processes. Never linked into an executable.
+    .target(name: "SwitchboardTesting", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
     .target(
         name: "SwitchboardRuntime",
         dependencies: [
@@ -97,13 +100,13 @@ var targets: [Target] = [
     .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
     .testTarget(
         name: "SwitchboardProtocolTests",
-        dependencies: ["SwitchboardProtocol"],
+        dependencies: ["SwitchboardProtocol", "SwitchboardTesting"],
         swiftSettings: swiftSettings
     ),
     .testTarget(
         name: "SwitchboardBrokerTests",
         dependencies: [
-            "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus",
+            "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "GRDB", package: "GRDB.swift"),
         ],
@@ -112,7 +115,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardBusTests",
         dependencies: [
-            "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ",
+            "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardTesting",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "GRDB", package: "GRDB.swift"),
         ],
@@ -121,7 +124,7 @@ var targets: [Target] = [
     .testTarget(
         name: "EndToEndTests",
         dependencies: [
-            "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus",
+            "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting",
             .product(name: "GRDB", package: "GRDB.swift"),
         ],
         swiftSettings: swiftSettings

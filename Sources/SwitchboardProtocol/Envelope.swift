@@ -1,0 +1,168 @@
+public import Foundation
+
+/// A protocol version, `major.minor`. A receiver speaks one major version and accepts any minor
+/// of it at or above its configured minimum.
+public struct ProtocolVersion: Sendable, Hashable, Comparable, CustomStringConvertible, Codable {
+    public var major: UInt8
+    public var minor: UInt8
+
+    public init(major: UInt8, minor: UInt8) {
+        self.major = major
+        self.minor = minor
+    }
+
+    /// The version this code speaks.
+    public static let current = ProtocolVersion(major: 1, minor: 0)
+
+    public static func < (lhs: ProtocolVersion, rhs: ProtocolVersion) -> Bool {
+        (lhs.major, lhs.minor) < (rhs.major, rhs.minor)
+    }
+
+    public var description: String { "\(major).\(minor)" }
+
+    /// Parses `"1.0"`.
+    public init?(_ text: String) {
+        let parts = text.split(separator: ".")
+        guard parts.count == 2, let major = UInt8(parts[0]), let minor = UInt8(parts[1]) else { return nil }
+        self.init(major: major, minor: minor)
+    }
+}
+
+/// The commands of protocol v1. Raw values are the wire words of frame 1.
+public enum Command: String, Sendable, Hashable, CaseIterable {
+    case event = "EVENT"
+    case ack = "ACK"
+    case nack = "NACK"
+    case error = "ERROR"
+    case heartbeat = "HEARTBEAT"
+    case head = "HEAD"
+    case fetch = "FETCH"
+    case end = "END"
+}
+
+/// The size limits of protocol v1, in bytes.
+public struct SizeLimits: Sendable, Hashable {
+    public var header = 4 * 1024
+    public var parent = 4 * 1024
+    public var metadata = 16 * 1024
+    public var content = 256 * 1024
+    public var signature = 1024
+    /// The whole message, all frames after the routing frame.
+    public var message = 512 * 1024
+
+    public init() {}
+
+    public static let v1 = SizeLimits()
+}
+
+/// One protocol message: the frames after any routing frame a ROUTER adds (and after the topic
+/// frame on the fan-out).
+///
+/// Frames: `[signature+version][command][header][parent][metadata][content]([signature])`.
+/// JSON frames are kept as raw bytes; typed access goes through `decodeHeader`.
+public struct Envelope: Sendable, Hashable {
+    /// `S`,`W`,`B`: the first three bytes of frame 0; major and minor version follow.
+    public static let signature: [UInt8] = [0x53, 0x57, 0x42]
+    static let emptyObject = Data("{}".utf8)
+
+    public var version: ProtocolVersion
+    public var command: Command
+    public var header: Data
+    public var parent: Data
+    public var metadata: Data
+    public var content: Data
+    /// Reserved in v1: carried, never interpreted.
+    public var messageSignature: Data?
+
+    public init(
+        command: Command, header: Data, parent: Data = Data("{}".utf8), metadata: Data = Data("{}".utf8),
+        content: Data = Data("{}".utf8), version: ProtocolVersion = .current
+    ) {
+        self.version = version
+        self.command = command
+        self.header = header
+        self.parent = parent
+        self.metadata = metadata
+        self.content = content
+    }
+
+    /// Builds an envelope whose header is `header` encoded as JSON.
+    public init<H: Encodable>(
+        command: Command, header: H, content: Data = Data("{}".utf8), parent: Data = Data("{}".utf8),
+        metadata: Data = Data("{}".utf8)
+    ) throws {
+        self.init(command: command, header: try WireJSON.encode(header), parent: parent, metadata: metadata, content: content)
+    }
+
+    public static func versionFrame(_ version: ProtocolVersion = .current) -> Data {
+        Data(signature + [version.major, version.minor])
+    }
+
+    /// The frames to send.
+    public func frames() -> [Data] {
+        var frames = [
+            Envelope.versionFrame(version), Data(command.rawValue.utf8), header, parent, metadata, content,
+        ]
+        if let messageSignature { frames.append(messageSignature) }
+        return frames
+    }
+
+    /// Parses and checks frames.
+    ///
+    /// Checks, in this order (the first failure is the one reported): frame count, signature,
+    /// major version, minimum version, sizes, command word, that the four JSON frames parse as
+    /// JSON objects (content may be any JSON value). Header fields are the command's business.
+    public static func decode<Frames: Collection<Data>>(
+        _ frames: Frames,
+        minimumVersion: ProtocolVersion = .current,
+        limits: SizeLimits = .v1
+    ) throws(ProtocolError) -> Envelope {
+        let frames = Array(frames)
+        guard let first = frames.first else { throw ProtocolError(.malformed, "empty message: no frames") }
+        guard first.count == 5, Array(first.prefix(3)) == signature else {
+            throw ProtocolError(.badSignature, "frame 0 must be the 5 bytes 'SWB' + major + minor, got \(first.count) bytes")
+        }
+        let version = ProtocolVersion(major: first[first.startIndex + 3], minor: first[first.startIndex + 4])
+        guard version.major == ProtocolVersion.current.major else {
+            throw ProtocolError(.unsupportedVersion, "protocol version \(version) is not supported; this receiver speaks \(ProtocolVersion.current.major).x")
+        }
+        guard version >= minimumVersion else {
+            throw ProtocolError(.versionBelowMinimum, "protocol version \(version) is below the minimum \(minimumVersion)")
+        }
+        guard frames.count == 6 || frames.count == 7 else {
+            throw ProtocolError(.malformed, "a message has 6 frames (7 with a signature), got \(frames.count)")
+        }
+        let total = frames.reduce(0) { $0 + $1.count }
+        guard total <= limits.message else {
+            throw ProtocolError(.tooLarge, "message is \(total) bytes; the limit is \(limits.message)")
+        }
+        let bounds: [(Int, String, Int)] = [
+            (2, "header", limits.header), (3, "parent", limits.parent), (4, "metadata", limits.metadata),
+            (5, "content", limits.content),
+        ]
+        for (index, name, limit) in bounds where frames[index].count > limit {
+            throw ProtocolError(.tooLarge, "\(name) frame is \(frames[index].count) bytes; the limit is \(limit)")
+        }
+        if frames.count == 7, frames[6].count > limits.signature {
+            throw ProtocolError(.tooLarge, "signature frame is \(frames[6].count) bytes; the limit is \(limits.signature)")
+        }
+        let word = String(decoding: frames[1], as: UTF8.self)
+        guard frames[1].count <= 16, let command = Command(rawValue: word) else {
+            throw ProtocolError(.unknownCommand, "unknown command '\(word.prefix(16))'")
+        }
+        for (index, name) in [(2, "header"), (3, "parent"), (4, "metadata")] {
+            try WireJSON.requireObject(frames[index], frame: name)
+        }
+        try WireJSON.requireJSON(frames[5], frame: "content")
+        var envelope = Envelope(
+            command: command, header: frames[2], parent: frames[3], metadata: frames[4], content: frames[5],
+            version: version)
+        if frames.count == 7 { envelope.messageSignature = frames[6] }
+        return envelope
+    }
+
+    /// Decodes the header as `H`, reporting a missing or mistyped field by name.
+    public func decodeHeader<H: Decodable>(_ type: H.Type) throws(ProtocolError) -> H {
+        try WireJSON.decode(type, from: header, frame: "header", code: .invalidHeader)
+    }
+}

@@ -1,0 +1,65 @@
+public import Foundation
+import Synchronization
+
+/// UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, then random bits, so ids sort by
+/// creation time. Ids from one process are strictly increasing even within a millisecond
+/// (RFC 9562 §6.2, method 1: a 12-bit counter in `rand_a`, seeded at random each millisecond).
+public enum UUIDv7 {
+    private static let state = Mutex<(milliseconds: UInt64, counter: UInt16)>((0, 0))
+
+    public static func make(milliseconds now: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000)) -> UUID {
+        let (ms, counter) = state.withLock { state -> (UInt64, UInt16) in
+            if now > state.milliseconds {
+                state = (now, UInt16.random(in: 0...0x3FF))
+            } else if state.counter < 0xFFF {
+                state.counter += 1
+            } else {
+                // Counter exhausted: borrow the next millisecond rather than repeat.
+                state = (state.milliseconds + 1, UInt16.random(in: 0...0x3FF))
+            }
+            return (state.milliseconds, state.counter)
+        }
+        return encode(milliseconds: ms, counter: counter)
+    }
+
+    /// Lays out a v7 id from its time and 12-bit counter, with fresh random bits.
+    public static func encode(milliseconds ms: UInt64, counter: UInt16) -> UUID {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in 0..<6 { bytes[i] = UInt8(truncatingIfNeeded: ms >> (8 * (5 - i))) }
+        bytes[6] = 0x70 | UInt8((counter >> 8) & 0x0F)
+        bytes[7] = UInt8(truncatingIfNeeded: counter)
+        var random = SystemRandomNumberGenerator()
+        for i in 8..<16 { bytes[i] = random.next() }
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID(uuid: (
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+
+    /// The id as the protocol writes it: lowercase, hyphenated.
+    public static func string() -> String { make().uuidString.lowercased() }
+
+    /// Whether `text` is a canonical (lowercase or uppercase) hyphenated UUID of version 7 and
+    /// the RFC 9562 variant.
+    public static func isValid(_ text: String) -> Bool {
+        let b = Array(text.utf8)
+        guard b.count == 36 else { return false }
+        for (i, c) in b.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                guard c == UInt8(ascii: "-") else { return false }
+            } else {
+                guard (48...57).contains(c) || (97...102).contains(c) || (65...70).contains(c) else { return false }
+            }
+        }
+        guard b[14] == UInt8(ascii: "7") else { return false }
+        return [UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b"), UInt8(ascii: "A"),
+            UInt8(ascii: "B")].contains(b[19])
+    }
+
+    /// The creation time encoded in a v7 id, in Unix milliseconds.
+    public static func milliseconds(of text: String) -> UInt64? {
+        guard isValid(text) else { return nil }
+        let hex = text.replacingOccurrences(of: "-", with: "").prefix(12)
+        return UInt64(hex, radix: 16)
+    }
+}

@@ -1,0 +1,98 @@
+public import Foundation
+
+/// The protocol test vectors in `protocol/vectors/`, as files the tests load.
+public enum Vectors {
+    /// The package's root directory, found from this source file's path.
+    public static let packageRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url
+    }()
+
+    public static var directory: URL { packageRoot.appendingPathComponent("protocol/vectors") }
+
+    /// One envelope vector: frames as sent after the routing frame, and the expected reply.
+    public struct Envelope: Sendable {
+        public var name: String
+        public var description: String
+        public var frames: [Data]
+        /// `ACK`, `HEAD` or `ERROR`.
+        public var reply: String
+        public var code: String?
+        /// A word the error message must contain (usually the field name).
+        public var mentions: String?
+        /// The receiver's minimum version for this vector, if not the default.
+        public var minimum: String?
+    }
+
+    /// One content vector for a payload schema.
+    public struct Content: Sendable {
+        public var name: String
+        public var description: String
+        public var content: Data
+        public var valid: Bool
+        public var field: String?
+    }
+
+    public static func envelopes() throws -> [Envelope] {
+        try files(in: "envelope").map { url in
+            let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
+            let frames = try (object["frames"] as? [[String: Any]] ?? []).map(frame)
+            let expect = object["expect"] as? [String: Any] ?? [:]
+            return Envelope(
+                name: url.deletingPathExtension().lastPathComponent,
+                description: object["description"] as? String ?? "",
+                frames: frames,
+                reply: expect["reply"] as? String ?? "",
+                code: expect["code"] as? String,
+                mentions: expect["mentions"] as? String,
+                minimum: expect["minimum"] as? String)
+        }
+    }
+
+    public static func contents(schema: String) throws -> [Content] {
+        try files(in: schema).map { url in
+            let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
+            let expect = object["expect"] as? [String: Any] ?? [:]
+            return Content(
+                name: url.deletingPathExtension().lastPathComponent,
+                description: object["description"] as? String ?? "",
+                content: try JSONSerialization.data(withJSONObject: object["content"] ?? [:], options: [.sortedKeys]),
+                valid: expect["valid"] as? Bool ?? false,
+                field: expect["field"] as? String)
+        }
+    }
+
+    private static func files(in folder: String) throws -> [URL] {
+        try FileManager.default.contentsOfDirectory(
+            at: directory.appendingPathComponent(folder), includingPropertiesForKeys: nil
+        ).filter { $0.pathExtension == "json" }.sorted { $0.lastPathComponent < $1.lastPathComponent }
+    }
+
+    struct BadVector: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// A frame is `{"text": …}` (UTF-8 bytes), `{"hex": …}`, or
+    /// `{"repeat": c, "count": n, "prefix": p, "suffix": s}` for large frames.
+    static func frame(_ spec: [String: Any]) throws -> Data {
+        if let text = spec["text"] as? String { return Data(text.utf8) }
+        if let hex = spec["hex"] as? String {
+            var bytes: [UInt8] = []
+            var index = hex.startIndex
+            while index < hex.endIndex {
+                let next = hex.index(index, offsetBy: 2)
+                guard let byte = UInt8(hex[index..<next], radix: 16) else { throw BadVector(description: "bad hex \(hex)") }
+                bytes.append(byte)
+                index = next
+            }
+            return Data(bytes)
+        }
+        if let unit = spec["repeat"] as? String, let count = spec["count"] as? Int {
+            let prefix = spec["prefix"] as? String ?? ""
+            let suffix = spec["suffix"] as? String ?? ""
+            return Data((prefix + String(repeating: unit, count: count) + suffix).utf8)
+        }
+        throw BadVector(description: "a frame needs text, hex or repeat: \(spec)")
+    }
+}
