@@ -39,6 +39,7 @@ var targets: [Target] = [
         dependencies: [
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -68,6 +69,7 @@ var targets: [Target] = [
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -77,6 +79,7 @@ var targets: [Target] = [
             "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -86,6 +89,7 @@ var targets: [Target] = [
             "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),

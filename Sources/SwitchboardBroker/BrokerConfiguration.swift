@@ -1,0 +1,95 @@
+import Foundation
+public import SwitchboardProtocol
+public import SwitchboardRuntime
+
+/// Everything `switchboard-broker` can be told. Defaults suit one machine; every key can come
+/// from the configuration file, the environment (`SWITCHBOARD_BROKER_<KEY>`) or a flag.
+public struct BrokerConfiguration: Sendable {
+    /// `ingest`: where producers send EVENTs (ROUTER).
+    public var ingestEndpoint = "tcp://127.0.0.1:5560"
+    /// `fanout`: the live stream (XPUB, topic = event type).
+    public var fanoutEndpoint = "tcp://127.0.0.1:5561"
+    /// `replay`: FETCH ranges of the journal (ROUTER).
+    public var replayEndpoint = "tcp://127.0.0.1:5562"
+    /// `data_dir`: holds `journal.sqlite`.
+    public var dataDirectory = ".switchboard/broker"
+    /// `heartbeat`: how often HEAD is published on the fan-out.
+    public var heartbeat: Duration = .seconds(1)
+    /// `batch_limit`: the most events journaled in one transaction (group commit).
+    public var batchLimit = 2048
+    /// `retention.max_age`: events received longer ago are deleted (nil: kept by age).
+    public var retentionMaxAge: Duration? = .seconds(7 * 86_400)
+    /// `retention.max_bytes`: the journal's stored event bytes are kept under this (nil: no bound).
+    public var retentionMaxBytes: Int64? = 8 << 30
+    /// `retention.interval`: how often retention runs.
+    public var retentionInterval: Duration = .seconds(60)
+    /// `min_version`: messages of a lower protocol version are refused (no downgrade).
+    public var minimumVersion = ProtocolVersion.current
+    /// `hwm`: `ZMQ_SNDHWM`/`ZMQ_RCVHWM` of the broker's sockets, in messages per peer.
+    public var highWaterMark: Int32 = 100_000
+    /// `max_frame_bytes`: `ZMQ_MAXMSGSIZE`; a peer sending a bigger frame is disconnected.
+    public var maxFrameBytes: Int64 = 1 << 20
+
+    public init() {}
+
+    /// The configuration keys, as written in a file.
+    public static let keys = [
+        "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
+        "retention.interval", "min_version", "hwm", "max_frame_bytes",
+    ]
+
+    /// Reads the file and environment layers over the defaults.
+    ///
+    /// Keys read: every key in `keys`; durations as `30s`/`7d`, sizes as `512MB`; `retention.max_age`
+    /// and `retention.max_bytes` accept `none`.
+    public init(layers: ConfigurationLayers) throws {
+        self.init()
+        if let v = layers.string("ingest") { ingestEndpoint = v }
+        if let v = layers.string("fanout") { fanoutEndpoint = v }
+        if let v = layers.string("replay") { replayEndpoint = v }
+        if let v = layers.string("data_dir") { dataDirectory = v }
+        if let v = try layers.duration("heartbeat") { heartbeat = v }
+        if let v = try layers.integer("batch_limit") { batchLimit = v }
+        if layers.string("retention.max_age") == "none" {
+            retentionMaxAge = nil
+        } else if let v = try layers.duration("retention.max_age") {
+            retentionMaxAge = v
+        }
+        if layers.string("retention.max_bytes") == "none" {
+            retentionMaxBytes = nil
+        } else if let v = try layers.byteCount("retention.max_bytes") {
+            retentionMaxBytes = v
+        }
+        if let v = try layers.duration("retention.interval") { retentionInterval = v }
+        if let v = layers.string("min_version") {
+            guard let version = ProtocolVersion(v) else {
+                throw ConfigurationLayers.Failure("min_version must look like 1.0, got '\(v)'")
+            }
+            minimumVersion = version
+        }
+        if let v = try layers.integer("hwm") { highWaterMark = Int32(clamping: v) }
+        if let v = try layers.byteCount("max_frame_bytes") { maxFrameBytes = v }
+        try validate()
+    }
+
+    public func validate() throws {
+        guard (1...100_000).contains(batchLimit) else {
+            throw ConfigurationLayers.Failure("batch_limit must be 1–100000, got \(batchLimit)")
+        }
+        guard heartbeat >= .milliseconds(10) else { throw ConfigurationLayers.Failure("heartbeat must be at least 10ms") }
+        guard minimumVersion.major == ProtocolVersion.current.major, minimumVersion <= .current else {
+            throw ConfigurationLayers.Failure("min_version \(minimumVersion) is not one this broker speaks (\(ProtocolVersion.current))")
+        }
+        guard maxFrameBytes >= Int64(SizeLimits.v1.message) else {
+            throw ConfigurationLayers.Failure("max_frame_bytes must be at least \(SizeLimits.v1.message) so the protocol's own limits apply first")
+        }
+    }
+
+    var journalPath: String { (dataDirectory as NSString).appendingPathComponent("journal.sqlite") }
+    /// Where a started broker writes its bound endpoints.
+    public var endpointsPath: String { (dataDirectory as NSString).appendingPathComponent("endpoints.json") }
+}
+
+extension Duration {
+    var milliseconds: Int64 { wholeMilliseconds }
+}

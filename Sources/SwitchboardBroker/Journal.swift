@@ -1,0 +1,274 @@
+public import Foundation
+import GRDB
+import SwitchboardProtocol
+
+/// An event the ingest path has checked and wants journaled.
+struct PendingEvent {
+    var header: EventHeader
+    var parent: Data
+    var metadata: Data
+    var content: Data
+    /// Broker clock, Unix milliseconds.
+    var receivedAt: Int64
+}
+
+/// What happened to one event of a batch.
+enum AppendOutcome: Equatable {
+    /// Journaled now under `busSeq`; `header` is the stored header (with `bus_seq`).
+    case stored(busSeq: Int64, header: Data)
+    /// Journaled before under `busSeq`.
+    case duplicate(busSeq: Int64)
+    /// The producer's sequence number already belongs to another event.
+    case conflict(existingEventID: String)
+}
+
+/// One journaled event as read back.
+public struct JournaledEvent: Sendable, Hashable {
+    public var busSeq: Int64
+    public var type: String
+    public var header: Data
+    public var parent: Data
+    public var metadata: Data
+    public var content: Data
+}
+
+/// The durable event journal: one SQLite file in WAL mode with `synchronous=FULL`, so a
+/// committed transaction is on disk before `append` returns (the broker ACKs only then).
+///
+/// `append` takes a whole batch in one transaction: the group commit that makes durable
+/// ingest fast. `bus_seq` is the table's integer primary key, assigned densely by the journal.
+///
+/// Threading contract: used by one thread (the broker's loop); not `Sendable`.
+public final class Journal {
+    public let path: String
+    private let queue: DatabaseQueue
+    /// The journal's identity, made when the file is created (`HEAD.broker`).
+    public let brokerID: String
+    public private(set) var head: Int64
+    public private(set) var first: Int64
+    /// Sum of stored frame sizes, for size-based retention.
+    public private(set) var storedBytes: Int64
+    public private(set) var count: Int64
+    /// The highest `producer_seq` journaled per producer, loaded lazily: an event above it
+    /// cannot be a resend, so it skips the duplicate look-up.
+    private var producerHigh: [String: Int64] = [:]
+
+    public init(path: String) throws {
+        self.path = path
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        configuration.label = "journal"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        queue = try DatabaseQueue(path: path, configuration: configuration)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE events (
+                        bus_seq INTEGER PRIMARY KEY,
+                        event_id TEXT NOT NULL UNIQUE,
+                        producer TEXT NOT NULL,
+                        producer_seq INTEGER NOT NULL,
+                        type TEXT NOT NULL,
+                        received_at INTEGER NOT NULL,
+                        size INTEGER NOT NULL,
+                        header BLOB NOT NULL,
+                        parent BLOB NOT NULL,
+                        metadata BLOB NOT NULL,
+                        content BLOB NOT NULL,
+                        UNIQUE (producer, producer_seq)
+                    );
+                    CREATE TABLE journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    """)
+            try db.execute(
+                sql: "INSERT INTO journal_meta (key, value) VALUES ('broker_id', ?)", arguments: [UUIDv7.string()])
+        }
+        try migrator.migrate(queue)
+        let (brokerID, head, first, bytes, count) = try queue.read { db in
+            (
+                try String.fetchOne(db, sql: "SELECT value FROM journal_meta WHERE key = 'broker_id'") ?? "",
+                try Int64.fetchOne(db, sql: "SELECT MAX(bus_seq) FROM events") ?? 0,
+                try Int64.fetchOne(db, sql: "SELECT MIN(bus_seq) FROM events"),
+                try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM events") ?? 0,
+                try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM events") ?? 0
+            )
+        }
+        self.brokerID = brokerID
+        self.head = head
+        self.first = first ?? head + 1
+        self.storedBytes = bytes
+        self.count = count
+    }
+
+    /// Journals a batch in one transaction and returns one outcome per event, in order.
+    /// Nothing is durable (and nothing may be ACKed) unless this returns.
+    func append(_ batch: [PendingEvent]) throws -> [AppendOutcome] {
+        var outcomes: [AppendOutcome] = []
+        outcomes.reserveCapacity(batch.count)
+        var nextSeq = head
+        var added: Int64 = 0
+        var addedBytes: Int64 = 0
+        var highs = producerHigh
+        try queue.inTransaction(.immediate) { db in
+            let insert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO events (bus_seq, event_id, producer, producer_seq, type, received_at, size,
+                                        header, parent, metadata, content)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            let lookup = try db.cachedStatement(
+                sql: "SELECT bus_seq, event_id FROM events WHERE event_id = ? OR (producer = ? AND producer_seq = ?)")
+            // Events of this batch, for duplicates inside the batch itself.
+            var inBatch: [String: Int64] = [:]
+            var inBatchSeq: [String: [Int64: String]] = [:]
+            for event in batch {
+                let h = event.header
+                if let seq = inBatch[h.eventID] {
+                    outcomes.append(.duplicate(busSeq: seq))
+                    continue
+                }
+                if let other = inBatchSeq[h.producer]?[h.producerSeq] {
+                    outcomes.append(.conflict(existingEventID: other))
+                    continue
+                }
+                let high: Int64
+                if let known = highs[h.producer] {
+                    high = known
+                } else {
+                    high = try Int64.fetchOne(db, sql: "SELECT MAX(producer_seq) FROM events WHERE producer = ?", arguments: [h.producer]) ?? 0
+                }
+                if h.producerSeq <= high {
+                    if let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq]) {
+                        let existingID: String = row[1]
+                        let existingSeq: Int64 = row[0]
+                        outcomes.append(existingID == h.eventID ? .duplicate(busSeq: existingSeq) : .conflict(existingEventID: existingID))
+                        highs[h.producer] = high
+                        continue
+                    }
+                }
+                var stored = h
+                nextSeq += 1
+                stored.busSeq = nextSeq
+                let headerData = try WireJSON.encode(stored)
+                let size = Int64(headerData.count + event.parent.count + event.metadata.count + event.content.count)
+                do {
+                    try insert.execute(arguments: [
+                        nextSeq, h.eventID, h.producer, h.producerSeq, h.type, event.receivedAt, size, headerData,
+                        event.parent, event.metadata, event.content,
+                    ])
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                    // Same event_id under a new producer_seq: a producer bug, or a resend we
+                    // could not predict. Report what the journal holds.
+                    nextSeq -= 1
+                    if let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq]) {
+                        let existingID: String = row[1]
+                        outcomes.append(existingID == h.eventID ? .duplicate(busSeq: row[0]) : .conflict(existingEventID: existingID))
+                    } else {
+                        throw error
+                    }
+                    highs[h.producer] = high
+                    continue
+                }
+                inBatch[h.eventID] = nextSeq
+                inBatchSeq[h.producer, default: [:]][h.producerSeq] = h.eventID
+                highs[h.producer] = max(high, h.producerSeq)
+                added += 1
+                addedBytes += size
+                outcomes.append(.stored(busSeq: nextSeq, header: headerData))
+            }
+            return .commit
+        }
+        // Only after the commit: the in-memory view follows the disk.
+        head = nextSeq
+        count += added
+        storedBytes += addedBytes
+        producerHigh = highs
+        return outcomes
+    }
+
+    /// Reads journaled events with `from <= bus_seq <= to`, matching any of `topics` (prefixes;
+    /// empty = all), at most `limit` of them, examining at most `scanWindow` sequence numbers.
+    /// - Returns: the events, and `through`: every matching event up to it has been returned.
+    public func read(from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64 = 50_000) throws
+        -> (events: [JournaledEvent], through: Int64)
+    {
+        let start = max(from, first)
+        let last = min(to ?? head, head, start + scanWindow - 1)
+        guard start <= last else { return ([], max(from - 1, min(to ?? head, head))) }
+        var sql = "SELECT bus_seq, type, header, parent, metadata, content FROM events WHERE bus_seq BETWEEN ? AND ?"
+        var arguments: StatementArguments = [start, last]
+        if !topics.isEmpty {
+            sql += " AND (" + topics.map { _ in "substr(type, 1, ?) = ?" }.joined(separator: " OR ") + ")"
+            for topic in topics { _ = arguments.append(contentsOf: [topic.utf8.count, topic]) }
+        }
+        sql += " ORDER BY bus_seq LIMIT ?"
+        _ = arguments.append(contentsOf: [limit])
+        let events = try queue.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+                JournaledEvent(
+                    busSeq: row[0], type: row[1], header: row[2], parent: row[3], metadata: row[4], content: row[5])
+            }
+        }
+        let through = events.count == limit ? events[events.count - 1].busSeq : last
+        return (events, through)
+    }
+
+    /// Deletes events received before `olderThan` (Unix ms), then the oldest until the stored
+    /// size is at most `maxBytes`; at most `chunk` rows per call, so the loop stays responsive.
+    /// - Returns: how many events were deleted.
+    func prune(olderThan: Int64?, maxBytes: Int64?, chunk: Int = 10_000) throws -> Int {
+        guard count > 0 else { return 0 }
+        var cutoff: Int64 = first - 1
+        try queue.read { db in
+            if let olderThan {
+                // Retention keeps a contiguous journal: delete the oldest prefix while it is
+                // older than the cut-off (received_at follows bus_seq, both from this broker).
+                let rows = try Row.fetchCursor(
+                    db, sql: "SELECT bus_seq, received_at FROM events WHERE bus_seq >= ? ORDER BY bus_seq LIMIT ?",
+                    arguments: [first, chunk])
+                while let row = try rows.next() {
+                    let receivedAt: Int64 = row[1]
+                    guard receivedAt < olderThan else { break }
+                    cutoff = max(cutoff, row[0])
+                }
+            }
+            if let maxBytes, storedBytes > maxBytes {
+                var excess = storedBytes - maxBytes
+                let rows = try Row.fetchCursor(
+                    db, sql: "SELECT bus_seq, size FROM events WHERE bus_seq >= ? ORDER BY bus_seq LIMIT ?",
+                    arguments: [first, chunk])
+                while excess > 0, let row = try rows.next() {
+                    let seq: Int64 = row[0]
+                    let size: Int64 = row[1]
+                    cutoff = max(cutoff, seq)
+                    excess -= size
+                }
+            }
+        }
+        guard cutoff >= first else { return 0 }
+        var deleted = 0
+        var freed: Int64 = 0
+        try queue.inTransaction(.immediate) { db in
+            freed = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM events WHERE bus_seq <= ?", arguments: [cutoff]) ?? 0
+            try db.execute(sql: "DELETE FROM events WHERE bus_seq <= ?", arguments: [cutoff])
+            deleted = db.changesCount
+            return .commit
+        }
+        count -= Int64(deleted)
+        storedBytes -= freed
+        first = cutoff + 1
+        // Producers' highs stay valid: deleted events are still "seen" for their sequences.
+        return deleted
+    }
+
+    /// Runs a read-only query, for tests and tools.
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try queue.read(body)
+    }
+
+    public func close() throws {
+        try queue.close()
+    }
+}

@@ -1,0 +1,231 @@
+public import Foundation
+import GRDB
+import SwitchboardProtocol
+
+/// One event waiting in an outbox for the broker's ACK.
+public struct OutboxEntry: Sendable, Hashable {
+    public var producerSeq: Int64
+    public var eventID: String
+    public var type: String
+    /// The EVENT header as it is sent, every time (same `event_id`, same `producer_seq`).
+    public var header: Data
+    public var content: Data
+    public var attempts: Int
+}
+
+/// What an outbox holds.
+public struct OutboxCounts: Sendable, Hashable {
+    /// Waiting for the broker's ACK.
+    public var pending: Int
+    /// Refused by the broker for good (kept for a person to look at; never resent).
+    public var rejected: Int
+    /// ACKed over the outbox's life.
+    public var delivered: Int64
+}
+
+/// A producer's durable outbox: an event is written here (and fsynced) before anything is
+/// sent, and deleted only when the broker ACKs it. Resends use the stored header, so the
+/// broker sees the same `event_id` and `producer_seq` however often an event is sent.
+///
+/// The file is created with mode 0600 in a directory of mode 0700: it holds personal data.
+///
+/// Thread-safe (GRDB serialises access); calls block briefly on disk I/O, so async callers
+/// should not make them in tight loops on the cooperative pool.
+public final class Outbox: Sendable {
+    public let path: String
+    public let producer: String
+    /// This process's run of the producer (`session` in headers of events enqueued now).
+    public let session: String
+    private let queue: DatabaseQueue
+
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    /// Opens (or creates) the outbox at `path` for `producer`.
+    /// - Throws: if the file belongs to another producer: one outbox, one producer name.
+    public init(path: String, producer: String) throws {
+        guard Producer.isValid(producer) else {
+            throw Failure(description: "producer name '\(producer)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
+        }
+        self.path = path
+        self.producer = producer
+        self.session = UUIDv7.string()
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        queue = try DatabaseQueue(path: path, configuration: configuration)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE outbox (
+                        producer_seq INTEGER PRIMARY KEY,
+                        event_id TEXT NOT NULL UNIQUE,
+                        type TEXT NOT NULL,
+                        created_at TEXT NOT NULL,
+                        header BLOB NOT NULL,
+                        content BLOB NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        rejected TEXT
+                    );
+                    CREATE TABLE outbox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    CREATE TABLE imports (
+                        digest TEXT PRIMARY KEY,
+                        name TEXT NOT NULL,
+                        rows INTEGER NOT NULL,
+                        imported_at TEXT NOT NULL
+                    );
+                    """)
+        }
+        try migrator.migrate(queue)
+        try queue.write { db in
+            if let owner = try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'producer'") {
+                guard owner == producer else {
+                    throw Failure(description: "outbox \(path) belongs to producer '\(owner)', not '\(producer)'")
+                }
+            } else {
+                try db.execute(sql: "INSERT INTO outbox_meta (key, value) VALUES ('producer', ?), ('next_seq', '1'), ('delivered', '0')", arguments: [producer])
+            }
+        }
+    }
+
+    /// A new event to enqueue.
+    public struct NewEvent: Sendable {
+        public var type: String
+        public var schema: String
+        public var content: Data
+        public var key: String?
+
+        public init(type: String, schema: String, content: Data, key: String? = nil) {
+            self.type = type
+            self.schema = schema
+            self.content = content
+            self.key = key
+        }
+    }
+
+    /// Enqueues events atomically (all or none) and durably; returns their entries.
+    /// - Parameter importDigest: a file digest to record with the events, so the same file is
+    ///   not imported twice; throws `Failure` if it was.
+    @discardableResult
+    public func enqueue(_ events: [NewEvent], importDigest: (digest: String, name: String)? = nil) throws -> [OutboxEntry] {
+        var entries: [OutboxEntry] = []
+        entries.reserveCapacity(events.count)
+        try queue.inTransaction(.immediate) { db in
+            entries.removeAll(keepingCapacity: true)
+            if let importDigest {
+                if let row = try Row.fetchOne(db, sql: "SELECT name, rows, imported_at FROM imports WHERE digest = ?", arguments: [importDigest.digest]) {
+                    let name: String = row[0]
+                    let rows: Int = row[1]
+                    let at: String = row[2]
+                    throw Failure(description: "this file was already imported as '\(name)' (\(rows) rows) at \(at); nothing was queued")
+                }
+                try db.execute(
+                    sql: "INSERT INTO imports (digest, name, rows, imported_at) VALUES (?, ?, ?, ?)",
+                    arguments: [importDigest.digest, importDigest.name, events.count, Timestamp.now()])
+            }
+            var next = Int64(try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'next_seq'") ?? "1") ?? 1
+            let insert = try db.cachedStatement(
+                sql: "INSERT INTO outbox (producer_seq, event_id, type, created_at, header, content) VALUES (?, ?, ?, ?, ?, ?)")
+            for event in events {
+                let header = EventHeader(
+                    type: event.type, producer: producer, producerSeq: next, schema: event.schema, session: session,
+                    key: event.key)
+                let headerData = try WireJSON.encode(header)
+                try insert.execute(arguments: [next, header.eventID, event.type, header.time, headerData, event.content])
+                entries.append(
+                    OutboxEntry(producerSeq: next, eventID: header.eventID, type: event.type, header: headerData, content: event.content, attempts: 0))
+                next += 1
+            }
+            try db.execute(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'", arguments: [String(next)])
+            return .commit
+        }
+        return entries
+    }
+
+    /// Pending entries in sequence order with `producer_seq > after`.
+    public func pending(after: Int64 = 0, limit: Int) throws -> [OutboxEntry] {
+        try queue.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT producer_seq, event_id, type, header, content, attempts FROM outbox WHERE rejected IS NULL AND producer_seq > ? ORDER BY producer_seq LIMIT ?",
+                arguments: [after, limit]
+            ).map { row in
+                OutboxEntry(producerSeq: row[0], eventID: row[1], type: row[2], header: row[3], content: row[4], attempts: row[5])
+            }
+        }
+    }
+
+    /// Records that entries were sent (again).
+    public func markAttempted(_ producerSeqs: [Int64]) throws {
+        guard !producerSeqs.isEmpty else { return }
+        try queue.write { db in
+            let statement = try db.cachedStatement(sql: "UPDATE outbox SET attempts = attempts + 1 WHERE producer_seq = ?")
+            for seq in producerSeqs { try statement.execute(arguments: [seq]) }
+        }
+    }
+
+    /// Deletes ACKed entries; returns how many were still there.
+    @discardableResult
+    public func acknowledge(_ producerSeqs: [Int64]) throws -> Int {
+        guard !producerSeqs.isEmpty else { return 0 }
+        // Deletes need not survive a power cut: a lost delete only means one resend, which the
+        // broker answers as a duplicate. So they skip the fsync that enqueues pay.
+        return try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
+            var removed = 0
+            try db.inTransaction(.immediate) {
+                let statement = try db.cachedStatement(sql: "DELETE FROM outbox WHERE producer_seq = ?")
+                for seq in producerSeqs {
+                    try statement.execute(arguments: [seq])
+                    removed += db.changesCount
+                }
+                try db.execute(
+                    sql: "UPDATE outbox_meta SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT) WHERE key = 'delivered'",
+                    arguments: [removed])
+                return .commit
+            }
+            return removed
+        }
+    }
+
+    /// Marks an entry refused for good, with the broker's reason; it stays, unsent.
+    public func reject(_ producerSeq: Int64, reason: String) throws {
+        try queue.write { db in
+            try db.execute(sql: "UPDATE outbox SET rejected = ? WHERE producer_seq = ?", arguments: [reason, producerSeq])
+        }
+    }
+
+    /// Rejected entries with their reasons.
+    public func rejected() throws -> [(entry: OutboxEntry, reason: String)] {
+        try queue.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT producer_seq, event_id, type, header, content, attempts, rejected FROM outbox WHERE rejected IS NOT NULL ORDER BY producer_seq"
+            ).map { row in
+                (OutboxEntry(producerSeq: row[0], eventID: row[1], type: row[2], header: row[3], content: row[4], attempts: row[5]), row[6])
+            }
+        }
+    }
+
+    public func counts() throws -> OutboxCounts {
+        try queue.read { db in
+            OutboxCounts(
+                pending: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE rejected IS NULL") ?? 0,
+                rejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE rejected IS NOT NULL") ?? 0,
+                delivered: Int64(try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'delivered'") ?? "0") ?? 0)
+        }
+    }
+}

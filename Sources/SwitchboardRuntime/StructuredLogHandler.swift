@@ -1,0 +1,96 @@
+public import Logging
+import Foundation
+import Synchronization
+
+/// How log records are written.
+public enum LogFormat: String, Sendable, CaseIterable {
+    /// `2026-11-22T21:04:00.120Z info broker: journal opened head=42 path=…` (logfmt metadata)
+    case text
+    /// One JSON object per line: `ts`, `level`, `label`, `msg`, then the metadata.
+    case json
+}
+
+/// A `LogHandler` writing one structured line per record to standard error.
+///
+/// Metadata values are written as given: callers never put secrets in metadata (the protocol
+/// and the review rules keep tokens and passwords out of every log line).
+public struct StructuredLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level
+    private let label: String
+    private let format: LogFormat
+
+    public init(label: String, format: LogFormat, level: Logger.Level) {
+        self.label = label
+        self.format = format
+        self.logLevel = level
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var all = metadata
+        if let extra = event.metadata { all.merge(extra) { _, new in new } }
+        let time = Self.timestamp()
+        let line: String
+        switch format {
+        case .text:
+            var text = "\(time) \(event.level) \(label): \(event.message)"
+            for (key, value) in all.sorted(by: { $0.key < $1.key }) {
+                text += " \(key)=\(Self.logfmt(value.description))"
+            }
+            line = text
+        case .json:
+            var object: [String: String] = [:]
+            for (key, value) in all { object[key] = value.description }
+            object["ts"] = time
+            object["level"] = event.level.rawValue
+            object["label"] = label
+            object["msg"] = event.message.description
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+            line = String(decoding: data, as: UTF8.self)
+        }
+        Self.write(line + "\n")
+    }
+
+    private static let output = Mutex<Void>(())
+
+    private static func write(_ line: String) {
+        output.withLock { _ in
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+    }
+
+    private static func logfmt(_ value: String) -> String {
+        if !value.isEmpty && !value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) {
+            return value
+        }
+        return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n") + "\""
+    }
+
+    private static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var seconds = now.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+            parts.tm_hour, parts.tm_min, parts.tm_sec, Int(now.tv_nsec / 1_000_000))
+    }
+}
+
+extension StructuredLogHandler {
+    /// Sets up swift-log for a process once: format and level from arguments, falling back to
+    /// `SWITCHBOARD_LOG_FORMAT` and `SWITCHBOARD_LOG_LEVEL`.
+    public static func bootstrap(format: LogFormat? = nil, level: Logger.Level? = nil) {
+        let environment = ProcessInfo.processInfo.environment
+        let format = format ?? environment["SWITCHBOARD_LOG_FORMAT"].flatMap(LogFormat.init(rawValue:)) ?? .text
+        let level = level ?? environment["SWITCHBOARD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        LoggingSystem.bootstrap { label in StructuredLogHandler(label: label, format: format, level: level) }
+    }
+}

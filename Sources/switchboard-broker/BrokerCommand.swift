@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import SwitchboardBroker
+import SwitchboardRuntime
+import UnixSignals
+
+@main
+struct BrokerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard-broker",
+        abstract: "The Switchboard broker: durable event journal, live fan-out and replay.",
+        discussion: """
+            Settings come from, in rising order: defaults, --config FILE (JSON), environment
+            variables SWITCHBOARD_BROKER_<KEY> (e.g. SWITCHBOARD_BROKER_RETENTION_MAX_AGE), flags.
+            File keys: \(BrokerConfiguration.keys.joined(separator: ", ")).
+            SIGTERM or SIGINT stops it gracefully: every acknowledged event is on disk.
+            """)
+
+    @Option(help: "A JSON configuration file.") var config: String?
+    @Option(help: "Ingest endpoint (ROUTER), e.g. tcp://0.0.0.0:5560.") var ingest: String?
+    @Option(help: "Fan-out endpoint (XPUB).") var fanout: String?
+    @Option(help: "Replay endpoint (ROUTER).") var replay: String?
+    @Option(name: .customLong("data-dir"), help: "Directory of the journal.") var dataDirectory: String?
+    @Option(help: "HEAD interval, e.g. 1s or 500ms.") var heartbeat: String?
+    @Option(name: .customLong("retention-max-age"), help: "Delete events older than this (e.g. 7d), or 'none'.") var retentionMaxAge: String?
+    @Option(name: .customLong("retention-max-bytes"), help: "Keep the journal under this size (e.g. 8GB), or 'none'.") var retentionMaxBytes: String?
+    @Option(name: .customLong("min-version"), help: "Refuse messages below this protocol version.") var minimumVersion: String?
+    @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
+
+    func run() async throws {
+        let format = try logFormat.map { value -> LogFormat in
+            guard let format = LogFormat(rawValue: value) else { throw ValidationError("--log-format must be text or json, got '\(value)'") }
+            return format
+        }
+        let level = try logLevel.map { value -> Logger.Level in
+            guard let level = Logger.Level(rawValue: value) else { throw ValidationError("--log-level '\(value)' is not a level") }
+            return level
+        }
+        StructuredLogHandler.bootstrap(format: format, level: level)
+        let logger = Logger(label: "broker")
+
+        var environment = ProcessInfo.processInfo.environment
+        // Flags are the top layer: feed them in as the environment would, so every value goes
+        // through the same parsing and the same error messages.
+        let flags: [(String, String?)] = [
+            ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("data_dir", dataDirectory),
+            ("heartbeat", heartbeat), ("retention.max_age", retentionMaxAge),
+            ("retention.max_bytes", retentionMaxBytes), ("min_version", minimumVersion),
+        ]
+        for (key, value) in flags {
+            if let value { environment["SWITCHBOARD_BROKER_" + key.uppercased().replacingOccurrences(of: ".", with: "_")] = value }
+        }
+        let settings: BrokerConfiguration
+        do {
+            let layers = try ConfigurationLayers(
+                file: config, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys, environment: environment)
+            settings = try BrokerConfiguration(layers: layers)
+        } catch let failure as ConfigurationLayers.Failure {
+            throw ValidationError(failure.description)
+        }
+        let broker = try Broker(configuration: settings, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: BrokerService(broker: broker))],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        try await group.run()
+    }
+}

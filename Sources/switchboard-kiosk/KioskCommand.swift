@@ -1,0 +1,384 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardRuntime
+import ZeroMQ
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct KioskCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard-kiosk",
+        abstract: "Record check-ins at a shelter kiosk; they are kept on this machine until the broker has them.",
+        discussion: """
+            Every check-in is saved in the kiosk's outbox before anything is sent, and stays
+            there until the broker confirms it is on disk; a later run sends whatever is waiting.
+            Environment: SWITCHBOARD_KIOSK_ID, SWITCHBOARD_INGEST, SWITCHBOARD_KIOSK_OUTBOX.
+            """,
+        subcommands: [CheckInCommand.self, ImportCommand.self, LoadCommand.self, FlushCommand.self, StatusCommand.self, DemoCommand.self])
+}
+
+/// Options every kiosk command shares.
+struct KioskOptions: ParsableArguments {
+    @Option(help: "This kiosk's id (the producer name), e.g. riverside-1.") var kiosk: String?
+    @Option(help: "The broker's ingest endpoint.") var broker: String?
+    @Option(help: "The outbox file.") var outbox: String?
+    @Option(name: .customLong("log-level"), help: "Log level for diagnostics on standard error.") var logLevel: String = "warning"
+
+    var kioskID: String {
+        if let kiosk { return kiosk }
+        if let id = ProcessInfo.processInfo.environment["SWITCHBOARD_KIOSK_ID"] { return id }
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "local"
+        return "kiosk-" + String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(50))
+    }
+
+    var ingestEndpoint: String {
+        broker ?? ProcessInfo.processInfo.environment["SWITCHBOARD_INGEST"] ?? "tcp://127.0.0.1:5560"
+    }
+
+    var outboxPath: String {
+        outbox ?? ProcessInfo.processInfo.environment["SWITCHBOARD_KIOSK_OUTBOX"] ?? ".switchboard/kiosk/\(kioskID)/outbox.sqlite"
+    }
+
+    func validate() throws {
+        guard Producer.isValid(kioskID) else {
+            throw ValidationError("--kiosk: '\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
+        }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: '\(logLevel)' is not a level") }
+    }
+
+    func open() throws -> (Outbox, Logger) {
+        StructuredLogHandler.bootstrap(level: Logger.Level(rawValue: logLevel))
+        var logger = Logger(label: "kiosk")
+        logger[metadataKey: "kiosk"] = "\(kioskID)"
+        do {
+            return (try Outbox(path: outboxPath, producer: kioskID), logger)
+        } catch {
+            throw ValidationError("cannot open the outbox \(outboxPath): \(error)")
+        }
+    }
+
+    /// Delivers what is waiting, telling the person how it went.
+    func deliver(_ outbox: Outbox, logger: Logger, wait: Duration, keepWaiting: @escaping @Sendable () -> Bool = { false }) async throws -> DeliveryReport {
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let sender = OutboxSender(outbox: outbox, io: io, endpoint: ingestEndpoint, logger: logger)
+        let report: DeliveryReport
+        do {
+            report = try await sender.deliver(until: .now + wait, keepWaiting: keepWaiting)
+        } catch {
+            await io.shutdown()
+            throw error
+        }
+        await io.shutdown()
+        context.terminate()
+        return report
+    }
+
+    func tell(_ report: DeliveryReport, wait: Duration) {
+        if report.delivered + report.duplicates > 0 {
+            var line = "Delivered \(report.delivered + report.duplicates) check-in\(report.delivered + report.duplicates == 1 ? "" : "s")"
+            if let seq = report.lastBusSeq { line += " (broker sequence up to #\(seq))" }
+            print(line + ".")
+        }
+        if report.rejected > 0 {
+            print("Refused by the broker: \(report.rejected) (kept on this kiosk; see 'switchboard-kiosk status'). Last reason: \(report.lastProblem ?? "unknown").")
+        }
+        if report.pending > 0 {
+            if !report.brokerAnswered {
+                print("The broker at \(ingestEndpoint) did not answer within \(wait). \(report.pending) check-in\(report.pending == 1 ? " is" : "s are") saved on this kiosk and will be sent by the next run.")
+            } else {
+                print("\(report.pending) check-in\(report.pending == 1 ? " is" : "s are") still waiting and will be sent by the next run.")
+            }
+        } else if report.rejected == 0 {
+            print("Nothing waiting.")
+        }
+    }
+}
+
+func parseWait(_ text: String) throws -> Duration {
+    guard let duration = DurationText.parse(text) else { throw ValidationError("--wait: '\(text)' is not a duration like 5s or 2m") }
+    return duration
+}
+
+struct CheckInCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "checkin", abstract: "Record one check-in and send it.")
+
+    @OptionGroup var options: KioskOptions
+    @Option(help: "First name.") var first: String?
+    @Option(help: "Last name.") var last: String?
+    @Option(help: "Date of birth, YYYY-MM-DD (strongly advised with a name).") var dob: String?
+    @Option(name: .customLong("participant-id"), help: "ETO participant id, when known.") var participantID: String?
+    @Option(help: "ETO site id.") var site: String?
+    @Option(help: "ETO program id.") var program: String?
+    @Option(help: "Latitude (street outreach).") var latitude: String?
+    @Option(help: "Longitude (street outreach).") var longitude: String?
+    @Option(help: "Location accuracy in metres.") var accuracy: String?
+    @Option(help: "Notes (at most 2000 characters).") var notes: String?
+    @Option(help: "How long to try sending now, e.g. 5s.") var wait: String = "5s"
+
+    func run() async throws {
+        let wait = try parseWait(wait)
+        let values: [String: String] = [
+            "first_name": first, "last_name": last, "date_of_birth": dob, "eto_participant_id": participantID,
+            "site_id": site, "program_id": program, "latitude": latitude, "longitude": longitude,
+            "accuracy_m": accuracy, "notes": notes,
+        ].compactMapValues { $0 }
+        let flags = [
+            "first_name": "--first", "last_name": "--last", "date_of_birth": "--dob", "eto_participant_id": "--participant-id",
+            "site_id": "--site", "program_id": "--program", "latitude": "--latitude", "longitude": "--longitude",
+            "accuracy_m": "--accuracy", "notes": "--notes", "checked_in_at": "time",
+        ]
+        let checkIn: CheckIn
+        do {
+            checkIn = try CheckInForm.make(values, kioskID: options.kioskID) { flags[$0] ?? $0 }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let (outbox, logger) = try options.open()
+        let entry = try outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))])[0]
+        print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try outbox.counts().pending) waiting to send.")
+        let report = try await options.deliver(outbox, logger: logger, wait: wait)
+        options.tell(report, wait: wait)
+    }
+}
+
+/// The ordering key of a check-in: the same person's events stay in order downstream.
+func personKey(_ checkIn: CheckIn) -> String {
+    if let id = checkIn.participant.etoParticipantID { return "eto:\(id)" }
+    let name = "\(checkIn.participant.firstName ?? "")|\(checkIn.participant.lastName ?? "")|\(checkIn.participant.dateOfBirth ?? "")"
+    return "name:" + name.lowercased()
+}
+
+struct ImportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Record check-ins from a CSV file: all rows or none.",
+        discussion: "The first row names the columns: \(CheckInForm.columns.joined(separator: ", ")). A file is imported once; importing it again is refused.")
+
+    @OptionGroup var options: KioskOptions
+    @Argument(help: "The CSV file.") var file: String
+    @Option(help: "How long to try sending now, e.g. 30s.") var wait: String = "30s"
+
+    func run() async throws {
+        let wait = try parseWait(wait)
+        guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+        guard let text = String(data: data, encoding: .utf8) else { throw ValidationError("\(file) is not UTF-8 text") }
+        let rows: [(line: Int, fields: [String])]
+        do {
+            rows = try CheckInForm.parseCSV(text)
+        } catch {
+            throw ValidationError("\(file): \(error)")
+        }
+        guard let header = rows.first else { throw ValidationError("\(file) is empty") }
+        let names = header.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if let unknown = names.first(where: { !CheckInForm.columns.contains($0) }) {
+            throw ValidationError("\(file) line 1: unknown column '\(unknown)' (known: \(CheckInForm.columns.joined(separator: ", ")))")
+        }
+        var events: [Outbox.NewEvent] = []
+        var problems: [String] = []
+        for row in rows.dropFirst() {
+            guard row.fields.count == names.count else {
+                problems.append("line \(row.line): \(row.fields.count) fields, the header has \(names.count)")
+                continue
+            }
+            let values = Dictionary(zip(names, row.fields), uniquingKeysWith: { a, _ in a })
+            let checkIn: CheckIn
+            do {
+                checkIn = try CheckInForm.make(values, kioskID: options.kioskID)
+            } catch {
+                problems.append("line \(row.line), column '\(error.field)': \(error.message)")
+                continue
+            }
+            events.append(.init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn)))
+        }
+        guard problems.isEmpty else {
+            let shown = problems.prefix(20).joined(separator: "\n  ")
+            throw ValidationError("\(file): \(problems.count) row\(problems.count == 1 ? "" : "s") refused, nothing was queued:\n  \(shown)\(problems.count > 20 ? "\n  …" : "")")
+        }
+        guard !events.isEmpty else { throw ValidationError("\(file) has a header but no rows") }
+        let (outbox, logger) = try options.open()
+        do {
+            try outbox.enqueue(events, importDigest: (digest(data), (file as NSString).lastPathComponent))
+        } catch let failure as Outbox.Failure {
+            throw ValidationError("\(file): \(failure.description)")
+        }
+        print("Queued \(events.count) check-ins from \(file). \(try outbox.counts().pending) waiting to send.")
+        let report = try await options.deliver(outbox, logger: logger, wait: wait)
+        options.tell(report, wait: wait)
+    }
+
+    /// A content digest (FNV-1a, 64-bit, over bytes and length): identifies a file, not a secret.
+    func digest(_ data: Data) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in data {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return String(hash, radix: 16) + "-" + String(data.count)
+    }
+}
+
+struct FlushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "flush", abstract: "Send every check-in still waiting.")
+
+    @OptionGroup var options: KioskOptions
+    @Option(help: "How long to keep trying, e.g. 60s.") var wait: String = "30s"
+
+    func run() async throws {
+        let wait = try parseWait(wait)
+        let (outbox, logger) = try options.open()
+        print("\(try outbox.counts().pending) check-ins waiting to send.")
+        let report = try await options.deliver(outbox, logger: logger, wait: wait)
+        options.tell(report, wait: wait)
+        if report.pending > 0 { throw ExitCode(3) }
+    }
+}
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show what the outbox holds.")
+
+    @OptionGroup var options: KioskOptions
+
+    func run() async throws {
+        let (outbox, _) = try options.open()
+        let counts = try outbox.counts()
+        print("kiosk \(options.kioskID), outbox \(options.outboxPath)")
+        print("waiting: \(counts.pending)   refused: \(counts.rejected)   delivered so far: \(counts.delivered)")
+        for (entry, reason) in try outbox.rejected().prefix(50) {
+            print("refused #\(entry.producerSeq) event \(entry.eventID): \(reason)")
+        }
+    }
+}
+
+struct LoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load", abstract: "Generate synthetic check-ins at a rate, through the outbox, and deliver them.")
+
+    @OptionGroup var options: KioskOptions
+    @Option(help: "Check-ins per second (0: as fast as possible).") var rate: Double = 100
+    @Option(help: "How many check-ins to generate.") var count: Int = 1000
+    @Option(help: "After generating, how long to keep trying to deliver, e.g. 60s.") var wait: String = "60s"
+
+    func validate() throws {
+        guard rate >= 0, rate.isFinite else { throw ValidationError("--rate must be 0 or more") }
+        guard count >= 1 else { throw ValidationError("--count must be at least 1") }
+    }
+
+    func run() async throws {
+        let wait = try parseWait(wait)
+        let (outbox, logger) = try options.open()
+        let kioskID = options.kioskID
+        let generated = Counter()
+        let start = ContinuousClock.now
+        let total = count
+        let rate = rate
+        let report = try await withThrowingTaskGroup(of: DeliveryReport?.self) { group in
+            group.addTask {
+                var made = 0
+                var batch: [Outbox.NewEvent] = []
+                while made < total {
+                    let due = rate == 0 ? total : min(total, Int(Double(start.duration(to: .now).wholeMilliseconds + 10) * rate / 1000))
+                    let size = min(max(due - made, 0), 500)
+                    if size == 0 {
+                        try await Task.sleep(for: .milliseconds(5))
+                        continue
+                    }
+                    batch.removeAll(keepingCapacity: true)
+                    for i in 0..<size {
+                        let checkIn = SyntheticCheckIns.make(index: made + i, kioskID: kioskID)
+                        batch.append(.init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn)))
+                    }
+                    try outbox.enqueue(batch)
+                    made += size
+                    generated.set(made)
+                }
+                return nil
+            }
+            group.addTask {
+                try await options.deliver(outbox, logger: logger, wait: .seconds(86_400 * 365)) {
+                    generated.value < total
+                }
+            }
+            var final: DeliveryReport?
+            for try await result in group where result != nil { final = result }
+            return final
+        }
+        _ = wait
+        let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
+        print(String(format: "Generated %d check-ins; delivered %d in %.2fs (%.0f/s).", total, (report?.delivered ?? 0) + (report?.duplicates ?? 0), seconds, Double((report?.delivered ?? 0) + (report?.duplicates ?? 0)) / max(seconds, 0.001)))
+        if let report { options.tell(report, wait: wait) }
+    }
+}
+
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo", abstract: "Send a trickle of realistic check-ins until interrupted (used by 'switchboard up').")
+
+    @OptionGroup var options: KioskOptions
+    @Option(help: "Time between check-ins, e.g. 2s.") var interval: String = "2s"
+
+    func run() async throws {
+        guard let interval = DurationText.parse(interval), interval > .zero else { throw ValidationError("--interval: '\(interval)' is not a duration") }
+        let (outbox, logger) = try options.open()
+        let kioskID = options.kioskID
+        let options = options
+        print("Demo kiosk \(kioskID): one check-in every \(interval) to \(options.ingestEndpoint). Ctrl-C stops.")
+        _ = try await untilInterrupted {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    var index = Int.random(in: 0..<1000)
+                    while true {
+                        let checkIn = SyntheticCheckIns.make(index: index, kioskID: kioskID)
+                        try outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))])
+                        index += 1
+                        try await Task.sleep(for: interval)
+                    }
+                }
+                group.addTask {
+                    let report = try await options.deliver(outbox, logger: logger, wait: .seconds(86_400 * 365)) { true }
+                    options.tell(report, wait: .zero)
+                }
+                try await group.next()
+                group.cancelAll()
+            }
+        }
+        print("Demo kiosk stopped; \(try outbox.counts().pending) check-ins waiting.")
+    }
+}
+
+/// A thread-safe integer for progress shared between tasks.
+final class Counter: Sendable {
+    private let storage = Mutex(0)
+    var value: Int { storage.withLock { $0 } }
+    func set(_ value: Int) { storage.withLock { $0 = value } }
+}
+
+/// Plausible, clearly fictional check-ins for load and demos.
+enum SyntheticCheckIns {
+    static let firstNames = ["Ana", "Marcus", "Li", "Fatima", "Joe", "Priya", "Dmitri", "Grace", "Tomás", "Aisha", "Sam", "Rosa"]
+    static let lastNames = ["Diaz", "Johnson", "Chen", "Okafor", "Smith", "Patel", "Ivanov", "Nguyen", "García", "Hassan", "Lee", "Moreno"]
+
+    static func make(index: Int, kioskID: String) -> CheckIn {
+        let first = firstNames[index % firstNames.count]
+        let last = lastNames[(index / firstNames.count) % lastNames.count]
+        let year = 1950 + (index * 7) % 55
+        let month = 1 + (index * 5) % 12
+        let day = 1 + (index * 3) % 28
+        let dob = String(format: "%04d-%02d-%02d", year, month, day)
+        let outreach = index % 10 == 9
+        return CheckIn(
+            participant: .init(firstName: first, lastName: last, dateOfBirth: dob),
+            siteID: Int64(12 + index % 3), programID: Int64(3 + index % 2), kioskID: kioskID,
+            checkedInAt: Timestamp.now(),
+            location: outreach ? .init(latitude: 47.6 + Double(index % 100) / 1000, longitude: -122.33, accuracyMeters: 15) : nil,
+            notes: outreach ? "Street outreach contact." : nil)
+    }
+}
