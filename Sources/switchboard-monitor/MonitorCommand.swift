@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardRuntime
+import ZeroMQ
+
+@main
+struct MonitorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard-monitor",
+        abstract: "Watch events on the bus: live, or from any point of the journal, with nothing missed.",
+        discussion: """
+            Gaps in the live stream (a slow or late subscriber, a reconnect) are detected from
+            sequence numbers and HEAD heartbeats and filled from the journal; the monitor says so.
+            Values of keys that look like secrets are never printed.
+            Environment: SWITCHBOARD_FANOUT, SWITCHBOARD_REPLAY.
+            """)
+
+    @Option(name: .customLong("topic"), help: "Follow event types starting with this prefix (repeatable; default: all).") var topics: [String] = []
+    @Flag(help: "One JSON object per event (notices go to standard error).") var json = false
+    @Option(help: "Replay the journal from this bus sequence number, then follow live.") var from: Int64?
+    @Option(help: "Exit after this many events.") var count: Int?
+    @Option(help: "The broker's fan-out endpoint.") var fanout: String?
+    @Option(help: "The broker's replay endpoint.") var replay: String?
+
+    func validate() throws {
+        if let from, from < 1 { throw ValidationError("--from must be at least 1") }
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+        for topic in topics where topic.isEmpty || topic.utf8.count > Topic.maximumLength {
+            throw ValidationError("--topic must be 1–\(Topic.maximumLength) bytes")
+        }
+    }
+
+    func run() async throws {
+        StructuredLogHandler.bootstrap(level: .warning)
+        let environment = ProcessInfo.processInfo.environment
+        let endpoints = JournalFollower.Endpoints(
+            fanout: fanout ?? environment["SWITCHBOARD_FANOUT"] ?? "tcp://127.0.0.1:5561",
+            replay: replay ?? environment["SWITCHBOARD_REPLAY"] ?? "tcp://127.0.0.1:5562")
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let printer = EventPrinter(json: json)
+        let (topics, from, count) = (topics, from, count)
+        if !json {
+            let what = topics.isEmpty ? "all events" : "events of " + topics.joined(separator: ", ")
+            printer.notice("watching \(what) on \(endpoints.fanout)\(from.map { ", replaying from #\($0)" } ?? "")")
+        }
+        _ = try await untilInterrupted {
+            let follower = JournalFollower(io: io, endpoints: endpoints, topics: topics, from: from)
+            var seen = 0
+            while count.map({ seen < $0 }) ?? true {
+                switch try await follower.next() {
+                case .event(let event):
+                    printer.event(event)
+                    seen += 1
+                case .gapFilled(let from, let to, let fetched):
+                    printer.notice("gap: #\(from)…#\(to) missed live; \(fetched) event\(fetched == 1 ? "" : "s") fetched from the journal", kind: "gap", fields: ["from": from, "to": to, "fetched": fetched])
+                case .pruned(let from, let to):
+                    printer.notice("#\(from)…#\(to) are no longer in the journal (removed by retention)", kind: "pruned", fields: ["from": from, "to": to])
+                case .welcome(let broker, let head):
+                    printer.notice("connected to broker \(broker), journal head #\(head)", kind: "welcome", fields: ["broker": broker, "head": head])
+                case .newJournal(let broker):
+                    printer.notice("the broker now has a new journal (\(broker)); sequence numbers start over", kind: "new-journal", fields: ["broker": broker])
+                case .replayUnavailable(let reason):
+                    printer.notice("replay unavailable: \(reason); will retry", kind: "replay-unavailable", fields: ["reason": reason])
+                }
+            }
+            await follower.close()
+        }
+        await io.shutdown()
+        context.terminate()
+    }
+}
+
+/// Writes events and notices, one line each.
+struct EventPrinter: Sendable {
+    let json: Bool
+
+    func event(_ event: FollowedEvent) {
+        let h = event.header
+        if json {
+            var object: [String: Any] = [
+                "bus_seq": event.busSeq, "event_id": h.eventID, "type": h.type, "producer": h.producer,
+                "producer_seq": h.producerSeq, "time": h.time, "schema": h.schema,
+                "source": event.fromJournal ? "journal" : "live",
+                "content": Redaction.redactedJSON(event.content),
+            ]
+            if let summary = Payloads.summary(schema: h.schema, content: event.content) { object["summary"] = summary }
+            write(object, to: .standardOutput)
+        } else {
+            let time = h.time.count >= 23 ? String(h.time.dropFirst(11).prefix(12)) : h.time
+            let summary = Payloads.summary(schema: h.schema, content: event.content) ?? compact(event.content)
+            let source = event.fromJournal ? " (journal)" : ""
+            line("\(time)  #\(event.busSeq)  \(h.type)  \(h.producer)  \(summary)\(source)")
+        }
+    }
+
+    func notice(_ text: String, kind: String = "info", fields: [String: any Sendable] = [:]) {
+        if json {
+            var object: [String: Any] = ["notice": kind, "message": text]
+            for (key, value) in fields { object[key] = value }
+            write(object, to: .standardError)
+        } else {
+            line("-- \(text)")
+        }
+    }
+
+    /// Unbuffered, so a pipe reader (a test, `tail`) sees each line at once.
+    private func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    private func compact(_ content: Data) -> String {
+        let value = Redaction.redactedJSON(content)
+        guard JSONSerialization.isValidJSONObject(value),
+            let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return "\(value)" }
+        let text = String(decoding: data, as: UTF8.self)
+        return text.count > 120 ? String(text.prefix(117)) + "…" : text
+    }
+
+    private func write(_ object: [String: Any], to handle: FileHandle) {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+        handle.write(data + Data("\n".utf8))
+    }
+}

@@ -1,0 +1,117 @@
+import ArgumentParser
+import Foundation
+import SwitchboardRuntime
+
+@main
+struct SwitchboardCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard",
+        abstract: "Switchboard's front door.",
+        subcommands: [UpCommand.self])
+}
+
+struct UpCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "up",
+        abstract: "Run everything on this machine: a broker, a demo kiosk sending check-ins, and a monitor.",
+        discussion: """
+            State lives under --data-dir (default .switchboard in the working directory); the
+            broker's log goes to <data-dir>/logs/broker.log. Ctrl-C stops everything cleanly:
+            the kiosk and monitor first, then the broker, so no acknowledged check-in is lost.
+            """)
+
+    @Option(name: .customLong("data-dir"), help: "Where state and logs go.") var dataDirectory = ".switchboard"
+    @Option(help: "First of three consecutive TCP ports (ingest, fan-out, replay) on 127.0.0.1.") var port: Int = 5560
+    @Option(help: "Time between demo check-ins.") var interval = "2s"
+    @Option(help: "Stop by itself after this long (e.g. 10s); default: until Ctrl-C.") var duration: String?
+    @Flag(name: .customLong("no-demo"), help: "Start no demo kiosk.") var noDemo = false
+
+    func validate() throws {
+        guard (1024...65_533).contains(port) else { throw ValidationError("--port must be 1024–65533") }
+        if let duration, DurationText.parse(duration) == nil { throw ValidationError("--duration: '\(duration)' is not a duration") }
+        guard DurationText.parse(interval) != nil else { throw ValidationError("--interval: '\(interval)' is not a duration") }
+    }
+
+    func run() async throws {
+        let fileManager = FileManager.default
+        let data = URL(fileURLWithPath: dataDirectory, isDirectory: true)
+        let logs = data.appendingPathComponent("logs")
+        try fileManager.createDirectory(at: logs, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let brokerDirectory = data.appendingPathComponent("broker").path
+        let endpointsFile = (brokerDirectory as NSString).appendingPathComponent("endpoints.json")
+        try? fileManager.removeItem(atPath: endpointsFile)
+        let ingest = "tcp://127.0.0.1:\(port)"
+        let fanout = "tcp://127.0.0.1:\(port + 1)"
+        let replay = "tcp://127.0.0.1:\(port + 2)"
+
+        let brokerLog = try openLog(logs.appendingPathComponent("broker.log"))
+        let broker = ChildProcess(
+            name: "broker", executable: "switchboard-broker",
+            arguments: ["--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay],
+            errors: brokerLog)
+        try broker.start()
+        print("Switchboard is starting in \(data.path) (broker log: \(logs.appendingPathComponent("broker.log").path))")
+
+        // The broker writes its endpoints file once every socket is bound.
+        let ready = ContinuousClock.now + .seconds(15)
+        while !fileManager.fileExists(atPath: endpointsFile) {
+            guard broker.isRunning else {
+                throw ValidationError("the broker stopped at start; see \(logs.appendingPathComponent("broker.log").path) (is port \(port) in use? try --port)")
+            }
+            guard ContinuousClock.now < ready else {
+                await broker.stop()
+                throw ValidationError("the broker did not become ready within 15s; see its log")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        print("broker: ingest \(ingest), fan-out \(fanout), replay \(replay)")
+
+        var children: [ChildProcess] = []
+        let monitor = ChildProcess(name: "monitor", executable: "switchboard-monitor", arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"])
+        try monitor.start()
+        children.append(monitor)
+        if !noDemo {
+            let kioskLog = try openLog(logs.appendingPathComponent("kiosk.log"))
+            let kiosk = ChildProcess(
+                name: "kiosk", executable: "switchboard-kiosk",
+                arguments: [
+                    "demo", "--kiosk", "demo-kiosk-1", "--broker", ingest, "--interval", interval,
+                    "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path,
+                ],
+                output: kioskLog, errors: kioskLog)
+            try kiosk.start()
+            children.append(kiosk)
+            print("demo kiosk: one check-in every \(interval) (log: \(logs.appendingPathComponent("kiosk.log").path))")
+        }
+        print("Ctrl-C stops everything.")
+
+        let limit = duration.flatMap(DurationText.parse)
+        let all = children + [broker]
+        _ = try await untilInterrupted {
+            // Ends when the time is up, or as soon as any program exits on its own.
+            let deadline = limit.map { ContinuousClock.now + $0 }
+            while all.allSatisfy(\.isRunning) {
+                if let deadline, ContinuousClock.now >= deadline { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        let died = all.filter { !$0.isRunning }.map(\.name)
+        // Producers and readers first, then the broker: it drains and closes the journal.
+        for child in children { await child.stop() }
+        let brokerStatus = await broker.stop(grace: .seconds(20))
+        if !died.isEmpty {
+            print("Stopped because \(died.joined(separator: ", ")) exited unexpectedly; see \(logs.path).")
+            throw ExitCode(1)
+        }
+        print("Switchboard stopped\(brokerStatus == 0 ? " cleanly" : " (broker exit status \(brokerStatus.map(String.init) ?? "unknown"))").")
+    }
+
+    private func openLog(_ url: URL) throws -> FileHandle {
+        if !FileManager.default.fileExists(atPath: url.path) {
+            _ = FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.seekToEnd()
+        return handle
+    }
+}
