@@ -33,7 +33,11 @@ var targets: [Target] = [
     .target(name: "SwitchboardProtocol", swiftSettings: swiftSettings),
     // Helpers for our own tests and benchmarks: protocol vectors, temporary directories,
     // child processes. Never linked into an executable.
-    .target(name: "SwitchboardTesting", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
+    .target(
+        name: "SwitchboardTesting",
+        dependencies: ["ZeroMQ", .product(name: "GRDBSQLite", package: "GRDB.swift")],
+        swiftSettings: swiftSettings
+    ),
     .target(
         name: "SwitchboardRuntime",
         dependencies: [

@@ -77,8 +77,10 @@ public struct BrokerConfiguration: Sendable {
             throw ConfigurationLayers.Failure("batch_limit must be 1–100000, got \(batchLimit)")
         }
         guard heartbeat >= .milliseconds(10) else { throw ConfigurationLayers.Failure("heartbeat must be at least 10ms") }
-        guard minimumVersion.major == ProtocolVersion.current.major, minimumVersion <= .current else {
-            throw ConfigurationLayers.Failure("min_version \(minimumVersion) is not one this broker speaks (\(ProtocolVersion.current))")
+        // A minor above our own is allowed: during a staged upgrade every producer may already
+        // speak a newer minor, and the operator shuts older ones out before this broker is replaced.
+        guard minimumVersion.major == ProtocolVersion.current.major else {
+            throw ConfigurationLayers.Failure("min_version \(minimumVersion) is not of major version \(ProtocolVersion.current.major), which this broker speaks")
         }
         guard maxFrameBytes >= Int64(SizeLimits.v1.message) else {
             throw ConfigurationLayers.Failure("max_frame_bytes must be at least \(SizeLimits.v1.message) so the protocol's own limits apply first")

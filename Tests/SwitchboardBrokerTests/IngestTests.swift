@@ -1,0 +1,164 @@
+import Foundation
+import SwitchboardBroker
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardTesting
+import Testing
+import ZeroMQ
+
+@Suite("Broker ingest")
+struct IngestTests {
+    @Test("every envelope vector gets its documented answer from a running broker, while a good producer loses nothing")
+    func vectorsAgainstBroker() async throws {
+        let fixture = try await BrokerFixture.start()
+        let strict = try await BrokerFixture.start { $0.minimumVersion = ProtocolVersion(major: 1, minor: 1) }
+        let outbox = try fixture.outbox("steady-1")
+        let total = 2000
+        try outbox.enqueue((0..<total).map { i in .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i)) })
+        let sender = fixture.sender(outbox)
+        let delivery = Task { try await sender.deliver(until: .now + .seconds(60)) }
+
+        for vector in try Vectors.envelopes() {
+            let target = vector.minimum == nil ? fixture : strict
+            let socket = try await target.producer()
+            let answer = try await Events.exchange(socket, vector.frames)
+            #expect(answer.command.rawValue == vector.reply, "\(vector.name)")
+            if let code = vector.code {
+                let error = try answer.decodeHeader(ErrorHeader.self)
+                #expect(error.code.rawValue == code, "\(vector.name): \(error.message)")
+                if let word = vector.mentions { #expect(error.message.contains(word), "\(vector.name): \(error.message)") }
+            }
+            await socket.close()
+        }
+
+        let report = try await delivery.value
+        #expect(report.delivered == total)
+        #expect(report.pending == 0)
+        let rows = try fixture.journalRows().filter { $0.producer == "steady-1" }
+        #expect(rows.count == total)
+        #expect(Set(rows.map(\.producerSeq)) == Set(1...Int64(total)))
+        #expect(fixture.broker.statistics.errors.values.reduce(0, +) > 10)
+        await fixture.stop()
+        await strict.stop()
+    }
+
+    @Test("a frame above max_frame_bytes disconnects its sender, and the broker keeps serving others")
+    func oversizedFrameDropsPeer() async throws {
+        let fixture = try await BrokerFixture.start()
+        let big = try await fixture.io.open(.dealer, linger: 0) { [endpoints = fixture.endpoints] socket in
+            try socket.startMonitor(endpoint: "inproc://big-monitor", events: [.disconnected, .handshakeSucceeded])
+            try socket.connect(endpoints.ingest)
+        }
+        let events = try await fixture.io.open(.pair, linger: 0) { try $0.connect("inproc://big-monitor") }
+        let (_, frames) = try Events.frames(seq: 1)
+        var oversized = frames
+        oversized[5] = Data(count: 2 << 20)
+        try await big.send(oversized)
+        var disconnected = false
+        while !disconnected {
+            let event = try SocketEvent(frames: try await events.receive().frames)
+            disconnected = event.kind == .disconnected
+        }
+        let good = try await fixture.producer()
+        let answer = try await Events.exchange(good, try Events.frames(producer: "other-1", seq: 1).1)
+        #expect(answer.command == .ack)
+        await fixture.stop()
+    }
+
+    @Test("resending an event gets the first bus_seq back; reusing a producer_seq for another event is a conflict")
+    func duplicatesAndConflicts() async throws {
+        let fixture = try await BrokerFixture.start()
+        let socket = try await fixture.producer()
+        let (header, frames) = try Events.frames(seq: 1)
+        let first = try await Events.exchange(socket, frames).decodeHeader(AckHeader.self)
+        #expect(first.duplicate == false)
+        #expect(first.eventID == header.eventID)
+        let again = try await Events.exchange(socket, frames).decodeHeader(AckHeader.self)
+        #expect(again.duplicate == true)
+        #expect(again.busSeq == first.busSeq)
+
+        let conflicting = try await Events.exchange(socket, try Events.frames(seq: 1).1)
+        #expect(conflicting.command == .nack)
+        let nack = try conflicting.decodeHeader(NackHeader.self)
+        #expect(nack.code == .conflict)
+        #expect(nack.retryable == false)
+        #expect(nack.reason.contains(header.eventID))
+
+        // Duplicates within one batch: the same event twice back to back.
+        let (_, twice) = try Events.frames(seq: 2)
+        try await socket.send(twice)
+        try await socket.send(twice)
+        let a = try Envelope.decode(try await socket.receive().frames).decodeHeader(AckHeader.self)
+        let b = try Envelope.decode(try await socket.receive().frames).decodeHeader(AckHeader.self)
+        #expect(a.busSeq == b.busSeq)
+        #expect([a.duplicate, b.duplicate].sorted { !$0 && $1 } == [false, true])
+        #expect(try fixture.journalRows().count == 2)
+        await fixture.stop()
+    }
+
+    @Test("the journal survives a restart: head, duplicates and numbering carry on")
+    func restartKeepsJournal() async throws {
+        let directory = try TemporaryDirectory("restart")
+        var fixture = try await BrokerFixture.start(directory: directory)
+        var socket = try await fixture.producer()
+        var acks: [AckHeader] = []
+        var sent: [[Data]] = []
+        for seq in 1...50 {
+            let (_, frames) = try Events.frames(seq: Int64(seq))
+            sent.append(frames)
+            acks.append(try await Events.exchange(socket, frames).decodeHeader(AckHeader.self))
+        }
+        await fixture.stop(remove: false)
+
+        fixture = try await BrokerFixture.start(directory: directory)
+        socket = try await fixture.producer()
+        let resent = try await Events.exchange(socket, sent[9]).decodeHeader(AckHeader.self)
+        #expect(resent.duplicate)
+        #expect(resent.busSeq == acks[9].busSeq)
+        let next = try await Events.exchange(socket, try Events.frames(seq: 51).1).decodeHeader(AckHeader.self)
+        #expect(next.busSeq == 51)
+        #expect(try fixture.journalRows().last?.busSeq == 51)
+        await fixture.stop()
+    }
+
+    @Test("HEARTBEAT on ingest answers with the journal head")
+    func heartbeat() async throws {
+        let fixture = try await BrokerFixture.start()
+        let socket = try await fixture.producer()
+        _ = try await Events.exchange(socket, try Events.frames(seq: 1).1)
+        let answer = try await Events.exchange(socket, [Envelope.versionFrame(), Data("HEARTBEAT".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8)])
+        #expect(answer.command == .head)
+        #expect(try answer.decodeHeader(HeadHeader.self).head == 1)
+        await fixture.stop()
+    }
+
+    @Test("stopping the broker mid-stream loses no acknowledged event")
+    func gracefulStopKeepsAckedEvents() async throws {
+        let directory = try TemporaryDirectory("graceful")
+        var fixture = try await BrokerFixture.start(directory: directory)
+        let outbox = try fixture.outbox("kiosk-7")
+        let total = 5000
+        try outbox.enqueue((0..<total).map { i in .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i)) })
+        let sender = fixture.sender(outbox, resendAfter: .milliseconds(300))
+        let delivery = Task { try await sender.deliver(until: .now + .seconds(3)) }
+        try await waitUntil("the broker journals 1000 events") { fixture.broker.statistics.journaled >= 1000 }
+        await fixture.broker.stop()
+        _ = try? await delivery.value
+
+        // What the outbox no longer holds was ACKed; all of it must be on disk.
+        let waiting = Set(try outbox.pending(limit: total).map(\.producerSeq))
+        let acked = Set(1...Int64(total)).subtracting(waiting)
+        let journaled = Set(try fixture.journalRows().map(\.producerSeq))
+        #expect(!acked.isEmpty)
+        #expect(acked.isSubset(of: journaled))
+        await fixture.stop(remove: false)
+
+        fixture = try await BrokerFixture.start(directory: directory)
+        let finish = try await fixture.sender(outbox).deliver(until: .now + .seconds(60))
+        #expect(finish.pending == 0)
+        let rows = try fixture.journalRows()
+        #expect(rows.count == total)
+        #expect(Set(rows.map(\.producerSeq)).count == total)
+        await fixture.stop()
+    }
+}
