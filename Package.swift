@@ -35,7 +35,11 @@ var targets: [Target] = [
     // child processes. Never linked into an executable.
     .target(
         name: "SwitchboardTesting",
-        dependencies: ["ZeroMQ", .product(name: "GRDBSQLite", package: "GRDB.swift")],
+        dependencies: [
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus",
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
         swiftSettings: swiftSettings
     ),
     .target(

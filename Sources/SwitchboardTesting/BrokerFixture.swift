@@ -1,22 +1,20 @@
-import Foundation
+public import Foundation
 import Logging
-import SwitchboardBroker
-import SwitchboardBus
-import SwitchboardProtocol
-import SwitchboardTesting
-import Testing
-import ZeroMQ
+public import SwitchboardBroker
+public import SwitchboardBus
+public import SwitchboardProtocol
+public import ZeroMQ
 
 /// A broker on ephemeral ports in a temporary directory, with an I/O thread for clients.
-final class BrokerFixture: Sendable {
-    let directory: TemporaryDirectory
-    let context: Context
-    let io: IOThread
-    let broker: Broker
-    let endpoints: BrokerEndpoints
-    let configuration: BrokerConfiguration
+public final class BrokerFixture: Sendable {
+    public let directory: TemporaryDirectory
+    public let context: Context
+    public let io: IOThread
+    public let broker: Broker
+    public let endpoints: BrokerEndpoints
+    public let configuration: BrokerConfiguration
 
-    static func start(directory: TemporaryDirectory? = nil, _ configure: (inout BrokerConfiguration) -> Void = { _ in }) async throws -> BrokerFixture {
+    public static func start(directory: TemporaryDirectory? = nil, _ configure: (inout BrokerConfiguration) -> Void = { _ in }) async throws -> BrokerFixture {
         let directory = try directory ?? TemporaryDirectory("broker")
         var configuration = BrokerConfiguration()
         configuration.ingestEndpoint = "tcp://127.0.0.1:*"
@@ -43,7 +41,7 @@ final class BrokerFixture: Sendable {
     }
 
     /// Stops broker and clients; keeps the directory unless `remove`.
-    func stop(remove: Bool = true) async {
+    public func stop(remove: Bool = true) async {
         await io.shutdown()
         await broker.stop()
         context.terminate()
@@ -51,19 +49,19 @@ final class BrokerFixture: Sendable {
     }
 
     /// A DEALER connected to the ingest endpoint.
-    func producer() async throws -> AsyncSocket {
+    public func producer() async throws -> AsyncSocket {
         try await io.open(.dealer, linger: 0) { [endpoints] in try $0.connect(endpoints.ingest) }
     }
 
-    func replayClient() async throws -> AsyncSocket {
+    public func replayClient() async throws -> AsyncSocket {
         try await io.open(.dealer, linger: 0) { [endpoints] in try $0.connect(endpoints.replay) }
     }
 
-    func outbox(_ name: String) throws -> Outbox {
+    public func outbox(_ name: String) throws -> Outbox {
         try Outbox(path: directory.path("\(name)/outbox.sqlite"), producer: name)
     }
 
-    func sender(_ outbox: Outbox, window: Int = 256, resendAfter: Duration = .seconds(1)) -> OutboxSender {
+    public func sender(_ outbox: Outbox, window: Int = 256, resendAfter: Duration = .seconds(1)) -> OutboxSender {
         var settings = OutboxSender.Settings()
         settings.window = window
         settings.resendAfter = resendAfter
@@ -73,27 +71,27 @@ final class BrokerFixture: Sendable {
     }
 
     /// Journal rows: (bus_seq, event_id, producer, producer_seq), read from the file.
-    func journalRows() throws -> [(busSeq: Int64, eventID: String, producer: String, producerSeq: Int64)] {
+    public func journalRows() throws -> [(busSeq: Int64, eventID: String, producer: String, producerSeq: Int64)] {
         try JournalFile.rows(at: directory.path("broker/journal.sqlite"))
     }
 }
 
 /// Builds EVENT frames for raw-socket tests.
-enum Events {
-    static func checkIn(index: Int = 0) -> Data {
+public enum Events {
+    public static func checkIn(index: Int = 0) -> Data {
         let checkIn = CheckIn(
             participant: .init(firstName: "Ana", lastName: "Diaz", dateOfBirth: "1990-04-01"), siteID: 12,
             programID: Int64(3 + index % 2), kioskID: "riverside-1", checkedInAt: "2026-11-22T21:04:00.000Z")
         return try! WireJSON.encode(checkIn)
     }
 
-    static func frames(producer: String = "riverside-1", seq: Int64, eventID: String = UUIDv7.string(), type: String = CheckIn.type, schema: String = CheckIn.schema, content: Data? = nil) throws -> (EventHeader, [Data]) {
+    public static func frames(producer: String = "riverside-1", seq: Int64, eventID: String = UUIDv7.string(), type: String = CheckIn.type, schema: String = CheckIn.schema, content: Data? = nil) throws -> (EventHeader, [Data]) {
         let header = EventHeader(eventID: eventID, type: type, producer: producer, producerSeq: seq, schema: schema, session: "test")
         return (header, try Envelope(command: .event, header: header, content: content ?? checkIn(index: Int(seq))).frames())
     }
 
     /// Sends and waits for the one answer.
-    static func exchange(_ socket: AsyncSocket, _ frames: [Data], timeout: Duration = .seconds(5)) async throws -> Envelope {
+    public static func exchange(_ socket: AsyncSocket, _ frames: [Data], timeout: Duration = .seconds(5)) async throws -> Envelope {
         try await socket.send(frames)
         guard let answer = try await socket.receive(timeout: timeout) else {
             throw WaitTimedOut(description: "no answer within \(timeout)")

@@ -1,0 +1,141 @@
+import Foundation
+import SwitchboardBroker
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardTesting
+import Testing
+import ZeroMQ
+
+@Suite("Outbox and sender")
+struct OutboxTests {
+    @Test("an outbox keeps entries across reopening, numbers them without reuse, and is private to its producer")
+    func persistence() throws {
+        let directory = try TemporaryDirectory("outbox")
+        defer { directory.remove() }
+        let path = directory.path("k/outbox.sqlite")
+        var outbox = try Outbox(path: path, producer: "kiosk-1")
+        let first = try outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn())])
+        #expect(first[0].producerSeq == 1)
+        try outbox.acknowledge([1])
+        outbox = try Outbox(path: path, producer: "kiosk-1")
+        let second = try outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn())])
+        #expect(second[0].producerSeq == 2, "a delivered sequence number is never reused")
+        let counts = try outbox.counts()
+        #expect(counts.pending == 1 && counts.rejected == 0 && counts.delivered == 1)
+        let header = try JSONDecoder().decode(EventHeader.self, from: second[0].header)
+        #expect(header.producer == "kiosk-1")
+        #expect(header.busSeq == nil)
+        try header.validate()
+
+        #expect(throws: Outbox.Failure.self) { try Outbox(path: path, producer: "kiosk-2") }
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: directory.path("k"))[.posixPermissions] as? Int
+        #expect(directoryMode == 0o700)
+    }
+
+    @Test("an import is all-or-nothing and the same file is not imported twice")
+    func importOnce() throws {
+        let directory = try TemporaryDirectory("outbox")
+        defer { directory.remove() }
+        let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "kiosk-1")
+        let events = (0..<3).map { Outbox.NewEvent(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) }
+        try outbox.enqueue(events, importDigest: ("abc", "day.csv"))
+        #expect(throws: Outbox.Failure.self) { try outbox.enqueue(events, importDigest: ("abc", "day.csv")) }
+        #expect(try outbox.counts().pending == 3)
+    }
+
+    @Test("with the broker down, check-ins wait in the outbox; when it is back, they are delivered once")
+    func brokerOutage() async throws {
+        let directory = try TemporaryDirectory("outage")
+        var fixture = try await BrokerFixture.start(directory: directory)
+        let ingest = fixture.endpoints.ingest
+        let outbox = try fixture.outbox("kiosk-9")
+        await fixture.broker.stop()
+        try outbox.enqueue((0..<100).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
+        let down = try await fixture.sender(outbox, resendAfter: .milliseconds(200)).deliver(until: .now + .milliseconds(600))
+        #expect(down.pending == 100)
+        #expect(down.brokerAnswered == false)
+        #expect(down.delivered == 0)
+        await fixture.stop(remove: false)
+
+        // The same endpoint again (the port the first broker had).
+        fixture = try await BrokerFixture.start(directory: directory) { $0.ingestEndpoint = ingest }
+        let up = try await fixture.sender(outbox).deliver(until: .now + .seconds(30))
+        #expect(up.pending == 0)
+        #expect(up.delivered == 100)
+        #expect(try fixture.journalRows().count == 100)
+        await fixture.stop()
+    }
+
+    @Test("an event the broker refuses for good is kept, marked, and not resent")
+    func rejectedStays() async throws {
+        let fixture = try await BrokerFixture.start()
+        let outbox = try fixture.outbox("kiosk-r")
+        // A check-in the broker's schema check refuses (site 0), slipped past the form.
+        var bad = try JSONSerialization.jsonObject(with: Events.checkIn()) as! [String: Any]
+        bad["site_id"] = 0
+        try outbox.enqueue([
+            .init(type: CheckIn.type, schema: CheckIn.schema, content: try JSONSerialization.data(withJSONObject: bad)),
+            .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn()),
+        ])
+        let report = try await fixture.sender(outbox).deliver(until: .now + .seconds(10))
+        #expect(report.rejected == 1)
+        #expect(report.delivered == 1)
+        #expect(report.pending == 0)
+        let rejected = try outbox.rejected()
+        #expect(rejected.count == 1)
+        #expect(rejected[0].reason.contains("site_id"))
+        await fixture.stop()
+    }
+}
+
+@Suite("Check-in form and CSV")
+struct CheckInFormTests {
+    @Test("flags become a valid check-in; the example from the README works")
+    func fromFlags() throws {
+        let checkIn = try CheckInForm.make(["first_name": "Ana", "last_name": "Diaz", "site_id": "12", "program_id": "3"], kioskID: "riverside-1")
+        #expect(checkIn.siteID == 12)
+        #expect(checkIn.participant.firstName == "Ana")
+        try checkIn.validate()
+    }
+
+    @Test("bad input names the field the person used", arguments: [
+        (["last_name": "Diaz", "first_name": "Ana", "site_id": "abc", "program_id": "3"], "--site"),
+        (["last_name": "Diaz", "first_name": "Ana", "program_id": "3"], "--site"),
+        (["last_name": "Diaz", "first_name": "Ana", "site_id": "1", "program_id": "3", "date_of_birth": "2999-01-01"], "--dob"),
+        (["last_name": "Diaz", "first_name": "Ana", "site_id": "1", "program_id": "3", "latitude": "47.6"], "--longitude"),
+        (["first_name": "Ana", "site_id": "1", "program_id": "3"], "--last"),
+        (["last_name": "Diaz", "first_name": "Ana", "site_id": "1", "program_id": "3", "latitude": "91", "longitude": "0", "accuracy_m": "5"], "--latitude"),
+    ])
+    func namesTheField(values: [String: String], field: String) {
+        let flags = ["first_name": "--first", "last_name": "--last", "date_of_birth": "--dob", "site_id": "--site", "program_id": "--program", "latitude": "--latitude", "longitude": "--longitude", "accuracy_m": "--accuracy"]
+        do {
+            _ = try CheckInForm.make(values, kioskID: "k1") { flags[$0] ?? $0 }
+            Issue.record("accepted \(values)")
+        } catch {
+            #expect(error.field == field, "\(error)")
+        }
+    }
+
+    @Test("CSV parsing handles quotes, doubled quotes, commas and CRLF, and reports an open quote")
+    func csv() throws {
+        let rows = try CheckInForm.parseCSV("first_name,notes\r\nAna,\"said \"\"hi\"\", left\"\r\n\r\n\"Li\",\"two\nlines\"\n")
+        #expect(rows.count == 3)
+        #expect(rows[1].fields == ["Ana", "said \"hi\", left"])
+        #expect(rows[2].fields == ["Li", "two\nlines"])
+        #expect(rows[2].line == 4)
+        #expect(throws: CheckInForm.Problem.self) { try CheckInForm.parseCSV("a,b\n\"open,x\n") }
+    }
+
+    @Test("the monitor's redaction hides secret-looking keys at any depth")
+    func redaction() throws {
+        let data = Data(#"{"user":"ana","password":"p","nested":{"securityToken":"t","list":[{"api_key":"k"}]}}"#.utf8)
+        let redacted = Redaction.redactedJSON(data)
+        let text = String(decoding: try JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys]), as: UTF8.self)
+        #expect(!text.contains("\"p\""))
+        #expect(!text.contains("\"t\""))
+        #expect(!text.contains("\"k\""))
+        #expect(text.contains("ana"))
+    }
+}
