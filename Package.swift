@@ -136,8 +136,7 @@ var targets: [Target] = [
     .testTarget(
         name: "EndToEndTests",
         dependencies: [
-            "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting",
-            .product(name: "GRDB", package: "GRDB.swift"),
+            "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardRuntime",
         ],
         swiftSettings: swiftSettings
     ),

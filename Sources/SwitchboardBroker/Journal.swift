@@ -22,6 +22,10 @@ enum AppendOutcome: Equatable {
     case conflict(existingEventID: String)
 }
 
+struct JournalFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
 /// One journaled event as read back.
 public struct JournaledEvent: Sendable, Hashable {
     public var busSeq: Int64
@@ -114,7 +118,7 @@ public final class Journal {
         try queue.inTransaction(.immediate) { db in
             let insert = try db.cachedStatement(
                 sql: """
-                    INSERT INTO events (bus_seq, event_id, producer, producer_seq, type, received_at, size,
+                    INSERT OR IGNORE INTO events (bus_seq, event_id, producer, producer_seq, type, received_at, size,
                                         header, parent, metadata, content)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
@@ -153,21 +157,21 @@ public final class Journal {
                 stored.busSeq = nextSeq
                 let headerData = try WireJSON.encode(stored)
                 let size = Int64(headerData.count + event.parent.count + event.metadata.count + event.content.count)
-                do {
-                    try insert.execute(arguments: [
-                        nextSeq, h.eventID, h.producer, h.producerSeq, h.type, event.receivedAt, size, headerData,
-                        event.parent, event.metadata, event.content,
-                    ])
-                } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-                    // Same event_id under a new producer_seq: a producer bug, or a resend we
-                    // could not predict. Report what the journal holds.
+                // OR IGNORE: a uniqueness clash is an answer, not an error (a failed statement
+                // would also leave GRDB's cached statement reporting the error on its next use).
+                try insert.execute(arguments: [
+                    nextSeq, h.eventID, h.producer, h.producerSeq, h.type, event.receivedAt, size, headerData,
+                    event.parent, event.metadata, event.content,
+                ])
+                if db.changesCount == 0 {
+                    // Same event_id under a new producer_seq (a producer bug), or a resend we could
+                    // not predict from the producer's high mark. Report what the journal holds.
                     nextSeq -= 1
-                    if let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq]) {
-                        let existingID: String = row[1]
-                        outcomes.append(existingID == h.eventID ? .duplicate(busSeq: row[0]) : .conflict(existingEventID: existingID))
-                    } else {
-                        throw error
+                    guard let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq]) else {
+                        throw JournalFailure(description: "insert of \(h.eventID) was ignored but no clashing row exists")
                     }
+                    let existingID: String = row[1]
+                    outcomes.append(existingID == h.eventID ? .duplicate(busSeq: row[0]) : .conflict(existingEventID: existingID))
                     highs[h.producer] = high
                     continue
                 }

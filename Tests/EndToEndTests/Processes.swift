@@ -1,0 +1,67 @@
+import Foundation
+import SwitchboardRuntime
+import SwitchboardTesting
+import Testing
+
+/// Runs our executables as real processes, from the build directory the tests were built into.
+struct Programs {
+    let directory: TemporaryDirectory
+
+    static var binaries: URL {
+        // The test bundle sits beside the executables in .build/<config>/.
+        ChildProcess.executableDirectory
+    }
+
+    func start(_ name: String, _ arguments: [String], log: String) throws -> ChildProcess {
+        let path = directory.path(log)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        let child = ChildProcess(
+            name: name, executable: Self.binaries.appendingPathComponent(name).path, arguments: arguments,
+            directory: directory.url, output: handle, errors: handle)
+        try child.start()
+        return child
+    }
+
+    func read(_ log: String) -> String {
+        (try? String(contentsOfFile: directory.path(log), encoding: .utf8)) ?? ""
+    }
+
+    /// Starts a broker process and waits until it has bound its endpoints.
+    func broker(dataDirectory: String = "broker", ingest: String = "tcp://127.0.0.1:*", fanout: String = "tcp://127.0.0.1:*", replay: String = "tcp://127.0.0.1:*", log: String = "broker.log") async throws -> (ChildProcess, Endpoints) {
+        let endpointsFile = directory.path("\(dataDirectory)/endpoints.json")
+        try? FileManager.default.removeItem(atPath: endpointsFile)
+        let process = try start(
+            "switchboard-broker",
+            ["--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--heartbeat", "200ms"],
+            log: log)
+        try await waitUntil("the broker writes \(endpointsFile)", timeout: .seconds(30)) {
+            guard process.isRunning else { throw WaitTimedOut(description: "the broker exited: \(read(log))") }
+            return FileManager.default.fileExists(atPath: endpointsFile)
+        }
+        let data = try Data(contentsOf: URL(fileURLWithPath: endpointsFile))
+        return (process, try JSONDecoder().decode(Endpoints.self, from: data))
+    }
+
+    struct Endpoints: Decodable {
+        var ingest: String
+        var fanout: String
+        var replay: String
+    }
+
+    func journalCount(_ dataDirectory: String = "broker") -> Int {
+        JournalFile.count(at: directory.path("\(dataDirectory)/journal.sqlite"), table: "events")
+    }
+
+    /// A CSV of `rows` valid check-ins.
+    func writeCSV(_ name: String, rows: Int) throws -> String {
+        var text = "first_name,last_name,date_of_birth,site_id,program_id,notes\n"
+        let firsts = ["Ana", "Marcus", "Li", "Fatima", "Joe", "Priya"]
+        for i in 0..<rows {
+            text += "\(firsts[i % firsts.count]),Person\(i),19\(50 + i % 50)-0\(1 + i % 9)-1\(i % 10),\(12 + i % 3),\(3 + i % 2),\"row \(i), from the day sheet\"\n"
+        }
+        let path = directory.path(name)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import SwitchboardRuntime
+import SwitchboardTesting
+import Testing
+
+@Suite("Kiosk, monitor and switchboard up (processes)")
+struct ToolTests {
+    @Test("a monitor started late catches up from the journal and follows live: every event once, in order")
+    func monitorCatchesUp() async throws {
+        let directory = try TemporaryDirectory("monitor")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let (broker, endpoints) = try await programs.broker()
+        let kioskArguments = ["--kiosk", "k-mon", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest]
+        let first = try programs.start("switchboard-kiosk", ["load", "--rate", "0", "--count", "300"] + kioskArguments, log: "load1.log")
+        #expect(await first.waitForExit(timeout: .seconds(120)) == 0)
+        // The monitor starts after 300 events, while 300 more arrive.
+        let second = try programs.start("switchboard-kiosk", ["load", "--rate", "500", "--count", "300"] + kioskArguments, log: "load2.log")
+        let monitor = try programs.start(
+            "switchboard-monitor", ["--json", "--from", "1", "--count", "600", "--fanout", endpoints.fanout, "--replay", endpoints.replay],
+            log: "monitor.log")
+        #expect(await second.waitForExit(timeout: .seconds(120)) == 0)
+        #expect(await monitor.waitForExit(timeout: .seconds(60)) == 0, "monitor: \(programs.read("monitor.log"))")
+        let events = programs.read("monitor.log").split(separator: "\n").compactMap { line -> [String: Any]? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], object["bus_seq"] != nil else { return nil }
+            return object
+        }
+        #expect(events.compactMap { ($0["bus_seq"] as? NSNumber)?.int64Value } == Array(1...600))
+        #expect(events.allSatisfy { ($0["type"] as? String) == "checkin.recorded" && ($0["summary"] as? String) != nil })
+        #expect(events.contains { ($0["source"] as? String) == "journal" })
+        #expect(await broker.stop() == 0)
+    }
+
+    @Test("the kiosk refuses bad input with a message naming the field, and queues nothing")
+    func kioskBadInput() async throws {
+        let directory = try TemporaryDirectory("kiosk-input")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let outbox = directory.path("kiosk/outbox.sqlite")
+        let cases: [([String], String)] = [
+            (["--first", "Ana", "--last", "Diaz", "--site", "abc", "--program", "3"], "--site"),
+            (["--first", "Ana", "--last", "Diaz", "--site", "12"], "--program"),
+            (["--first", "Ana", "--last", "Diaz", "--site", "12", "--program", "3", "--dob", "1990-13-01"], "--dob"),
+            (["--first", "Ana", "--last", "Diaz", "--site", "12", "--program", "3", "--kiosk", "bad id!"], "--kiosk"),
+        ]
+        for (index, (arguments, field)) in cases.enumerated() {
+            let base = ["checkin", "--outbox", outbox, "--broker", "tcp://127.0.0.1:9"]
+            let kiosk = try programs.start("switchboard-kiosk", base + arguments, log: "bad\(index).log")
+            let status = await kiosk.waitForExit(timeout: .seconds(30))
+            #expect(status != 0 && status != nil)
+            #expect(programs.read("bad\(index).log").contains(field), "\(programs.read("bad\(index).log"))")
+        }
+        #expect(JournalFile.count(at: outbox, table: "outbox") == 0)
+
+        let csv = directory.path("bad.csv")
+        try "first_name,last_name,site_id,program_id\nAna,Diaz,12,3\nLi,Chen,twelve,3\n".write(toFile: csv, atomically: true, encoding: .utf8)
+        let importer = try programs.start("switchboard-kiosk", ["import", csv, "--outbox", outbox, "--broker", "tcp://127.0.0.1:9"], log: "csv.log")
+        #expect(await importer.waitForExit(timeout: .seconds(30)) != 0)
+        #expect(programs.read("csv.log").contains("line 3, column 'site_id'"))
+        #expect(JournalFile.count(at: outbox, table: "outbox") == 0, "nothing queued from a file with a bad row")
+    }
+
+    @Test("a check-in made while the broker is down is kept and delivered by the next run")
+    func kioskOffline() async throws {
+        let directory = try TemporaryDirectory("offline")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let outbox = directory.path("kiosk/outbox.sqlite")
+        let port = try freePort()
+        let offline = try programs.start(
+            "switchboard-kiosk",
+            ["checkin", "--first", "Ana", "--last", "Diaz", "--site", "12", "--program", "3", "--kiosk", "k-off", "--outbox", outbox, "--broker", "tcp://127.0.0.1:\(port)", "--wait", "500ms"],
+            log: "offline.log")
+        #expect(await offline.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(programs.read("offline.log").contains("saved on this kiosk"))
+        #expect(JournalFile.count(at: outbox, table: "outbox") == 1)
+
+        let (broker, _) = try await programs.broker(ingest: "tcp://127.0.0.1:\(port)")
+        let flush = try programs.start("switchboard-kiosk", ["flush", "--kiosk", "k-off", "--outbox", outbox, "--broker", "tcp://127.0.0.1:\(port)"], log: "flush.log")
+        #expect(await flush.waitForExit(timeout: .seconds(60)) == 0)
+        #expect(programs.read("flush.log").contains("Delivered 1 check-in"))
+        #expect(programs.journalCount() == 1)
+        #expect(await broker.stop() == 0)
+    }
+
+    @Test("switchboard up starts broker, demo kiosk and monitor, and stops them cleanly")
+    func up() async throws {
+        let directory = try TemporaryDirectory("up")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let port = try freePort(count: 3)
+        let up = try programs.start("switchboard", ["up", "--duration", "3s", "--interval", "200ms", "--port", String(port)], log: "up.log")
+        #expect(await up.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("up.log"))")
+        let output = programs.read("up.log")
+        #expect(output.contains("checkin.recorded  demo-kiosk-1"))
+        #expect(output.contains("Switchboard stopped cleanly."))
+        #expect(JournalFile.count(at: directory.path(".switchboard/broker/journal.sqlite"), table: "events") > 0)
+    }
+}
+
+/// A TCP port on 127.0.0.1 nobody listens on now (the first of `count` consecutive free ones).
+func freePort(count: Int = 1) throws -> Int {
+    for _ in 0..<50 {
+        let base = Int.random(in: 20_000..<60_000)
+        if (base..<(base + count)).allSatisfy(isFree) { return base }
+    }
+    throw WaitTimedOut(description: "no free port found")
+}
+
+private func isFree(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import SwitchboardProtocol
+import SwitchboardTesting
+import Testing
+
+@testable import SwitchboardBroker
+
+@Suite("Journal")
+struct JournalTests {
+    func event(_ producer: String, _ seq: Int64, id: String = UUIDv7.string()) -> PendingEvent {
+        PendingEvent(
+            header: EventHeader(eventID: id, type: CheckIn.type, producer: producer, producerSeq: seq, schema: CheckIn.schema, session: "s"),
+            parent: Data("{}".utf8), metadata: Data("{}".utf8), content: Events.checkIn(), receivedAt: 1000)
+    }
+
+    @Test("one batch mixes new events, resends, a reused event_id and a reused producer_seq; each gets its own outcome")
+    func mixedBatch() throws {
+        let directory = try TemporaryDirectory("journal")
+        defer { directory.remove() }
+        let journal = try Journal(path: directory.path("journal.sqlite"))
+        let first = event("k1", 1)
+        #expect(try journal.append([first]) == [.stored(busSeq: 1, header: try storedHeader(first, 1))])
+
+        let reusedID = event("k1", 2, id: first.header.eventID)
+        let reusedSeq = event("k1", 1)
+        let fresh = event("k1", 3)
+        let outcomes = try journal.append([reusedID, fresh, first, reusedSeq, fresh])
+        #expect(outcomes[0] == .duplicate(busSeq: 1))
+        #expect(outcomes[1] == .stored(busSeq: 2, header: try storedHeader(fresh, 2)))
+        #expect(outcomes[2] == .duplicate(busSeq: 1))
+        #expect(outcomes[3] == .conflict(existingEventID: first.header.eventID))
+        #expect(outcomes[4] == .duplicate(busSeq: 2))
+        #expect(journal.head == 2)
+        #expect(journal.count == 2)
+        try journal.close()
+
+        // After reopening, the producer's mark is read back from disk.
+        let reopened = try Journal(path: directory.path("journal.sqlite"))
+        #expect(try reopened.append([fresh]) == [.duplicate(busSeq: 2)])
+        #expect(reopened.head == 2)
+        #expect(try reopened.append([event("k1", 4)]).first.map { if case .stored(let seq, _) = $0 { seq == 3 } else { false } } == true)
+    }
+
+    func storedHeader(_ event: PendingEvent, _ busSeq: Int64) throws -> Data {
+        var header = event.header
+        header.busSeq = busSeq
+        return try WireJSON.encode(header)
+    }
+}
