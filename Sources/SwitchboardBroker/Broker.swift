@@ -10,8 +10,8 @@
 
 import Foundation
 public import Logging
-import Synchronization
 public import SwitchboardProtocol
+import Synchronization
 public import ZeroMQ
 
 /// Counters a running broker keeps; read with `Broker.statistics`.
@@ -113,7 +113,8 @@ public final class Broker: Sendable {
                 do {
                     try core.endpoints.write(to: configuration.endpointsPath)
                 } catch {
-                    logger.warning("could not write the endpoints file", metadata: ["path": "\(configuration.endpointsPath)", "error": "\(error)"])
+                    logger.warning(
+                        "could not write the endpoints file", metadata: ["path": "\(configuration.endpointsPath)", "error": "\(error)"])
                 }
                 continuation.resume(returning: core.endpoints)
                 let failure = core.run()
@@ -218,7 +219,9 @@ private final class BrokerCore {
         poller.add(ingest)
         poller.add(replay)
         poller.add(fanout)
-        broker.update { $0.head = journal.head; $0.first = journal.first }
+        broker.update {
+            $0.head = journal.head; $0.first = journal.first
+        }
         logger.info(
             "broker started",
             metadata: [
@@ -316,7 +319,8 @@ private final class BrokerCore {
                     let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
                     reply(identity, try Envelope(command: .head, header: head))
                 default:
-                    throw ProtocolError(.unknownCommand, "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
+                    throw ProtocolError(
+                        .unknownCommand, "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
                 }
             } catch let error as ProtocolError {
                 refuse(identity, error, command: command, ref: ref)
@@ -326,7 +330,9 @@ private final class BrokerCore {
         if broker.stopRequested {
             // Nothing of this batch is journaled: tell producers to come back (they keep the
             // events in their outboxes).
-            for (index, event) in batch.enumerated() { nack(senders[index], event.header, .shuttingDown, "the broker is shutting down", retryable: true) }
+            for (index, event) in batch.enumerated() {
+                nack(senders[index], event.header, .shuttingDown, "the broker is shutting down", retryable: true)
+            }
             return
         }
         let outcomes: [AppendOutcome]
@@ -460,14 +466,19 @@ private final class BrokerCore {
                 let envelope = try Envelope.decode(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
                 command = envelope.command.rawValue
                 guard envelope.command == .fetch else {
-                    throw ProtocolError(.unknownCommand, "command \(envelope.command.rawValue) is not accepted on the replay endpoint (FETCH)")
+                    throw ProtocolError(
+                        .unknownCommand, "command \(envelope.command.rawValue) is not accepted on the replay endpoint (FETCH)")
                 }
                 let fetch = try envelope.decodeHeader(FetchHeader.self)
                 ref = fetch.requestID
                 try fetch.validate()
                 let (events, through) = try journal.read(from: fetch.from, to: fetch.to, topics: fetch.topics, limit: fetch.limit)
                 for event in events {
-                    reply(identity, Envelope(command: .event, header: event.header, parent: event.parent, metadata: event.metadata, content: event.content), on: replay)
+                    reply(
+                        identity,
+                        Envelope(
+                            command: .event, header: event.header, parent: event.parent, metadata: event.metadata, content: event.content),
+                        on: replay)
                 }
                 let end = EndHeader(
                     requestID: fetch.requestID, from: fetch.from, through: through, count: events.count,
@@ -490,8 +501,11 @@ private final class BrokerCore {
         do {
             let deleted = try journal.prune(olderThan: olderThan, maxBytes: configuration.retentionMaxBytes)
             if deleted > 0 {
-                logger.info("retention deleted events", metadata: ["deleted": "\(deleted)", "first": "\(journal.first)", "head": "\(journal.head)"])
-                broker.update { $0.pruned += Int64(deleted); $0.first = journal.first }
+                logger.info(
+                    "retention deleted events", metadata: ["deleted": "\(deleted)", "first": "\(journal.first)", "head": "\(journal.head)"])
+                broker.update {
+                    $0.pruned += Int64(deleted); $0.first = journal.first
+                }
             }
         } catch {
             logger.error("retention failed", metadata: ["error": "\(error)"])

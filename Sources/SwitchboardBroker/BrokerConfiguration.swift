@@ -80,10 +80,12 @@ public struct BrokerConfiguration: Sendable {
         // A minor above our own is allowed: during a staged upgrade every producer may already
         // speak a newer minor, and the operator shuts older ones out before this broker is replaced.
         guard minimumVersion.major == ProtocolVersion.current.major else {
-            throw ConfigurationLayers.Failure("min_version \(minimumVersion) is not of major version \(ProtocolVersion.current.major), which this broker speaks")
+            throw ConfigurationLayers.Failure(
+                "min_version \(minimumVersion) is not of major version \(ProtocolVersion.current.major), which this broker speaks")
         }
         guard maxFrameBytes >= Int64(SizeLimits.v1.message) else {
-            throw ConfigurationLayers.Failure("max_frame_bytes must be at least \(SizeLimits.v1.message) so the protocol's own limits apply first")
+            throw ConfigurationLayers.Failure(
+                "max_frame_bytes must be at least \(SizeLimits.v1.message) so the protocol's own limits apply first")
         }
     }
 

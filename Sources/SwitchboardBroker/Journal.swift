@@ -141,7 +141,8 @@ public final class Journal {
                 if let known = highs[h.producer] {
                     high = known
                 } else {
-                    high = try Int64.fetchOne(db, sql: "SELECT MAX(producer_seq) FROM events WHERE producer = ?", arguments: [h.producer]) ?? 0
+                    high =
+                        try Int64.fetchOne(db, sql: "SELECT MAX(producer_seq) FROM events WHERE producer = ?", arguments: [h.producer]) ?? 0
                 }
                 if h.producerSeq <= high {
                     if let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq]) {
@@ -195,7 +196,9 @@ public final class Journal {
     /// Reads journaled events with `from <= bus_seq <= to`, matching any of `topics` (prefixes;
     /// empty = all), at most `limit` of them, examining at most `scanWindow` sequence numbers.
     /// - Returns: the events, and `through`: every matching event up to it has been returned.
-    public func read(from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64 = 50_000) throws
+    public func read(
+        from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64 = 50_000
+    ) throws
         -> (events: [JournaledEvent], through: Int64)
     {
         let start = max(from, first)

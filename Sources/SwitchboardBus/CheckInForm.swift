@@ -51,7 +51,8 @@ public enum CheckInForm {
         case (let lat?, let lon?, let acc?): location = .init(latitude: lat, longitude: lon, accuracyMeters: acc)
         default:
             let missing = [("latitude", latitude), ("longitude", longitude), ("accuracy_m", accuracy)].first { $0.1 == nil }!.0
-            throw Problem(field: fieldName(missing), message: "is required when a location is given (latitude, longitude and accuracy together)")
+            throw Problem(
+                field: fieldName(missing), message: "is required when a location is given (latitude, longitude and accuracy together)")
         }
         var checkedInAt = Timestamp.format(now)
         if let given = text("checked_in_at") { checkedInAt = given }

@@ -201,7 +201,8 @@ public final class JournalFollower {
                     end = header
                 case .error:
                     let error = try? envelope.decodeHeader(ErrorHeader.self)
-                    ready.append(.replayUnavailable(reason: error.map { "\($0.code.rawValue): \($0.message)" } ?? "replay refused the FETCH"))
+                    ready.append(
+                        .replayUnavailable(reason: error.map { "\($0.code.rawValue): \($0.message)" } ?? "replay refused the FETCH"))
                     return
                 default:
                     continue

@@ -96,7 +96,9 @@ public final class Outbox: Sendable {
                     throw Failure(description: "outbox \(path) belongs to producer '\(owner)', not '\(producer)'")
                 }
             } else {
-                try db.execute(sql: "INSERT INTO outbox_meta (key, value) VALUES ('producer', ?), ('next_seq', '1'), ('delivered', '0')", arguments: [producer])
+                try db.execute(
+                    sql: "INSERT INTO outbox_meta (key, value) VALUES ('producer', ?), ('next_seq', '1'), ('delivered', '0')",
+                    arguments: [producer])
             }
         }
     }
@@ -126,7 +128,9 @@ public final class Outbox: Sendable {
         try queue.inTransaction(.immediate) { db in
             entries.removeAll(keepingCapacity: true)
             if let importDigest {
-                if let row = try Row.fetchOne(db, sql: "SELECT name, rows, imported_at FROM imports WHERE digest = ?", arguments: [importDigest.digest]) {
+                if let row = try Row.fetchOne(
+                    db, sql: "SELECT name, rows, imported_at FROM imports WHERE digest = ?", arguments: [importDigest.digest])
+                {
                     let name: String = row[0]
                     let rows: Int = row[1]
                     let at: String = row[2]
@@ -146,7 +150,9 @@ public final class Outbox: Sendable {
                 let headerData = try WireJSON.encode(header)
                 try insert.execute(arguments: [next, header.eventID, event.type, header.time, headerData, event.content])
                 entries.append(
-                    OutboxEntry(producerSeq: next, eventID: header.eventID, type: event.type, header: headerData, content: event.content, attempts: 0))
+                    OutboxEntry(
+                        producerSeq: next, eventID: header.eventID, type: event.type, header: headerData, content: event.content,
+                        attempts: 0))
                 next += 1
             }
             try db.execute(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'", arguments: [String(next)])
@@ -160,7 +166,8 @@ public final class Outbox: Sendable {
         try queue.read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT producer_seq, event_id, type, header, content, attempts FROM outbox WHERE rejected IS NULL AND producer_seq > ? ORDER BY producer_seq LIMIT ?",
+                sql:
+                    "SELECT producer_seq, event_id, type, header, content, attempts FROM outbox WHERE rejected IS NULL AND producer_seq > ? ORDER BY producer_seq LIMIT ?",
                 arguments: [after, limit]
             ).map { row in
                 OutboxEntry(producerSeq: row[0], eventID: row[1], type: row[2], header: row[3], content: row[4], attempts: row[5])
@@ -213,7 +220,9 @@ public final class Outbox: Sendable {
     public func rejected() throws -> [(entry: OutboxEntry, reason: String)] {
         try queue.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT producer_seq, event_id, type, header, content, attempts, rejected FROM outbox WHERE rejected IS NOT NULL ORDER BY producer_seq"
+                db,
+                sql:
+                    "SELECT producer_seq, event_id, type, header, content, attempts, rejected FROM outbox WHERE rejected IS NOT NULL ORDER BY producer_seq"
             ).map { row in
                 (OutboxEntry(producerSeq: row[0], eventID: row[1], type: row[2], header: row[3], content: row[4], attempts: row[5]), row[6])
             }

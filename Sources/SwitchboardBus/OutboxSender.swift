@@ -208,7 +208,9 @@ public final class OutboxSender: Sendable {
                     state.inFlight.removeValue(forKey: nack.producerSeq)
                     try outbox.reject(nack.producerSeq, reason: "\(nack.code.rawValue): \(nack.reason)")
                     state.report.rejected += 1
-                    logger.error("event refused by the broker", metadata: ["event_id": "\(nack.eventID)", "code": "\(nack.code.rawValue)", "reason": "\(nack.reason)"])
+                    logger.error(
+                        "event refused by the broker",
+                        metadata: ["event_id": "\(nack.eventID)", "code": "\(nack.code.rawValue)", "reason": "\(nack.reason)"])
                 }
             case .error:
                 guard let error = try? envelope.decodeHeader(ErrorHeader.self) else { continue }

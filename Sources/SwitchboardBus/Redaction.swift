@@ -5,7 +5,10 @@ public import Foundation
 /// Secrets never belong on the event plane, but a display tool must not be the place where a
 /// mistake becomes a leak: any object key that names a secret has its value replaced.
 public enum Redaction {
-    static let secretWords = ["password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "connection_id", "connectionid", "cookie", "credential", "private_key"]
+    static let secretWords = [
+        "password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "connection_id", "connectionid", "cookie",
+        "credential", "private_key",
+    ]
 
     public static func isSecretKey(_ key: String) -> Bool {
         let lowered = key.lowercased()

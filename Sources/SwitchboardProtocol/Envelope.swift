@@ -124,7 +124,9 @@ public struct Envelope: Sendable, Hashable {
         }
         let version = ProtocolVersion(major: first[first.startIndex + 3], minor: first[first.startIndex + 4])
         guard version.major == ProtocolVersion.current.major else {
-            throw ProtocolError(.unsupportedVersion, "protocol version \(version) is not supported; this receiver speaks \(ProtocolVersion.current.major).x")
+            throw ProtocolError(
+                .unsupportedVersion, "protocol version \(version) is not supported; this receiver speaks \(ProtocolVersion.current.major).x"
+            )
         }
         guard version >= minimumVersion else {
             throw ProtocolError(.versionBelowMinimum, "protocol version \(version) is below the minimum \(minimumVersion)")

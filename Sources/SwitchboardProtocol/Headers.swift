@@ -251,7 +251,9 @@ public struct Welcome: Codable, Sendable, Hashable {
         case broker, version, head, first, heartbeatMilliseconds = "heartbeat_ms"
     }
 
-    public init(broker: String, version: String = ProtocolVersion.current.description, head: Int64, first: Int64, heartbeatMilliseconds: Int) {
+    public init(
+        broker: String, version: String = ProtocolVersion.current.description, head: Int64, first: Int64, heartbeatMilliseconds: Int
+    ) {
         self.broker = broker
         self.version = version
         self.head = head

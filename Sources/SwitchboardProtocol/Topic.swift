@@ -12,7 +12,9 @@ public enum Topic {
             throw ProtocolError(.invalidTopic, "event type '\(type.prefix(Self.maximumLength))' uses the reserved '$' prefix")
         }
         guard isValidEventType(type) else {
-            throw ProtocolError(.invalidTopic, "event type '\(type.prefix(Self.maximumLength))' must be 2–8 dot-separated lowercase segments like 'checkin.recorded'")
+            throw ProtocolError(
+                .invalidTopic,
+                "event type '\(type.prefix(Self.maximumLength))' must be 2–8 dot-separated lowercase segments like 'checkin.recorded'")
         }
     }
 

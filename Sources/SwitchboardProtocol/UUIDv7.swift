@@ -31,9 +31,11 @@ public enum UUIDv7 {
         var random = SystemRandomNumberGenerator()
         for i in 8..<16 { bytes[i] = random.next() }
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID(uuid: (
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 
     /// The id as the protocol writes it: lowercase, hyphenated.
@@ -52,8 +54,10 @@ public enum UUIDv7 {
             }
         }
         guard b[14] == UInt8(ascii: "7") else { return false }
-        return [UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b"), UInt8(ascii: "A"),
-            UInt8(ascii: "B")].contains(b[19])
+        return [
+            UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b"), UInt8(ascii: "A"),
+            UInt8(ascii: "B"),
+        ].contains(b[19])
     }
 
     /// The creation time encoded in a v7 id, in Unix milliseconds.

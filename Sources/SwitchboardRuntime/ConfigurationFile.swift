@@ -22,7 +22,9 @@ public struct ConfigurationLayers: Sendable {
     ///   - file: a JSON file, or nil.
     ///   - environmentPrefix: e.g. `SWITCHBOARD_BROKER_`.
     ///   - keys: every key the program knows; unknown keys in the file are an error.
-    public init(file: String?, environmentPrefix: String, keys: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    public init(
+        file: String?, environmentPrefix: String, keys: [String], environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws {
         let known = Set(keys)
         if let file {
             let data: Data

@@ -1,5 +1,5 @@
-public import Logging
 import Foundation
+public import Logging
 import Synchronization
 
 /// How log records are written.
@@ -68,7 +68,8 @@ public struct StructuredLogHandler: LogHandler {
         if !value.isEmpty && !value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) {
             return value
         }
-        return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        return "\""
+            + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
             .replacingOccurrences(of: "\n", with: "\\n") + "\""
     }
 

@@ -14,7 +14,9 @@ public final class BrokerFixture: Sendable {
     public let endpoints: BrokerEndpoints
     public let configuration: BrokerConfiguration
 
-    public static func start(directory: TemporaryDirectory? = nil, _ configure: (inout BrokerConfiguration) -> Void = { _ in }) async throws -> BrokerFixture {
+    public static func start(
+        directory: TemporaryDirectory? = nil, _ configure: (inout BrokerConfiguration) -> Void = { _ in }
+    ) async throws -> BrokerFixture {
         let directory = try directory ?? TemporaryDirectory("broker")
         var configuration = BrokerConfiguration()
         configuration.ingestEndpoint = "tcp://127.0.0.1:*"
@@ -28,10 +30,15 @@ public final class BrokerFixture: Sendable {
         logger.logLevel = .warning
         let broker = try Broker(configuration: configuration, logger: logger, context: context)
         let endpoints = try await broker.start()
-        return BrokerFixture(directory: directory, context: context, io: try IOThread(context: context), broker: broker, endpoints: endpoints, configuration: configuration)
+        return BrokerFixture(
+            directory: directory, context: context, io: try IOThread(context: context), broker: broker, endpoints: endpoints,
+            configuration: configuration)
     }
 
-    private init(directory: TemporaryDirectory, context: Context, io: IOThread, broker: Broker, endpoints: BrokerEndpoints, configuration: BrokerConfiguration) {
+    private init(
+        directory: TemporaryDirectory, context: Context, io: IOThread, broker: Broker, endpoints: BrokerEndpoints,
+        configuration: BrokerConfiguration
+    ) {
         self.directory = directory
         self.context = context
         self.io = io
@@ -85,7 +92,10 @@ public enum Events {
         return try! WireJSON.encode(checkIn)
     }
 
-    public static func frames(producer: String = "riverside-1", seq: Int64, eventID: String = UUIDv7.string(), type: String = CheckIn.type, schema: String = CheckIn.schema, content: Data? = nil) throws -> (EventHeader, [Data]) {
+    public static func frames(
+        producer: String = "riverside-1", seq: Int64, eventID: String = UUIDv7.string(), type: String = CheckIn.type,
+        schema: String = CheckIn.schema, content: Data? = nil
+    ) throws -> (EventHeader, [Data]) {
         let header = EventHeader(eventID: eventID, type: type, producer: producer, producerSeq: seq, schema: schema, session: "test")
         return (header, try Envelope(command: .event, header: header, content: content ?? checkIn(index: Int(seq))).frames())
     }

@@ -344,7 +344,8 @@ public final class IOThread: Sendable {
                         entry.done.resume()
                     } else {
                         // Full: put it back at the front by rebuilding (rare path).
-                        var rebuilt = RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>(capacity: queue.count + 1)
+                        var rebuilt = RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>(
+                            capacity: queue.count + 1)
                         rebuilt.append(entry)
                         while let rest = queue.popFirst() { rebuilt.append(rest) }
                         queue = rebuilt

@@ -24,15 +24,19 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "Replay endpoint (ROUTER).") var replay: String?
     @Option(name: .customLong("data-dir"), help: "Directory of the journal.") var dataDirectory: String?
     @Option(help: "HEAD interval, e.g. 1s or 500ms.") var heartbeat: String?
-    @Option(name: .customLong("retention-max-age"), help: "Delete events older than this (e.g. 7d), or 'none'.") var retentionMaxAge: String?
-    @Option(name: .customLong("retention-max-bytes"), help: "Keep the journal under this size (e.g. 8GB), or 'none'.") var retentionMaxBytes: String?
+    @Option(name: .customLong("retention-max-age"), help: "Delete events older than this (e.g. 7d), or 'none'.") var retentionMaxAge:
+        String?
+    @Option(name: .customLong("retention-max-bytes"), help: "Keep the journal under this size (e.g. 8GB), or 'none'.")
+    var retentionMaxBytes: String?
     @Option(name: .customLong("min-version"), help: "Refuse messages below this protocol version.") var minimumVersion: String?
     @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
     func run() async throws {
         let format = try logFormat.map { value -> LogFormat in
-            guard let format = LogFormat(rawValue: value) else { throw ValidationError("--log-format must be text or json, got '\(value)'") }
+            guard let format = LogFormat(rawValue: value) else {
+                throw ValidationError("--log-format must be text or json, got '\(value)'")
+            }
             return format
         }
         let level = try logLevel.map { value -> Logger.Level in

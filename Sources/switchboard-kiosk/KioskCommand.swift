@@ -4,8 +4,8 @@ import Logging
 import SwitchboardBus
 import SwitchboardProtocol
 import SwitchboardRuntime
-import ZeroMQ
 import Synchronization
+import ZeroMQ
 
 #if canImport(Glibc)
 import Glibc
@@ -65,7 +65,9 @@ struct KioskOptions: ParsableArguments {
     }
 
     /// Delivers what is waiting, telling the person how it went.
-    func deliver(_ outbox: Outbox, logger: Logger, wait: Duration, keepWaiting: @escaping @Sendable () -> Bool = { false }) async throws -> DeliveryReport {
+    func deliver(
+        _ outbox: Outbox, logger: Logger, wait: Duration, keepWaiting: @escaping @Sendable () -> Bool = { false }
+    ) async throws -> DeliveryReport {
         let context = try Context()
         let io = try IOThread(context: context)
         let sender = OutboxSender(outbox: outbox, io: io, endpoint: ingestEndpoint, logger: logger)
@@ -88,11 +90,15 @@ struct KioskOptions: ParsableArguments {
             print(line + ".")
         }
         if report.rejected > 0 {
-            print("Refused by the broker: \(report.rejected) (kept on this kiosk; see 'switchboard-kiosk status'). Last reason: \(report.lastProblem ?? "unknown").")
+            print(
+                "Refused by the broker: \(report.rejected) (kept on this kiosk; see 'switchboard-kiosk status'). Last reason: \(report.lastProblem ?? "unknown")."
+            )
         }
         if report.pending > 0 {
             if !report.brokerAnswered {
-                print("The broker at \(ingestEndpoint) did not answer within \(wait). \(report.pending) check-in\(report.pending == 1 ? " is" : "s are") saved on this kiosk and will be sent by the next run.")
+                print(
+                    "The broker at \(ingestEndpoint) did not answer within \(wait). \(report.pending) check-in\(report.pending == 1 ? " is" : "s are") saved on this kiosk and will be sent by the next run."
+                )
             } else {
                 print("\(report.pending) check-in\(report.pending == 1 ? " is" : "s are") still waiting and will be sent by the next run.")
             }
@@ -143,7 +149,9 @@ struct CheckInCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let (outbox, logger) = try options.open()
-        let entry = try outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))])[0]
+        let entry = try outbox.enqueue([
+            .init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))
+        ])[0]
         print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         options.tell(report, wait: wait)
@@ -161,7 +169,9 @@ struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Record check-ins from a CSV file: all rows or none.",
-        discussion: "The first row names the columns: \(CheckInForm.columns.joined(separator: ", ")). A file is imported once; importing it again is refused.")
+        discussion:
+            "The first row names the columns: \(CheckInForm.columns.joined(separator: ", ")). A file is imported once; importing it again is refused."
+    )
 
     @OptionGroup var options: KioskOptions
     @Argument(help: "The CSV file.") var file: String
@@ -201,7 +211,9 @@ struct ImportCommand: AsyncParsableCommand {
         }
         guard problems.isEmpty else {
             let shown = problems.prefix(20).joined(separator: "\n  ")
-            throw ValidationError("\(file): \(problems.count) row\(problems.count == 1 ? "" : "s") refused, nothing was queued:\n  \(shown)\(problems.count > 20 ? "\n  …" : "")")
+            throw ValidationError(
+                "\(file): \(problems.count) row\(problems.count == 1 ? "" : "s") refused, nothing was queued:\n  \(shown)\(problems.count > 20 ? "\n  …" : "")"
+            )
         }
         guard !events.isEmpty else { throw ValidationError("\(file) has a header but no rows") }
         let (outbox, logger) = try options.open()
@@ -294,7 +306,9 @@ struct LoadCommand: AsyncParsableCommand {
                     batch.removeAll(keepingCapacity: true)
                     for i in 0..<size {
                         let checkIn = SyntheticCheckIns.make(index: made + i, kioskID: kioskID)
-                        batch.append(.init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn)))
+                        batch.append(
+                            .init(
+                                type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn)))
                     }
                     try outbox.enqueue(batch)
                     made += size
@@ -313,7 +327,11 @@ struct LoadCommand: AsyncParsableCommand {
         }
         _ = wait
         let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
-        print(String(format: "Generated %d check-ins; delivered %d in %.2fs (%.0f/s).", total, (report?.delivered ?? 0) + (report?.duplicates ?? 0), seconds, Double((report?.delivered ?? 0) + (report?.duplicates ?? 0)) / max(seconds, 0.001)))
+        print(
+            String(
+                format: "Generated %d check-ins; delivered %d in %.2fs (%.0f/s).", total,
+                (report?.delivered ?? 0) + (report?.duplicates ?? 0), seconds,
+                Double((report?.delivered ?? 0) + (report?.duplicates ?? 0)) / max(seconds, 0.001)))
         if let report { options.tell(report, wait: wait) }
     }
 }
@@ -326,7 +344,9 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Time between check-ins, e.g. 2s.") var interval: String = "2s"
 
     func run() async throws {
-        guard let interval = DurationText.parse(interval), interval > .zero else { throw ValidationError("--interval: '\(interval)' is not a duration") }
+        guard let interval = DurationText.parse(interval), interval > .zero else {
+            throw ValidationError("--interval: '\(interval)' is not a duration")
+        }
         let (outbox, logger) = try options.open()
         let kioskID = options.kioskID
         let options = options
@@ -337,7 +357,10 @@ struct DemoCommand: AsyncParsableCommand {
                     var index = Int.random(in: 0..<1000)
                     while true {
                         let checkIn = SyntheticCheckIns.make(index: index, kioskID: kioskID)
-                        try outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))])
+                        try outbox.enqueue([
+                            .init(
+                                type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))
+                        ])
                         index += 1
                         try await Task.sleep(for: interval)
                     }

@@ -18,7 +18,8 @@ struct MonitorCommand: AsyncParsableCommand {
             Environment: SWITCHBOARD_FANOUT, SWITCHBOARD_REPLAY.
             """)
 
-    @Option(name: .customLong("topic"), help: "Follow event types starting with this prefix (repeatable; default: all).") var topics: [String] = []
+    @Option(name: .customLong("topic"), help: "Follow event types starting with this prefix (repeatable; default: all).") var topics:
+        [String] = []
     @Flag(help: "One JSON object per event (notices go to standard error).") var json = false
     @Option(help: "Replay the journal from this bus sequence number, then follow live.") var from: Int64?
     @Option(help: "Exit after this many events.") var count: Int?
@@ -56,13 +57,20 @@ struct MonitorCommand: AsyncParsableCommand {
                     printer.event(event)
                     seen += 1
                 case .gapFilled(let from, let to, let fetched):
-                    printer.notice("gap: #\(from)…#\(to) missed live; \(fetched) event\(fetched == 1 ? "" : "s") fetched from the journal", kind: "gap", fields: ["from": from, "to": to, "fetched": fetched])
+                    printer.notice(
+                        "gap: #\(from)…#\(to) missed live; \(fetched) event\(fetched == 1 ? "" : "s") fetched from the journal",
+                        kind: "gap", fields: ["from": from, "to": to, "fetched": fetched])
                 case .pruned(let from, let to):
-                    printer.notice("#\(from)…#\(to) are no longer in the journal (removed by retention)", kind: "pruned", fields: ["from": from, "to": to])
+                    printer.notice(
+                        "#\(from)…#\(to) are no longer in the journal (removed by retention)", kind: "pruned",
+                        fields: ["from": from, "to": to])
                 case .welcome(let broker, let head):
-                    printer.notice("connected to broker \(broker), journal head #\(head)", kind: "welcome", fields: ["broker": broker, "head": head])
+                    printer.notice(
+                        "connected to broker \(broker), journal head #\(head)", kind: "welcome", fields: ["broker": broker, "head": head])
                 case .newJournal(let broker):
-                    printer.notice("the broker now has a new journal (\(broker)); sequence numbers start over", kind: "new-journal", fields: ["broker": broker])
+                    printer.notice(
+                        "the broker now has a new journal (\(broker)); sequence numbers start over", kind: "new-journal",
+                        fields: ["broker": broker])
                 case .replayUnavailable(let reason):
                     printer.notice("replay unavailable: \(reason); will retry", kind: "replay-unavailable", fields: ["reason": reason])
                 }
@@ -122,7 +130,9 @@ struct EventPrinter: Sendable {
     }
 
     private func write(_ object: [String: Any], to handle: FileHandle) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+            return
+        }
         handle.write(data + Data("\n".utf8))
     }
 }

@@ -56,7 +56,9 @@ struct UpCommand: AsyncParsableCommand {
         let ready = ContinuousClock.now + .seconds(15)
         while !fileManager.fileExists(atPath: endpointsFile) {
             guard broker.isRunning else {
-                throw ValidationError("the broker stopped at start; see \(logs.appendingPathComponent("broker.log").path) (is port \(port) in use? try --port)")
+                throw ValidationError(
+                    "the broker stopped at start; see \(logs.appendingPathComponent("broker.log").path) (is port \(port) in use? try --port)"
+                )
             }
             guard ContinuousClock.now < ready else {
                 await broker.stop()
@@ -67,7 +69,8 @@ struct UpCommand: AsyncParsableCommand {
         print("broker: ingest \(ingest), fan-out \(fanout), replay \(replay)")
 
         var children: [ChildProcess] = []
-        let monitor = ChildProcess(name: "monitor", executable: "switchboard-monitor", arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"])
+        let monitor = ChildProcess(
+            name: "monitor", executable: "switchboard-monitor", arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"])
         try monitor.start()
         children.append(monitor)
         if !noDemo {
@@ -103,7 +106,8 @@ struct UpCommand: AsyncParsableCommand {
             print("Stopped because \(died.joined(separator: ", ")) exited unexpectedly; see \(logs.path).")
             throw ExitCode(1)
         }
-        print("Switchboard stopped\(brokerStatus == 0 ? " cleanly" : " (broker exit status \(brokerStatus.map(String.init) ?? "unknown"))").")
+        print(
+            "Switchboard stopped\(brokerStatus == 0 ? " cleanly" : " (broker exit status \(brokerStatus.map(String.init) ?? "unknown"))").")
     }
 
     private func openLog(_ url: URL) throws -> FileHandle {

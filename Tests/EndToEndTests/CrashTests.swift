@@ -26,7 +26,10 @@ struct CrashTests {
         var (broker, endpoints) = try await programs.broker()
         let kiosk = try programs.start(
             "switchboard-kiosk",
-            ["import", csv, "--kiosk", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest, "--wait", "300s"],
+            [
+                "import", csv, "--kiosk", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "--wait", "300s",
+            ],
             log: "kiosk.log")
         try await waitUntil("2,000 check-ins journaled", timeout: .seconds(120)) { programs.journalCount() >= 2000 }
         broker.signal(SIGKILL)
@@ -34,7 +37,8 @@ struct CrashTests {
         let atKill = programs.journalCount()
         #expect(atKill < Self.total, "the kill came mid-run")
 
-        (broker, _) = try await programs.broker(ingest: endpoints.ingest, fanout: endpoints.fanout, replay: endpoints.replay, log: "broker2.log")
+        (broker, _) = try await programs.broker(
+            ingest: endpoints.ingest, fanout: endpoints.fanout, replay: endpoints.replay, log: "broker2.log")
         let status = await kiosk.waitForExit(timeout: .seconds(300))
         #expect(status == 0, "kiosk: \(programs.read("kiosk.log"))")
         #expect(await broker.stop() == 0)

@@ -28,12 +28,18 @@ struct Programs {
     }
 
     /// Starts a broker process and waits until it has bound its endpoints.
-    func broker(dataDirectory: String = "broker", ingest: String = "tcp://127.0.0.1:*", fanout: String = "tcp://127.0.0.1:*", replay: String = "tcp://127.0.0.1:*", log: String = "broker.log") async throws -> (ChildProcess, Endpoints) {
+    func broker(
+        dataDirectory: String = "broker", ingest: String = "tcp://127.0.0.1:*", fanout: String = "tcp://127.0.0.1:*",
+        replay: String = "tcp://127.0.0.1:*", log: String = "broker.log"
+    ) async throws -> (ChildProcess, Endpoints) {
         let endpointsFile = directory.path("\(dataDirectory)/endpoints.json")
         try? FileManager.default.removeItem(atPath: endpointsFile)
         let process = try start(
             "switchboard-broker",
-            ["--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--heartbeat", "200ms"],
+            [
+                "--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--heartbeat",
+                "200ms",
+            ],
             log: log)
         try await waitUntil("the broker writes \(endpointsFile)", timeout: .seconds(30)) {
             guard process.isRunning else { throw WaitTimedOut(description: "the broker exited: \(read(log))") }
@@ -58,7 +64,8 @@ struct Programs {
         var text = "first_name,last_name,date_of_birth,site_id,program_id,notes\n"
         let firsts = ["Ana", "Marcus", "Li", "Fatima", "Joe", "Priya"]
         for i in 0..<rows {
-            text += "\(firsts[i % firsts.count]),Person\(i),19\(50 + i % 50)-0\(1 + i % 9)-1\(i % 10),\(12 + i % 3),\(3 + i % 2),\"row \(i), from the day sheet\"\n"
+            text +=
+                "\(firsts[i % firsts.count]),Person\(i),19\(50 + i % 50)-0\(1 + i % 9)-1\(i % 10),\(12 + i % 3),\(3 + i % 2),\"row \(i), from the day sheet\"\n"
         }
         let path = directory.path(name)
         try text.write(toFile: path, atomically: true, encoding: .utf8)

@@ -15,14 +15,17 @@ struct ToolTests {
         let first = try programs.start("switchboard-kiosk", ["load", "--rate", "0", "--count", "300"] + kioskArguments, log: "load1.log")
         #expect(await first.waitForExit(timeout: .seconds(120)) == 0)
         // The monitor starts after 300 events, while 300 more arrive.
-        let second = try programs.start("switchboard-kiosk", ["load", "--rate", "500", "--count", "300"] + kioskArguments, log: "load2.log")
+        let second = try programs.start(
+            "switchboard-kiosk", ["load", "--rate", "500", "--count", "300"] + kioskArguments, log: "load2.log")
         let monitor = try programs.start(
             "switchboard-monitor", ["--json", "--from", "1", "--count", "600", "--fanout", endpoints.fanout, "--replay", endpoints.replay],
             log: "monitor.log")
         #expect(await second.waitForExit(timeout: .seconds(120)) == 0)
         #expect(await monitor.waitForExit(timeout: .seconds(60)) == 0, "monitor: \(programs.read("monitor.log"))")
         let events = programs.read("monitor.log").split(separator: "\n").compactMap { line -> [String: Any]? in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], object["bus_seq"] != nil else { return nil }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], object["bus_seq"] != nil else {
+                return nil
+            }
             return object
         }
         #expect(events.compactMap { ($0["bus_seq"] as? NSNumber)?.int64Value } == Array(1...600))
@@ -53,8 +56,10 @@ struct ToolTests {
         #expect(JournalFile.count(at: outbox, table: "outbox") == 0)
 
         let csv = directory.path("bad.csv")
-        try "first_name,last_name,site_id,program_id\nAna,Diaz,12,3\nLi,Chen,twelve,3\n".write(toFile: csv, atomically: true, encoding: .utf8)
-        let importer = try programs.start("switchboard-kiosk", ["import", csv, "--outbox", outbox, "--broker", "tcp://127.0.0.1:9"], log: "csv.log")
+        try "first_name,last_name,site_id,program_id\nAna,Diaz,12,3\nLi,Chen,twelve,3\n".write(
+            toFile: csv, atomically: true, encoding: .utf8)
+        let importer = try programs.start(
+            "switchboard-kiosk", ["import", csv, "--outbox", outbox, "--broker", "tcp://127.0.0.1:9"], log: "csv.log")
         #expect(await importer.waitForExit(timeout: .seconds(30)) != 0)
         #expect(programs.read("csv.log").contains("line 3, column 'site_id'"))
         #expect(JournalFile.count(at: outbox, table: "outbox") == 0, "nothing queued from a file with a bad row")
@@ -69,14 +74,18 @@ struct ToolTests {
         let port = try freePort()
         let offline = try programs.start(
             "switchboard-kiosk",
-            ["checkin", "--first", "Ana", "--last", "Diaz", "--site", "12", "--program", "3", "--kiosk", "k-off", "--outbox", outbox, "--broker", "tcp://127.0.0.1:\(port)", "--wait", "500ms"],
+            [
+                "checkin", "--first", "Ana", "--last", "Diaz", "--site", "12", "--program", "3", "--kiosk", "k-off", "--outbox", outbox,
+                "--broker", "tcp://127.0.0.1:\(port)", "--wait", "500ms",
+            ],
             log: "offline.log")
         #expect(await offline.waitForExit(timeout: .seconds(30)) == 0)
         #expect(programs.read("offline.log").contains("saved on this kiosk"))
         #expect(JournalFile.count(at: outbox, table: "outbox") == 1)
 
         let (broker, _) = try await programs.broker(ingest: "tcp://127.0.0.1:\(port)")
-        let flush = try programs.start("switchboard-kiosk", ["flush", "--kiosk", "k-off", "--outbox", outbox, "--broker", "tcp://127.0.0.1:\(port)"], log: "flush.log")
+        let flush = try programs.start(
+            "switchboard-kiosk", ["flush", "--kiosk", "k-off", "--outbox", outbox, "--broker", "tcp://127.0.0.1:\(port)"], log: "flush.log")
         #expect(await flush.waitForExit(timeout: .seconds(60)) == 0)
         #expect(programs.read("flush.log").contains("Delivered 1 check-in"))
         #expect(programs.journalCount() == 1)
@@ -89,7 +98,8 @@ struct ToolTests {
         defer { directory.remove() }
         let programs = Programs(directory: directory)
         let port = try freePort(count: 3)
-        let up = try programs.start("switchboard", ["up", "--duration", "3s", "--interval", "200ms", "--port", String(port)], log: "up.log")
+        let up = try programs.start(
+            "switchboard", ["up", "--duration", "3s", "--interval", "200ms", "--port", String(port)], log: "up.log")
         #expect(await up.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("up.log"))")
         let output = programs.read("up.log")
         #expect(output.contains("checkin.recorded  demo-kiosk-1"))

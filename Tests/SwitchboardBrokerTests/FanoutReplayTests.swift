@@ -26,7 +26,10 @@ struct FanoutReplayTests {
         let (header, frames) = try Events.frames(seq: 1)
         _ = try await Events.exchange(producer, frames)
         // Another type the subscriber did not ask for: it must not arrive.
-        _ = try await Events.exchange(producer, try Events.frames(seq: 2, type: "shelter.bed.assigned", schema: "shelter.bed.assigned/1", content: Data(#"{"bed":"B-1"}"#.utf8)).1)
+        _ = try await Events.exchange(
+            producer,
+            try Events.frames(seq: 2, type: "shelter.bed.assigned", schema: "shelter.bed.assigned/1", content: Data(#"{"bed":"B-1"}"#.utf8))
+                .1)
 
         var sawEvent = false
         var sawHeadAfter = false

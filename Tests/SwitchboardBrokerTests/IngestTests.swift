@@ -126,7 +126,8 @@ struct IngestTests {
         let fixture = try await BrokerFixture.start()
         let socket = try await fixture.producer()
         _ = try await Events.exchange(socket, try Events.frames(seq: 1).1)
-        let answer = try await Events.exchange(socket, [Envelope.versionFrame(), Data("HEARTBEAT".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8)])
+        let answer = try await Events.exchange(
+            socket, [Envelope.versionFrame(), Data("HEARTBEAT".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8)])
         #expect(answer.command == .head)
         #expect(try answer.decodeHeader(HeadHeader.self).head == 1)
         await fixture.stop()

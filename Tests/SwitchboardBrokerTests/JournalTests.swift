@@ -9,7 +9,8 @@ import Testing
 struct JournalTests {
     func event(_ producer: String, _ seq: Int64, id: String = UUIDv7.string()) -> PendingEvent {
         PendingEvent(
-            header: EventHeader(eventID: id, type: CheckIn.type, producer: producer, producerSeq: seq, schema: CheckIn.schema, session: "s"),
+            header: EventHeader(
+                eventID: id, type: CheckIn.type, producer: producer, producerSeq: seq, schema: CheckIn.schema, session: "s"),
             parent: Data("{}".utf8), metadata: Data("{}".utf8), content: Events.checkIn(), receivedAt: 1000)
     }
 

@@ -19,7 +19,8 @@ struct FollowerTests {
         try outbox.enqueue((500..<1500).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
         let live = Task { try await fixture.sender(outbox, window: 16).deliver(until: .now + .seconds(30)) }
 
-        let follower = JournalFollower(io: fixture.io, endpoints: .init(fanout: fixture.endpoints.fanout, replay: fixture.endpoints.replay), from: 1)
+        let follower = JournalFollower(
+            io: fixture.io, endpoints: .init(fanout: fixture.endpoints.fanout, replay: fixture.endpoints.replay), from: 1)
         var seen: [Int64] = []
         var fromJournal = 0
         var fromLive = 0
@@ -88,7 +89,9 @@ struct FollowerTests {
         let fixture = try await BrokerFixture.start()
         let producer = try await fixture.producer()
         for seq in 1...3 { _ = try await Events.exchange(producer, try Events.frames(seq: Int64(seq)).1) }
-        let head = try await Events.exchange(producer, [Envelope.versionFrame(), Data("HEARTBEAT".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8)]).decodeHeader(HeadHeader.self)
+        let head = try await Events.exchange(
+            producer, [Envelope.versionFrame(), Data("HEARTBEAT".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8), Data("{}".utf8)]
+        ).decodeHeader(HeadHeader.self)
         let stand = try await fixture.io.open(.xpublisher, linger: 0) { socket in
             try socket.set(.xpubWelcomeMessage(try Welcome(broker: head.broker, head: 0, first: 1, heartbeatMilliseconds: 100).frame()))
             try socket.bind("tcp://127.0.0.1:*")

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what Switchboard needs on a fresh Debian machine, when it is missing:
+# libzmq3-dev (ZeroMQ), libsqlite3-dev (SQLite for GRDB), pkg-config, and python3's jsonschema
+# (to check the protocol vectors). Safe to run again: it only installs what is absent.
+set -euo pipefail
+
+need=()
+dpkg -s libzmq3-dev >/dev/null 2>&1 || need+=(libzmq3-dev)
+dpkg -s libsqlite3-dev >/dev/null 2>&1 || need+=(libsqlite3-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing ${need[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! python3 -c "import jsonschema" >/dev/null 2>&1; then
+    echo "setup: installing python jsonschema"
+    python3 -m pip install --quiet jsonschema
+fi
+command -v swift >/dev/null 2>&1 || { echo "setup: swift is not on PATH (Swift 6.1 or newer is needed)" >&2; exit 1; }
