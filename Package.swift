@@ -150,10 +150,7 @@ if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
         .executableTarget(
             name: "switchboard-bench",
             dependencies: [
-                "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus",
-                "SwitchboardRuntime",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting",
             ],
             path: "bench/SwitchboardBench",
             swiftSettings: swiftSettings

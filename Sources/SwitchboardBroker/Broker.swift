@@ -33,6 +33,9 @@ public struct BrokerStatistics: Sendable, Hashable {
     public var first: Int64 = 1
     /// Events deleted by retention.
     public var pruned: Int64 = 0
+    /// Events in the journal, and their stored bytes (what `retention.max_bytes` bounds).
+    public var journalCount: Int64 = 0
+    public var journalBytes: Int64 = 0
 }
 
 /// The endpoints a started broker is bound to (with real ports where `*` was asked for).
@@ -220,7 +223,10 @@ private final class BrokerCore {
         poller.add(replay)
         poller.add(fanout)
         broker.update {
-            $0.head = journal.head; $0.first = journal.first
+            $0.head = journal.head
+            $0.first = journal.first
+            $0.journalCount = journal.count
+            $0.journalBytes = journal.storedBytes
         }
         logger.info(
             "broker started",
@@ -302,14 +308,13 @@ private final class BrokerCore {
             var command: String?
             var ref: String?
             do {
-                let envelope = try Envelope.decode(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
+                let parsed = try Envelope.parse(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
+                let envelope = parsed.envelope
                 command = envelope.command.rawValue
+                ref = parsed.reference
                 switch envelope.command {
                 case .event:
-                    let header = try envelope.decodeHeader(EventHeader.self)
-                    ref = header.eventID
-                    try header.validate()
-                    try Payloads.validate(schema: header.schema, type: header.type, content: envelope.content)
+                    let header = try parsed.checkedEvent()
                     batch.append(
                         PendingEvent(
                             header: header, parent: envelope.parent, metadata: envelope.metadata,
@@ -320,7 +325,8 @@ private final class BrokerCore {
                     reply(identity, try Envelope(command: .head, header: head))
                 default:
                     throw ProtocolError(
-                        .unknownCommand, "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
+                        .unknownCommand,
+                        "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
                 }
             } catch let error as ProtocolError {
                 refuse(identity, error, command: command, ref: ref)
@@ -373,6 +379,8 @@ private final class BrokerCore {
             $0.nacks += conflicts
             $0.commits += 1
             $0.head = journal.head
+            $0.journalCount = journal.count
+            $0.journalBytes = journal.storedBytes
         }
     }
 
@@ -389,7 +397,7 @@ private final class BrokerCore {
         let ack = AckHeader(
             eventID: header.eventID, producer: header.producer, producerSeq: header.producerSeq, busSeq: busSeq,
             duplicate: duplicate)
-        if let envelope = try? Envelope(command: .ack, header: ack) { reply(identity, envelope) }
+        reply(identity, Envelope(command: .ack, header: ack.wireJSON()))
     }
 
     func nack(_ identity: Data, _ header: EventHeader, _ code: ProtocolError.Code, _ reason: String, retryable: Bool) {
@@ -504,7 +512,10 @@ private final class BrokerCore {
                 logger.info(
                     "retention deleted events", metadata: ["deleted": "\(deleted)", "first": "\(journal.first)", "head": "\(journal.head)"])
                 broker.update {
-                    $0.pruned += Int64(deleted); $0.first = journal.first
+                    $0.pruned += Int64(deleted)
+                    $0.first = journal.first
+                    $0.journalCount = journal.count
+                    $0.journalBytes = journal.storedBytes
                 }
             }
         } catch {

@@ -156,7 +156,7 @@ public final class Journal {
                 var stored = h
                 nextSeq += 1
                 stored.busSeq = nextSeq
-                let headerData = try WireJSON.encode(stored)
+                let headerData = stored.wireJSON()
                 let size = Int64(headerData.count + event.parent.count + event.metadata.count + event.content.count)
                 // OR IGNORE: a uniqueness clash is an answer, not an error (a failed statement
                 // would also leave GRDB's cached statement reporting the error on its next use).

@@ -117,7 +117,11 @@ public struct Envelope: Sendable, Hashable {
         minimumVersion: ProtocolVersion = .current,
         limits: SizeLimits = .v1
     ) throws(ProtocolError) -> Envelope {
-        let frames = Array(frames)
+        try parse(frames, minimumVersion: minimumVersion, limits: limits).envelope
+    }
+
+    /// Every check of `decode` up to (not including) the JSON frames.
+    static func checkFrames(_ frames: [Data], minimumVersion: ProtocolVersion, limits: SizeLimits) throws(ProtocolError) -> Envelope {
         guard let first = frames.first else { throw ProtocolError(.malformed, "empty message: no frames") }
         guard first.count == 5, Array(first.prefix(3)) == signature else {
             throw ProtocolError(.badSignature, "frame 0 must be the 5 bytes 'SWB' + major + minor, got \(first.count) bytes")
@@ -152,10 +156,6 @@ public struct Envelope: Sendable, Hashable {
         guard frames[1].count <= 16, let command = Command(rawValue: word) else {
             throw ProtocolError(.unknownCommand, "unknown command '\(word.prefix(16))'")
         }
-        for (index, name) in [(2, "header"), (3, "parent"), (4, "metadata")] {
-            try WireJSON.requireObject(frames[index], frame: name)
-        }
-        try WireJSON.requireJSON(frames[5], frame: "content")
         var envelope = Envelope(
             command: command, header: frames[2], parent: frames[3], metadata: frames[4], content: frames[5],
             version: version)

@@ -119,7 +119,10 @@ struct FanoutReplayTests {
         }
         let producer = try await fixture.producer()
         for seq in 1...200 { _ = try await Events.exchange(producer, try Events.frames(seq: Int64(seq)).1) }
-        try await waitUntil("retention runs") { fixture.broker.statistics.first > 1 }
+        try await waitUntil("retention brings the journal under its bound") {
+            let statistics = fixture.broker.statistics
+            return statistics.head == 200 && statistics.journalBytes <= 20_000
+        }
         let rows = try fixture.journalRows()
         #expect(rows.last?.busSeq == 200)
         #expect(rows.count < 200)

@@ -45,6 +45,6 @@ struct JournalTests {
     func storedHeader(_ event: PendingEvent, _ busSeq: Int64) throws -> Data {
         var header = event.header
         header.busSeq = busSeq
-        return try WireJSON.encode(header)
+        return header.wireJSON()
     }
 }

@@ -8,17 +8,15 @@ import Testing
 func ingestVerdict(_ vector: Vectors.Envelope) -> (reply: String, error: ProtocolError?) {
     let minimum = vector.minimum.flatMap(ProtocolVersion.init) ?? .current
     do {
-        let envelope = try Envelope.decode(vector.frames, minimumVersion: minimum)
-        switch envelope.command {
+        let parsed = try Envelope.parse(vector.frames, minimumVersion: minimum)
+        switch parsed.envelope.command {
         case .event:
-            let header = try envelope.decodeHeader(EventHeader.self)
-            try header.validate()
-            try Payloads.validate(schema: header.schema, type: header.type, content: envelope.content)
+            _ = try parsed.checkedEvent()
             return ("ACK", nil)
         case .heartbeat:
             return ("HEAD", nil)
         default:
-            throw ProtocolError(.unknownCommand, "command \(envelope.command.rawValue) is not accepted on ingest")
+            throw ProtocolError(.unknownCommand, "command \(parsed.envelope.command.rawValue) is not accepted on ingest")
         }
     } catch {
         return ("ERROR", error as? ProtocolError)

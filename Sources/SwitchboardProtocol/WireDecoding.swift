@@ -1,0 +1,202 @@
+public import Foundation
+
+/// Typed access to a parsed JSON object, with errors that name the frame and the field the way
+/// the rest of the protocol does (`header: field 'producer_seq' must be an integer`).
+struct WireObject {
+    let fields: [String: JSONValue]
+    let frame: String
+    let code: ProtocolError.Code
+    /// `participant.` for nested objects.
+    var path = ""
+
+    func fail(_ key: String, _ rule: String) -> ProtocolError {
+        ProtocolError(code, "\(frame): field '\(path)\(key)' \(rule)")
+    }
+
+    func string(_ key: String) throws(ProtocolError) -> String {
+        guard let value = try optionalString(key) else { throw fail(key, "is required") }
+        return value
+    }
+
+    func optionalString(_ key: String) throws(ProtocolError) -> String? {
+        switch fields[key] {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        default: throw fail(key, "must be a string")
+        }
+    }
+
+    func integer(_ key: String) throws(ProtocolError) -> Int64 {
+        guard let value = try optionalInteger(key) else { throw fail(key, "is required") }
+        return value
+    }
+
+    func optionalInteger(_ key: String) throws(ProtocolError) -> Int64? {
+        switch fields[key] {
+        case nil, .null?: return nil
+        case .integer(let number)?: return number
+        default: throw fail(key, "must be an integer")
+        }
+    }
+
+    func double(_ key: String) throws(ProtocolError) -> Double {
+        switch fields[key] {
+        case nil, .null?: throw fail(key, "is required")
+        case .integer(let number)?: return Double(number)
+        case .double(let number)?: return number
+        default: throw fail(key, "must be a number")
+        }
+    }
+
+    func optionalObject(_ key: String) throws(ProtocolError) -> WireObject? {
+        switch fields[key] {
+        case nil, .null?: return nil
+        case .object(let object)?: return WireObject(fields: object, frame: frame, code: code, path: "\(path)\(key).")
+        default: throw fail(key, "must be an object")
+        }
+    }
+}
+
+/// An envelope with its JSON frames parsed once: what the broker's hot path works from.
+public struct ParsedEnvelope: Sendable {
+    public var envelope: Envelope
+    /// Frame 2 as a JSON object.
+    public var header: [String: JSONValue]
+    /// Frame 5.
+    public var content: JSONValue
+}
+
+extension Envelope {
+    /// `decode`, keeping the parsed header and content. Same checks, same order, same errors.
+    public static func parse<Frames: Collection<Data>>(
+        _ frames: Frames, minimumVersion: ProtocolVersion = .current, limits: SizeLimits = .v1
+    ) throws(ProtocolError) -> ParsedEnvelope {
+        let envelope = try checkFrames(Array(frames), minimumVersion: minimumVersion, limits: limits)
+        func object(_ data: Data, _ name: String) throws(ProtocolError) -> [String: JSONValue] {
+            guard let value = JSONValue.parse(data) else { throw ProtocolError(.invalidJSON, "\(name) frame is not valid JSON") }
+            guard case .object(let object) = value else { throw ProtocolError(.invalidJSON, "\(name) frame must be a JSON object") }
+            return object
+        }
+        let header = try object(envelope.header, "header")
+        if !(envelope.parent.count == 2 && envelope.parent.first == UInt8(ascii: "{")) { _ = try object(envelope.parent, "parent") }
+        if !(envelope.metadata.count == 2 && envelope.metadata.first == UInt8(ascii: "{")) { _ = try object(envelope.metadata, "metadata") }
+        guard let content = JSONValue.parse(envelope.content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
+        return ParsedEnvelope(envelope: envelope, header: header, content: content)
+    }
+}
+
+extension EventHeader {
+    /// Reads an EVENT header from its parsed JSON (unknown fields ignored); `validate()` checks
+    /// the formats.
+    public init(wire fields: [String: JSONValue]) throws(ProtocolError) {
+        let object = WireObject(fields: fields, frame: "header", code: .invalidHeader)
+        self.init(
+            eventID: try object.string("event_id"), type: try object.string("type"), producer: try object.string("producer"),
+            producerSeq: try object.integer("producer_seq"), busSeq: try object.optionalInteger("bus_seq"),
+            time: try object.string("time"), schema: try object.string("schema"), session: try object.string("session"),
+            key: try object.optionalString("key"))
+    }
+
+    /// The header as compact JSON with sorted keys (what the journal stores and the fan-out sends).
+    public func wireJSON() -> Data {
+        var writer = JSONWriter()
+        writer.raw("{")
+        if let busSeq {
+            writer.key("bus_seq", first: true)
+            writer.integer(busSeq)
+            writer.key("event_id")
+        } else {
+            writer.key("event_id", first: true)
+        }
+        writer.string(eventID)
+        if let key {
+            writer.key("key")
+            writer.string(key)
+        }
+        writer.key("producer")
+        writer.string(producer)
+        writer.key("producer_seq")
+        writer.integer(producerSeq)
+        writer.key("schema")
+        writer.string(schema)
+        writer.key("session")
+        writer.string(session)
+        writer.key("time")
+        writer.string(time)
+        writer.key("type")
+        writer.string(type)
+        writer.raw("}")
+        return writer.data
+    }
+}
+
+extension AckHeader {
+    public func wireJSON() -> Data {
+        var writer = JSONWriter(capacity: 160)
+        writer.raw("{")
+        writer.key("bus_seq", first: true)
+        writer.integer(busSeq)
+        writer.key("duplicate")
+        if duplicate { writer.raw("true") } else { writer.raw("false") }
+        writer.key("event_id")
+        writer.string(eventID)
+        writer.key("producer")
+        writer.string(producer)
+        writer.key("producer_seq")
+        writer.integer(producerSeq)
+        writer.raw("}")
+        return writer.data
+    }
+}
+
+extension CheckIn {
+    /// Reads a check-in from parsed content (unknown fields ignored); call `validate()` after.
+    public init(wire value: JSONValue) throws(ProtocolError) {
+        guard case .object(let fields) = value else { throw ProtocolError(.schemaViolation, "content must be a JSON object") }
+        let object = WireObject(fields: fields, frame: "content", code: .schemaViolation)
+        guard let participant = try object.optionalObject("participant") else { throw object.fail("participant", "is required") }
+        var location: Location?
+        if let place = try object.optionalObject("location") {
+            location = Location(latitude: try place.double("latitude"), longitude: try place.double("longitude"), accuracyMeters: try place.double("accuracy_m"))
+        }
+        self.init(
+            participant: Participant(
+                etoParticipantID: try participant.optionalInteger("eto_participant_id"), firstName: try participant.optionalString("first_name"),
+                lastName: try participant.optionalString("last_name"), dateOfBirth: try participant.optionalString("date_of_birth")),
+            siteID: try object.integer("site_id"), programID: try object.integer("program_id"), kioskID: try object.string("kiosk_id"),
+            checkedInAt: try object.string("checked_in_at"), location: location, notes: try object.optionalString("notes"))
+    }
+}
+
+extension Payloads {
+    /// `validate(schema:type:content:)` on already-parsed content.
+    public static func validate(schema: String, type: String, content: JSONValue) throws(ProtocolError) {
+        switch schema {
+        case CheckIn.schema:
+            guard type == CheckIn.type else {
+                throw ProtocolError(.schemaViolation, "schema '\(schema)' is for events of type '\(CheckIn.type)', not '\(type)'")
+            }
+            try CheckIn(wire: content).validate()
+        default:
+            guard case .object = content else { throw ProtocolError(.invalidJSON, "content frame must be a JSON object") }
+        }
+    }
+}
+
+extension ParsedEnvelope {
+    /// Every check a receiver makes of an EVENT after the envelope: the header's fields and
+    /// formats, then the content against its schema. Returns the header.
+    public func checkedEvent() throws(ProtocolError) -> EventHeader {
+        let event = try EventHeader(wire: header)
+        try event.validate()
+        try Payloads.validate(schema: event.schema, type: event.type, content: content)
+        return event
+    }
+
+    /// The header's `event_id` or `request_id` when it is a string, for ERROR's `ref`.
+    public var reference: String? {
+        if case .string(let id)? = header["event_id"] { return String(id.prefix(64)) }
+        if case .string(let id)? = header["request_id"] { return String(id.prefix(64)) }
+        return nil
+    }
+}

@@ -1,0 +1,273 @@
+// Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
+// same run on the same machine (the machine is shared and noisy; only ratios travel).
+//
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick]
+//
+// The broker under test is the real `switchboard-broker` executable, started as a child
+// process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
+// threads of this process, so the figures measure the broker, not a client library.
+
+import Foundation
+import SwitchboardProtocol
+import SwitchboardRuntime
+import ZeroMQ
+import Synchronization
+import SwitchboardTesting
+
+@main
+struct Bench {
+    static func main() async throws {
+        let quick = CommandLine.arguments.contains("--quick")
+        if CommandLine.arguments.contains("--codec") {
+            for (name, micros) in codecCost() { print(String(format: "%-32@ %8.2f µs/event", name as NSString, micros)) }
+            return
+        }
+        let scale = quick ? 10 : 1
+        var rows: [(String, String, String)] = []
+        func row(_ name: String, _ value: String, _ note: String = "") {
+            rows.append((name, value, note))
+            print(String(format: "%-58@ %14@  %@", name as NSString, value as NSString, note as NSString))
+        }
+        print("Switchboard benchmarks, \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick: 1/10 of the counts)" : "")")
+        let sample = Sample.event(producer: "p0", seq: 1)
+        let eventBytes = sample.reduce(0) { $0 + $1.count }
+        row("event size on the wire (6 frames)", "\(eventBytes) B")
+
+        let raw = try rawDealerRouter(messages: 400_000 / scale, frames: sample)
+        row("raw libzmq DEALER→ROUTER, tcp, event-sized (ceiling)", rate(raw))
+        let rawPubSub = try rawPubSub(messages: 400_000 / scale, frames: [Data("checkin.recorded".utf8)] + sample)
+        row("raw libzmq XPUB→SUB, tcp, event-sized", rate(rawPubSub))
+
+        let directory = try TemporaryDirectory("bench")
+        defer { directory.remove() }
+        var broker = try await BrokerProcess.start(directory: directory.path("ingest"))
+        let one = try await ingest(broker: broker.endpoints, producers: 1, perProducer: 100_000 / scale, window: 1000)
+        row("durable-acked ingest, 1 producer, window 1000", rate(one), ratio(one, raw) + " of raw")
+        let four = try await ingest(broker: broker.endpoints, producers: 4, perProducer: 60_000 / scale, window: 1000, prefix: "q")
+        row("durable-acked ingest, 4 producers, window 1000 each", rate(four), ratio(four, raw) + " of raw")
+        await broker.stop()
+
+        for subscribers in [1, 4] {
+            broker = try await BrokerProcess.start(directory: directory.path("fanout-\(subscribers)"))
+            let (ingestRate, fanout, received) = try await fanoutRun(broker: broker.endpoints, subscribers: subscribers, perProducer: 50_000 / scale)
+            row("fan-out to \(subscribers) subscriber\(subscribers == 1 ? "" : "s") (4 producers feeding)", rate(fanout), "\(ratio(fanout, raw)) of raw D→R, \(ratio(fanout, ingestRate)) of its ingest, \(received)% delivered live")
+            await broker.stop()
+        }
+
+        broker = try await BrokerProcess.start(directory: directory.path("rss"))
+        let baseline = broker.rssKilobytes()
+        let million = 1_000_000 / scale
+        let big = try await ingest(broker: broker.endpoints, producers: 4, perProducer: million / 4, window: 1000, prefix: "m")
+        let rss = broker.rssKilobytes()
+        row("broker RSS at start", "\(baseline / 1024) MB")
+        row("broker RSS after \(million) journaled events", "\(rss / 1024) MB", "ingest of those ran at \(rate(big))")
+        await broker.stop()
+
+        print("\n| measurement | figure | note |\n|---|---|---|")
+        for (name, value, note) in rows { print("| \(name) | \(value) | \(note) |") }
+    }
+
+    static func rate(_ measured: Measured) -> String { String(format: "%.0f/s", measured.perSecond) }
+    static func ratio(_ a: Measured, _ b: Measured) -> String { String(format: "%.2f×", a.perSecond / b.perSecond) }
+}
+
+struct Measured {
+    var count: Int
+    var seconds: Double
+    var perSecond: Double { Double(count) / seconds }
+}
+
+/// Pre-built EVENT frames, so the producers' own cost stays out of the figures.
+enum Sample {
+    static let content: Data = {
+        let checkIn = CheckIn(
+            participant: .init(firstName: "Ana", lastName: "Diaz", dateOfBirth: "1990-04-01"), siteID: 12, programID: 3,
+            kioskID: "riverside-1", checkedInAt: "2026-11-22T21:04:00.000Z")
+        return try! WireJSON.encode(checkIn)
+    }()
+
+    static func event(producer: String, seq: Int64) -> [Data] {
+        let header = """
+            {"event_id":"\(UUIDv7.string())","producer":"\(producer)","producer_seq":\(seq),"schema":"checkin.recorded/1","session":"bench","time":"2026-11-22T21:04:00.120Z","type":"checkin.recorded"}
+            """
+        return [Envelope.versionFrame(), Data("EVENT".utf8), Data(header.utf8), Data("{}".utf8), Data("{}".utf8), content]
+    }
+}
+
+/// Runs `body` on a new thread (sockets stay on one thread) and returns its result.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+}
+
+func rawDealerRouter(messages: Int, frames: [Data]) throws -> Measured {
+    let context = try Context()
+    let router = try context.socket(.router, linger: 0)
+    try router.set([.receiveHighWaterMark(100_000)])
+    try router.bind("tcp://127.0.0.1:*")
+    let endpoint = try router.lastEndpoint()
+    let sender = Thread {
+        guard let dealer = try? context.socket(.dealer, linger: 0) else { return }
+        try? dealer.set(.sendHighWaterMark(100_000))
+        try? dealer.connect(endpoint)
+        for _ in 0..<messages { _ = try? dealer.send(frames) }
+        _ = try? dealer.receive()  // stays open until the receiver is done
+        dealer.close()
+    }
+    sender.start()
+    var first = try router.receive()!
+    let start = ContinuousClock.now
+    for _ in 1..<messages { first = try router.receive()! }
+    let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
+    try router.send([first.frames[0], Data("done".utf8)])
+    router.close()
+    return Measured(count: messages - 1, seconds: seconds)
+}
+
+func rawPubSub(messages: Int, frames: [Data]) throws -> Measured {
+    let context = try Context()
+    let bound = DispatchSemaphore(value: 0)
+    let endpoint = Mutex<String>("")
+    // The publisher lives on its own thread, from creation to close.
+    let sender = Thread {
+        guard let publisher = try? context.socket(.xpublisher, linger: 0) else { return }
+        try? publisher.set([.sendHighWaterMark(0), .xpubNoDrop(true)])
+        try? publisher.bind("tcp://127.0.0.1:*")
+        endpoint.withLock { $0 = (try? publisher.lastEndpoint()) ?? "" }
+        bound.signal()
+        _ = try? publisher.receive()  // the subscription has arrived
+        for _ in 0..<messages { _ = try? publisher.send(frames) }
+        try? publisher.set(.receiveTimeout(milliseconds: 5000))
+        _ = try? publisher.receive()  // the unsubscription: the reader is done
+        publisher.close()
+    }
+    sender.start()
+    bound.wait()
+    let subscriber = try context.socket(.subscriber, linger: 0)
+    try subscriber.set([.receiveHighWaterMark(0), .subscribe(Data())])
+    try subscriber.connect(endpoint.withLock { $0 })
+    _ = try subscriber.receive()
+    let start = ContinuousClock.now
+    var received = 1
+    while received < messages {
+        _ = try subscriber.receive()
+        received += 1
+    }
+    let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
+    subscriber.close()
+    return Measured(count: received - 1, seconds: seconds)
+}
+
+/// `producers` threads, each keeping up to `window` EVENTs unACKed, against the broker.
+func ingest(broker: BrokerEndpointsFile, producers: Int, perProducer: Int, window: Int, prefix: String = "p") async throws -> Measured {
+    let context = try Context()
+    let batches = (0..<producers).map { p in (1...perProducer).map { Sample.event(producer: "\(prefix)\(p)", seq: Int64($0)) } }
+    let start = ContinuousClock.now
+    let counts = try await withThrowingTaskGroup(of: Int.self) { group in
+        for batch in batches {
+            group.addTask {
+                try await onThread {
+                    let dealer = try context.socket(.dealer, linger: 0)
+                    try dealer.set([.sendHighWaterMark(Int32(window * 2)), .receiveHighWaterMark(Int32(window * 2))])
+                    try dealer.connect(broker.ingest)
+                    var sent = 0
+                    var acked = 0
+                    while acked < batch.count {
+                        while sent < batch.count && sent - acked < window {
+                            try dealer.send(batch[sent])
+                            sent += 1
+                        }
+                        var answer = try dealer.receive()
+                        while let reply = answer {
+                            if reply.frames.count > 1 && reply.frames[1] == Data("ACK".utf8) { acked += 1 }
+                            answer = try dealer.receive(dontWait: true)
+                        }
+                    }
+                    dealer.close()
+                    return acked
+                }
+            }
+        }
+        var total = 0
+        for try await count in group { total += count }
+        return total
+    }
+    let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
+    context.terminate()
+    return Measured(count: counts, seconds: seconds)
+}
+
+/// Subscribers count the EVENTs they receive while 4 producers feed the broker.
+func fanoutRun(broker: BrokerEndpointsFile, subscribers: Int, perProducer: Int) async throws -> (Measured, Measured, Int) {
+    let context = try Context()
+    let total = perProducer * 4
+    let ready = DispatchSemaphore(value: 0)
+    let results = Mutex<[(Int, Double)]>([])
+    let threads = (0..<subscribers).map { _ in
+        Thread {
+            guard let sub = try? context.socket(.subscriber, linger: 0) else { return }
+            try? sub.set([.receiveHighWaterMark(200_000), .subscribe(Data("checkin.".utf8)), .subscribe(Data("$sys.".utf8)), .receiveTimeout(milliseconds: 3000)])
+            try? sub.connect(broker.fanout)
+            _ = try? sub.receive()  // the welcome: connected and subscribed
+            ready.signal()
+            var received = 0
+            var start: ContinuousClock.Instant?
+            var last = ContinuousClock.now
+            // Ends when every event came, or 3 s passed without one (HEADs keep arriving).
+            while received < total, last.duration(to: .now) < .seconds(3), let message = try? sub.receive() {
+                guard message.frames.count == 7, message.frames[2] == Data("EVENT".utf8) else { continue }
+                if start == nil { start = .now }
+                received += 1
+                last = .now
+            }
+            let seconds = start.map { Double($0.duration(to: last).wholeMilliseconds) / 1000 } ?? 1
+            results.withLock { $0.append((received, max(seconds, 0.001))) }
+            sub.close()
+        }
+    }
+    for thread in threads { thread.start() }
+    for _ in threads { ready.wait() }
+    let fed = try await ingest(broker: broker, producers: 4, perProducer: perProducer, window: 1000, prefix: "f")
+    while results.withLock({ $0.count }) < subscribers { try await Task.sleep(for: .milliseconds(20)) }
+    let all = results.withLock { $0 }
+    let slowest = all.min { Double($0.0) / $0.1 < Double($1.0) / $1.1 }!
+    let delivered = all.map(\.0).min()! * 100 / total
+    context.terminate()
+    return (fed, Measured(count: slowest.0, seconds: slowest.1), delivered)
+}
+
+struct BrokerEndpointsFile: Decodable, Sendable {
+    var ingest: String
+    var fanout: String
+    var replay: String
+}
+
+/// The real broker executable, started from the same build directory.
+struct BrokerProcess {
+    let process: ChildProcess
+    let endpoints: BrokerEndpointsFile
+
+    static func start(directory: String) async throws -> BrokerProcess {
+        let file = (directory as NSString).appendingPathComponent("endpoints.json")
+        let log = FileHandle(forWritingAtPath: "/dev/null")
+        let process = ChildProcess(
+            name: "broker", executable: "switchboard-broker",
+            arguments: ["--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--log-level", "warning"],
+            errors: log)
+        try process.start()
+        try await waitUntil("the broker is ready", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: file) }
+        let endpoints = try JSONDecoder().decode(BrokerEndpointsFile.self, from: Data(contentsOf: URL(fileURLWithPath: file)))
+        return BrokerProcess(process: process, endpoints: endpoints)
+    }
+
+    func rssKilobytes() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+
+    func stop() async { await process.stop() }
+}
