@@ -87,10 +87,17 @@ public struct CheckIn: Codable, Sendable, Hashable {
         }
         func checkName(_ value: String?, _ field: String) throws(ProtocolError) {
             guard let value else { return }
-            guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw fail(field, "must not be blank") }
-            guard value.count <= Self.maximumNameLength else { throw fail(field, "must be at most \(Self.maximumNameLength) characters") }
-            guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw fail(field, "must not contain control characters")
+            var blank = true
+            for scalar in value.unicodeScalars {
+                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                    throw fail(field, "must not contain control characters")
+                }
+                if blank && !scalar.properties.isWhitespace { blank = false }
+            }
+            guard !blank else { throw fail(field, "must not be blank") }
+            // Counting characters walks grapheme clusters: only when the bytes allow too many.
+            guard value.utf8.count <= Self.maximumNameLength || value.count <= Self.maximumNameLength else {
+                throw fail(field, "must be at most \(Self.maximumNameLength) characters")
             }
         }
         try checkName(participant.firstName, "participant.first_name")
@@ -136,7 +143,7 @@ public struct CheckIn: Codable, Sendable, Hashable {
                 throw fail("location.accuracy_m", "must be above 0 and at most 100000 metres")
             }
         }
-        if let notes, notes.count > Self.maximumNotesLength {
+        if let notes, notes.utf8.count > Self.maximumNotesLength, notes.count > Self.maximumNotesLength {
             throw fail("notes", "must be at most \(Self.maximumNotesLength) characters")
         }
     }

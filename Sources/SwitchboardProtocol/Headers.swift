@@ -71,11 +71,12 @@ public struct EventHeader: Codable, Sendable, Hashable {
 /// Producer names: 1–64 of `A–Z a–z 0–9 . _ : -`.
 public enum Producer {
     public static func isValid(_ name: String) -> Bool {
-        let bytes = name.utf8
-        guard !bytes.isEmpty, bytes.count <= 64 else { return false }
-        return bytes.allSatisfy { c in
-            (48...57).contains(c) || (65...90).contains(c) || (97...122).contains(c) || c == 46 || c == 95 || c == 58
-                || c == 45
+        withUTF8Bytes(name) { bytes in
+            guard !bytes.isEmpty, bytes.count <= 64 else { return false }
+            return bytes.allSatisfy { c in
+                (48...57).contains(c) || (65...90).contains(c) || (97...122).contains(c) || c == 46 || c == 95 || c == 58
+                    || c == 45
+            }
         }
     }
 }

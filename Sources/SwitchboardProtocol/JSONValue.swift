@@ -127,16 +127,18 @@ private struct JSONParser {
     mutating func string() -> String? {
         index += 1
         let start = index
-        // Fast path: no escapes.
+        // Fast path: no escapes; pure ASCII needs no UTF-8 validation.
+        var ascii = true
         while index < bytes.count {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
-                let text = String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                return text
+                return ascii ? String(decoding: slice, as: UTF8.self) : String(validating: slice, as: UTF8.self)
             }
             if c == UInt8(ascii: "\\") { break }
             if c < 0x20 { return nil }
+            if c >= 0x80 { ascii = false }
             index += 1
         }
         guard index < bytes.count else { return nil }
@@ -204,12 +206,25 @@ private struct JSONParser {
 
     mutating func number() -> JSONValue? {
         let start = index
-        if index < bytes.count && bytes[index] == UInt8(ascii: "-") { index += 1 }
+        var negative = false
+        if index < bytes.count && bytes[index] == UInt8(ascii: "-") {
+            negative = true
+            index += 1
+        }
         guard index < bytes.count else { return nil }
+        // Accumulate the integer part as a negative number: Int64.min has no positive twin.
+        var accumulated: Int64 = 0
+        var overflow = false
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
         } else if (49...57).contains(bytes[index]) {
-            while index < bytes.count && (48...57).contains(bytes[index]) { index += 1 }
+            while index < bytes.count && (48...57).contains(bytes[index]) {
+                let (times, o1) = accumulated.multipliedReportingOverflow(by: 10)
+                let (next, o2) = times.subtractingReportingOverflow(Int64(bytes[index] - 48))
+                overflow = overflow || o1 || o2
+                accumulated = next
+                index += 1
+            }
         } else {
             return nil
         }
@@ -229,8 +244,11 @@ private struct JSONParser {
             while index < bytes.count && (48...57).contains(bytes[index]) { index += 1 }
             guard index > digits else { return nil }
         }
+        if integral && !overflow {
+            if negative { return .integer(accumulated) }
+            if accumulated != Int64.min { return .integer(-accumulated) }
+        }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        if integral, let value = Int64(text) { return .integer(value) }
         guard let value = Double(text), value.isFinite else { return nil }
         return .double(value)
     }

@@ -31,7 +31,10 @@ public enum Timestamp {
 
     /// Parses an RFC 3339 date-time; returns milliseconds since the epoch, or nil.
     public static func parse(_ text: String) -> Int64? {
-        let b = Array(text.utf8)
+        withUTF8Bytes(text) { parse(bytes: $0) }
+    }
+
+    static func parse(bytes b: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard b.count >= 20 else { return nil }
         func digits(_ start: Int, _ count: Int) -> Int? {
             guard start + count <= b.count else { return nil }

@@ -19,13 +19,25 @@ public enum Topic {
     }
 
     public static func isValidEventType(_ type: String) -> Bool {
-        guard !type.isEmpty, type.utf8.count <= maximumLength else { return false }
-        let segments = type.split(separator: ".", omittingEmptySubsequences: false)
-        guard (2...8).contains(segments.count) else { return false }
-        return segments.allSatisfy { segment in
-            guard let first = segment.utf8.first, (97...122).contains(first) else { return false }
-            return segment.utf8.allSatisfy { c in (97...122).contains(c) || (48...57).contains(c) || c == 95 || c == 45 }
+        withUTF8Bytes(type) { isValidEventType(bytes: $0) }
+    }
+
+    static func isValidEventType(bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard !bytes.isEmpty, bytes.count <= maximumLength else { return false }
+        var segments = 1
+        var atSegmentStart = true
+        for c in bytes {
+            if atSegmentStart {
+                guard (97...122).contains(c) else { return false }
+                atSegmentStart = false
+            } else if c == UInt8(ascii: ".") {
+                segments += 1
+                atSegmentStart = true
+            } else {
+                guard (97...122).contains(c) || (48...57).contains(c) || c == 95 || c == 45 else { return false }
+            }
         }
+        return !atSegmentStart && (2...8).contains(segments)
     }
 
     /// Whether `type` matches any of the prefixes (an empty list matches everything).
@@ -37,8 +49,13 @@ public enum Topic {
 /// Schema references: `type/major`, e.g. `checkin.recorded/1`.
 public enum Schema {
     public static func isValidReference(_ reference: String) -> Bool {
-        let parts = reference.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 2, let major = Int(parts[1]), major >= 1, major < 1000 else { return false }
-        return Topic.isValidEventType(String(parts[0]))
+        withUTF8Bytes(reference) { b in
+            guard let slash = b.lastIndex(of: UInt8(ascii: "/")), slash > 0, slash < b.count - 1, b.count - slash - 1 <= 3 else {
+                return false
+            }
+            let digits = UnsafeBufferPointer(rebasing: b[(slash + 1)...])
+            guard digits.allSatisfy({ (48...57).contains($0) }), digits[0] != UInt8(ascii: "0") else { return false }
+            return Topic.isValidEventType(bytes: UnsafeBufferPointer(rebasing: b[..<slash]))
+        }
     }
 }

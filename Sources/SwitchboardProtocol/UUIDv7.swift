@@ -44,20 +44,19 @@ public enum UUIDv7 {
     /// Whether `text` is a canonical (lowercase or uppercase) hyphenated UUID of version 7 and
     /// the RFC 9562 variant.
     public static func isValid(_ text: String) -> Bool {
-        let b = Array(text.utf8)
-        guard b.count == 36 else { return false }
-        for (i, c) in b.enumerated() {
-            if i == 8 || i == 13 || i == 18 || i == 23 {
-                guard c == UInt8(ascii: "-") else { return false }
-            } else {
-                guard (48...57).contains(c) || (97...102).contains(c) || (65...70).contains(c) else { return false }
+        withUTF8Bytes(text) { b in
+            guard b.count == 36 else { return false }
+            for i in 0..<36 {
+                let c = b[i]
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    guard c == 0x2D else { return false }
+                } else {
+                    guard (48...57).contains(c) || (97...102).contains(c) || (65...70).contains(c) else { return false }
+                }
             }
+            let variant = b[19] | 0x20  // lower-case a hex letter
+            return b[14] == UInt8(ascii: "7") && (variant == UInt8(ascii: "8") || variant == UInt8(ascii: "9") || variant == UInt8(ascii: "a") || variant == UInt8(ascii: "b"))
         }
-        guard b[14] == UInt8(ascii: "7") else { return false }
-        return [
-            UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b"), UInt8(ascii: "A"),
-            UInt8(ascii: "B"),
-        ].contains(b[19])
     }
 
     /// The creation time encoded in a v7 id, in Unix milliseconds.
