@@ -171,7 +171,9 @@ private struct JSONParser {
             case UInt8(ascii: "u"):
                 guard var scalar = hex4() else { return nil }
                 if (0xD800..<0xDC00).contains(scalar) {
-                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else { return nil }
+                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                        return nil
+                    }
                     index += 2
                     guard let low = hex4(), (0xDC00..<0xE000).contains(low) else { return nil }
                     scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)

@@ -55,7 +55,9 @@ public enum UUIDv7 {
                 }
             }
             let variant = b[19] | 0x20  // lower-case a hex letter
-            return b[14] == UInt8(ascii: "7") && (variant == UInt8(ascii: "8") || variant == UInt8(ascii: "9") || variant == UInt8(ascii: "a") || variant == UInt8(ascii: "b"))
+            return b[14] == UInt8(ascii: "7")
+                && (variant == UInt8(ascii: "8") || variant == UInt8(ascii: "9") || variant == UInt8(ascii: "a")
+                    || variant == UInt8(ascii: "b"))
         }
     }
 

@@ -157,11 +157,14 @@ extension CheckIn {
         guard let participant = try object.optionalObject("participant") else { throw object.fail("participant", "is required") }
         var location: Location?
         if let place = try object.optionalObject("location") {
-            location = Location(latitude: try place.double("latitude"), longitude: try place.double("longitude"), accuracyMeters: try place.double("accuracy_m"))
+            location = Location(
+                latitude: try place.double("latitude"), longitude: try place.double("longitude"),
+                accuracyMeters: try place.double("accuracy_m"))
         }
         self.init(
             participant: Participant(
-                etoParticipantID: try participant.optionalInteger("eto_participant_id"), firstName: try participant.optionalString("first_name"),
+                etoParticipantID: try participant.optionalInteger("eto_participant_id"),
+                firstName: try participant.optionalString("first_name"),
                 lastName: try participant.optionalString("last_name"), dateOfBirth: try participant.optionalString("date_of_birth")),
             siteID: try object.integer("site_id"), programID: try object.integer("program_id"), kioskID: try object.string("kiosk_id"),
             checkedInAt: try object.string("checked_in_at"), location: location, notes: try object.optionalString("notes"))

@@ -50,7 +50,7 @@ struct UpCommand: AsyncParsableCommand {
             arguments: ["--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay],
             errors: brokerLog)
         try broker.start()
-        print("Switchboard is starting in \(data.path) (broker log: \(logs.appendingPathComponent("broker.log").path))")
+        say("Switchboard is starting in \(data.path) (broker log: \(logs.appendingPathComponent("broker.log").path))")
 
         // The broker writes its endpoints file once every socket is bound.
         let ready = ContinuousClock.now + .seconds(15)
@@ -66,7 +66,7 @@ struct UpCommand: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        print("broker: ingest \(ingest), fan-out \(fanout), replay \(replay)")
+        say("broker: ingest \(ingest), fan-out \(fanout), replay \(replay)")
 
         var children: [ChildProcess] = []
         let monitor = ChildProcess(
@@ -84,9 +84,9 @@ struct UpCommand: AsyncParsableCommand {
                 output: kioskLog, errors: kioskLog)
             try kiosk.start()
             children.append(kiosk)
-            print("demo kiosk: one check-in every \(interval) (log: \(logs.appendingPathComponent("kiosk.log").path))")
+            say("demo kiosk: one check-in every \(interval) (log: \(logs.appendingPathComponent("kiosk.log").path))")
         }
-        print("Ctrl-C stops everything.")
+        say("Ctrl-C stops everything.")
 
         let limit = duration.flatMap(DurationText.parse)
         let all = children + [broker]
@@ -103,10 +103,10 @@ struct UpCommand: AsyncParsableCommand {
         for child in children { await child.stop() }
         let brokerStatus = await broker.stop(grace: .seconds(20))
         if !died.isEmpty {
-            print("Stopped because \(died.joined(separator: ", ")) exited unexpectedly; see \(logs.path).")
+            say("Stopped because \(died.joined(separator: ", ")) exited unexpectedly; see \(logs.path).")
             throw ExitCode(1)
         }
-        print(
+        say(
             "Switchboard stopped\(brokerStatus == 0 ? " cleanly" : " (broker exit status \(brokerStatus.map(String.init) ?? "unknown"))").")
     }
 
@@ -118,4 +118,10 @@ struct UpCommand: AsyncParsableCommand {
         try handle.seekToEnd()
         return handle
     }
+}
+
+/// Writes a line at once: `up` shares the terminal with its children, whose lines would
+/// otherwise overtake ours in a pipe or a log.
+func say(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }

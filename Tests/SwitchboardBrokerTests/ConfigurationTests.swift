@@ -26,20 +26,23 @@ struct ConfigurationTests {
         #expect(configuration.heartbeat == .milliseconds(250))
     }
 
-    @Test("bad settings are refused with the key, the value and where it came from", arguments: [
-        (#"{"ingest": "x", "colour": "blue"}"#, [String: String](), "unknown key 'colour'"),
-        (#"{"heartbeat": "soon"}"#, [:], "heartbeat from file"),
-        ("{}", ["SWITCHBOARD_BROKER_BATCH_LIMIT": "many"], "SWITCHBOARD_BROKER_BATCH_LIMIT"),
-        ("{}", ["SWITCHBOARD_BROKER_MIN_VERSION": "2.0"], "min_version"),
-        ("[1, 2]", [:], "not a JSON object"),
-    ])
+    @Test(
+        "bad settings are refused with the key, the value and where it came from",
+        arguments: [
+            (#"{"ingest": "x", "colour": "blue"}"#, [String: String](), "unknown key 'colour'"),
+            (#"{"heartbeat": "soon"}"#, [:], "heartbeat from file"),
+            ("{}", ["SWITCHBOARD_BROKER_BATCH_LIMIT": "many"], "SWITCHBOARD_BROKER_BATCH_LIMIT"),
+            ("{}", ["SWITCHBOARD_BROKER_MIN_VERSION": "2.0"], "min_version"),
+            ("[1, 2]", [:], "not a JSON object"),
+        ])
     func refusals(file text: String, environment: [String: String], mentions: String) throws {
         let directory = try TemporaryDirectory("config")
         defer { directory.remove() }
         let file = directory.path("broker.json")
         try text.write(toFile: file, atomically: true, encoding: .utf8)
         do {
-            let layers = try ConfigurationLayers(file: file, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys, environment: environment)
+            let layers = try ConfigurationLayers(
+                file: file, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys, environment: environment)
             _ = try BrokerConfiguration(layers: layers)
             Issue.record("accepted \(text) \(environment)")
         } catch {

@@ -42,6 +42,24 @@ struct JournalTests {
         #expect(try reopened.append([event("k1", 4)]).first.map { if case .stored(let seq, _) = $0 { seq == 3 } else { false } } == true)
     }
 
+    @Test("retention deletes the oldest first, a bounded chunk per call, and never reuses sequence numbers")
+    func pruneInChunks() throws {
+        let directory = try TemporaryDirectory("journal")
+        defer { directory.remove() }
+        let journal = try Journal(path: directory.path("journal.sqlite"))
+        _ = try journal.append((1...100).map { event("k1", Int64($0)) })
+        #expect(try journal.prune(olderThan: nil, maxBytes: 0, chunk: 30) == 30)
+        #expect(journal.first == 31)
+        #expect(try journal.prune(olderThan: nil, maxBytes: 0, chunk: 30) == 30)
+        #expect(try journal.prune(olderThan: 1001, maxBytes: nil, chunk: 1000) == 40)
+        #expect(journal.count == 0)
+        #expect(journal.first == 101)
+        #expect(journal.storedBytes == 0)
+        let next = try journal.append([event("k2", 1)])
+        #expect(next.first.map { if case .stored(let seq, _) = $0 { seq == 101 } else { false } } == true)
+        #expect(journal.first == 101)
+    }
+
     func storedHeader(_ event: PendingEvent, _ busSeq: Int64) throws -> Data {
         var header = event.header
         header.busSeq = busSeq

@@ -4,25 +4,32 @@ import Testing
 
 @Suite("JSON parser and writer")
 struct JSONValueTests {
-    @Test("valid JSON parses to the values it spells", arguments: [
-        (#"{}"#, JSONValue.object([:])),
-        (#" [1, -2, 3.5, 1e3, 0, -0.25E-2] "#, .array([.integer(1), .integer(-2), .double(3.5), .double(1000), .integer(0), .double(-0.0025)])),
-        (#"{"a":{"b":[true,false,null]}}"#, .object(["a": .object(["b": .array([.bool(true), .bool(false), .null])])])),
-        (#""tab\there \"q\" \\ \/ \u00e9 \ud83d\ude00""#, .string("tab\there \"q\" \\ / é 😀")),
-        (#""Tomás García""#, .string("Tomás García")),
-        (#"9223372036854775807"#, .integer(Int64.max)),
-        (#"9223372036854775808"#, .double(9_223_372_036_854_775_808)),
-        (#"{"a":1,"a":2}"#, .object(["a": .integer(2)])),
-    ])
+    @Test(
+        "valid JSON parses to the values it spells",
+        arguments: [
+            (#"{}"#, JSONValue.object([:])),
+            (
+                #" [1, -2, 3.5, 1e3, 0, -0.25E-2] "#,
+                .array([.integer(1), .integer(-2), .double(3.5), .double(1000), .integer(0), .double(-0.0025)])
+            ),
+            (#"{"a":{"b":[true,false,null]}}"#, .object(["a": .object(["b": .array([.bool(true), .bool(false), .null])])])),
+            (#""tab\there \"q\" \\ \/ \u00e9 \ud83d\ude00""#, .string("tab\there \"q\" \\ / é 😀")),
+            (#""Tomás García""#, .string("Tomás García")),
+            (#"9223372036854775807"#, .integer(Int64.max)),
+            (#"9223372036854775808"#, .double(9_223_372_036_854_775_808)),
+            (#"{"a":1,"a":2}"#, .object(["a": .integer(2)])),
+        ])
     func valid(text: String, expected: JSONValue) {
         #expect(JSONValue.parse(Data(text.utf8)) == expected)
     }
 
-    @Test("invalid JSON is refused", arguments: [
-        "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{a:1}", "'x'", "01", "1.", ".5", "1e", "-", "+1", "tru", "nul",
-        "\"open", "\"bad \\x escape\"", "\"\\ud83d alone\"", "\"\\udc00\"", "\"raw \n newline\"", "[1] 2", "{\"a\" 1}",
-        "NaN", "Infinity", "1e999", String(repeating: "[", count: 100) + String(repeating: "]", count: 100),
-    ])
+    @Test(
+        "invalid JSON is refused",
+        arguments: [
+            "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{a:1}", "'x'", "01", "1.", ".5", "1e", "-", "+1", "tru", "nul",
+            "\"open", "\"bad \\x escape\"", "\"\\ud83d alone\"", "\"\\udc00\"", "\"raw \n newline\"", "[1] 2", "{\"a\" 1}",
+            "NaN", "Infinity", "1e999", String(repeating: "[", count: 100) + String(repeating: "]", count: 100),
+        ])
     func invalid(text: String) {
         #expect(JSONValue.parse(Data(text.utf8)) == nil, "accepted \(text.prefix(30))")
     }

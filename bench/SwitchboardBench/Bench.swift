@@ -10,9 +10,9 @@
 import Foundation
 import SwitchboardProtocol
 import SwitchboardRuntime
-import ZeroMQ
-import Synchronization
 import SwitchboardTesting
+import Synchronization
+import ZeroMQ
 
 @main
 struct Bench {
@@ -28,7 +28,9 @@ struct Bench {
             rows.append((name, value, note))
             print(String(format: "%-58@ %14@  %@", name as NSString, value as NSString, note as NSString))
         }
-        print("Switchboard benchmarks, \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick: 1/10 of the counts)" : "")")
+        print(
+            "Switchboard benchmarks, \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick: 1/10 of the counts)" : "")"
+        )
         let sample = Sample.event(producer: "p0", seq: 1)
         let eventBytes = sample.reduce(0) { $0 + $1.count }
         row("event size on the wire (6 frames)", "\(eventBytes) B")
@@ -43,14 +45,26 @@ struct Bench {
         var broker = try await BrokerProcess.start(directory: directory.path("ingest"))
         let one = try await ingest(broker: broker.endpoints, producers: 1, perProducer: 100_000 / scale, window: 1000)
         row("durable-acked ingest, 1 producer, window 1000", rate(one), ratio(one, raw) + " of raw")
+        let cpuBefore = broker.cpuSeconds()
         let four = try await ingest(broker: broker.endpoints, producers: 4, perProducer: 60_000 / scale, window: 1000, prefix: "q")
+        let cpuAfter = broker.cpuSeconds()
+        let userPerEvent = (cpuAfter.user - cpuBefore.user) / Double(four.count) * 1e6
+        let systemPerEvent = (cpuAfter.system - cpuBefore.system) / Double(four.count) * 1e6
         row("durable-acked ingest, 4 producers, window 1000 each", rate(four), ratio(four, raw) + " of raw")
+        row(
+            "broker CPU per event in that run (all its threads)", String(format: "%.1f µs", userPerEvent + systemPerEvent),
+            String(
+                format: "%.1f µs user + %.1f µs system; one free core would allow about %.0f/s", userPerEvent, systemPerEvent,
+                1e6 / (userPerEvent + systemPerEvent)))
         await broker.stop()
 
         for subscribers in [1, 4] {
             broker = try await BrokerProcess.start(directory: directory.path("fanout-\(subscribers)"))
-            let (ingestRate, fanout, received) = try await fanoutRun(broker: broker.endpoints, subscribers: subscribers, perProducer: 50_000 / scale)
-            row("fan-out to \(subscribers) subscriber\(subscribers == 1 ? "" : "s") (4 producers feeding)", rate(fanout), "\(ratio(fanout, raw)) of raw D→R, \(ratio(fanout, ingestRate)) of its ingest, \(received)% delivered live")
+            let (ingestRate, fanout, received) = try await fanoutRun(
+                broker: broker.endpoints, subscribers: subscribers, perProducer: 50_000 / scale)
+            row(
+                "fan-out to \(subscribers) subscriber\(subscribers == 1 ? "" : "s") (4 producers feeding)", rate(fanout),
+                "\(ratio(fanout, raw)) of raw D→R, \(ratio(fanout, ingestRate)) of its ingest, \(received)% delivered live")
             await broker.stop()
         }
 
@@ -209,7 +223,10 @@ func fanoutRun(broker: BrokerEndpointsFile, subscribers: Int, perProducer: Int) 
     let threads = (0..<subscribers).map { _ in
         Thread {
             guard let sub = try? context.socket(.subscriber, linger: 0) else { return }
-            try? sub.set([.receiveHighWaterMark(200_000), .subscribe(Data("checkin.".utf8)), .subscribe(Data("$sys.".utf8)), .receiveTimeout(milliseconds: 3000)])
+            try? sub.set([
+                .receiveHighWaterMark(200_000), .subscribe(Data("checkin.".utf8)), .subscribe(Data("$sys.".utf8)),
+                .receiveTimeout(milliseconds: 3000),
+            ])
             try? sub.connect(broker.fanout)
             _ = try? sub.receive()  // the welcome: connected and subscribed
             ready.signal()
@@ -255,7 +272,10 @@ struct BrokerProcess {
         let log = FileHandle(forWritingAtPath: "/dev/null")
         let process = ChildProcess(
             name: "broker", executable: "switchboard-broker",
-            arguments: ["--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--log-level", "warning"],
+            arguments: [
+                "--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*",
+                "--log-level", "warning",
+            ],
             errors: log)
         try process.start()
         try await waitUntil("the broker is ready", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: file) }
@@ -267,6 +287,16 @@ struct BrokerProcess {
         let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+
+    /// User plus system CPU time the broker has used, from /proc (clock ticks of 1/100 s).
+    func cpuSeconds() -> (user: Double, system: Double) {
+        let stat = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8)) ?? ""
+        // Fields after the command name (which is in parentheses and may hold spaces).
+        guard let close = stat.lastIndex(of: ")") else { return (0, 0) }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return (0, 0) }
+        return (user / 100, system / 100)
     }
 
     func stop() async { await process.stop() }

@@ -8,7 +8,8 @@ func codecCost(iterations: Int = 20_000) -> [(String, Double)] {
     func time(_ name: String, _ body: ([Data]) throws -> Void) {
         let start = ContinuousClock.now
         for frames in events { try? body(frames) }
-        let micros = Double(start.duration(to: .now).components.attoseconds) / 1e12 + Double(start.duration(to: .now).components.seconds) * 1e6
+        let micros =
+            Double(start.duration(to: .now).components.attoseconds) / 1e12 + Double(start.duration(to: .now).components.seconds) * 1e6
         results.append((name, micros / Double(iterations)))
     }
     time("JSONValue.parse header") { _ = JSONValue.parse($0[2]) }
@@ -25,6 +26,8 @@ func codecCost(iterations: Int = 20_000) -> [(String, Double)] {
     time("CheckIn(wire:) + validate") { _ in try CheckIn(wire: parsed[0].content).validate() }
     time("checkedEvent (header + payload)") { _ in _ = try parsed[0].checkedEvent() }
     time("EventHeader.wireJSON") { _ in _ = header.wireJSON() }
-    time("AckHeader.wireJSON") { _ in _ = AckHeader(eventID: header.eventID, producer: "c", producerSeq: 1, busSeq: 1, duplicate: false).wireJSON() }
+    time("AckHeader.wireJSON") { _ in
+        _ = AckHeader(eventID: header.eventID, producer: "c", producerSeq: 1, busSeq: 1, duplicate: false).wireJSON()
+    }
     return results
 }
