@@ -316,8 +316,11 @@ struct LoadCommand: AsyncParsableCommand {
                 }
                 return nil
             }
+            // Delivery may take as long as generating at the asked rate, then --wait more; with
+            // the broker down the run still ends, and what is left stays in the outbox.
+            let generating: Duration = rate > 0 ? .milliseconds(Int64(Double(total) / rate * 1000)) : .seconds(60)
             group.addTask {
-                try await options.deliver(outbox, logger: logger, wait: .seconds(86_400 * 365)) {
+                try await options.deliver(outbox, logger: logger, wait: generating + wait) {
                     generated.value < total
                 }
             }
@@ -325,7 +328,6 @@ struct LoadCommand: AsyncParsableCommand {
             for try await result in group where result != nil { final = result }
             return final
         }
-        _ = wait
         let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
         print(
             String(
