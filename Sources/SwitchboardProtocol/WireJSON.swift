@@ -58,21 +58,4 @@ public enum WireJSON {
         default: "of type \(type)"
         }
     }
-
-    /// Throws unless `data` is a JSON object. `{}` takes a fast path.
-    public static func requireObject(_ data: Data, frame: String) throws(ProtocolError) {
-        if data.count == 2 && data.first == UInt8(ascii: "{") && data.last == UInt8(ascii: "}") { return }
-        guard let value = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else {
-            throw ProtocolError(.invalidJSON, "\(frame) frame is not valid JSON")
-        }
-        guard value is [String: Any] else { throw ProtocolError(.invalidJSON, "\(frame) frame must be a JSON object") }
-    }
-
-    /// Throws unless `data` is any JSON value.
-    public static func requireJSON(_ data: Data, frame: String) throws(ProtocolError) {
-        if data.count == 2 && data.first == UInt8(ascii: "{") && data.last == UInt8(ascii: "}") { return }
-        guard (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil else {
-            throw ProtocolError(.invalidJSON, "\(frame) frame is not valid JSON")
-        }
-    }
 }
