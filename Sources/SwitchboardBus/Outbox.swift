@@ -13,6 +13,12 @@ public struct OutboxEntry: Sendable, Hashable {
     public var attempts: Int
 }
 
+/// An entry the broker refused for good, with its reason.
+public struct Rejection: Sendable, Hashable {
+    public var entry: OutboxEntry
+    public var reason: String
+}
+
 /// What an outbox holds.
 public struct OutboxCounts: Sendable, Hashable {
     /// Waiting for the broker's ACK.
@@ -29,8 +35,8 @@ public struct OutboxCounts: Sendable, Hashable {
 ///
 /// The file is created with mode 0600 in a directory of mode 0700: it holds personal data.
 ///
-/// Thread-safe (GRDB serialises access); calls block briefly on disk I/O, so async callers
-/// should not make them in tight loops on the cooperative pool.
+/// Thread-safe (GRDB serialises access). Every call after `init` is async and runs its disk I/O
+/// (an fsync per enqueue) on GRDB's own queue, never on the cooperative pool.
 public final class Outbox: Sendable {
     public let path: String
     public let producer: String
@@ -122,11 +128,9 @@ public final class Outbox: Sendable {
     /// - Parameter importDigest: a file digest to record with the events, so the same file is
     ///   not imported twice; throws `Failure` if it was.
     @discardableResult
-    public func enqueue(_ events: [NewEvent], importDigest: (digest: String, name: String)? = nil) throws -> [OutboxEntry] {
-        var entries: [OutboxEntry] = []
-        entries.reserveCapacity(events.count)
-        try queue.inTransaction(.immediate) { db in
-            entries.removeAll(keepingCapacity: true)
+    public func enqueue(_ events: [NewEvent], importDigest: (digest: String, name: String)? = nil) async throws -> [OutboxEntry] {
+        let (producer, session) = (self.producer, self.session)
+        return try await queue.write { db in
             if let importDigest {
                 if let row = try Row.fetchOne(
                     db, sql: "SELECT name, rows, imported_at FROM imports WHERE digest = ?", arguments: [importDigest.digest])
@@ -140,6 +144,8 @@ public final class Outbox: Sendable {
                     sql: "INSERT INTO imports (digest, name, rows, imported_at) VALUES (?, ?, ?, ?)",
                     arguments: [importDigest.digest, importDigest.name, events.count, Timestamp.now()])
             }
+            var entries: [OutboxEntry] = []
+            entries.reserveCapacity(events.count)
             var next = Int64(try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'next_seq'") ?? "1") ?? 1
             let insert = try db.cachedStatement(
                 sql: "INSERT INTO outbox (producer_seq, event_id, type, created_at, header, content) VALUES (?, ?, ?, ?, ?, ?)")
@@ -156,14 +162,13 @@ public final class Outbox: Sendable {
                 next += 1
             }
             try db.execute(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'", arguments: [String(next)])
-            return .commit
+            return entries
         }
-        return entries
     }
 
     /// Pending entries in sequence order with `producer_seq > after`.
-    public func pending(after: Int64 = 0, limit: Int) throws -> [OutboxEntry] {
-        try queue.read { db in
+    public func pending(after: Int64 = 0, limit: Int) async throws -> [OutboxEntry] {
+        try await queue.read { db in
             try Row.fetchAll(
                 db,
                 sql:
@@ -176,9 +181,9 @@ public final class Outbox: Sendable {
     }
 
     /// Records that entries were sent (again).
-    public func markAttempted(_ producerSeqs: [Int64]) throws {
+    public func markAttempted(_ producerSeqs: [Int64]) async throws {
         guard !producerSeqs.isEmpty else { return }
-        try queue.write { db in
+        try await queue.write { db in
             let statement = try db.cachedStatement(sql: "UPDATE outbox SET attempts = attempts + 1 WHERE producer_seq = ?")
             for seq in producerSeqs { try statement.execute(arguments: [seq]) }
         }
@@ -186,11 +191,11 @@ public final class Outbox: Sendable {
 
     /// Deletes ACKed entries; returns how many were still there.
     @discardableResult
-    public func acknowledge(_ producerSeqs: [Int64]) throws -> Int {
+    public func acknowledge(_ producerSeqs: [Int64]) async throws -> Int {
         guard !producerSeqs.isEmpty else { return 0 }
         // Deletes need not survive a power cut: a lost delete only means one resend, which the
         // broker answers as a duplicate. So they skip the fsync that enqueues pay.
-        return try queue.writeWithoutTransaction { db in
+        return try await queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
             var removed = 0
@@ -210,27 +215,30 @@ public final class Outbox: Sendable {
     }
 
     /// Marks an entry refused for good, with the broker's reason; it stays, unsent.
-    public func reject(_ producerSeq: Int64, reason: String) throws {
-        try queue.write { db in
+    public func reject(_ producerSeq: Int64, reason: String) async throws {
+        try await queue.write { db in
             try db.execute(sql: "UPDATE outbox SET rejected = ? WHERE producer_seq = ?", arguments: [reason, producerSeq])
         }
     }
 
     /// Rejected entries with their reasons.
-    public func rejected() throws -> [(entry: OutboxEntry, reason: String)] {
-        try queue.read { db in
+    public func rejected() async throws -> [Rejection] {
+        try await queue.read { db in
             try Row.fetchAll(
                 db,
                 sql:
                     "SELECT producer_seq, event_id, type, header, content, attempts, rejected FROM outbox WHERE rejected IS NOT NULL ORDER BY producer_seq"
             ).map { row in
-                (OutboxEntry(producerSeq: row[0], eventID: row[1], type: row[2], header: row[3], content: row[4], attempts: row[5]), row[6])
+                Rejection(
+                    entry: OutboxEntry(
+                        producerSeq: row[0], eventID: row[1], type: row[2], header: row[3], content: row[4], attempts: row[5]),
+                    reason: row[6])
             }
         }
     }
 
-    public func counts() throws -> OutboxCounts {
-        try queue.read { db in
+    public func counts() async throws -> OutboxCounts {
+        try await queue.read { db in
             OutboxCounts(
                 pending: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE rejected IS NULL") ?? 0,
                 rejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE rejected IS NOT NULL") ?? 0,

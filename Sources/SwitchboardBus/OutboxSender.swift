@@ -83,7 +83,7 @@ public final class OutboxSender: Sendable {
             throw error
         }
         await socket.close()
-        state.report.pending = try outbox.counts().pending
+        state.report.pending = try await outbox.counts().pending
         return state.report
     }
 
@@ -111,7 +111,7 @@ public final class OutboxSender: Sendable {
             var sent: [Int64] = []
             var sendBlocked = false
             if state.inFlight.count < settings.window {
-                let fresh = try outbox.pending(after: state.lastLoaded, limit: settings.window - state.inFlight.count)
+                let fresh = try await outbox.pending(after: state.lastLoaded, limit: settings.window - state.inFlight.count)
                 for entry in fresh {
                     guard try await send(frames(entry), on: socket, within: settings.resendAfter) else {
                         sendBlocked = true
@@ -136,7 +136,7 @@ public final class OutboxSender: Sendable {
             if !due.isEmpty {
                 logger.debug("resent unanswered events", metadata: ["count": "\(due.count)"])
             }
-            try outbox.markAttempted(sent)
+            try await outbox.markAttempted(sent)
             if sendBlocked {
                 state.report.lastProblem = "the broker at \(endpoint) is not reachable"
             }
@@ -149,7 +149,7 @@ public final class OutboxSender: Sendable {
             guard let first = try await socket.receive(timeout: wait) else { continue }
             var answers = [first]
             while answers.count < settings.window * 2, let more = socket.tryReceive() { answers.append(more) }
-            try handle(answers, state: &state)
+            try await handle(answers, state: &state)
             progress?(state.report)
         }
     }
@@ -178,7 +178,7 @@ public final class OutboxSender: Sendable {
         }
     }
 
-    private func handle(_ answers: [Message], state: inout DeliveryState) throws {
+    private func handle(_ answers: [Message], state: inout DeliveryState) async throws {
         var acked: [Int64] = []
         for answer in answers {
             state.report.brokerAnswered = true
@@ -206,7 +206,7 @@ public final class OutboxSender: Sendable {
                     state.inFlight[nack.producerSeq]?.due = .now + settings.resendAfter
                 } else {
                     state.inFlight.removeValue(forKey: nack.producerSeq)
-                    try outbox.reject(nack.producerSeq, reason: "\(nack.code.rawValue): \(nack.reason)")
+                    try await outbox.reject(nack.producerSeq, reason: "\(nack.code.rawValue): \(nack.reason)")
                     state.report.rejected += 1
                     logger.error(
                         "event refused by the broker",
@@ -217,7 +217,7 @@ public final class OutboxSender: Sendable {
                 state.report.lastProblem = "\(error.code.rawValue): \(error.message)"
                 if let ref = error.ref, let held = state.inFlight.first(where: { $0.value.entry.eventID == ref }) {
                     state.inFlight.removeValue(forKey: held.key)
-                    try outbox.reject(held.key, reason: "\(error.code.rawValue): \(error.message)")
+                    try await outbox.reject(held.key, reason: "\(error.code.rawValue): \(error.message)")
                     state.report.rejected += 1
                 }
                 logger.error("the broker refused a message", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
@@ -225,6 +225,6 @@ public final class OutboxSender: Sendable {
                 continue
             }
         }
-        try outbox.acknowledge(acked)
+        try await outbox.acknowledge(acked)
     }
 }

@@ -149,10 +149,10 @@ struct CheckInCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let (outbox, logger) = try options.open()
-        let entry = try outbox.enqueue([
+        let entry = try await outbox.enqueue([
             .init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))
         ])[0]
-        print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try outbox.counts().pending) waiting to send.")
+        print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         options.tell(report, wait: wait)
     }
@@ -218,11 +218,11 @@ struct ImportCommand: AsyncParsableCommand {
         guard !events.isEmpty else { throw ValidationError("\(file) has a header but no rows") }
         let (outbox, logger) = try options.open()
         do {
-            try outbox.enqueue(events, importDigest: (digest(data), (file as NSString).lastPathComponent))
+            try await outbox.enqueue(events, importDigest: (digest(data), (file as NSString).lastPathComponent))
         } catch let failure as Outbox.Failure {
             throw ValidationError("\(file): \(failure.description)")
         }
-        print("Queued \(events.count) check-ins from \(file). \(try outbox.counts().pending) waiting to send.")
+        print("Queued \(events.count) check-ins from \(file). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         options.tell(report, wait: wait)
     }
@@ -247,7 +247,7 @@ struct FlushCommand: AsyncParsableCommand {
     func run() async throws {
         let wait = try parseWait(wait)
         let (outbox, logger) = try options.open()
-        print("\(try outbox.counts().pending) check-ins waiting to send.")
+        print("\(try await outbox.counts().pending) check-ins waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         options.tell(report, wait: wait)
         if report.pending > 0 { throw ExitCode(3) }
@@ -261,10 +261,11 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (outbox, _) = try options.open()
-        let counts = try outbox.counts()
+        let counts = try await outbox.counts()
         print("kiosk \(options.kioskID), outbox \(options.outboxPath)")
         print("waiting: \(counts.pending)   refused: \(counts.rejected)   delivered so far: \(counts.delivered)")
-        for (entry, reason) in try outbox.rejected().prefix(50) {
+        for rejection in try await outbox.rejected().prefix(50) {
+            let (entry, reason) = (rejection.entry, rejection.reason)
             print("refused #\(entry.producerSeq) event \(entry.eventID): \(reason)")
         }
     }
@@ -310,7 +311,7 @@ struct LoadCommand: AsyncParsableCommand {
                             .init(
                                 type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn)))
                     }
-                    try outbox.enqueue(batch)
+                    try await outbox.enqueue(batch)
                     made += size
                     generated.set(made)
                 }
@@ -359,7 +360,7 @@ struct DemoCommand: AsyncParsableCommand {
                     var index = Int.random(in: 0..<1000)
                     while true {
                         let checkIn = SyntheticCheckIns.make(index: index, kioskID: kioskID)
-                        try outbox.enqueue([
+                        try await outbox.enqueue([
                             .init(
                                 type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))
                         ])
@@ -375,7 +376,7 @@ struct DemoCommand: AsyncParsableCommand {
                 group.cancelAll()
             }
         }
-        print("Demo kiosk stopped; \(try outbox.counts().pending) check-ins waiting.")
+        print("Demo kiosk stopped; \(try await outbox.counts().pending) check-ins waiting.")
     }
 }
 

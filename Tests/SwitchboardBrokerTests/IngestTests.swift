@@ -14,7 +14,8 @@ struct IngestTests {
         let strict = try await BrokerFixture.start { $0.minimumVersion = ProtocolVersion(major: 1, minor: 1) }
         let outbox = try fixture.outbox("steady-1")
         let total = 2000
-        try outbox.enqueue((0..<total).map { i in .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i)) })
+        try await outbox.enqueue(
+            (0..<total).map { i in .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i)) })
         let sender = fixture.sender(outbox)
         let delivery = Task { try await sender.deliver(until: .now + .seconds(60)) }
 
@@ -139,7 +140,8 @@ struct IngestTests {
         var fixture = try await BrokerFixture.start(directory: directory)
         let outbox = try fixture.outbox("kiosk-7")
         let total = 5000
-        try outbox.enqueue((0..<total).map { i in .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i)) })
+        try await outbox.enqueue(
+            (0..<total).map { i in .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i)) })
         let sender = fixture.sender(outbox, resendAfter: .milliseconds(300))
         let delivery = Task { try await sender.deliver(until: .now + .seconds(3)) }
         try await waitUntil("the broker journals 1000 events") { fixture.broker.statistics.journaled >= 1000 }
@@ -147,7 +149,7 @@ struct IngestTests {
         _ = try? await delivery.value
 
         // What the outbox no longer holds was ACKed; all of it must be on disk.
-        let waiting = Set(try outbox.pending(limit: total).map(\.producerSeq))
+        let waiting = Set(try await outbox.pending(limit: total).map(\.producerSeq))
         let acked = Set(1...Int64(total)).subtracting(waiting)
         let journaled = Set(try fixture.journalRows().map(\.producerSeq))
         #expect(!acked.isEmpty)

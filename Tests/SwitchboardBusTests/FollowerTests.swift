@@ -12,11 +12,11 @@ struct FollowerTests {
     func lateStartSeam() async throws {
         let fixture = try await BrokerFixture.start()
         let outbox = try fixture.outbox("kiosk-a")
-        try outbox.enqueue((0..<500).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
+        try await outbox.enqueue((0..<500).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
         _ = try await fixture.sender(outbox).deliver(until: .now + .seconds(30))
 
         // More events keep arriving while the follower catches up.
-        try outbox.enqueue((500..<1500).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
+        try await outbox.enqueue((500..<1500).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
         let live = Task { try await fixture.sender(outbox, window: 16).deliver(until: .now + .seconds(30)) }
 
         let follower = JournalFollower(

@@ -9,18 +9,18 @@ import ZeroMQ
 @Suite("Outbox and sender")
 struct OutboxTests {
     @Test("an outbox keeps entries across reopening, numbers them without reuse, and is private to its producer")
-    func persistence() throws {
+    func persistence() async throws {
         let directory = try TemporaryDirectory("outbox")
         defer { directory.remove() }
         let path = directory.path("k/outbox.sqlite")
         var outbox = try Outbox(path: path, producer: "kiosk-1")
-        let first = try outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn())])
+        let first = try await outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn())])
         #expect(first[0].producerSeq == 1)
-        try outbox.acknowledge([1])
+        try await outbox.acknowledge([1])
         outbox = try Outbox(path: path, producer: "kiosk-1")
-        let second = try outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn())])
+        let second = try await outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn())])
         #expect(second[0].producerSeq == 2, "a delivered sequence number is never reused")
-        let counts = try outbox.counts()
+        let counts = try await outbox.counts()
         #expect(counts.pending == 1 && counts.rejected == 0 && counts.delivered == 1)
         let header = try JSONDecoder().decode(EventHeader.self, from: second[0].header)
         #expect(header.producer == "kiosk-1")
@@ -35,14 +35,14 @@ struct OutboxTests {
     }
 
     @Test("an import is all-or-nothing and the same file is not imported twice")
-    func importOnce() throws {
+    func importOnce() async throws {
         let directory = try TemporaryDirectory("outbox")
         defer { directory.remove() }
         let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "kiosk-1")
         let events = (0..<3).map { Outbox.NewEvent(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) }
-        try outbox.enqueue(events, importDigest: ("abc", "day.csv"))
-        #expect(throws: Outbox.Failure.self) { try outbox.enqueue(events, importDigest: ("abc", "day.csv")) }
-        #expect(try outbox.counts().pending == 3)
+        try await outbox.enqueue(events, importDigest: ("abc", "day.csv"))
+        await #expect(throws: Outbox.Failure.self) { try await outbox.enqueue(events, importDigest: ("abc", "day.csv")) }
+        #expect(try await outbox.counts().pending == 3)
     }
 
     @Test("with the broker down, check-ins wait in the outbox; when it is back, they are delivered once")
@@ -52,7 +52,7 @@ struct OutboxTests {
         let ingest = fixture.endpoints.ingest
         let outbox = try fixture.outbox("kiosk-9")
         await fixture.broker.stop()
-        try outbox.enqueue((0..<100).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
+        try await outbox.enqueue((0..<100).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
         let down = try await fixture.sender(outbox, resendAfter: .milliseconds(200)).deliver(until: .now + .milliseconds(600))
         #expect(down.pending == 100)
         #expect(down.brokerAnswered == false)
@@ -75,7 +75,7 @@ struct OutboxTests {
         // A check-in the broker's schema check refuses (site 0), slipped past the form.
         var bad = try JSONSerialization.jsonObject(with: Events.checkIn()) as! [String: Any]
         bad["site_id"] = 0
-        try outbox.enqueue([
+        try await outbox.enqueue([
             .init(type: CheckIn.type, schema: CheckIn.schema, content: try JSONSerialization.data(withJSONObject: bad)),
             .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn()),
         ])
@@ -83,7 +83,7 @@ struct OutboxTests {
         #expect(report.rejected == 1)
         #expect(report.delivered == 1)
         #expect(report.pending == 0)
-        let rejected = try outbox.rejected()
+        let rejected = try await outbox.rejected()
         #expect(rejected.count == 1)
         #expect(rejected[0].reason.contains("site_id"))
         await fixture.stop()
