@@ -308,25 +308,27 @@ private final class BrokerCore {
             var command: String?
             var ref: String?
             do {
-                let parsed = try Envelope.parse(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
-                let envelope = parsed.envelope
+                let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
                 command = envelope.command.rawValue
-                ref = parsed.reference
+                guard envelope.command == .event || envelope.command == .heartbeat else {
+                    throw ProtocolError(
+                        .unknownCommand,
+                        "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
+                }
+                let parsed = try envelope.parsed(reference: &ref)
                 switch envelope.command {
                 case .event:
                     let header = try parsed.checkedEvent()
                     batch.append(
                         PendingEvent(
-                            header: header, parent: envelope.parent, metadata: envelope.metadata,
+                            header: header, headerFields: parsed.header, parent: envelope.parent, metadata: envelope.metadata,
                             content: envelope.content, receivedAt: receivedAt))
                     senders.append(identity)
                 case .heartbeat:
                     let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
                     reply(identity, try Envelope(command: .head, header: head))
                 default:
-                    throw ProtocolError(
-                        .unknownCommand,
-                        "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
+                    break
                 }
             } catch let error as ProtocolError {
                 refuse(identity, error, command: command, ref: ref)
@@ -427,14 +429,17 @@ private final class BrokerCore {
 
     /// Sends to a peer without ever blocking the broker: a peer that is gone or whose queue is
     /// full misses this reply, and its resend gets the same answer again.
-    func reply(_ identity: Data, _ envelope: Envelope, on socket: Socket? = nil) {
+    /// - Returns: whether libzmq took the message.
+    @discardableResult
+    func reply(_ identity: Data, _ envelope: Envelope, on socket: Socket? = nil) -> Bool {
         do {
-            try (socket ?? ingest).send([identity] + envelope.frames(), dontWait: true)
+            return try (socket ?? ingest).send([identity] + envelope.frames(), dontWait: true)
         } catch let error where error.isHostUnreachable {
             // The peer disconnected; nothing to do.
         } catch {
             logger.debug("reply not sent", metadata: ["peer": "\(identity.hex)", "error": "\(error)"])
         }
+        return false
     }
 
     // MARK: Fan-out
@@ -471,25 +476,32 @@ private final class BrokerCore {
             var command: String?
             var ref: String?
             do {
-                let envelope = try Envelope.decode(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
+                let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
                 command = envelope.command.rawValue
                 guard envelope.command == .fetch else {
                     throw ProtocolError(
                         .unknownCommand, "command \(envelope.command.rawValue) is not accepted on the replay endpoint (FETCH)")
                 }
+                _ = try envelope.parsed(reference: &ref)
                 let fetch = try envelope.decodeHeader(FetchHeader.self)
                 ref = fetch.requestID
                 try fetch.validate()
-                let (events, through) = try journal.read(from: fetch.from, to: fetch.to, topics: fetch.topics, limit: fetch.limit)
+                let (events, read) = try journal.read(from: fetch.from, to: fetch.to, topics: fetch.topics, limit: fetch.limit)
+                // END promises everything up to `through` was sent: if the client's queue
+                // refuses an EVENT, stop there and say so, rather than promise what was dropped.
+                var through = read
+                var sent = 0
                 for event in events {
-                    reply(
-                        identity,
-                        Envelope(
-                            command: .event, header: event.header, parent: event.parent, metadata: event.metadata, content: event.content),
-                        on: replay)
+                    let envelope = Envelope(
+                        command: .event, header: event.header, parent: event.parent, metadata: event.metadata, content: event.content)
+                    guard reply(identity, envelope, on: replay) else {
+                        through = event.busSeq - 1
+                        break
+                    }
+                    sent += 1
                 }
                 let end = EndHeader(
-                    requestID: fetch.requestID, from: fetch.from, through: through, count: events.count,
+                    requestID: fetch.requestID, from: fetch.from, through: through, count: sent,
                     head: journal.head, first: journal.first, more: through < min(fetch.to ?? journal.head, journal.head))
                 reply(identity, try Envelope(command: .end, header: end), on: replay)
                 broker.update { $0.fetches += 1 }

@@ -5,6 +5,9 @@ import SwitchboardProtocol
 /// An event the ingest path has checked and wants journaled.
 struct PendingEvent {
     var header: EventHeader
+    /// The header as the producer sent it, unknown fields included: the journal stores and
+    /// forwards these with `bus_seq` added.
+    var headerFields: [String: JSONValue]
     var parent: Data
     var metadata: Data
     var content: Data
@@ -90,10 +93,22 @@ public final class Journal {
                 sql: "INSERT INTO journal_meta (key, value) VALUES ('broker_id', ?)", arguments: [UUIDv7.string()])
         }
         try migrator.migrate(queue)
+        // GRDB's WAL set-up switches to synchronous=NORMAL after prepareDatabase runs; an ACK
+        // must mean "on disk", so set FULL again now, and check it took.
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
+                throw JournalFailure(description: "SQLite refused synchronous=FULL for \(path)")
+            }
+        }
         let (brokerID, head, first, bytes, count) = try queue.read { db in
             (
                 try String.fetchOne(db, sql: "SELECT value FROM journal_meta WHERE key = 'broker_id'") ?? "",
-                try Int64.fetchOne(db, sql: "SELECT MAX(bus_seq) FROM events") ?? 0,
+                // Retention may have deleted every event: the highest number ever given out is
+                // then the one it recorded, so numbers are never reused.
+                max(
+                    try Int64.fetchOne(db, sql: "SELECT MAX(bus_seq) FROM events") ?? 0,
+                    Int64(try String.fetchOne(db, sql: "SELECT value FROM journal_meta WHERE key = 'pruned_through'") ?? "0") ?? 0),
                 try Int64.fetchOne(db, sql: "SELECT MIN(bus_seq) FROM events"),
                 try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM events") ?? 0,
                 try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM events") ?? 0
@@ -123,7 +138,10 @@ public final class Journal {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
             let lookup = try db.cachedStatement(
-                sql: "SELECT bus_seq, event_id FROM events WHERE event_id = ? OR (producer = ? AND producer_seq = ?)")
+                sql: """
+                    SELECT bus_seq, event_id FROM events WHERE event_id = ? OR (producer = ? AND producer_seq = ?)
+                    ORDER BY event_id = ? DESC LIMIT 1
+                    """)
             // Events of this batch, for duplicates inside the batch itself.
             var inBatch: [String: Int64] = [:]
             var inBatchSeq: [String: [Int64: String]] = [:]
@@ -145,7 +163,7 @@ public final class Journal {
                         try Int64.fetchOne(db, sql: "SELECT MAX(producer_seq) FROM events WHERE producer = ?", arguments: [h.producer]) ?? 0
                 }
                 if h.producerSeq <= high {
-                    if let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq]) {
+                    if let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq, h.eventID]) {
                         let existingID: String = row[1]
                         let existingSeq: Int64 = row[0]
                         outcomes.append(existingID == h.eventID ? .duplicate(busSeq: existingSeq) : .conflict(existingEventID: existingID))
@@ -153,10 +171,12 @@ public final class Journal {
                         continue
                     }
                 }
-                var stored = h
                 nextSeq += 1
-                stored.busSeq = nextSeq
-                let headerData = stored.wireJSON()
+                var stored = event.headerFields
+                stored["bus_seq"] = .integer(nextSeq)
+                var writer = JSONWriter(capacity: 320)
+                writer.value(.object(stored))
+                let headerData = writer.data
                 let size = Int64(headerData.count + event.parent.count + event.metadata.count + event.content.count)
                 // OR IGNORE: a uniqueness clash is an answer, not an error (a failed statement
                 // would also leave GRDB's cached statement reporting the error on its next use).
@@ -168,7 +188,7 @@ public final class Journal {
                     // Same event_id under a new producer_seq (a producer bug), or a resend we could
                     // not predict from the producer's high mark. Report what the journal holds.
                     nextSeq -= 1
-                    guard let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq]) else {
+                    guard let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq, h.eventID]) else {
                         throw JournalFailure(description: "insert of \(h.eventID) was ignored but no clashing row exists")
                     }
                     let existingID: String = row[1]
@@ -202,6 +222,8 @@ public final class Journal {
         -> (events: [JournaledEvent], through: Int64)
     {
         let start = max(from, first)
+        // Nothing beyond the head: answer before any arithmetic that a huge `from` could overflow.
+        guard start <= head else { return ([], min(max(from - 1, 0), head)) }
         let last = min(to ?? head, head, start + scanWindow - 1)
         guard start <= last else { return ([], max(from - 1, min(to ?? head, head))) }
         var sql = "SELECT bus_seq, type, header, parent, metadata, content FROM events WHERE bus_seq BETWEEN ? AND ?"
@@ -261,6 +283,10 @@ public final class Journal {
             freed = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM events WHERE bus_seq <= ?", arguments: [cutoff]) ?? 0
             try db.execute(sql: "DELETE FROM events WHERE bus_seq <= ?", arguments: [cutoff])
             deleted = db.changesCount
+            try db.execute(
+                sql:
+                    "INSERT INTO journal_meta (key, value) VALUES ('pruned_through', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                arguments: [String(cutoff)])
             return .commit
         }
         count -= Int64(deleted)

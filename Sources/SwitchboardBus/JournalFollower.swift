@@ -107,11 +107,17 @@ public final class JournalFollower {
             for prefix in prefixes { try socket.set(.subscribe(Data(prefix.utf8))) }
             try socket.connect(endpoints.fanout)
         }
-        subscriber = socket
-        replay = try await io.open(.dealer, linger: 0, inboxCapacity: 2048) { [endpoints] socket in
-            try socket.set([.receiveHighWaterMark(10_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
-            try socket.connect(endpoints.replay)
+        do {
+            replay = try await io.open(.dealer, linger: 0, inboxCapacity: 2048) { [endpoints] socket in
+                try socket.set([.receiveHighWaterMark(10_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
+                try socket.connect(endpoints.replay)
+            }
+        } catch {
+            // Both or neither: a follower without replay would silently skip every gap.
+            await socket.close()
+            throw error
         }
+        subscriber = socket
         return socket
     }
 
@@ -129,6 +135,12 @@ public final class JournalFollower {
                 // A different journal behind the same endpoint: its numbers mean something else.
                 self.broker = head.broker
                 covered = 0
+                ready.append(.newJournal(broker: head.broker))
+            }
+            if let covered, head.head < covered {
+                // The same journal id with a lower head cannot happen unless the journal was
+                // rebuilt: treat it as new rather than drop everything up to the old numbers.
+                self.covered = 0
                 ready.append(.newJournal(broker: head.broker))
             }
             if let covered, head.head > covered {

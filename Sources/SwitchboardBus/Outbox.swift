@@ -96,6 +96,8 @@ public final class Outbox: Sendable {
                     """)
         }
         try migrator.migrate(queue)
+        // GRDB's WAL set-up leaves synchronous=NORMAL; an enqueue must be on disk when it returns.
+        try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try queue.write { db in
             if let owner = try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'producer'") {
                 guard owner == producer else {

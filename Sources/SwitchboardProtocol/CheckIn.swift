@@ -95,8 +95,8 @@ public struct CheckIn: Codable, Sendable, Hashable {
                 if blank && !scalar.properties.isWhitespace { blank = false }
             }
             guard !blank else { throw fail(field, "must not be blank") }
-            // Counting characters walks grapheme clusters: only when the bytes allow too many.
-            guard value.utf8.count <= Self.maximumNameLength || value.count <= Self.maximumNameLength else {
+            // Lengths count Unicode code points, as JSON Schema's maxLength does.
+            guard value.utf8.count <= Self.maximumNameLength || value.unicodeScalars.count <= Self.maximumNameLength else {
                 throw fail(field, "must be at most \(Self.maximumNameLength) characters")
             }
         }
@@ -143,7 +143,7 @@ public struct CheckIn: Codable, Sendable, Hashable {
                 throw fail("location.accuracy_m", "must be above 0 and at most 100000 metres")
             }
         }
-        if let notes, notes.utf8.count > Self.maximumNotesLength, notes.count > Self.maximumNotesLength {
+        if let notes, notes.utf8.count > Self.maximumNotesLength, notes.unicodeScalars.count > Self.maximumNotesLength {
             throw fail("notes", "must be at most \(Self.maximumNotesLength) characters")
         }
     }

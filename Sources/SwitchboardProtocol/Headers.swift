@@ -191,12 +191,17 @@ public struct FetchHeader: Codable, Sendable, Hashable {
     }
 
     public static let maximumLimit = 1000
+    /// Sequence numbers are below 2^53, so they are exact in every JSON implementation.
+    public static let maximumSequence: Int64 = 1 << 53
 
     public func validate() throws(ProtocolError) {
         guard !requestID.isEmpty, requestID.utf8.count <= 64 else {
             throw ProtocolError(.invalidHeader, "header: field 'request_id' must be 1–64 characters")
         }
         guard from >= 1 else { throw ProtocolError(.invalidHeader, "header: field 'from' must be at least 1, got \(from)") }
+        guard from <= FetchHeader.maximumSequence, (to ?? 1) <= FetchHeader.maximumSequence else {
+            throw ProtocolError(.invalidHeader, "header: fields 'from' and 'to' must be at most \(FetchHeader.maximumSequence)")
+        }
         if let to, to < from {
             throw ProtocolError(.invalidHeader, "header: field 'to' (\(to)) must not be below 'from' (\(from))")
         }

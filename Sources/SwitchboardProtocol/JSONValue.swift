@@ -290,6 +290,33 @@ public struct JSONWriter {
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    /// Writes any value; object keys sorted, so equal values give equal bytes.
+    public mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null: raw("null")
+        case .bool(let flag): if flag { raw("true") } else { raw("false") }
+        case .integer(let number): integer(number)
+        case .double(let number): bytes.append(contentsOf: "\(number)".utf8)
+        case .string(let text): string(text)
+        case .array(let items):
+            bytes.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                self.value(item)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let fields):
+            bytes.append(UInt8(ascii: "{"))
+            for (index, key) in fields.keys.sorted().enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                string(key)
+                bytes.append(UInt8(ascii: ":"))
+                self.value(fields[key]!)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
     /// Writes `"key":` (the key must need no escaping: our field names).
     public mutating func key(_ name: StaticString, first: Bool = false) {
         if !first { bytes.append(UInt8(ascii: ",")) }

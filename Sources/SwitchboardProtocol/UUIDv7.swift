@@ -41,7 +41,7 @@ public enum UUIDv7 {
     /// The id as the protocol writes it: lowercase, hyphenated.
     public static func string() -> String { make().uuidString.lowercased() }
 
-    /// Whether `text` is a canonical (lowercase or uppercase) hyphenated UUID of version 7 and
+    /// Whether `text` is a canonical (lowercase, hyphenated) UUID of version 7 and
     /// the RFC 9562 variant.
     public static func isValid(_ text: String) -> Bool {
         withUTF8Bytes(text) { b in
@@ -51,10 +51,12 @@ public enum UUIDv7 {
                 if i == 8 || i == 13 || i == 18 || i == 23 {
                     guard c == 0x2D else { return false }
                 } else {
-                    guard (48...57).contains(c) || (97...102).contains(c) || (65...70).contains(c) else { return false }
+                    // Canonical form only: lower case, so one id has one spelling (the journal's
+                    // uniqueness is by bytes).
+                    guard (48...57).contains(c) || (97...102).contains(c) else { return false }
                 }
             }
-            let variant = b[19] | 0x20  // lower-case a hex letter
+            let variant = b[19]
             return b[14] == UInt8(ascii: "7")
                 && (variant == UInt8(ascii: "8") || variant == UInt8(ascii: "9") || variant == UInt8(ascii: "a")
                     || variant == UInt8(ascii: "b"))

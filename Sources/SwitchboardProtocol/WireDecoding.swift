@@ -20,7 +20,7 @@ struct WireObject {
 
     func optionalString(_ key: String) throws(ProtocolError) -> String? {
         switch fields[key] {
-        case nil, .null?: return nil
+        case nil: return nil
         case .string(let text)?: return text
         default: throw fail(key, "must be a string")
         }
@@ -33,15 +33,17 @@ struct WireObject {
 
     func optionalInteger(_ key: String) throws(ProtocolError) -> Int64? {
         switch fields[key] {
-        case nil, .null?: return nil
+        case nil: return nil
         case .integer(let number)?: return number
+        // JSON Schema counts 12.0 as an integer; so do we.
+        case .double(let number)? where number == number.rounded() && abs(number) < 9.0e18: return Int64(number)
         default: throw fail(key, "must be an integer")
         }
     }
 
     func double(_ key: String) throws(ProtocolError) -> Double {
         switch fields[key] {
-        case nil, .null?: throw fail(key, "is required")
+        case nil: throw fail(key, "is required")
         case .integer(let number)?: return Double(number)
         case .double(let number)?: return number
         default: throw fail(key, "must be a number")
@@ -50,7 +52,7 @@ struct WireObject {
 
     func optionalObject(_ key: String) throws(ProtocolError) -> WireObject? {
         switch fields[key] {
-        case nil, .null?: return nil
+        case nil: return nil
         case .object(let object)?: return WireObject(fields: object, frame: frame, code: code, path: "\(path)\(key).")
         default: throw fail(key, "must be an object")
         }
@@ -71,17 +73,34 @@ extension Envelope {
     public static func parse<Frames: Collection<Data>>(
         _ frames: Frames, minimumVersion: ProtocolVersion = .current, limits: SizeLimits = .v1
     ) throws(ProtocolError) -> ParsedEnvelope {
-        let envelope = try checkFrames(Array(frames), minimumVersion: minimumVersion, limits: limits)
+        var reference: String?
+        return try check(frames, minimumVersion: minimumVersion, limits: limits).parsed(reference: &reference)
+    }
+
+    /// The checks before the JSON frames: count, signature, versions, sizes, command word.
+    /// A receiver then checks that the command is one its endpoint takes, and calls `parsed`.
+    public static func check<Frames: Collection<Data>>(
+        _ frames: Frames, minimumVersion: ProtocolVersion = .current, limits: SizeLimits = .v1
+    ) throws(ProtocolError) -> Envelope {
+        try checkFrames(Array(frames), minimumVersion: minimumVersion, limits: limits)
+    }
+
+    /// Parses the JSON frames (header, parent, metadata, content, in that order).
+    /// - Parameter reference: set to the header's `event_id` or `request_id` as soon as the
+    ///   header parses, so an error about a later frame can still name the message.
+    public func parsed(reference: inout String?) throws(ProtocolError) -> ParsedEnvelope {
         func object(_ data: Data, _ name: String) throws(ProtocolError) -> [String: JSONValue] {
             guard let value = JSONValue.parse(data) else { throw ProtocolError(.invalidJSON, "\(name) frame is not valid JSON") }
             guard case .object(let object) = value else { throw ProtocolError(.invalidJSON, "\(name) frame must be a JSON object") }
             return object
         }
-        let header = try object(envelope.header, "header")
-        if !(envelope.parent.count == 2 && envelope.parent.first == UInt8(ascii: "{")) { _ = try object(envelope.parent, "parent") }
-        if !(envelope.metadata.count == 2 && envelope.metadata.first == UInt8(ascii: "{")) { _ = try object(envelope.metadata, "metadata") }
-        guard let content = JSONValue.parse(envelope.content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
-        return ParsedEnvelope(envelope: envelope, header: header, content: content)
+        let emptyObject = Data("{}".utf8)
+        let headerFields = try object(header, "header")
+        reference = ParsedEnvelope.reference(in: headerFields)
+        if parent != emptyObject { _ = try object(parent, "parent") }
+        if metadata != emptyObject { _ = try object(metadata, "metadata") }
+        guard let contentValue = JSONValue.parse(content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
+        return ParsedEnvelope(envelope: self, header: headerFields, content: contentValue)
     }
 }
 
@@ -92,7 +111,9 @@ extension EventHeader {
         let object = WireObject(fields: fields, frame: "header", code: .invalidHeader)
         self.init(
             eventID: try object.string("event_id"), type: try object.string("type"), producer: try object.string("producer"),
-            producerSeq: try object.integer("producer_seq"), busSeq: try object.optionalInteger("bus_seq"),
+            // A producer's `bus_seq` is ignored (the broker sets it); readers of the fan-out and
+            // replay use the Codable reader.
+            producerSeq: try object.integer("producer_seq"), busSeq: nil,
             time: try object.string("time"), schema: try object.string("schema"), session: try object.string("session"),
             key: try object.optionalString("key"))
     }
@@ -181,7 +202,7 @@ extension Payloads {
             }
             try CheckIn(wire: content).validate()
         default:
-            guard case .object = content else { throw ProtocolError(.invalidJSON, "content frame must be a JSON object") }
+            guard case .object = content else { throw ProtocolError(.schemaViolation, "content: an event's content must be a JSON object") }
         }
     }
 }
@@ -197,7 +218,9 @@ extension ParsedEnvelope {
     }
 
     /// The header's `event_id` or `request_id` when it is a string, for ERROR's `ref`.
-    public var reference: String? {
+    public var reference: String? { Self.reference(in: header) }
+
+    static func reference(in header: [String: JSONValue]) -> String? {
         if case .string(let id)? = header["event_id"] { return String(id.prefix(64)) }
         if case .string(let id)? = header["request_id"] { return String(id.prefix(64)) }
         return nil

@@ -90,6 +90,8 @@ public final class IOThread: Sendable {
         var nextID = 0
         var nextWaiterID = 0
         var stopping = false
+        /// Sends whose task was cancelled before (or while) the send was posted.
+        var cancelledSends: Set<Int> = []
     }
 
     fileprivate struct Inbox {
@@ -151,10 +153,29 @@ public final class IOThread: Sendable {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                post(.send(id: id, sendID: sendID, frames: frames, done: continuation))
+                // Checked and posted under the lock the cancellation handler takes, so a send is
+                // either withdrawn before it is posted or queued before its cancellation.
+                enum Outcome { case posted, cancelled, refused }
+                let outcome = shared.withLock { state -> Outcome in
+                    if state.cancelledSends.remove(sendID) != nil { return .cancelled }
+                    guard !state.stopping else { return .refused }
+                    state.commands.append(.send(id: id, sendID: sendID, frames: frames, done: continuation))
+                    return .posted
+                }
+                switch outcome {
+                case .posted: wakeUp.signal()
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                case .refused: Self.refuse(.send(id: id, sendID: sendID, frames: frames, done: continuation))
+                }
             }
         } onCancel: {
-            post(.cancelSend(id: id, sendID: sendID))
+            let posted = shared.withLock { state -> Bool in
+                guard !state.stopping else { return false }
+                state.cancelledSends.insert(sendID)
+                state.commands.append(.cancelSend(id: id, sendID: sendID))
+                return true
+            }
+            if posted { wakeUp.signal() }
         }
     }
 
@@ -317,6 +338,7 @@ public final class IOThread: Sendable {
                 }
                 pendingSends[id, default: RingBuffer(capacity: 16)].append((sendID, frames, done))
             case .cancelSend(let id, let sendID):
+                owner.shared.withLock { _ = $0.cancelledSends.remove(sendID) }
                 guard var queue = pendingSends[id] else { return }
                 var kept = RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>(capacity: queue.count)
                 while let entry = queue.popFirst() {
@@ -402,7 +424,10 @@ public final class IOThread: Sendable {
         }
 
         func closeAll() {
+            // Also reached when zmq_poll fails (ETERM): mark the thread stopping so later calls
+            // are refused at once instead of queueing for a loop that no longer runs.
             let leftovers = owner.shared.withLock { state -> [Command] in
+                state.stopping = true
                 defer { state.commands = [] }
                 return state.commands
             }

@@ -106,6 +106,12 @@ struct FanoutReplayTests {
         #expect(try bad.decodeHeader(ErrorHeader.self).code == .invalidHeader)
         let wrong = try await Events.exchange(client, try Events.frames(seq: 99).1)
         #expect(try wrong.decodeHeader(ErrorHeader.self).code == .unknownCommand)
+        let huge = try await Events.exchange(
+            client, try Envelope(command: .fetch, header: FetchHeader(from: Int64.max, limit: 10)).frames())
+        #expect(try huge.decodeHeader(ErrorHeader.self).code == .invalidHeader)
+        let farAhead = try await fetch(FetchHeader(from: 1 << 52, limit: 10))
+        #expect(farAhead.events.isEmpty)
+        #expect(farAhead.end.more == false)
         let still = try await fetch(FetchHeader(from: 30, limit: 1))
         #expect(still.events.count == 1)
         await fixture.stop()

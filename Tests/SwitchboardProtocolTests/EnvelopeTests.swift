@@ -8,7 +8,12 @@ import Testing
 func ingestVerdict(_ vector: Vectors.Envelope) -> (reply: String, error: ProtocolError?) {
     let minimum = vector.minimum.flatMap(ProtocolVersion.init) ?? .current
     do {
-        let parsed = try Envelope.parse(vector.frames, minimumVersion: minimum)
+        let envelope = try Envelope.check(vector.frames, minimumVersion: minimum)
+        guard envelope.command == .event || envelope.command == .heartbeat else {
+            throw ProtocolError(.unknownCommand, "command \(envelope.command.rawValue) is not accepted on ingest")
+        }
+        var reference: String?
+        let parsed = try envelope.parsed(reference: &reference)
         switch parsed.envelope.command {
         case .event:
             _ = try parsed.checkedEvent()

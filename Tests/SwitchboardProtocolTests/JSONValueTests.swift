@@ -47,7 +47,9 @@ struct JSONValueTests {
             session: "a \"quoted\"\nsession\u{01}", key: "name:ana|diaz|")
         let data = header.wireJSON()
         #expect(try JSONDecoder().decode(EventHeader.self, from: data) == header)
-        #expect(try EventHeader(wire: JSONValue.parse(data)!.object!) == header)
+        var asSent = header
+        asSent.busSeq = nil  // the wire reader ignores a producer's bus_seq: the broker sets it
+        #expect(try EventHeader(wire: JSONValue.parse(data)!.object!) == asSent)
         var noSeq = header
         noSeq.busSeq = nil
         noSeq.key = nil

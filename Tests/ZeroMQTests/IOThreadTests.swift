@@ -90,6 +90,27 @@ struct IOThreadTests {
         await io.shutdown()
     }
 
+    @Test("a send from an already cancelled task is withdrawn, not left waiting for a peer that never comes")
+    func cancelledBeforeSend() async throws {
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let dealer = try await io.open(.dealer, linger: 0) { socket in
+            try socket.set(.immediate(true))
+            try socket.connect("tcp://127.0.0.1:1")
+        }
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await dealer.send([Data(frame: "nobody listens")])
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+        // And one cancelled while it waits for the socket to become writable.
+        let waiting = Task { try await dealer.send([Data(frame: "still nobody")]) }
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+        await io.shutdown()
+        context.terminate()
+    }
+
     @Test("shutdown fails waiting receivers and later calls instead of hanging")
     func shutdownFailsWaiters() async throws {
         let context = try Context()
