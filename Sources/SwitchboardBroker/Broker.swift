@@ -321,7 +321,8 @@ private final class BrokerCore {
                     let header = try parsed.checkedEvent()
                     batch.append(
                         PendingEvent(
-                            header: header, headerFields: parsed.header, parent: envelope.parent, metadata: envelope.metadata,
+                            header: header, headerFields: parsed.header, rawHeader: envelope.header, parent: envelope.parent,
+                            metadata: envelope.metadata,
                             content: envelope.content, receivedAt: receivedAt))
                     senders.append(identity)
                 case .heartbeat:

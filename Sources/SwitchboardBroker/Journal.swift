@@ -8,6 +8,8 @@ struct PendingEvent {
     /// The header as the producer sent it, unknown fields included: the journal stores and
     /// forwards these with `bus_seq` added.
     var headerFields: [String: JSONValue]
+    /// The header frame's bytes as received.
+    var rawHeader: Data
     var parent: Data
     var metadata: Data
     var content: Data
@@ -172,11 +174,7 @@ public final class Journal {
                     }
                 }
                 nextSeq += 1
-                var stored = event.headerFields
-                stored["bus_seq"] = .integer(nextSeq)
-                var writer = JSONWriter(capacity: 320)
-                writer.value(.object(stored))
-                let headerData = writer.data
+                let headerData = Self.storedHeader(raw: event.rawHeader, fields: event.headerFields, busSeq: nextSeq)
                 let size = Int64(headerData.count + event.parent.count + event.metadata.count + event.content.count)
                 // OR IGNORE: a uniqueness clash is an answer, not an error (a failed statement
                 // would also leave GRDB's cached statement reporting the error on its next use).
@@ -211,6 +209,24 @@ public final class Journal {
         storedBytes += addedBytes
         producerHigh = highs
         return outcomes
+    }
+
+    /// The header to journal and forward: the producer's own bytes with `"bus_seq":N` put first
+    /// (cheap, and every field the producer sent travels unchanged). A header that already has a
+    /// `bus_seq` key is rewritten instead, so the broker's number is the only one.
+    static func storedHeader(raw: Data, fields: [String: JSONValue], busSeq: Int64) -> Data {
+        if fields["bus_seq"] == nil, !fields.isEmpty,
+            let brace = raw.firstIndex(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }), raw[brace] == UInt8(ascii: "{")
+        {
+            var stored = Data("{\"bus_seq\":\(busSeq),".utf8)
+            stored.append(raw[raw.index(after: brace)...])
+            return stored
+        }
+        var rewritten = fields
+        rewritten["bus_seq"] = .integer(busSeq)
+        var writer = JSONWriter(capacity: 320)
+        writer.value(.object(rewritten))
+        return writer.data
     }
 
     /// Reads journaled events with `from <= bus_seq <= to`, matching any of `topics` (prefixes;

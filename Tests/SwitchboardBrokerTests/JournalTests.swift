@@ -11,7 +11,7 @@ struct JournalTests {
         let header = EventHeader(
             eventID: id, type: CheckIn.type, producer: producer, producerSeq: seq, schema: CheckIn.schema, session: "s")
         return PendingEvent(
-            header: header, headerFields: JSONValue.parse(header.wireJSON())!.object!,
+            header: header, headerFields: JSONValue.parse(header.wireJSON())!.object!, rawHeader: header.wireJSON(),
             parent: Data("{}".utf8), metadata: Data("{}".utf8), content: Events.checkIn(), receivedAt: 1000)
     }
 
@@ -66,9 +66,20 @@ struct JournalTests {
         #expect(reopened.first == 101)
     }
 
+    @Test("the stored header is the producer's bytes with bus_seq added, unknown fields kept; a sent bus_seq is replaced")
+    func storedHeaderKeepsFields() throws {
+        let raw = Data(#" {"event_id":"x","flavour":{"a":[1,2.5,"é"]}}"#.utf8)
+        let fields = JSONValue.parse(raw)!.object!
+        let stored = Journal.storedHeader(raw: raw, fields: fields, busSeq: 42)
+        var expected = fields
+        expected["bus_seq"] = .integer(42)
+        #expect(JSONValue.parse(stored) == .object(expected))
+        let spoofed = Data(#"{"bus_seq":7,"event_id":"x"}"#.utf8)
+        let fixed = Journal.storedHeader(raw: spoofed, fields: JSONValue.parse(spoofed)!.object!, busSeq: 42)
+        #expect(JSONValue.parse(fixed) == .object(["bus_seq": .integer(42), "event_id": .string("x")]))
+    }
+
     func storedHeader(_ event: PendingEvent, _ busSeq: Int64) throws -> Data {
-        var header = event.header
-        header.busSeq = busSeq
-        return header.wireJSON()
+        Journal.storedHeader(raw: event.rawHeader, fields: event.headerFields, busSeq: busSeq)
     }
 }
