@@ -185,7 +185,6 @@ private final class BrokerCore {
     let endpoints: BrokerEndpoints
     let poller = Poller()
     let versionFrame = Envelope.versionFrame()
-    let emptyObject = Data("{}".utf8)
     var nextHeartbeat: ContinuousClock.Instant
     var nextRetention: ContinuousClock.Instant
     var refusalLog = RateLimiter(perSecond: 20)

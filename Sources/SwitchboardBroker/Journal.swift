@@ -312,11 +312,6 @@ public final class Journal {
         return deleted
     }
 
-    /// Runs a read-only query, for tests and tools.
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try queue.read(body)
-    }
-
     public func close() throws {
         try queue.close()
     }

@@ -94,11 +94,10 @@ extension Envelope {
             guard case .object(let object) = value else { throw ProtocolError(.invalidJSON, "\(name) frame must be a JSON object") }
             return object
         }
-        let emptyObject = Data("{}".utf8)
         let headerFields = try object(header, "header")
         reference = ParsedEnvelope.reference(in: headerFields)
-        if parent != emptyObject { _ = try object(parent, "parent") }
-        if metadata != emptyObject { _ = try object(metadata, "metadata") }
+        if parent != Envelope.emptyObject { _ = try object(parent, "parent") }
+        if metadata != Envelope.emptyObject { _ = try object(metadata, "metadata") }
         guard let contentValue = JSONValue.parse(content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
         return ParsedEnvelope(envelope: self, header: headerFields, content: contentValue)
     }

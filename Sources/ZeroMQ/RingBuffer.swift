@@ -25,12 +25,6 @@ struct RingBuffer<Element> {
         return element
     }
 
-    mutating func removeAll() -> [Element] {
-        var all: [Element] = []
-        while let element = popFirst() { all.append(element) }
-        return all
-    }
-
     private mutating func grow() {
         var bigger: [Element?] = Array(repeating: nil, count: storage.count * 2)
         for i in 0..<count { bigger[i] = storage[(head + i) % storage.count] }
