@@ -90,8 +90,10 @@ public final class IOThread: Sendable {
         var nextID = 0
         var nextWaiterID = 0
         var stopping = false
-        /// Sends whose task was cancelled before (or while) the send was posted.
+        /// Sends whose task was cancelled before the send was posted.
         var cancelledSends: Set<Int> = []
+        /// Sends posted to the I/O thread whose call has not returned yet.
+        var postedSends: Set<Int> = []
     }
 
     fileprivate struct Inbox {
@@ -151,15 +153,24 @@ public final class IOThread: Sendable {
             state.nextWaiterID += 1
             return state.nextWaiterID
         }
+        // Whatever happens, no marker for this send outlives the call. This runs after
+        // withTaskCancellationHandler has returned, when its onCancel can no longer fire.
+        defer {
+            shared.withLock { state in
+                state.postedSends.remove(sendID)
+                state.cancelledSends.remove(sendID)
+            }
+        }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                // Checked and posted under the lock the cancellation handler takes, so a send is
-                // either withdrawn before it is posted or queued before its cancellation.
+                // Checked and posted under the lock onCancel takes: a send is either withdrawn
+                // here, before it is posted, or posted and then withdrawn by the I/O thread.
                 enum Outcome { case posted, cancelled, refused }
                 let outcome = shared.withLock { state -> Outcome in
                     if state.cancelledSends.remove(sendID) != nil { return .cancelled }
                     guard !state.stopping else { return .refused }
                     state.commands.append(.send(id: id, sendID: sendID, frames: frames, done: continuation))
+                    state.postedSends.insert(sendID)
                     return .posted
                 }
                 switch outcome {
@@ -171,7 +182,12 @@ public final class IOThread: Sendable {
         } onCancel: {
             let posted = shared.withLock { state -> Bool in
                 guard !state.stopping else { return false }
-                state.cancelledSends.insert(sendID)
+                guard state.postedSends.contains(sendID) else {
+                    // Not posted yet (the task was cancelled before or while entering): the
+                    // operation finds this marker and withdraws the send itself.
+                    state.cancelledSends.insert(sendID)
+                    return false
+                }
                 state.commands.append(.cancelSend(id: id, sendID: sendID))
                 return true
             }
@@ -338,7 +354,7 @@ public final class IOThread: Sendable {
                 }
                 pendingSends[id, default: RingBuffer(capacity: 16)].append((sendID, frames, done))
             case .cancelSend(let id, let sendID):
-                owner.shared.withLock { _ = $0.cancelledSends.remove(sendID) }
+                // Withdraws the send if it still waits; if it went out already, nothing to do.
                 guard var queue = pendingSends[id] else { return }
                 var kept = RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>(capacity: queue.count)
                 while let entry = queue.popFirst() {

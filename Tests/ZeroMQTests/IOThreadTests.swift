@@ -98,15 +98,18 @@ struct IOThreadTests {
             try socket.set(.immediate(true))
             try socket.connect("tcp://127.0.0.1:1")
         }
-        let early = Task {
-            withUnsafeCurrentTask { $0?.cancel() }
-            try await dealer.send([Data(frame: "nobody listens")])
+        // Many rounds: the I/O thread races the cancelling task, and a lost withdrawal hangs.
+        for _ in 0..<200 {
+            let early = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                try await dealer.send([Data(frame: "nobody listens")])
+            }
+            await #expect(throws: CancellationError.self) { try await early.value }
+            // And one cancelled while it starts or waits for the socket to become writable.
+            let waiting = Task { try await dealer.send([Data(frame: "still nobody")]) }
+            waiting.cancel()
+            await #expect(throws: CancellationError.self) { try await waiting.value }
         }
-        await #expect(throws: CancellationError.self) { try await early.value }
-        // And one cancelled while it waits for the socket to become writable.
-        let waiting = Task { try await dealer.send([Data(frame: "still nobody")]) }
-        waiting.cancel()
-        await #expect(throws: CancellationError.self) { try await waiting.value }
         await io.shutdown()
         context.terminate()
     }

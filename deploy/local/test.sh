@@ -13,4 +13,23 @@ if grep -E "^$(pwd)/(Sources|Tests|bench)/.*(warning|error):" "$log" | sort -u |
     exit 1
 fi
 grep -q "Build complete" "$log" || { echo "test: the build failed" >&2; tail -40 "$log" >&2; exit 1; }
-swift test
+# A watchdog: a test run that hangs fails within SWITCHBOARD_TEST_LIMIT seconds (default 20
+# minutes; the suite takes well under one) and prints every thread's stack, instead of running
+# until CI's own limit with nothing to show.
+limit=${SWITCHBOARD_TEST_LIMIT:-1200}
+swift test &
+runner=$!
+for ((waited = 0; waited < limit; waited++)); do
+    kill -0 "$runner" 2>/dev/null || break
+    sleep 1
+done
+if kill -0 "$runner" 2>/dev/null; then
+    echo "test: still running after ${limit}s; thread stacks follow" >&2
+    for pid in $(pgrep -f "SwitchboardPackageTests.xctest" || true); do
+        gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 | grep -E "^Thread|^#" >&2 || true
+    done
+    pkill -KILL -f "SwitchboardPackageTests.xctest" || true
+    kill -KILL "$runner" 2>/dev/null || true
+    exit 1
+fi
+wait "$runner"
