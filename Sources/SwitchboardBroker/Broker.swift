@@ -45,11 +45,14 @@ public struct BrokerEndpoints: Sendable, Hashable, Codable {
     public var ingest: String
     public var fanout: String
     public var replay: String
+    /// The Majordomo endpoint of the service plane.
+    public var service: String
 
-    public init(ingest: String, fanout: String, replay: String) {
+    public init(ingest: String, fanout: String, replay: String, service: String) {
         self.ingest = ingest
         self.fanout = fanout
         self.replay = replay
+        self.service = service
     }
 
     public static func read(from path: String) throws -> BrokerEndpoints {
@@ -72,6 +75,8 @@ public final class Broker: Sendable {
     private let ownsContext: Bool
     private let wakeUp: WakeUpSignal
     private let state = Mutex(State())
+    /// The service plane, on its own thread and socket.
+    public let services: ServiceBroker
 
     private struct State {
         var statistics = BrokerStatistics()
@@ -88,8 +93,10 @@ public final class Broker: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.ownsContext = context == nil
-        self.context = try context ?? Context()
+        let context = try context ?? Context()
+        self.context = context
         self.wakeUp = try WakeUpSignal()
+        self.services = try ServiceBroker(settings: configuration.serviceSettings, logger: logger, context: context)
     }
 
     public var statistics: BrokerStatistics { state.withLock { $0.statistics } }
@@ -103,11 +110,18 @@ public final class Broker: Sendable {
     ///   keeps running then.
     public func start() async throws -> BrokerEndpoints {
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        let serviceEndpoint: String
+        do {
+            serviceEndpoint = try await services.start()
+        } catch {
+            markFinished(failure: nil)
+            throw error
+        }
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<BrokerEndpoints, any Error>) in
             let thread = Thread { [self] in
                 let core: BrokerCore
                 do {
-                    core = try BrokerCore(broker: self)
+                    core = try BrokerCore(broker: self, serviceEndpoint: serviceEndpoint)
                 } catch {
                     markFinished(failure: nil)
                     continuation.resume(throwing: error)
@@ -134,6 +148,7 @@ public final class Broker: Sendable {
     public func requestStop() {
         state.withLock { $0.stopRequested = true }
         wakeUp.signal()
+        services.requestStop()
     }
 
     /// Waits until the broker thread has exited (or returns at once if it has).
@@ -145,6 +160,7 @@ public final class Broker: Sendable {
             }
             if done { continuation.resume() }
         }
+        await services.waitUntilStopped()
     }
 
     /// `requestStop()` then `waitUntilStopped()`.
@@ -160,7 +176,13 @@ public final class Broker: Sendable {
             defer { state.finishWaiters = [] }
             return state.finishWaiters
         }
-        if ownsContext { context.terminate() }
+        // The event plane is down (stopped, or failed on its own): the service plane goes too,
+        // and has closed its socket before the context is terminated.
+        services.requestStop()
+        if ownsContext {
+            services.waitUntilStoppedBlocking()
+            context.terminate()
+        }
         for waiter in waiters { waiter.resume() }
     }
 
@@ -189,7 +211,7 @@ private final class BrokerCore {
     var nextRetention: ContinuousClock.Instant
     var refusalLog = RateLimiter(perSecond: 20)
 
-    init(broker: Broker) throws {
+    init(broker: Broker, serviceEndpoint: String) throws {
         self.broker = broker
         self.configuration = broker.configuration
         self.logger = broker.loggerForCore
@@ -216,7 +238,8 @@ private final class BrokerCore {
         try fanout.bind(configuration.fanoutEndpoint)
         try replay.bind(configuration.replayEndpoint)
         endpoints = BrokerEndpoints(
-            ingest: try ingest.lastEndpoint(), fanout: try fanout.lastEndpoint(), replay: try replay.lastEndpoint())
+            ingest: try ingest.lastEndpoint(), fanout: try fanout.lastEndpoint(), replay: try replay.lastEndpoint(),
+            service: serviceEndpoint)
         poller.add(fileDescriptor: broker.wakeUpForCore.fileDescriptor)
         poller.add(ingest)
         poller.add(replay)

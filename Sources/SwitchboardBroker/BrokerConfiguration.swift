@@ -29,13 +29,25 @@ public struct BrokerConfiguration: Sendable {
     public var highWaterMark: Int32 = 100_000
     /// `max_frame_bytes`: `ZMQ_MAXMSGSIZE`; a peer sending a bigger frame is disconnected.
     public var maxFrameBytes: Int64 = 1 << 20
+    /// `service`: the Majordomo endpoint (ROUTER) of the service plane.
+    public var serviceEndpoint = "tcp://127.0.0.1:5563"
+    /// `service.heartbeat`: how often the broker and workers send HEARTBEAT.
+    public var serviceHeartbeat: Duration = .milliseconds(2500)
+    /// `service.liveness`: heartbeats a worker may miss before it counts as dead (3–10).
+    public var serviceLiveness = 3
+    /// `service.wait`: how long a request for a service with no worker waits before the client
+    /// gets 503 `no-worker`.
+    public var serviceWait: Duration = .seconds(5)
+    /// `service.queue_limit`: requests waiting per service; beyond it, 503 `queue-full`.
+    public var serviceQueueLimit = 10_000
 
     public init() {}
 
     /// The configuration keys, as written in a file.
     public static let keys = [
         "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
-        "retention.interval", "min_version", "hwm", "max_frame_bytes",
+        "retention.interval", "min_version", "hwm", "max_frame_bytes", "service", "service.heartbeat", "service.liveness",
+        "service.wait", "service.queue_limit",
     ]
 
     /// Reads the file and environment layers over the defaults.
@@ -69,6 +81,11 @@ public struct BrokerConfiguration: Sendable {
         }
         if let v = try layers.integer("hwm") { highWaterMark = Int32(clamping: v) }
         if let v = try layers.byteCount("max_frame_bytes") { maxFrameBytes = v }
+        if let v = layers.string("service") { serviceEndpoint = v }
+        if let v = try layers.duration("service.heartbeat") { serviceHeartbeat = v }
+        if let v = try layers.integer("service.liveness") { serviceLiveness = v }
+        if let v = try layers.duration("service.wait") { serviceWait = v }
+        if let v = try layers.integer("service.queue_limit") { serviceQueueLimit = v }
         try validate()
     }
 
@@ -83,10 +100,33 @@ public struct BrokerConfiguration: Sendable {
             throw ConfigurationLayers.Failure(
                 "min_version \(minimumVersion) is not of major version \(ProtocolVersion.current.major), which this broker speaks")
         }
+        guard serviceHeartbeat >= .milliseconds(10) else {
+            throw ConfigurationLayers.Failure("service.heartbeat must be at least 10ms")
+        }
+        guard (3...10).contains(serviceLiveness) else {
+            throw ConfigurationLayers.Failure("service.liveness must be 3–10, got \(serviceLiveness)")
+        }
+        guard serviceWait >= .milliseconds(1) else { throw ConfigurationLayers.Failure("service.wait must be at least 1ms") }
+        guard (1...1_000_000).contains(serviceQueueLimit) else {
+            throw ConfigurationLayers.Failure("service.queue_limit must be 1–1000000, got \(serviceQueueLimit)")
+        }
         guard maxFrameBytes >= Int64(SizeLimits.v1.message) else {
             throw ConfigurationLayers.Failure(
                 "max_frame_bytes must be at least \(SizeLimits.v1.message) so the protocol's own limits apply first")
         }
+    }
+
+    /// The settings of the service plane (Majordomo broker).
+    public var serviceSettings: ServiceBroker.Settings {
+        var settings = ServiceBroker.Settings()
+        settings.endpoint = serviceEndpoint
+        settings.heartbeat = serviceHeartbeat
+        settings.liveness = serviceLiveness
+        settings.wait = serviceWait
+        settings.queueLimit = serviceQueueLimit
+        settings.highWaterMark = highWaterMark
+        settings.maxFrameBytes = maxFrameBytes
+        return settings
     }
 
     var journalPath: String { (dataDirectory as NSString).appendingPathComponent("journal.sqlite") }

@@ -29,6 +29,8 @@ public struct ProtocolVersion: Sendable, Hashable, Comparable, CustomStringConve
 }
 
 /// The commands of protocol v1. Raw values are the wire words of frame 1.
+/// EVENT … END travel on the event plane's endpoints; REQUEST and REPLY only inside Majordomo
+/// bodies on the service endpoint.
 public enum Command: String, Sendable, Hashable, CaseIterable {
     case event = "EVENT"
     case ack = "ACK"
@@ -38,6 +40,9 @@ public enum Command: String, Sendable, Hashable, CaseIterable {
     case head = "HEAD"
     case fetch = "FETCH"
     case end = "END"
+    /// Service plane (inside Majordomo bodies): a question to a service, and its answer.
+    case request = "REQUEST"
+    case reply = "REPLY"
 }
 
 /// The size limits of protocol v1, in bytes.

@@ -108,6 +108,14 @@ public enum DurationText {
         if let seconds = Double(trimmed), seconds >= 0 { return .milliseconds(Int64(seconds * 1000)) }
         return nil
     }
+
+    /// Writes a duration the way `parse` reads it: `250ms`, `5s`, `2m`.
+    public static func format(_ duration: Duration) -> String {
+        let ms = duration.wholeMilliseconds
+        if ms % 60_000 == 0 && ms >= 60_000 { return "\(ms / 60_000)m" }
+        if ms % 1000 == 0 { return "\(ms / 1000)s" }
+        return "\(ms)ms"
+    }
 }
 
 /// Sizes written as `1048576`, `512KB`, `512MB`, `2GB` (powers of 1024).

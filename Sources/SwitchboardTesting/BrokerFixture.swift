@@ -22,6 +22,7 @@ public final class BrokerFixture: Sendable {
         configuration.ingestEndpoint = "tcp://127.0.0.1:*"
         configuration.fanoutEndpoint = "tcp://127.0.0.1:*"
         configuration.replayEndpoint = "tcp://127.0.0.1:*"
+        configuration.serviceEndpoint = "tcp://127.0.0.1:*"
         configuration.dataDirectory = directory.path("broker")
         configuration.heartbeat = .milliseconds(100)
         configure(&configuration)

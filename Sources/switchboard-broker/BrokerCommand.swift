@@ -22,6 +22,7 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "Ingest endpoint (ROUTER), e.g. tcp://0.0.0.0:5560.") var ingest: String?
     @Option(help: "Fan-out endpoint (XPUB).") var fanout: String?
     @Option(help: "Replay endpoint (ROUTER).") var replay: String?
+    @Option(help: "Service endpoint (Majordomo ROUTER), e.g. tcp://0.0.0.0:5563.") var service: String?
     @Option(name: .customLong("data-dir"), help: "Directory of the journal.") var dataDirectory: String?
     @Option(help: "HEAD interval, e.g. 1s or 500ms.") var heartbeat: String?
     @Option(name: .customLong("retention-max-age"), help: "Delete events older than this (e.g. 7d), or 'none'.") var retentionMaxAge:
@@ -50,7 +51,7 @@ struct BrokerCommand: AsyncParsableCommand {
         // Flags are the top layer: feed them in as the environment would, so every value goes
         // through the same parsing and the same error messages.
         let flags: [(String, String?)] = [
-            ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("data_dir", dataDirectory),
+            ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("service", service), ("data_dir", dataDirectory),
             ("heartbeat", heartbeat), ("retention.max_age", retentionMaxAge),
             ("retention.max_bytes", retentionMaxBytes), ("min_version", minimumVersion),
         ]

@@ -21,13 +21,13 @@ struct UpCommand: AsyncParsableCommand {
             """)
 
     @Option(name: .customLong("data-dir"), help: "Where state and logs go.") var dataDirectory = ".switchboard"
-    @Option(help: "First of three consecutive TCP ports (ingest, fan-out, replay) on 127.0.0.1.") var port: Int = 5560
+    @Option(help: "First of four consecutive TCP ports (ingest, fan-out, replay, service) on 127.0.0.1.") var port: Int = 5560
     @Option(help: "Time between demo check-ins.") var interval = "2s"
     @Option(help: "Stop by itself after this long (e.g. 10s); default: until Ctrl-C.") var duration: String?
     @Flag(name: .customLong("no-demo"), help: "Start no demo kiosk.") var noDemo = false
 
     func validate() throws {
-        guard (1024...65_533).contains(port) else { throw ValidationError("--port must be 1024–65533") }
+        guard (1024...65_532).contains(port) else { throw ValidationError("--port must be 1024–65532") }
         if let duration, DurationText.parse(duration) == nil { throw ValidationError("--duration: '\(duration)' is not a duration") }
         guard DurationText.parse(interval) != nil else { throw ValidationError("--interval: '\(interval)' is not a duration") }
     }
@@ -43,11 +43,14 @@ struct UpCommand: AsyncParsableCommand {
         let ingest = "tcp://127.0.0.1:\(port)"
         let fanout = "tcp://127.0.0.1:\(port + 1)"
         let replay = "tcp://127.0.0.1:\(port + 2)"
+        let service = "tcp://127.0.0.1:\(port + 3)"
 
         let brokerLog = try openLog(logs.appendingPathComponent("broker.log"))
         let broker = ChildProcess(
             name: "broker", executable: "switchboard-broker",
-            arguments: ["--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay],
+            arguments: [
+                "--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
+            ],
             errors: brokerLog)
         try broker.start()
         say("Switchboard is starting in \(data.path) (broker log: \(logs.appendingPathComponent("broker.log").path))")
@@ -66,7 +69,7 @@ struct UpCommand: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        say("broker: ingest \(ingest), fan-out \(fanout), replay \(replay)")
+        say("broker: ingest \(ingest), fan-out \(fanout), replay \(replay), service \(service)")
 
         var children: [ChildProcess] = []
         let monitor = ChildProcess(

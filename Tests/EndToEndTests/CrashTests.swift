@@ -38,7 +38,7 @@ struct CrashTests {
         #expect(atKill < Self.total, "the kill came mid-run")
 
         (broker, _) = try await programs.broker(
-            ingest: endpoints.ingest, fanout: endpoints.fanout, replay: endpoints.replay, log: "broker2.log")
+            ingest: endpoints.ingest, fanout: endpoints.fanout, replay: endpoints.replay, service: endpoints.service, log: "broker2.log")
         let status = await kiosk.waitForExit(timeout: .seconds(300))
         #expect(status == 0, "kiosk: \(programs.read("kiosk.log"))")
         #expect(await broker.stop() == 0)

@@ -30,15 +30,15 @@ struct Programs {
     /// Starts a broker process and waits until it has bound its endpoints.
     func broker(
         dataDirectory: String = "broker", ingest: String = "tcp://127.0.0.1:*", fanout: String = "tcp://127.0.0.1:*",
-        replay: String = "tcp://127.0.0.1:*", log: String = "broker.log"
+        replay: String = "tcp://127.0.0.1:*", service: String = "tcp://127.0.0.1:*", log: String = "broker.log"
     ) async throws -> (ChildProcess, Endpoints) {
         let endpointsFile = directory.path("\(dataDirectory)/endpoints.json")
         try? FileManager.default.removeItem(atPath: endpointsFile)
         let process = try start(
             "switchboard-broker",
             [
-                "--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--heartbeat",
-                "200ms",
+                "--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
+                "--heartbeat", "200ms",
             ],
             log: log)
         try await waitUntil("the broker writes \(endpointsFile)", timeout: .seconds(30)) {
@@ -53,6 +53,7 @@ struct Programs {
         var ingest: String
         var fanout: String
         var replay: String
+        var service: String
     }
 
     func journalCount(_ dataDirectory: String = "broker") -> Int {

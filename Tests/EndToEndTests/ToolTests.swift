@@ -97,7 +97,7 @@ struct ToolTests {
         let directory = try TemporaryDirectory("up")
         defer { directory.remove() }
         let programs = Programs(directory: directory)
-        let port = try freePort(count: 3)
+        let port = try freePort(count: 4)
         let up = try programs.start(
             "switchboard", ["up", "--duration", "3s", "--interval", "200ms", "--port", String(port)], log: "up.log")
         #expect(await up.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("up.log"))")

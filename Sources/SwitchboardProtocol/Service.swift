@@ -1,0 +1,203 @@
+public import Foundation
+
+// The bodies of the service plane (protocol/README.md, section 12): a Majordomo request or reply
+// body is one protocol envelope, REQUEST or REPLY, six frames like every other message.
+
+extension Command {
+    /// Whether the command belongs to the service plane (inside Majordomo bodies).
+    public var isServicePlane: Bool { self == .request || self == .reply }
+}
+
+/// The header of a REQUEST.
+public struct RequestHeader: Codable, Sendable, Hashable {
+    /// UUIDv7 chosen by the client; kept across retries of the same request.
+    public var requestID: String
+    /// What to do, a dotted lower-case name (`programs.list`, `token.get`).
+    public var operation: String
+    /// How long the client waits for the final reply, from when it sent the request.
+    public var timeoutMilliseconds: Int64
+    /// The client may send it again (on a fresh socket) if no reply comes: the operation must
+    /// be safe to run twice. Absent means false.
+    public var idempotent: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case requestID = "request_id", operation, timeoutMilliseconds = "timeout_ms", idempotent
+    }
+
+    public static let timeoutRange: ClosedRange<Int64> = 1...3_600_000
+
+    public init(requestID: String = UUIDv7.string(), operation: String, timeoutMilliseconds: Int64, idempotent: Bool? = nil) {
+        self.requestID = requestID
+        self.operation = operation
+        self.timeoutMilliseconds = timeoutMilliseconds
+        self.idempotent = idempotent
+    }
+
+    /// Checks every field; the error names the field.
+    public func validate() throws(ProtocolError) {
+        guard UUIDv7.isValid(requestID) else {
+            throw ProtocolError(.invalidHeader, "header: field 'request_id' must be a UUIDv7, got '\(requestID.prefix(40))'")
+        }
+        guard Operation.isValid(operation) else {
+            throw ProtocolError(
+                .invalidHeader,
+                "header: field 'operation' must be 1–8 dot-separated lower-case segments (a-z 0-9 _ -), at most 128 bytes, got '\(operation.prefix(40))'"
+            )
+        }
+        guard Self.timeoutRange.contains(timeoutMilliseconds) else {
+            throw ProtocolError(
+                .invalidHeader, "header: field 'timeout_ms' must be 1–3600000, got \(timeoutMilliseconds)")
+        }
+    }
+}
+
+/// Operation names: like event types, but one segment is enough (`ping`).
+public enum Operation {
+    public static func isValid(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes.count <= 128 else { return false }
+        var segments = 0
+        var start = true
+        for byte in bytes {
+            if start {
+                guard (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) else { return false }
+                start = false
+                segments += 1
+            } else if byte == UInt8(ascii: ".") {
+                start = true
+            } else {
+                let ok =
+                    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+                guard ok else { return false }
+            }
+        }
+        return !start && segments <= 8
+    }
+}
+
+/// The header of a REPLY (PARTIAL or FINAL at the Majordomo level).
+public struct ReplyHeader: Codable, Sendable, Hashable {
+    /// The REQUEST's `request_id` (absent only when the request could not be read at all).
+    public var requestID: String?
+    /// 200 for success; 4xx for a request the service refuses; 5xx for a failure of the service
+    /// or the broker (section 12, "Status codes").
+    public var status: Int
+    /// Present exactly when `status` is not 2xx.
+    public var error: ServiceFailure?
+
+    enum CodingKeys: String, CodingKey {
+        case requestID = "request_id", status, error
+    }
+
+    public init(requestID: String?, status: Int = 200, error: ServiceFailure? = nil) {
+        self.requestID = requestID
+        self.status = status
+        self.error = error
+    }
+
+    public func validate() throws(ProtocolError) {
+        if let requestID, !UUIDv7.isValid(requestID) {
+            throw ProtocolError(.invalidHeader, "header: field 'request_id' must be a UUIDv7, got '\(requestID.prefix(40))'")
+        }
+        guard (100...599).contains(status) else {
+            throw ProtocolError(.invalidHeader, "header: field 'status' must be 100–599, got \(status)")
+        }
+        let success = (200...299).contains(status)
+        if success && error != nil {
+            throw ProtocolError(.invalidHeader, "header: field 'error' must be absent when 'status' is \(status)")
+        }
+        if !success && error == nil {
+            throw ProtocolError(.invalidHeader, "header: field 'error' is required when 'status' is \(status)")
+        }
+    }
+}
+
+/// What went wrong, in a REPLY whose status is not 2xx.
+public struct ServiceFailure: Codable, Sendable, Hashable, CustomStringConvertible {
+    /// A code from section 12's table (services may add their own, lower-case with `-`).
+    public var code: String
+    /// For people: names what was wrong; never carries secrets.
+    public var message: String
+    /// The client may send the same request again later.
+    public var retryable: Bool?
+
+    public init(code: String, message: String, retryable: Bool? = nil) {
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// The status codes and error codes of the service plane.
+public enum ServiceStatus {
+    public static let ok = 200
+    /// The body is not a valid REQUEST (`bad-request`).
+    public static let badRequest = 400
+    /// The caller may not do this (`forbidden`).
+    public static let forbidden = 403
+    /// The service does not know the operation (`unknown-operation`) or the thing asked for (`not-found`).
+    public static let notFound = 404
+    /// The request conflicts with the current state (`conflict`).
+    public static let conflict = 409
+    /// The content is not what the operation takes (`invalid-content`).
+    public static let unprocessable = 422
+    /// The service failed (`internal`).
+    public static let internalError = 500
+    /// A back end the service depends on failed (`upstream-failed`); the broker lost the worker (`worker-lost`).
+    public static let badGateway = 502
+    /// No worker for the service (`no-worker`), its queue is full (`queue-full`), or the service is
+    /// shutting down (`unavailable`).
+    public static let unavailable = 503
+    /// The request's time ran out before it was done (`deadline-exceeded`).
+    public static let gatewayTimeout = 504
+}
+
+/// Reading and writing the REQUEST and REPLY envelopes that make up Majordomo bodies.
+public enum ServiceBody {
+    /// Reads a REQUEST body; the error says what is wrong.
+    public static func request(_ body: [Data]) throws(ProtocolError) -> (RequestHeader, Envelope) {
+        let envelope = try Envelope.decode(body)
+        guard envelope.command == .request else {
+            throw ProtocolError(.unknownCommand, "a service request body must be a REQUEST, got \(envelope.command.rawValue)")
+        }
+        let header = try envelope.decodeHeader(RequestHeader.self)
+        try header.validate()
+        return (header, envelope)
+    }
+
+    /// Reads a REPLY body.
+    public static func reply(_ body: [Data]) throws(ProtocolError) -> (ReplyHeader, Envelope) {
+        let envelope = try Envelope.decode(body)
+        guard envelope.command == .reply else {
+            throw ProtocolError(.unknownCommand, "a service reply body must be a REPLY, got \(envelope.command.rawValue)")
+        }
+        let header = try envelope.decodeHeader(ReplyHeader.self)
+        try header.validate()
+        return (header, envelope)
+    }
+
+    /// Builds a REQUEST body.
+    public static func requestBody(_ header: RequestHeader, content: Data, metadata: Data = Data("{}".utf8)) throws -> [Data] {
+        try Envelope(command: .request, header: header, content: content, metadata: metadata).frames()
+    }
+
+    /// Builds a REPLY body; `parent` is the REQUEST's header frame.
+    public static func replyBody(_ header: ReplyHeader, content: Data = Data("{}".utf8), parent: Data = Data("{}".utf8)) -> [Data] {
+        // Encoding these two plain structs cannot fail.
+        (try? Envelope(command: .reply, header: header, content: content, parent: parent).frames()) ?? []
+    }
+
+    /// The request id of a body that may not be a valid REQUEST (for error replies), and its
+    /// header frame as parent.
+    public static func peekRequest(_ body: [Data]) -> (requestID: String?, parent: Data) {
+        guard body.count >= 6, let envelope = try? Envelope.decode(body), envelope.command == .request else {
+            return (nil, Data("{}".utf8))
+        }
+        let header = try? envelope.decodeHeader(RequestHeader.self)
+        let id = header.flatMap { UUIDv7.isValid($0.requestID) ? $0.requestID : nil }
+        return (id, envelope.header)
+    }
+}
