@@ -3,7 +3,8 @@
 
 Every valid content vector must pass its JSON Schema; every invalid one marked "rule": "schema"
 must fail it ("semantic" ones break rules beyond JSON Schema, which receivers check in code).
-Every event header in a vector expected to be ACKed must pass event.header.v1.json.
+Every event header in a vector expected to be ACKed must pass event.header.v1.json. Service
+plane REQUEST/REPLY header vectors must pass or fail their schemas as they say.
 Needs the `jsonschema` package (pip install jsonschema).
 """
 import json
@@ -40,6 +41,32 @@ for path in sorted((root / "vectors" / "envelope").glob("valid-*.json")):
     errors = list(header.iter_errors(json.loads(frames[2]["text"])))
     if errors:
         failures.append(f"{path.name}: header fails event.header.v1.json: {errors[0].message}")
+
+# Service plane: REQUEST/REPLY headers against their schemas (protocol/README.md, 12.3).
+service = {
+    "request": jsonschema.Draft202012Validator(schemas["request.header.v1.json"]),
+    "reply": jsonschema.Draft202012Validator(schemas["reply.header.v1.json"]),
+}
+for path in sorted((root / "vectors" / "service").glob("*.json")):
+    vector = json.loads(path.read_text())
+    errors = list(service[vector["kind"]].iter_errors(vector["header"]))
+    count += 1
+    if vector["expect"]["valid"] and errors:
+        failures.append(f"{path.name}: valid header fails its schema: {errors[0].message}")
+    if not vector["expect"]["valid"] and not errors:
+        failures.append(f"{path.name}: invalid header passes its schema")
+
+# Majordomo vectors: well-formed files with a known reaction.
+for path in sorted((root / "vectors" / "majordomo").glob("*.json")):
+    vector = json.loads(path.read_text())
+    count += 1
+    reaction = vector["expect"]["reaction"]
+    if reaction not in ("dropped", "disconnect", "reply"):
+        failures.append(f"{path.name}: unknown reaction {reaction!r}")
+    if reaction != "dropped" and not vector["expect"].get("frames"):
+        failures.append(f"{path.name}: a {reaction} vector lists the frames that come back")
+    if vector.get("setup") not in (None, "ready", "other-worker"):
+        failures.append(f"{path.name}: unknown setup {vector.get('setup')!r}")
 
 for line in failures:
     print("FAIL", line)

@@ -155,7 +155,7 @@ public enum Majordomo {
     // MARK: Building
 
     /// A client's request: `[""]["MDPC01"][service][body…]` or `["MDPC02"][0x01][service][body…]`.
-    public static func clientRequest(_ version: Version, service: String, body: [Data], delimited: Bool? = nil) -> [Data] {
+    public static func clientRequest(_ version: Version, service: String, body: [Data] = [], delimited: Bool? = nil) -> [Data] {
         var frames: [Data] = []
         if delimited ?? (version == .v01) { frames.append(Data()) }
         frames.append(version.clientHeader)

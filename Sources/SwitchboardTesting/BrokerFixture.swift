@@ -61,6 +61,11 @@ public final class BrokerFixture: Sendable {
         try await io.open(.dealer, linger: 0) { [endpoints] in try $0.connect(endpoints.ingest) }
     }
 
+    /// A DEALER connected to the service (Majordomo) endpoint: a raw client or worker.
+    public func servicePeer() async throws -> AsyncSocket {
+        try await io.open(.dealer, linger: 0) { [endpoints] in try $0.connect(endpoints.service) }
+    }
+
     public func replayClient() async throws -> AsyncSocket {
         try await io.open(.dealer, linger: 0) { [endpoints] in try $0.connect(endpoints.replay) }
     }

@@ -63,6 +63,57 @@ public enum Vectors {
         }
     }
 
+    /// A Majordomo message and the broker's documented reaction (`protocol/vectors/majordomo`).
+    public struct MajordomoCase: Sendable, CustomStringConvertible {
+        public var name: String
+        public var description: String
+        /// `ready`: the sender registers as a worker of `echo` first; `other-worker`: another
+        /// socket does.
+        public var setup: String?
+        public var frames: [Data]
+        /// `dropped`, `disconnect` or `reply`.
+        public var reaction: String
+        public var answer: [Data]
+    }
+
+    public static func majordomo() throws -> [MajordomoCase] {
+        try files(in: "majordomo").map { url in
+            let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
+            let expect = object["expect"] as? [String: Any] ?? [:]
+            return MajordomoCase(
+                name: url.deletingPathExtension().lastPathComponent,
+                description: object["description"] as? String ?? "",
+                setup: object["setup"] as? String,
+                frames: try (object["frames"] as? [[String: Any]] ?? []).map(frame),
+                reaction: expect["reaction"] as? String ?? "",
+                answer: try (expect["frames"] as? [[String: Any]] ?? []).map(frame))
+        }
+    }
+
+    /// A REQUEST or REPLY header and whether it is valid (`protocol/vectors/service`).
+    public struct ServiceHeader: Sendable, CustomStringConvertible {
+        public var name: String
+        public var description: String
+        public var kind: String
+        public var header: Data
+        public var valid: Bool
+        public var field: String?
+    }
+
+    public static func serviceHeaders() throws -> [ServiceHeader] {
+        try files(in: "service").map { url in
+            let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
+            let expect = object["expect"] as? [String: Any] ?? [:]
+            return ServiceHeader(
+                name: url.deletingPathExtension().lastPathComponent,
+                description: object["description"] as? String ?? "",
+                kind: object["kind"] as? String ?? "",
+                header: try JSONSerialization.data(withJSONObject: object["header"] ?? [:], options: [.sortedKeys]),
+                valid: expect["valid"] as? Bool ?? false,
+                field: expect["field"] as? String)
+        }
+    }
+
     private static func files(in folder: String) throws -> [URL] {
         try FileManager.default.contentsOfDirectory(
             at: directory.appendingPathComponent(folder), includingPropertiesForKeys: nil

@@ -1,0 +1,493 @@
+public import Foundation
+public import Logging
+public import SwitchboardProtocol
+import SwitchboardRuntime
+import Synchronization
+public import ZeroMQ
+
+/// One reply from a service: a PARTIAL (`final == false`) or the FINAL.
+public struct ServiceReply: Sendable, Hashable {
+    public var header: ReplyHeader
+    /// The result, raw JSON.
+    public var content: Data
+    public var final: Bool
+
+    public var status: Int { header.status }
+}
+
+/// Why a request did not get a successful answer.
+public enum ServiceClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No final reply within the request's time (after every retry, for idempotent requests).
+    case timeout(service: String, operation: String, after: Duration)
+    /// No worker serves the service (the broker's 503 `no-worker`, or MMI's 404).
+    case noSuchService(String)
+    /// The service answered with an error status.
+    case serviceError(status: Int, ServiceFailure)
+    /// What came back does not follow the protocol (section 12); the text says how.
+    case protocolViolation(String)
+    /// The client was closed, or its I/O thread stopped.
+    case closed
+
+    public var description: String {
+        switch self {
+        case .timeout(let service, let operation, let after):
+            "no reply from service '\(service)' to '\(operation)' within \(after)"
+        case .noSuchService(let service): "no worker serves '\(service)'"
+        case .serviceError(let status, let failure): "service error \(status) \(failure)"
+        case .protocolViolation(let what): "protocol violation: \(what)"
+        case .closed: "the service client is closed"
+        }
+    }
+}
+
+/// Sends requests to services through the broker's Majordomo endpoint (MDP/0.2).
+///
+/// Many requests share one DEALER socket and are told apart by `request_id`. A request marked
+/// idempotent that gets no final reply within its attempt time is sent again, with the same
+/// `request_id`, on a fresh socket (the Lazy Pirate pattern) until its whole time is used; other
+/// requests time out instead. Safe to use from any task.
+public final class ServiceClient: Sendable {
+    public struct Settings: Sendable {
+        /// The whole time a request may take, unless the call gives its own.
+        public var timeout: Duration = .seconds(5)
+        /// How long one attempt of an idempotent request waits before it is sent again on a
+        /// fresh socket; by default a third of the request's time.
+        public var attemptTimeout: Duration?
+
+        public init() {}
+    }
+
+    private let io: IOThread
+    private let endpoint: String
+    private let settings: Settings
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    private struct State {
+        var socket: AsyncSocket?
+        var opening = false
+        var openWaiters: [CheckedContinuation<AsyncSocket, any Error>] = []
+        var routes: [String: Route] = [:]
+        var reader: Task<Void, Never>?
+        var closed = false
+    }
+
+    /// Where the replies of one request go.
+    private final class Route: Sendable {
+        let service: String
+        let continuation: AsyncThrowingStream<ServiceReply, any Error>.Continuation
+        let progress = Mutex(Progress())
+
+        struct Progress {
+            var partials = 0
+            var finished = false
+            var waiter: CheckedContinuation<Bool, Never>?
+        }
+
+        init(service: String, continuation: AsyncThrowingStream<ServiceReply, any Error>.Continuation) {
+            self.service = service
+            self.continuation = continuation
+        }
+
+        /// Delivers one reply; returns true if it was the final one.
+        @discardableResult
+        func deliver(_ reply: ServiceReply) -> Bool {
+            let accepted = progress.withLock { progress -> Bool in
+                guard !progress.finished else { return false }
+                if reply.final { progress.finished = true } else { progress.partials += 1 }
+                return true
+            }
+            guard accepted else { return false }
+            if !reply.final {
+                continuation.yield(reply)
+                return false
+            }
+            if (200...299).contains(reply.status) {
+                continuation.yield(reply)
+                continuation.finish()
+            } else if reply.status == ServiceStatus.unavailable && reply.header.error?.code == "no-worker" {
+                continuation.finish(throwing: ServiceClientError.noSuchService(service))
+            } else {
+                let failure = reply.header.error ?? ServiceFailure(code: "unknown", message: "status \(reply.status)")
+                continuation.finish(throwing: ServiceClientError.serviceError(status: reply.status, failure))
+            }
+            wake(true)
+            return true
+        }
+
+        func fail(_ error: ServiceClientError) {
+            let first = progress.withLock { progress -> Bool in
+                defer { progress.finished = true }
+                return !progress.finished
+            }
+            guard first else { return }
+            continuation.finish(throwing: error)
+            wake(true)
+        }
+
+        private func wake(_ value: Bool) {
+            let waiter = progress.withLock { progress -> CheckedContinuation<Bool, Never>? in
+                defer { progress.waiter = nil }
+                return progress.waiter
+            }
+            waiter?.resume(returning: value)
+        }
+
+        var partialsSeen: Bool { progress.withLock { $0.partials > 0 } }
+
+        /// Waits until the final reply has come (true) or `deadline` passes (false).
+        func waitFinished(until deadline: ContinuousClock.Instant) async -> Bool {
+            await withTaskGroup(of: Bool.self) { group in
+                group.addTask { await self.finishedSignal() }
+                group.addTask {
+                    try? await Task.sleep(until: deadline)
+                    return self.progress.withLock { $0.finished }
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+        }
+
+        private func finishedSignal() async -> Bool {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                    let resumeNow = progress.withLock { progress -> Bool? in
+                        if progress.finished { return true }
+                        if Task.isCancelled { return false }
+                        progress.waiter = continuation
+                        return nil
+                    }
+                    if let resumeNow { continuation.resume(returning: resumeNow) }
+                }
+            } onCancel: {
+                wake(false)
+            }
+        }
+    }
+
+    public init(io: IOThread, endpoint: String, settings: Settings = Settings(), logger: Logger) {
+        self.io = io
+        self.endpoint = endpoint
+        self.settings = settings
+        self.logger = logger
+    }
+
+    // MARK: Requests
+
+    /// Sends a request and returns the final reply (partial replies are skipped).
+    /// - Throws: `ServiceClientError`.
+    public func request(
+        service: String, operation: String, content: Data = Data("{}".utf8), timeout: Duration? = nil, idempotent: Bool = false
+    ) async throws(ServiceClientError) -> ServiceReply {
+        do {
+            var last: ServiceReply?
+            for try await reply in stream(service: service, operation: operation, content: content, timeout: timeout, idempotent: idempotent)
+            where reply.final {
+                last = reply
+            }
+            guard let last else { throw ServiceClientError.protocolViolation("the reply stream ended without a final reply") }
+            return last
+        } catch let error as ServiceClientError {
+            throw error
+        } catch is CancellationError {
+            throw .closed
+        } catch {
+            throw .protocolViolation("\(error)")
+        }
+    }
+
+    /// Sends a request and yields each PARTIAL reply, then the FINAL one; a final error ends
+    /// the sequence with a `ServiceClientError`. Ending the iteration early abandons the request.
+    public func stream(
+        service: String, operation: String, content: Data = Data("{}".utf8), timeout: Duration? = nil, idempotent: Bool = false
+    ) -> AsyncThrowingStream<ServiceReply, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<ServiceReply, any Error>.makeStream()
+        let route = Route(service: service, continuation: continuation)
+        let total = timeout ?? settings.timeout
+        let task = Task {
+            await self.perform(
+                route: route, service: service, operation: operation, content: content, timeout: total, idempotent: idempotent)
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private func perform(
+        route: Route, service: String, operation: String, content: Data, timeout: Duration, idempotent: Bool
+    ) async {
+        let header = RequestHeader(
+            operation: operation, timeoutMilliseconds: max(1, timeout.wholeMilliseconds), idempotent: idempotent ? true : nil)
+        do {
+            try header.validate()
+        } catch {
+            route.fail(.protocolViolation("the request itself is invalid: \(error)"))
+            return
+        }
+        let body: [Data]
+        do {
+            body = try ServiceBody.requestBody(header, content: content)
+        } catch {
+            route.fail(.protocolViolation("the request could not be encoded: \(error)"))
+            return
+        }
+        let frames = Majordomo.clientRequest(.v02, service: service, body: body)
+        let start = ContinuousClock.now
+        let deadline = start + timeout
+        let attemptTime = idempotent ? (settings.attemptTimeout ?? timeout / 3) : timeout
+        let id = header.requestID
+        defer { _ = state.withLock { $0.routes.removeValue(forKey: id) } }
+
+        // First attempt: on the shared socket.
+        do {
+            let socket = try await sharedSocket()
+            state.withLock { $0.routes[id] = route }
+            try await socket.send(frames)
+        } catch {
+            route.fail(Self.clientError(error))
+            return
+        }
+        if await route.waitFinished(until: min(deadline, start + attemptTime)) { return }
+        _ = state.withLock { $0.routes.removeValue(forKey: id) }
+        if Task.isCancelled {
+            route.fail(.closed)
+            return
+        }
+        guard idempotent, !route.partialsSeen else {
+            route.fail(.timeout(service: service, operation: operation, after: timeout))
+            return
+        }
+        // Lazy Pirate: the same request on a fresh socket, until the time is used up.
+        while ContinuousClock.now < deadline && !Task.isCancelled {
+            logger.debug("retrying on a fresh socket", metadata: ["service": "\(service)", "request_id": "\(id)"])
+            do {
+                let socket = try await io.open(.dealer, linger: 0) { [endpoint] in try $0.connect(endpoint) }
+                defer { Task { await socket.close() } }
+                try await socket.send(frames)
+                let attemptEnd = min(deadline, ContinuousClock.now + attemptTime)
+                while ContinuousClock.now < attemptEnd {
+                    guard let message = try await socket.receive(timeout: attemptEnd - ContinuousClock.now) else { break }
+                    if case .some(true) = route_(message.frames, expecting: id, to: route) { return }
+                    if route.progress.withLock({ $0.finished }) { return }
+                }
+            } catch {
+                route.fail(Self.clientError(error))
+                return
+            }
+            if route.partialsSeen { break }
+        }
+        route.fail(.timeout(service: service, operation: operation, after: timeout))
+    }
+
+    static func clientError(_ error: any Error) -> ServiceClientError {
+        if let error = error as? ServiceClientError { return error }
+        if error is CancellationError { return .closed }
+        return .closed
+    }
+
+    // MARK: The shared socket and its reader
+
+    private func sharedSocket() async throws -> AsyncSocket {
+        enum Next { case ready(AsyncSocket), open, wait, closed }
+        let next = state.withLock { state -> Next in
+            if state.closed { return .closed }
+            if let socket = state.socket { return .ready(socket) }
+            if state.opening { return .wait }
+            state.opening = true
+            return .open
+        }
+        switch next {
+        case .ready(let socket):
+            return socket
+        case .closed:
+            throw ServiceClientError.closed
+        case .wait:
+            return try await withCheckedThrowingContinuation { continuation in
+                let ready = state.withLock { state -> Result<AsyncSocket, any Error>? in
+                    if let socket = state.socket { return .success(socket) }
+                    if state.closed { return .failure(ServiceClientError.closed) }
+                    state.openWaiters.append(continuation)
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        case .open:
+            let result: Result<AsyncSocket, any Error>
+            do {
+                let socket = try await io.open(.dealer, linger: 0, inboxCapacity: 4096) { [endpoint] socket in
+                    try socket.set([.maxMessageSize(1 << 20)])
+                    try socket.connect(endpoint)
+                }
+                result = .success(socket)
+            } catch {
+                result = .failure(error)
+            }
+            let waiters = state.withLock { state -> [CheckedContinuation<AsyncSocket, any Error>] in
+                state.opening = false
+                if case .success(let socket) = result {
+                    state.socket = socket
+                    state.reader = Task { await self.read(socket) }
+                }
+                defer { state.openWaiters = [] }
+                return state.openWaiters
+            }
+            for waiter in waiters { waiter.resume(with: result) }
+            return try result.get()
+        }
+    }
+
+    private func read(_ socket: AsyncSocket) async {
+        while !Task.isCancelled {
+            let message: Message
+            do {
+                message = try await socket.receive()
+            } catch {
+                break
+            }
+            let routes = state.withLock { $0.routes }
+            _ = route_(message.frames, expecting: nil, routes: routes)
+        }
+        // The socket is gone: every request waiting on it fails now rather than at its time-out.
+        let waiting = state.withLock { state -> [Route] in
+            if state.socket == socket { state.socket = nil }
+            defer { state.routes = [:] }
+            return Array(state.routes.values)
+        }
+        for route in waiting { route.fail(.closed) }
+    }
+
+    /// Routes one message from the broker; returns whether it finished the request, nil if it
+    /// was not for `expecting`.
+    private func route_(_ frames: [Data], expecting id: String?, to route: Route) -> Bool? {
+        route_(frames, expecting: id, routes: id.map { [$0: route] } ?? [:])
+    }
+
+    private func route_(_ frames: [Data], expecting id: String?, routes: [String: Route]) -> Bool? {
+        let message: Majordomo.ClientMessage
+        do {
+            guard case .client(let client) = try Majordomo.parse(frames[...]), client.version == .v02, client.command != .request
+            else {
+                logger.warning("unexpected message on a client socket; dropped")
+                return nil
+            }
+            message = client
+        } catch {
+            logger.warning("malformed reply from the broker; dropped", metadata: ["error": "\(error)"])
+            return nil
+        }
+        let header: ReplyHeader
+        let envelope: Envelope
+        do {
+            (header, envelope) = try ServiceBody.reply(message.body)
+        } catch {
+            // Unreadable: if the request id can be found, that request fails; else it is dropped.
+            if let requestID = try? Envelope.decode(message.body).decodeHeader(ReplyHeader.self).requestID,
+                let route = routes[requestID]
+            {
+                route.fail(.protocolViolation("reply from '\(message.service)' is not a valid REPLY: \(error.message)"))
+                return true
+            }
+            logger.warning("unreadable reply dropped", metadata: ["service": "\(message.service)", "error": "\(error)"])
+            return nil
+        }
+        guard let requestID = header.requestID, let route = routes[requestID] else {
+            if header.requestID == nil, let id, let route = routes[id] {
+                // The broker could not read our request (it has no id to give back).
+                return route.deliver(ServiceReply(header: header, content: envelope.content, final: message.command == .final))
+            }
+            return nil  // a late answer to a request that has already ended
+        }
+        return route.deliver(ServiceReply(header: header, content: envelope.content, final: message.command == .final))
+    }
+
+    // MARK: MMI
+
+    /// Asks the broker an MMI question (`mmi.service`, `mmi.workers`) on a socket of its own.
+    public func mmi(_ service: String, body: [Data] = [], timeout: Duration? = nil) async throws(ServiceClientError) -> [Data] {
+        let wait = timeout ?? settings.timeout
+        do {
+            let socket = try await io.open(.dealer, linger: 0) { [endpoint] in try $0.connect(endpoint) }
+            defer { Task { await socket.close() } }
+            try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body))
+            guard let answer = try await socket.receive(timeout: wait) else {
+                throw ServiceClientError.timeout(service: service, operation: "mmi", after: wait)
+            }
+            guard case .client(let message) = try Majordomo.parse(answer.frames[...]), message.service == service else {
+                throw ServiceClientError.protocolViolation("the answer to \(service) is not an MDP/0.2 client reply for it")
+            }
+            return message.body
+        } catch let error as ServiceClientError {
+            throw error
+        } catch let error as Majordomo.Malformed {
+            throw .protocolViolation("the answer to \(service) is malformed: \(error)")
+        } catch {
+            throw Self.clientError(error)
+        }
+    }
+
+    /// `mmi.service`: whether the service has a live worker.
+    public func isAlive(_ service: String, timeout: Duration? = nil) async throws(ServiceClientError) -> Bool {
+        let body = try await mmi("mmi.service", body: [Data(service.utf8)], timeout: timeout)
+        switch body.first.map({ String(decoding: $0, as: UTF8.self) }) {
+        case "200": return true
+        case "404": return false
+        case let other: throw .protocolViolation("mmi.service answered '\(other ?? "")', not 200 or 404")
+        }
+    }
+
+    /// `mmi.workers`: every service with its workers and queue.
+    public func directory(timeout: Duration? = nil) async throws(ServiceClientError) -> ServiceDirectory {
+        let body = try await mmi("mmi.workers", timeout: timeout)
+        guard body.count == 2, body[0] == Data("200".utf8) else {
+            throw .protocolViolation("mmi.workers answered \(body.count) frames, not [\"200\"][json]")
+        }
+        do {
+            return try JSONDecoder().decode(ServiceDirectory.self, from: body[1])
+        } catch {
+            throw .protocolViolation("mmi.workers JSON does not decode: \(error)")
+        }
+    }
+
+    /// Fails every waiting request with `.closed` and closes the shared socket.
+    public func close() async {
+        let (socket, reader, routes, waiters) = state.withLock { state in
+            state.closed = true
+            defer {
+                state.socket = nil
+                state.routes = [:]
+                state.openWaiters = []
+            }
+            return (state.socket, state.reader, Array(state.routes.values), state.openWaiters)
+        }
+        for route in routes { route.fail(.closed) }
+        for waiter in waiters { waiter.resume(throwing: ServiceClientError.closed) }
+        reader?.cancel()
+        await socket?.close()
+    }
+}
+
+/// The answer of `mmi.workers` (protocol/README.md, 12.4).
+public struct ServiceDirectory: Codable, Sendable, Hashable {
+    public struct Service: Codable, Sendable, Hashable {
+        public var name: String
+        public var workers: Int
+        public var idle: Int
+        public var busy: Int
+        public var queued: Int
+        public var oldestQueuedMilliseconds: Int
+        public var protocols: [String]
+
+        enum CodingKeys: String, CodingKey {
+            case name, workers, idle, busy, queued, oldestQueuedMilliseconds = "oldest_queued_ms", protocols
+        }
+    }
+
+    public var services: [Service]
+    public var workers: Int
+    public var heartbeatMilliseconds: Int
+    public var liveness: Int
+
+    enum CodingKeys: String, CodingKey {
+        case services, workers, heartbeatMilliseconds = "heartbeat_ms", liveness
+    }
+}

@@ -1,0 +1,290 @@
+public import Foundation
+public import Logging
+public import SwitchboardProtocol
+import Synchronization
+public import ZeroMQ
+
+/// A request as a service handler sees it.
+public struct ServiceRequest: Sendable {
+    public var header: RequestHeader
+    /// The operation's input, raw JSON.
+    public var content: Data
+    public var metadata: Data
+    /// When the worker got it plus `timeout_ms`: past this the client has given up.
+    public var deadline: ContinuousClock.Instant
+
+    public var operation: String { header.operation }
+
+    /// The content parsed (strictly) as JSON.
+    public func json() throws(ServiceError) -> JSONValue {
+        guard let value = JSONValue.parse(content) else { throw ServiceError.invalidContent("content is not valid JSON") }
+        return value
+    }
+}
+
+/// A failure a handler throws to answer with a status and error code.
+public struct ServiceError: Error, Sendable, CustomStringConvertible {
+    public var status: Int
+    public var failure: ServiceFailure
+
+    public init(status: Int, code: String, message: String, retryable: Bool? = nil) {
+        self.status = status
+        self.failure = ServiceFailure(code: code, message: message, retryable: retryable)
+    }
+
+    public var description: String { "\(status) \(failure)" }
+
+    public static func unknownOperation(_ operation: String) -> ServiceError {
+        ServiceError(status: ServiceStatus.notFound, code: "unknown-operation", message: "no operation '\(operation)'")
+    }
+
+    public static func invalidContent(_ message: String) -> ServiceError {
+        ServiceError(status: ServiceStatus.unprocessable, code: "invalid-content", message: message)
+    }
+}
+
+/// Sends PARTIAL replies for the request in hand (MDP/0.2 streaming).
+public struct PartialReplies: Sendable {
+    let send: @Sendable (Data) async throws -> Void
+
+    /// Sends one partial result; the handler's return value is the final one.
+    public func send(_ content: Data) async throws { try await send(content) }
+}
+
+/// Serves one service through the broker's Majordomo endpoint (MDP/0.2).
+///
+/// `concurrency` worker sockets run side by side, each with one request at a time, so a
+/// service process handles that many requests at once. Each socket heartbeats both ways,
+/// and reconnects on a new socket after DISCONNECT or when the broker falls silent, backing off
+/// exponentially up to `reconnectMax`. `stop()` drains: requests in hand are finished and
+/// answered, then each socket says DISCONNECT and closes.
+public final class ServiceWorker: Sendable {
+    public typealias Handler = @Sendable (ServiceRequest, PartialReplies) async throws -> Data
+
+    public struct Settings: Sendable {
+        public var heartbeat: Duration = .milliseconds(2500)
+        public var liveness = 3
+        public var reconnectInitial: Duration = .milliseconds(100)
+        public var reconnectMax: Duration = .seconds(5)
+        /// Worker sockets (requests handled at once).
+        public var concurrency = 1
+
+        public init() {}
+    }
+
+    /// What the worker has done, for tests and status output.
+    public struct Statistics: Sendable, Hashable {
+        public var handled = 0
+        public var failed = 0
+        /// Sessions opened (the first connection of each socket, and every reconnect).
+        public var connections = 0
+        public var disconnectsReceived = 0
+        public var brokerSilences = 0
+    }
+
+    public let service: String
+    private let io: IOThread
+    private let endpoint: String
+    private let settings: Settings
+    private let logger: Logger
+    private let handler: Handler
+    private let state = Mutex(State())
+
+    private struct State {
+        var stopping = false
+        var statistics = Statistics()
+    }
+
+    public init(
+        service: String, io: IOThread, endpoint: String, settings: Settings = Settings(), logger: Logger,
+        handler: @escaping Handler
+    ) {
+        self.service = service
+        self.io = io
+        self.endpoint = endpoint
+        self.settings = settings
+        self.logger = logger
+        self.handler = handler
+    }
+
+    public var statistics: Statistics { state.withLock { $0.statistics } }
+
+    /// Asks every socket to finish the request in hand, say DISCONNECT and stop; `run()` returns then.
+    public func stop() {
+        state.withLock { $0.stopping = true }
+    }
+
+    private var stopping: Bool { state.withLock { $0.stopping } }
+
+    /// Serves until `stop()` or cancellation (cancellation also drains the request in hand).
+    public func run() async throws {
+        try await withTaskCancellationHandler {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for slot in 0..<max(1, settings.concurrency) {
+                    group.addTask { try await self.session(slot: slot) }
+                }
+                try await group.waitForAll()
+            }
+        } onCancel: {
+            stop()
+        }
+    }
+
+    /// One worker socket's life: connect, READY, serve, reconnect when needed.
+    private func session(slot: Int) async throws {
+        var backoff = settings.reconnectInitial
+        while !stopping {
+            let socket = try await io.open(.dealer, linger: 0, inboxCapacity: 64) { [endpoint] socket in
+                try socket.set([.maxMessageSize(1 << 20)])
+                try socket.connect(endpoint)
+            }
+            state.withLock { $0.statistics.connections += 1 }
+            let outcome: Outcome
+            do {
+                outcome = try await serve(socket)
+            } catch {
+                await socket.close()
+                throw error
+            }
+            await socket.close()
+            switch outcome {
+            case .stopped:
+                return
+            case .disconnected:
+                // The broker asked for a fresh start: come back at once.
+                backoff = settings.reconnectInitial
+            case .brokerSilent:
+                logger.warning(
+                    "broker silent; reconnecting", metadata: ["service": "\(service)", "slot": "\(slot)", "after": "\(backoff)"])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, settings.reconnectMax)
+            }
+        }
+    }
+
+    private enum Outcome { case stopped, disconnected, brokerSilent }
+
+    private func serve(_ socket: AsyncSocket) async throws -> Outcome {
+        try await socket.send(Majordomo.worker(.v02, .ready, service: service))
+        var lastHeard = ContinuousClock.now
+        var lastSent = ContinuousClock.now
+        let silence = settings.heartbeat * settings.liveness
+        while true {
+            if stopping {
+                try? await socket.send(Majordomo.worker(.v02, .disconnect))
+                return .stopped
+            }
+            let wait = min(settings.heartbeat, .milliseconds(250))
+            guard let message = try await socket.receive(timeout: wait) else {
+                let now = ContinuousClock.now
+                if now - lastHeard >= silence {
+                    state.withLock { $0.statistics.brokerSilences += 1 }
+                    return .brokerSilent
+                }
+                if now - lastSent >= settings.heartbeat {
+                    try await socket.send(Majordomo.worker(.v02, .heartbeat))
+                    lastSent = now
+                }
+                continue
+            }
+            lastHeard = .now
+            let parsed: Majordomo.WorkerMessage
+            do {
+                guard case .worker(let worker) = try Majordomo.parse(message.frames[...]), worker.version == .v02 else {
+                    logger.warning("not an MDP/0.2 worker message from the broker; ignored", metadata: ["service": "\(service)"])
+                    continue
+                }
+                parsed = worker
+            } catch {
+                logger.warning("malformed message from the broker; ignored", metadata: ["error": "\(error)"])
+                continue
+            }
+            switch parsed.command {
+            case .heartbeat:
+                continue
+            case .disconnect:
+                state.withLock { $0.statistics.disconnectsReceived += 1 }
+                return .disconnected
+            case .request:
+                guard let client = parsed.client else { continue }
+                try await handle(client: client, body: parsed.body, on: socket)
+                lastSent = .now
+                lastHeard = .now
+            case .ready, .partial, .final:
+                logger.warning("unexpected \(parsed.command) from the broker; ignored", metadata: ["service": "\(service)"])
+            }
+        }
+    }
+
+    /// Runs the handler while a side task keeps heartbeating, then sends FINAL.
+    private func handle(client: Data, body: [Data], on socket: AsyncSocket) async throws {
+        let received = ContinuousClock.now
+        let final: [Data]
+        switch Result(catching: { () throws(ProtocolError) in try ServiceBody.request(body) }) {
+        case .failure(let error):
+            let (requestID, parent) = ServiceBody.peekRequest(body)
+            final = ServiceBody.replyBody(
+                ReplyHeader(
+                    requestID: requestID, status: ServiceStatus.badRequest,
+                    error: ServiceFailure(code: "bad-request", message: error.description)),
+                parent: parent)
+            state.withLock { $0.statistics.failed += 1 }
+        case .success(let (header, envelope)):
+            let request = ServiceRequest(
+                header: header, content: envelope.content, metadata: envelope.metadata,
+                deadline: received + .milliseconds(header.timeoutMilliseconds))
+            let partials = PartialReplies { content in
+                let reply = ServiceBody.replyBody(ReplyHeader(requestID: header.requestID), content: content, parent: envelope.header)
+                try await socket.send(Majordomo.worker(.v02, .partial, client: client, body: reply))
+            }
+            final = await withTaskGroup(of: [Data]?.self) { group in
+                // Heartbeats go on while the handler works, so a long request does not make
+                // the broker think this worker died.
+                group.addTask { [settings] in
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: settings.heartbeat)
+                        if Task.isCancelled { break }
+                        try? await socket.send(Majordomo.worker(.v02, .heartbeat))
+                    }
+                    return nil
+                }
+                group.addTask { await self.answer(request, envelope: envelope, partials: partials) }
+                var answer: [Data] = []
+                for await result in group {
+                    if let result {
+                        answer = result
+                        group.cancelAll()
+                    }
+                }
+                return answer
+            }
+        }
+        try await socket.send(Majordomo.worker(.v02, .final, client: client, body: final))
+    }
+
+    private func answer(_ request: ServiceRequest, envelope: Envelope, partials: PartialReplies) async -> [Data] {
+        let header = request.header
+        func failure(_ status: Int, _ failure: ServiceFailure) -> [Data] {
+            state.withLock { $0.statistics.failed += 1 }
+            return ServiceBody.replyBody(
+                ReplyHeader(requestID: header.requestID, status: status, error: failure), parent: envelope.header)
+        }
+        if ContinuousClock.now >= request.deadline {
+            return failure(
+                ServiceStatus.gatewayTimeout,
+                ServiceFailure(code: "deadline-exceeded", message: "the request's \(header.timeoutMilliseconds) ms ran out", retryable: true))
+        }
+        do {
+            let content = try await handler(request, partials)
+            state.withLock { $0.statistics.handled += 1 }
+            return ServiceBody.replyBody(ReplyHeader(requestID: header.requestID), content: content, parent: envelope.header)
+        } catch let error as ServiceError {
+            return failure(error.status, error.failure)
+        } catch {
+            logger.error(
+                "handler failed", metadata: ["service": "\(service)", "operation": "\(header.operation)", "error": "\(error)"])
+            return failure(
+                ServiceStatus.internalError, ServiceFailure(code: "internal", message: "the \(service) service failed on '\(header.operation)'; see its log"))
+        }
+    }
+}
