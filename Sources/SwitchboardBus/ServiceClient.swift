@@ -182,7 +182,8 @@ public final class ServiceClient: Sendable {
     ) async throws(ServiceClientError) -> ServiceReply {
         do {
             var last: ServiceReply?
-            for try await reply in stream(service: service, operation: operation, content: content, timeout: timeout, idempotent: idempotent)
+            for try await reply in stream(
+                service: service, operation: operation, content: content, timeout: timeout, idempotent: idempotent)
             where reply.final {
                 last = reply
             }

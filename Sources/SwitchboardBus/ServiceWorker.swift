@@ -272,7 +272,8 @@ public final class ServiceWorker: Sendable {
         if ContinuousClock.now >= request.deadline {
             return failure(
                 ServiceStatus.gatewayTimeout,
-                ServiceFailure(code: "deadline-exceeded", message: "the request's \(header.timeoutMilliseconds) ms ran out", retryable: true))
+                ServiceFailure(
+                    code: "deadline-exceeded", message: "the request's \(header.timeoutMilliseconds) ms ran out", retryable: true))
         }
         do {
             let content = try await handler(request, partials)
@@ -284,7 +285,8 @@ public final class ServiceWorker: Sendable {
             logger.error(
                 "handler failed", metadata: ["service": "\(service)", "operation": "\(header.operation)", "error": "\(error)"])
             return failure(
-                ServiceStatus.internalError, ServiceFailure(code: "internal", message: "the \(service) service failed on '\(header.operation)'; see its log"))
+                ServiceStatus.internalError,
+                ServiceFailure(code: "internal", message: "the \(service) service failed on '\(header.operation)'; see its log"))
         }
     }
 }

@@ -37,7 +37,8 @@ struct Programs {
         let process = try start(
             "switchboard-broker",
             [
-                "--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
+                "--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service",
+                service,
                 "--heartbeat", "200ms",
             ],
             log: log)

@@ -11,7 +11,8 @@ import ZeroMQ
 struct MajordomoTests {
     static func text(_ frames: [Data]) -> [String] {
         frames.map { frame in
-            frame.count == 1 && frame[frame.startIndex] < 0x20 ? String(format: "0x%02x", frame[frame.startIndex]) : String(decoding: frame, as: UTF8.self)
+            frame.count == 1 && frame[frame.startIndex] < 0x20
+                ? String(format: "0x%02x", frame[frame.startIndex]) : String(decoding: frame, as: UTF8.self)
         }
     }
 
@@ -54,8 +55,9 @@ struct MajordomoTests {
         return message.frames
     }
 
-    @Test("each Majordomo vector gets its documented reaction, and the sender is still served afterwards",
-          arguments: try Vectors.majordomo())
+    @Test(
+        "each Majordomo vector gets its documented reaction, and the sender is still served afterwards",
+        arguments: try Vectors.majordomo())
     func vector(_ vector: Vectors.MajordomoCase) async throws {
         let fixture = try await BrokerFixture.start()
         let peer = try await fixture.servicePeer()
@@ -324,7 +326,8 @@ struct MajordomoTests {
         }
         let client = try await fixture.servicePeer()
         for index in 0..<3 {
-            let body = try ServiceBody.requestBody(RequestHeader(operation: "ping", timeoutMilliseconds: 1000), content: Data("\(index)".utf8))
+            let body = try ServiceBody.requestBody(
+                RequestHeader(operation: "ping", timeoutMilliseconds: 1000), content: Data("\(index)".utf8))
             try await client.send(Majordomo.clientRequest(.v02, service: "busy", body: body))
         }
         let answer = try await Self.receive(client, "queue-full")
