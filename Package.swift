@@ -104,8 +104,9 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard",
         dependencies: [
-            "SwitchboardRuntime",
+            "SwitchboardRuntime", "SwitchboardBus", "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -137,6 +138,7 @@ var targets: [Target] = [
         name: "EndToEndTests",
         dependencies: [
             "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardRuntime",
+            .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings
     ),

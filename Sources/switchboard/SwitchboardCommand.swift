@@ -7,7 +7,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard's front door.",
-        subcommands: [UpCommand.self])
+        subcommands: [UpCommand.self, StatusCommand.self])
 }
 
 struct UpCommand: AsyncParsableCommand {

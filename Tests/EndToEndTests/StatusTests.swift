@@ -1,0 +1,75 @@
+import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardRuntime
+import SwitchboardTesting
+import Testing
+import ZeroMQ
+
+@Suite("switchboard status (processes)")
+struct StatusTests {
+    @Test("switchboard status prints the live services of a broker process as a table and as JSON")
+    func status() async throws {
+        let directory = try TemporaryDirectory("status")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let (broker, endpoints) = try await programs.broker()
+
+        let empty = try programs.start("switchboard", ["status", "--service", endpoints.service], log: "empty.log")
+        #expect(await empty.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("empty.log"))")
+        #expect(programs.read("empty.log").contains("No services registered."))
+
+        // Two services served by this test process: one with 3 sockets, one with 1.
+        let context = try Context()
+        let io = try IOThread(context: context)
+        var logger = Logger(label: "status-test")
+        logger.logLevel = .critical
+        var settings = ServiceWorker.Settings()
+        settings.concurrency = 3
+        let sites = ServiceWorker(service: "eto.sites", io: io, endpoint: endpoints.service, settings: settings, logger: logger) {
+            request, _ in
+            request.content
+        }
+        let tokens = ServiceWorker(service: "auth.tokens", io: io, endpoint: endpoints.service, logger: logger) { request, _ in
+            request.content
+        }
+        let running = [Task { try await sites.run() }, Task { try await tokens.run() }]
+        let client = ServiceClient(io: io, endpoint: endpoints.service, logger: logger)
+        try await waitUntil("4 workers registered") { (try? await client.directory().workers) == 4 }
+
+        let table = try programs.start("switchboard", ["status", "--service", endpoints.service], log: "table.log")
+        #expect(await table.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("table.log"))")
+        let lines = programs.read("table.log").split(separator: "\n").map(String.init)
+        #expect(lines.first?.contains("4 workers") == true, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("SERVICE") && $0.contains("WORKERS") && $0.contains("QUEUED") })
+        let row = lines.first { $0.hasPrefix("eto.sites") }?.split(separator: " ", omittingEmptySubsequences: true)
+        #expect(row?[1] == "3" && row?[2] == "3" && row?[3] == "0", "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("auth.tokens") })
+
+        let json = try programs.start("switchboard", ["status", "--json", "--service", endpoints.service], log: "json.log")
+        #expect(await json.waitForExit(timeout: .seconds(30)) == 0)
+        let decoded = try JSONDecoder().decode(ServiceDirectory.self, from: Data(programs.read("json.log").utf8))
+        #expect(decoded.workers == 4)
+        #expect(decoded.services.map(\.name) == ["auth.tokens", "eto.sites"])
+
+        sites.stop()
+        tokens.stop()
+        for task in running { try await task.value }
+        await client.close()
+        await io.shutdown()
+        context.terminate()
+        #expect(await broker.stop() == 0)
+    }
+
+    @Test("switchboard status with no broker says so and exits 1 within its time-out")
+    func noBroker() async throws {
+        let directory = try TemporaryDirectory("status-none")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let port = try freePort()
+        let status = try programs.start(
+            "switchboard", ["status", "--service", "tcp://127.0.0.1:\(port)", "--timeout", "300ms"], log: "none.log")
+        #expect(await status.waitForExit(timeout: .seconds(30)) == 1)
+        #expect(programs.read("none.log").contains("no answer from the broker at tcp://127.0.0.1:\(port) within 300ms"))
+    }
+}
