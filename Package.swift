@@ -152,7 +152,8 @@ if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
         .executableTarget(
             name: "switchboard-bench",
             dependencies: [
-                "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting",
+                "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting", "SwitchboardBus",
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/SwitchboardBench",
             swiftSettings: swiftSettings

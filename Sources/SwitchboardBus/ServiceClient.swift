@@ -268,7 +268,7 @@ public final class ServiceClient: Sendable {
                 let attemptEnd = min(deadline, ContinuousClock.now + attemptTime)
                 while ContinuousClock.now < attemptEnd {
                     guard let message = try await socket.receive(timeout: attemptEnd - ContinuousClock.now) else { break }
-                    if case .some(true) = route_(message.frames, expecting: id, to: route) { return }
+                    if routeReply(message.frames, expecting: id, lookup: { $0 == id ? route : nil }) == true { return }
                     if route.progress.withLock({ $0.finished }) { return }
                 }
             } catch {
@@ -345,8 +345,7 @@ public final class ServiceClient: Sendable {
             } catch {
                 break
             }
-            let routes = state.withLock { $0.routes }
-            _ = route_(message.frames, expecting: nil, routes: routes)
+            _ = routeReply(message.frames, expecting: nil) { id in self.state.withLock { $0.routes[id] } }
         }
         // The socket is gone: every request waiting on it fails now rather than at its time-out.
         let waiting = state.withLock { state -> [Route] in
@@ -357,13 +356,11 @@ public final class ServiceClient: Sendable {
         for route in waiting { route.fail(.closed) }
     }
 
-    /// Routes one message from the broker; returns whether it finished the request, nil if it
-    /// was not for `expecting`.
-    private func route_(_ frames: [Data], expecting id: String?, to route: Route) -> Bool? {
-        route_(frames, expecting: id, routes: id.map { [$0: route] } ?? [:])
-    }
-
-    private func route_(_ frames: [Data], expecting id: String?, routes: [String: Route]) -> Bool? {
+    /// Hands one message from the broker to the request it answers (found by `lookup` from
+    /// its `request_id`). Returns whether it finished that request; nil if it was for none.
+    /// `expecting` is the request a dedicated retry socket carries: a broker reply without
+    /// `request_id` (its answer to a body it could not read) goes to it.
+    private func routeReply(_ frames: [Data], expecting id: String?, lookup: (String) -> Route?) -> Bool? {
         let message: Majordomo.ClientMessage
         do {
             guard case .client(let client) = try Majordomo.parse(frames[...]), client.version == .v02, client.command != .request
@@ -383,7 +380,7 @@ public final class ServiceClient: Sendable {
         } catch {
             // Unreadable: if the request id can be found, that request fails; else it is dropped.
             if let requestID = try? Envelope.decode(message.body).decodeHeader(ReplyHeader.self).requestID,
-                let route = routes[requestID]
+                let route = lookup(requestID)
             {
                 route.fail(.protocolViolation("reply from '\(message.service)' is not a valid REPLY: \(error.message)"))
                 return true
@@ -391,8 +388,8 @@ public final class ServiceClient: Sendable {
             logger.warning("unreadable reply dropped", metadata: ["service": "\(message.service)", "error": "\(error)"])
             return nil
         }
-        guard let requestID = header.requestID, let route = routes[requestID] else {
-            if header.requestID == nil, let id, let route = routes[id] {
+        guard let requestID = header.requestID, let route = lookup(requestID) else {
+            if header.requestID == nil, let id, let route = lookup(id) {
                 // The broker could not read our request (it has no id to give back).
                 return route.deliver(ServiceReply(header: header, content: envelope.content, final: message.command == .final))
             }

@@ -79,7 +79,10 @@ public final class ServiceWorker: Sendable {
         /// Sessions opened (the first connection of each socket, and every reconnect).
         public var connections = 0
         public var disconnectsReceived = 0
+        /// Times the broker fell silent for the liveness limit (each is followed by a reconnect).
         public var brokerSilences = 0
+        /// HEARTBEATs received from the broker.
+        public var brokerHeartbeats = 0
     }
 
     public let service: String
@@ -133,15 +136,22 @@ public final class ServiceWorker: Sendable {
     /// One worker socket's life: connect, READY, serve, reconnect when needed.
     private func session(slot: Int) async throws {
         var backoff = settings.reconnectInitial
+        // The broker heartbeats at its own interval. If that is longer than ours, the silence
+        // limit follows it: it doubles after each silence (the broker may just be slower than
+        // us) and is set from the gaps between the broker's HEARTBEATs once two are heard in a
+        // row, so a worker configured with a shorter interval than its broker settles after one
+        // reconnect instead of reconnecting again and again.
+        var brokerInterval = settings.heartbeat
         while !stopping {
-            let socket = try await io.open(.dealer, linger: 0, inboxCapacity: 64) { [endpoint] socket in
+            // A short linger lets the last DISCONNECT out before the socket closes.
+            let socket = try await io.open(.dealer, linger: 200, inboxCapacity: 64) { [endpoint] socket in
                 try socket.set([.maxMessageSize(1 << 20)])
                 try socket.connect(endpoint)
             }
             state.withLock { $0.statistics.connections += 1 }
             let outcome: Outcome
             do {
-                outcome = try await serve(socket)
+                outcome = try await serve(socket, brokerInterval: &brokerInterval)
             } catch {
                 await socket.close()
                 throw error
@@ -154,6 +164,7 @@ public final class ServiceWorker: Sendable {
                 // The broker asked for a fresh start: come back at once.
                 backoff = settings.reconnectInitial
             case .brokerSilent:
+                brokerInterval = min(brokerInterval * 2, .seconds(60))
                 logger.warning(
                     "broker silent; reconnecting", metadata: ["service": "\(service)", "slot": "\(slot)", "after": "\(backoff)"])
                 try? await Task.sleep(for: backoff)
@@ -164,11 +175,11 @@ public final class ServiceWorker: Sendable {
 
     private enum Outcome { case stopped, disconnected, brokerSilent }
 
-    private func serve(_ socket: AsyncSocket) async throws -> Outcome {
+    private func serve(_ socket: AsyncSocket, brokerInterval: inout Duration) async throws -> Outcome {
         try await socket.send(Majordomo.worker(.v02, .ready, service: service))
         var lastHeard = ContinuousClock.now
         var lastSent = ContinuousClock.now
-        let silence = settings.heartbeat * settings.liveness
+        var lastBrokerHeartbeat: ContinuousClock.Instant?
         while true {
             if stopping {
                 try? await socket.send(Majordomo.worker(.v02, .disconnect))
@@ -177,8 +188,11 @@ public final class ServiceWorker: Sendable {
             let wait = min(settings.heartbeat, .milliseconds(250))
             guard let message = try await socket.receive(timeout: wait) else {
                 let now = ContinuousClock.now
-                if now - lastHeard >= silence {
+                if now - lastHeard >= brokerInterval * settings.liveness {
                     state.withLock { $0.statistics.brokerSilences += 1 }
+                    // If the broker is alive after all, this lets it hand our request (if any) over
+                    // at once instead of waiting for our heartbeats to stop.
+                    try? await socket.send(Majordomo.worker(.v02, .disconnect))
                     return .brokerSilent
                 }
                 if now - lastSent >= settings.heartbeat {
@@ -201,6 +215,9 @@ public final class ServiceWorker: Sendable {
             }
             switch parsed.command {
             case .heartbeat:
+                if let previous = lastBrokerHeartbeat { brokerInterval = max(settings.heartbeat, lastHeard - previous) }
+                lastBrokerHeartbeat = lastHeard
+                state.withLock { $0.statistics.brokerHeartbeats += 1 }
                 continue
             case .disconnect:
                 state.withLock { $0.statistics.disconnectsReceived += 1 }
@@ -210,6 +227,7 @@ public final class ServiceWorker: Sendable {
                 try await handle(client: client, body: parsed.body, on: socket)
                 lastSent = .now
                 lastHeard = .now
+                lastBrokerHeartbeat = nil  // heartbeats queued during the request say nothing of the interval
             case .ready, .partial, .final:
                 logger.warning("unexpected \(parsed.command) from the broker; ignored", metadata: ["service": "\(service)"])
             }

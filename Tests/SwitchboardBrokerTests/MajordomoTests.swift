@@ -215,14 +215,16 @@ struct MajordomoTests {
     @Test("a worker that keeps heartbeating stays registered")
     func heartbeatKeepsAlive() async throws {
         let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceHeartbeat = .milliseconds(100)
+            configuration.serviceHeartbeat = .milliseconds(50)
+            configuration.serviceLiveness = 10
         }
         let worker = try await fixture.servicePeer()
         try await worker.send(Majordomo.worker(.v02, .ready, service: "steady"))
-        // Answer ten broker heartbeats (a second, over three liveness periods) with our own.
-        for _ in 0..<10 {
+        let alive = Self.keepAlive(worker)
+        defer { alive.cancel() }
+        // 40 broker heartbeats: four liveness periods, never a DISCONNECT.
+        for _ in 0..<40 {
             #expect(Self.text(try await Self.receive(worker, "HEARTBEAT")) == ["MDPW02", "0x05"])
-            try await worker.send(Majordomo.worker(.v02, .heartbeat))
         }
         try await Self.waitAlive(fixture, "steady")
         #expect(fixture.broker.services.statistics.expiredWorkers == 0)
@@ -233,9 +235,11 @@ struct MajordomoTests {
     func crashMidRequest() async throws {
         let fixture = try await BrokerFixture.start { configuration in
             configuration.serviceHeartbeat = .milliseconds(100)
+            configuration.serviceLiveness = 5
         }
         let doomed = try await fixture.servicePeer()
         try await doomed.send(Majordomo.worker(.v02, .ready, service: "fragile"))
+        let doomedAlive = Self.keepAlive(doomed)
         try await Self.waitAlive(fixture, "fragile")
         let survivor = try await fixture.servicePeer()
         try await survivor.send(Majordomo.worker(.v02, .ready, service: "fragile"))
@@ -250,6 +254,8 @@ struct MajordomoTests {
             taken = try await Self.receive(doomed, "the request at the first worker")  // heartbeats first
         }
         #expect(taken.last == Data("job".utf8))
+        doomedAlive.cancel()
+        await doomedAlive.value
         await doomed.close()  // gone without a word
 
         var handed: [Data] = []

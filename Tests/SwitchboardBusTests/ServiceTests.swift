@@ -57,10 +57,22 @@ struct ServiceTests {
     static func fastSettings(concurrency: Int = 1) -> ServiceWorker.Settings {
         var settings = ServiceWorker.Settings()
         settings.heartbeat = .milliseconds(100)
+        // A second of silence before either side gives up: short for a test, long enough for
+        // a loaded CI machine that delays a heartbeat now and then.
+        settings.liveness = 10
         settings.reconnectInitial = .milliseconds(50)
         settings.reconnectMax = .milliseconds(400)
         settings.concurrency = concurrency
         return settings
+    }
+
+    /// A broker whose heartbeat matches the workers' (100 ms × 10), as a deployment configures both.
+    static func broker(_ configure: @escaping (inout BrokerConfiguration) -> Void = { _ in }) async throws -> BrokerFixture {
+        try await BrokerFixture.start { configuration in
+            configuration.serviceHeartbeat = .milliseconds(100)
+            configuration.serviceLiveness = 10
+            configure(&configuration)
+        }
     }
 
     static func start(
@@ -96,7 +108,7 @@ struct ServiceTests {
 
     @Test("a request gets its reply; the handler sees the operation and the content")
     func roundTrip() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await Self.broker()
         let (worker, running) = Self.start(fixture, handler: Self.echo)
         let client = Self.client(fixture)
         try await Self.waitAlive(client, "demo")
@@ -112,7 +124,7 @@ struct ServiceTests {
 
     @Test("a streaming request yields each PARTIAL, then the FINAL")
     func streaming() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await Self.broker()
         let (worker, running) = Self.start(fixture, handler: Self.echo)
         let client = Self.client(fixture)
         try await Self.waitAlive(client, "demo")
@@ -129,7 +141,7 @@ struct ServiceTests {
 
     @Test("errors are typed: service error with its code, unknown operation, handler failure, no such service")
     func typedErrors() async throws {
-        let fixture = try await BrokerFixture.start { $0.serviceWait = .milliseconds(200) }
+        let fixture = try await Self.broker { $0.serviceWait = .milliseconds(200) }
         let (worker, running) = Self.start(fixture, handler: Self.echo)
         let client = Self.client(fixture)
         try await Self.waitAlive(client, "demo")
@@ -176,7 +188,7 @@ struct ServiceTests {
         "a request that is not idempotent times out when its worker never answers; an idempotent one is retried on a fresh socket and answered"
     )
     func lazyPirate() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await Self.broker()
         // A raw worker that takes requests and never answers (it keeps heartbeating, so the
         // broker does not hand the request over).
         let silent = try await fixture.servicePeer()
@@ -210,7 +222,7 @@ struct ServiceTests {
 
     @Test("a worker with concurrency 4 handles 4 requests at once, and 8 requests all complete")
     func concurrency() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await Self.broker()
         let gate = Gate()
         let gauge = Gauge()
         let (worker, running) = Self.start(fixture, concurrency: 4) { request, _ in
@@ -249,7 +261,7 @@ struct ServiceTests {
 
     @Test("stop() drains: the request in hand is answered, then the worker says DISCONNECT and run() returns")
     func drain() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await Self.broker()
         let gate = Gate()
         let gauge = Gauge()
         let (worker, running) = Self.start(fixture) { request, _ in
@@ -280,6 +292,7 @@ struct ServiceTests {
         let configure: (inout BrokerConfiguration) -> Void = { configuration in
             configuration.serviceEndpoint = "tcp://127.0.0.1:\(port)"
             configuration.serviceHeartbeat = .milliseconds(100)
+            configuration.serviceLiveness = 10
         }
         let first = try await BrokerFixture.start(directory: directory, configure)
         let io = try IOThread(context: first.context)
@@ -308,6 +321,24 @@ struct ServiceTests {
         await io.shutdown()
         await first.stop(remove: false)
         await second.stop()
+    }
+
+    @Test("a worker with a shorter heartbeat than its broker learns the broker's interval instead of reconnecting again and again")
+    func heartbeatMismatch() async throws {
+        let fixture = try await BrokerFixture.start { $0.serviceHeartbeat = .milliseconds(400) }
+        var settings = Self.fastSettings()
+        settings.liveness = 3  // 300 ms: below the broker's 400 ms interval
+        let worker = ServiceWorker(
+            service: "demo", io: fixture.io, endpoint: fixture.endpoints.service, settings: settings, logger: Self.quiet, handler: Self.echo)
+        let running = Task { try await worker.run() }
+        try await waitUntil("the worker heard 6 broker heartbeats") { worker.statistics.brokerHeartbeats >= 6 }
+        #expect(worker.statistics.connections <= 2, "reconnected \(worker.statistics.connections - 1) times")
+        let client = Self.client(fixture)
+        #expect(try await client.request(service: "demo", operation: "echo", content: Data("[]".utf8)).content == Data("[]".utf8))
+        worker.stop()
+        try await running.value
+        await client.close()
+        await fixture.stop()
     }
 
     /// A TCP port on 127.0.0.1 nobody listens on now.

@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--service | --codec]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -18,6 +18,10 @@ import ZeroMQ
 struct Bench {
     static func main() async throws {
         let quick = CommandLine.arguments.contains("--quick")
+        if CommandLine.arguments.contains("--service") {
+            try await serviceBench(quick: quick)
+            return
+        }
         if CommandLine.arguments.contains("--codec") {
             for (name, micros) in codecCost() { print(String(format: "%-32@ %8.2f µs/event", name as NSString, micros)) }
             return
@@ -260,6 +264,7 @@ struct BrokerEndpointsFile: Decodable, Sendable {
     var ingest: String
     var fanout: String
     var replay: String
+    var service: String
 }
 
 /// The real broker executable, started from the same build directory.
@@ -274,7 +279,7 @@ struct BrokerProcess {
             name: "broker", executable: "switchboard-broker",
             arguments: [
                 "--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*",
-                "--log-level", "warning",
+                "--service", "tcp://127.0.0.1:*", "--log-level", "warning",
             ],
             errors: log)
         try process.start()

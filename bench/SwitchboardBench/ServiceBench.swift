@@ -1,0 +1,272 @@
+// The service plane: request/reply round trips through the Majordomo broker, next to a raw
+// DEALER↔ROUTER echo with no broker, measured in the same run.
+//
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench --service [--quick]
+//
+// Clients and workers are raw libzmq sockets on threads of this process (each client does one
+// round trip at a time and times it), so the figures measure the broker and the network path,
+// not a client library. A last row runs the same load through `ServiceClient` and
+// `ServiceWorker` to show what the async library adds.
+
+import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardRuntime
+import SwitchboardTesting
+import Synchronization
+import ZeroMQ
+
+struct RoundTrips {
+    var latencies: [Duration]
+    var seconds: Double
+
+    var perSecond: Double { Double(latencies.count) / seconds }
+
+    func percentile(_ p: Double) -> Duration {
+        let sorted = latencies.sorted()
+        guard !sorted.isEmpty else { return .zero }
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+}
+
+func seconds(_ duration: Duration) -> Double {
+    let (whole, attoseconds) = duration.components
+    return Double(whole) + Double(attoseconds) / 1e18
+}
+
+func micros(_ duration: Duration) -> String { String(format: "%.0f µs", seconds(duration) * 1e6) }
+
+/// A REQUEST body of realistic size: what an ETO "programs of a site" question looks like.
+let sampleBody: [Data] = {
+    let header = RequestHeader(
+        requestID: "0193a5f2-7c1e-7a3b-9c4d-5e6f7a8b9c0e", operation: "programs.list", timeoutMilliseconds: 5000, idempotent: true)
+    return try! ServiceBody.requestBody(header, content: Data(#"{"site_id":12,"include_disabled":false}"#.utf8))
+}()
+
+func serviceBench(quick: Bool) async throws {
+    let scale = quick ? 10 : 1
+    let body = sampleBody
+    print(
+        "Switchboard service-plane benchmark, \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick)" : "")"
+    )
+    print("request body: \(body.count) frames, \(body.reduce(0) { $0 + $1.count }) B; each client makes one round trip at a time\n")
+    var rows: [(String, String, String)] = []
+    func row(_ name: String, _ figures: RoundTrips, _ note: String = "") {
+        let value = String(format: "%.0f/s", figures.perSecond)
+        let detail = "p50 \(micros(figures.percentile(0.5))), p99 \(micros(figures.percentile(0.99)))" + (note.isEmpty ? "" : "; " + note)
+        rows.append((name, value, detail))
+        print(String(format: "%-52@ %10@  %@", name as NSString, value as NSString, detail as NSString))
+    }
+
+    let directory = try TemporaryDirectory("service-bench")
+    defer { directory.remove() }
+    let broker = try await BrokerProcess.start(directory: directory.path("broker"))
+    let endpoint = broker.endpoints.service
+
+    var rawFigures: [Int: RoundTrips] = [:]
+    var brokerFigures: [Int: RoundTrips] = [:]
+    for clients in [1, 8] {
+        let perClient = (clients == 1 ? 20_000 : 6_000) / scale
+        // The two runs alternate, twice, and each keeps its better half, so a burst of noise on
+        // the shared machine does not land on one side only.
+        var raw: [RoundTrips] = []
+        var through: [RoundTrips] = []
+        for _ in 0..<2 {
+            raw.append(try await rawEcho(clients: clients, perClient: perClient, body: body))
+            through.append(try await brokerEcho(endpoint: endpoint, clients: clients, workers: 4, perClient: perClient, body: body))
+        }
+        rawFigures[clients] = raw.max { $0.perSecond < $1.perSecond }!
+        brokerFigures[clients] = through.max { $0.perSecond < $1.perSecond }!
+        let name = "\(clients) client\(clients == 1 ? "" : "s")"
+        row("raw DEALER↔ROUTER echo, \(name) (baseline)", rawFigures[clients]!)
+        let p50Ratio = seconds(brokerFigures[clients]!.percentile(0.5)) / seconds(rawFigures[clients]!.percentile(0.5))
+        row(
+            "through the broker, MDP/0.2, 4 workers, \(name)", brokerFigures[clients]!,
+            String(
+                format: "p50 %.2f× raw, throughput %.2f× raw", p50Ratio, brokerFigures[clients]!.perSecond / rawFigures[clients]!.perSecond)
+        )
+    }
+    let library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
+    row(
+        "ServiceClient + ServiceWorker (async library), 8 clients", library,
+        String(format: "%.2f× the raw-socket run through the broker", library.perSecond / brokerFigures[8]!.perSecond))
+    await broker.stop()
+
+    print("\n| measurement | round trips/s | latency |\n|---|---|---|")
+    for (name, value, note) in rows { print("| \(name) | \(value) | \(note) |") }
+}
+
+/// Runs `clients` threads, each making `perClient` round trips with `exchange`.
+func timedClients(
+    clients: Int, perClient: Int, exchange: @escaping @Sendable (Int) throws -> (() throws -> Void)
+) async throws
+    -> RoundTrips
+{
+    let start = ContinuousClock.now
+    let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
+        for index in 0..<clients {
+            group.addTask {
+                try await onThread { () throws -> [Duration] in
+                    let roundTrip = try exchange(index)
+                    var samples: [Duration] = []
+                    samples.reserveCapacity(perClient)
+                    for _ in 0..<perClient {
+                        let begin = ContinuousClock.now
+                        try roundTrip()
+                        samples.append(ContinuousClock.now - begin)
+                    }
+                    return samples
+                }
+            }
+        }
+        return try await group.reduce(into: [Duration]()) { $0 += $1 }
+    }
+    let elapsed = ContinuousClock.now - start
+    return RoundTrips(latencies: latencies, seconds: Double(elapsed.wholeMilliseconds) / 1000)
+}
+
+struct BenchFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// The baseline: a ROUTER on its own thread sends every message straight back.
+func rawEcho(clients: Int, perClient: Int, body: [Data]) async throws -> RoundTrips {
+    let context = try Context()
+    let ready = Mutex<String?>(nil)
+    let stop = Mutex(false)
+    let server = Thread {
+        guard let router = try? context.socket(.router, linger: 0), (try? router.bind("tcp://127.0.0.1:*")) != nil else { return }
+        ready.withLock { $0 = try? router.lastEndpoint() }
+        let poller = Poller()
+        poller.add(router)
+        while !stop.withLock({ $0 }) {
+            _ = try? poller.poll(timeout: 100)
+            while let message = try? router.receive(dontWait: true) { _ = try? router.send(message.frames) }
+        }
+        router.close()
+    }
+    server.start()
+    try await waitUntil("the echo server binds") { ready.withLock { $0 } != nil }
+    let endpoint = ready.withLock { $0 }!
+    let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
+        let dealer = try context.socket(.dealer, linger: 0)
+        try dealer.connect(endpoint)
+        return {
+            try dealer.send(body)
+            guard try dealer.receive() != nil else { throw BenchFailure(description: "echo lost") }
+        }
+    }
+    stop.withLock { $0 = true }
+    try await waitUntil("the echo server stops") { server.isFinished }
+    context.terminate()
+    return figures
+}
+
+/// Round trips through the broker: raw MDP/0.2 clients, and `workers` raw MDP/0.2 worker
+/// sockets on one thread that echo each body back as FINAL.
+func brokerEcho(endpoint: String, clients: Int, workers: Int, perClient: Int, body: [Data]) async throws -> RoundTrips {
+    let context = try Context()
+    let stop = Mutex(false)
+    let registered = Mutex(0)
+    let service = "bench.echo"
+    let workerThread = Thread {
+        var sockets: [Socket] = []
+        for _ in 0..<workers {
+            guard let socket = try? context.socket(.dealer, linger: 0), (try? socket.connect(endpoint)) != nil else { return }
+            _ = try? socket.send(Majordomo.worker(.v02, .ready, service: service))
+            sockets.append(socket)
+        }
+        registered.withLock { $0 = workers }
+        let poller = Poller()
+        for socket in sockets { poller.add(socket) }
+        var lastBeat = ContinuousClock.now
+        while !stop.withLock({ $0 }) {
+            _ = try? poller.poll(timeout: 100)
+            for socket in sockets {
+                while let message = try? socket.receive(dontWait: true) {
+                    let frames = message.frames
+                    // ["MDPW02"][0x02][client][""][body…] → FINAL with the same body.
+                    guard frames.count >= 4, frames[1] == Data([0x02]) else { continue }
+                    _ = try? socket.send(Majordomo.worker(.v02, .final, client: frames[2], body: Array(frames[4...])))
+                }
+            }
+            if ContinuousClock.now - lastBeat >= .seconds(1) {
+                for socket in sockets { _ = try? socket.send(Majordomo.worker(.v02, .heartbeat)) }
+                lastBeat = .now
+            }
+        }
+        for socket in sockets {
+            _ = try? socket.send(Majordomo.worker(.v02, .disconnect))
+            socket.close()
+        }
+    }
+    workerThread.start()
+    try await waitUntil("workers registered") { registered.withLock { $0 } == workers }
+    let request = Majordomo.clientRequest(.v02, service: service, body: body)
+    // One warm-up request, so every worker is known to the broker before timing starts.
+    _ = try await timedClients(clients: 1, perClient: 1) { _ in
+        let dealer = try context.socket(.dealer, linger: 0)
+        try dealer.connect(endpoint)
+        return {
+            try dealer.send(request)
+            _ = try dealer.receive()
+            dealer.close()
+        }
+    }
+    let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
+        let dealer = try context.socket(.dealer, linger: 0)
+        try dealer.connect(endpoint)
+        return {
+            try dealer.send(request)
+            guard let reply = try dealer.receive(), reply.frames.count == 3 + body.count, reply.frames[1] == Data([0x03]) else {
+                throw BenchFailure(description: "not a FINAL echo")
+            }
+        }
+    }
+    stop.withLock { $0 = true }
+    try await waitUntil("the workers stop") { workerThread.isFinished }
+    context.terminate()
+    return figures
+}
+
+/// The same load through the async library: `clients` concurrent tasks on one `ServiceClient`.
+func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) async throws -> RoundTrips {
+    let context = try Context()
+    let io = try IOThread(context: context)
+    var logger = Logger(label: "bench")
+    logger.logLevel = .error
+    var settings = ServiceWorker.Settings()
+    settings.concurrency = workers
+    let worker = ServiceWorker(service: "bench.library", io: io, endpoint: endpoint, settings: settings, logger: logger) { request, _ in
+        request.content
+    }
+    let running = Task { try await worker.run() }
+    let client = ServiceClient(io: io, endpoint: endpoint, logger: logger)
+    try await waitUntil("library workers registered") {
+        (try? await client.directory().services.first { $0.name == "bench.library" }?.workers) == workers
+    }
+    let content = Data(#"{"site_id":12,"include_disabled":false}"#.utf8)
+    let start = ContinuousClock.now
+    let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
+        for _ in 0..<clients {
+            group.addTask {
+                var samples: [Duration] = []
+                for _ in 0..<perClient {
+                    let begin = ContinuousClock.now
+                    _ = try await client.request(service: "bench.library", operation: "programs.list", content: content)
+                    samples.append(ContinuousClock.now - begin)
+                }
+                return samples
+            }
+        }
+        return try await group.reduce(into: [Duration]()) { $0 += $1 }
+    }
+    let seconds = Double((ContinuousClock.now - start).wholeMilliseconds) / 1000
+    worker.stop()
+    try await running.value
+    await client.close()
+    await io.shutdown()
+    context.terminate()
+    return RoundTrips(latencies: latencies, seconds: seconds)
+}
