@@ -135,21 +135,9 @@ public final class ServiceClient: Sendable {
 
         var partialsSeen: Bool { progress.withLock { $0.partials > 0 } }
 
-        /// Waits until the final reply has come (true) or `deadline` passes (false).
+        /// Waits until the final reply has come (true) or `deadline` passes (false). The time-out
+        /// is a dispatch timer, not a task: requests are many and short.
         func waitFinished(until deadline: ContinuousClock.Instant) async -> Bool {
-            await withTaskGroup(of: Bool.self) { group in
-                group.addTask { await self.finishedSignal() }
-                group.addTask {
-                    try? await Task.sleep(until: deadline)
-                    return self.progress.withLock { $0.finished }
-                }
-                let first = await group.next() ?? false
-                group.cancelAll()
-                return first
-            }
-        }
-
-        private func finishedSignal() async -> Bool {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                     let resumeNow = progress.withLock { progress -> Bool? in
@@ -158,7 +146,14 @@ public final class ServiceClient: Sendable {
                         progress.waiter = continuation
                         return nil
                     }
-                    if let resumeNow { continuation.resume(returning: resumeNow) }
+                    if let resumeNow {
+                        continuation.resume(returning: resumeNow)
+                        return
+                    }
+                    let remaining = max(0, (deadline - .now).wholeMilliseconds)
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(remaining))) { [self] in
+                        wake(progress.withLock { $0.finished })
+                    }
                 }
             } onCancel: {
                 wake(false)
@@ -180,19 +175,20 @@ public final class ServiceClient: Sendable {
     public func request(
         service: String, operation: String, content: Data = Data("{}".utf8), timeout: Duration? = nil, idempotent: Bool = false
     ) async throws(ServiceClientError) -> ServiceReply {
+        // The caller's task does the work (no task of its own, unlike `stream`); the replies
+        // wait in the stream's buffer until it is read below.
+        let (replies, continuation) = AsyncThrowingStream<ServiceReply, any Error>.makeStream()
+        let route = Route(service: service, continuation: continuation)
+        await perform(
+            route: route, service: service, operation: operation, content: content, timeout: timeout ?? settings.timeout,
+            idempotent: idempotent)
         do {
             var last: ServiceReply?
-            for try await reply in stream(
-                service: service, operation: operation, content: content, timeout: timeout, idempotent: idempotent)
-            where reply.final {
-                last = reply
-            }
+            for try await reply in replies where reply.final { last = reply }
             guard let last else { throw ServiceClientError.protocolViolation("the reply stream ended without a final reply") }
             return last
         } catch let error as ServiceClientError {
             throw error
-        } catch is CancellationError {
-            throw .closed
         } catch {
             throw .protocolViolation("\(error)")
         }

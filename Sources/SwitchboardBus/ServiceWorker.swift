@@ -43,6 +43,13 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// When a worker socket last sent something (its ticker heartbeats only after silence).
+final class SendClock: Sendable {
+    private let last = Mutex(ContinuousClock.now)
+    func touch() { last.withLock { $0 = .now } }
+    func idle(for interval: Duration) -> Bool { last.withLock { ContinuousClock.now - $0 >= interval } }
+}
+
 /// Sends PARTIAL replies for the request in hand (MDP/0.2 streaming).
 public struct PartialReplies: Sendable {
     let send: @Sendable (Data) async throws -> Void
@@ -178,8 +185,22 @@ public final class ServiceWorker: Sendable {
     private func serve(_ socket: AsyncSocket, brokerInterval: inout Duration) async throws -> Outcome {
         try await socket.send(Majordomo.worker(.v02, .ready, service: service))
         var lastHeard = ContinuousClock.now
-        var lastSent = ContinuousClock.now
         var lastBrokerHeartbeat: ContinuousClock.Instant?
+        // One ticker per socket sends HEARTBEAT whenever nothing else went out for an interval,
+        // also while a handler is busy, so a long request does not make the broker think this
+        // worker died.
+        let sent = SendClock()
+        let ticker = Task { [settings] in
+            while !Task.isCancelled {
+                // Half-interval ticks: no gap between messages exceeds 1.5 intervals.
+                try? await Task.sleep(for: settings.heartbeat / 2)
+                if !Task.isCancelled && sent.idle(for: settings.heartbeat) {
+                    try? await socket.send(Majordomo.worker(.v02, .heartbeat))
+                    sent.touch()
+                }
+            }
+        }
+        defer { ticker.cancel() }
         while true {
             if stopping {
                 try? await socket.send(Majordomo.worker(.v02, .disconnect))
@@ -194,10 +215,6 @@ public final class ServiceWorker: Sendable {
                     // at once instead of waiting for our heartbeats to stop.
                     try? await socket.send(Majordomo.worker(.v02, .disconnect))
                     return .brokerSilent
-                }
-                if now - lastSent >= settings.heartbeat {
-                    try await socket.send(Majordomo.worker(.v02, .heartbeat))
-                    lastSent = now
                 }
                 continue
             }
@@ -224,8 +241,7 @@ public final class ServiceWorker: Sendable {
                 return .disconnected
             case .request:
                 guard let client = parsed.client else { continue }
-                try await handle(client: client, body: parsed.body, on: socket)
-                lastSent = .now
+                try await handle(client: client, body: parsed.body, on: socket, sent: sent)
                 lastHeard = .now
                 lastBrokerHeartbeat = nil  // heartbeats queued during the request say nothing of the interval
             case .ready, .partial, .final:
@@ -234,8 +250,8 @@ public final class ServiceWorker: Sendable {
         }
     }
 
-    /// Runs the handler while a side task keeps heartbeating, then sends FINAL.
-    private func handle(client: Data, body: [Data], on socket: AsyncSocket) async throws {
+    /// Runs the handler (the socket's ticker keeps heartbeating meanwhile), then sends FINAL.
+    private func handle(client: Data, body: [Data], on socket: AsyncSocket, sent: SendClock) async throws {
         let received = ContinuousClock.now
         let final: [Data]
         switch Result(catching: { () throws(ProtocolError) in try ServiceBody.request(body) }) {
@@ -254,30 +270,12 @@ public final class ServiceWorker: Sendable {
             let partials = PartialReplies { content in
                 let reply = ServiceBody.replyBody(ReplyHeader(requestID: header.requestID), content: content, parent: envelope.header)
                 try await socket.send(Majordomo.worker(.v02, .partial, client: client, body: reply))
+                sent.touch()
             }
-            final = await withTaskGroup(of: [Data]?.self) { group in
-                // Heartbeats go on while the handler works, so a long request does not make
-                // the broker think this worker died.
-                group.addTask { [settings] in
-                    while !Task.isCancelled {
-                        try? await Task.sleep(for: settings.heartbeat)
-                        if Task.isCancelled { break }
-                        try? await socket.send(Majordomo.worker(.v02, .heartbeat))
-                    }
-                    return nil
-                }
-                group.addTask { await self.answer(request, envelope: envelope, partials: partials) }
-                var answer: [Data] = []
-                for await result in group {
-                    if let result {
-                        answer = result
-                        group.cancelAll()
-                    }
-                }
-                return answer
-            }
+            final = await answer(request, envelope: envelope, partials: partials)
         }
         try await socket.send(Majordomo.worker(.v02, .final, client: client, body: final))
+        sent.touch()
     }
 
     private func answer(_ request: ServiceRequest, envelope: Envelope, partials: PartialReplies) async -> [Data] {

@@ -94,12 +94,22 @@ public final class IOThread: Sendable {
         var cancelledSends: Set<Int> = []
         /// Sends posted to the I/O thread whose call has not returned yet.
         var postedSends: Set<Int> = []
+        /// Waiters with a deadline, across all inboxes (so the loop knows when to wake).
+        var timedWaiters = 0
+    }
+
+    /// A task waiting in `receive`; one with a deadline gets nil when it passes (the I/O
+    /// thread's poll wakes up for the earliest deadline, so no timer task is needed).
+    fileprivate struct Waiter {
+        var id: Int
+        var deadline: ContinuousClock.Instant?
+        var continuation: CheckedContinuation<Message?, any Error>
     }
 
     fileprivate struct Inbox {
         var messages: RingBuffer<Message>
         let capacity: Int
-        var waiters: [(id: Int, continuation: CheckedContinuation<Message, any Error>)] = []
+        var waiters: [Waiter] = []
         var cancelled: Set<Int> = []
         var failure: ZMQError?
         /// The I/O thread stopped reading because the inbox was full.
@@ -195,14 +205,14 @@ public final class IOThread: Sendable {
         }
     }
 
-    fileprivate func receive(id: Int) async throws -> Message {
+    fileprivate func receive(id: Int, deadline: ContinuousClock.Instant?) async throws -> Message? {
         let waiterID = shared.withLock { state -> Int in
             state.nextWaiterID += 1
             return state.nextWaiterID
         }
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
-                enum Outcome { case message(Message), failure(any Error), waiting }
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message?, any Error>) in
+                enum Outcome { case message(Message), failure(any Error), timedOut, waiting }
                 var wake = false
                 let outcome = shared.withLock { state -> Outcome in
                     guard var inbox = state.inboxes[id] else {
@@ -218,22 +228,30 @@ public final class IOThread: Sendable {
                     }
                     if let failure = inbox.failure { return .failure(failure) }
                     if inbox.cancelled.remove(waiterID) != nil { return .failure(CancellationError()) }
-                    inbox.waiters.append((waiterID, continuation))
+                    if let deadline, deadline <= .now { return .timedOut }
+                    inbox.waiters.append(Waiter(id: waiterID, deadline: deadline, continuation: continuation))
+                    if deadline != nil {
+                        state.timedWaiters += 1
+                        wake = true  // the loop may be sleeping past this deadline
+                    }
                     return .waiting
                 }
                 if wake { wakeUp.signal() }
                 switch outcome {
                 case .message(let message): continuation.resume(returning: message)
                 case .failure(let error): continuation.resume(throwing: error)
+                case .timedOut: continuation.resume(returning: nil)
                 case .waiting: break
                 }
             }
         } onCancel: {
-            let continuation = shared.withLock { state -> CheckedContinuation<Message, any Error>? in
+            let continuation = shared.withLock { state -> CheckedContinuation<Message?, any Error>? in
                 guard var inbox = state.inboxes[id] else { return nil }
                 defer { state.inboxes[id] = inbox }
                 if let index = inbox.waiters.firstIndex(where: { $0.id == waiterID }) {
-                    return inbox.waiters.remove(at: index).continuation
+                    let waiter = inbox.waiters.remove(at: index)
+                    if waiter.deadline != nil { state.timedWaiters -= 1 }
+                    return waiter.continuation
                 }
                 inbox.cancelled.insert(waiterID)
                 return nil
@@ -294,9 +312,12 @@ public final class IOThread: Sendable {
 
         func run() {
             while true {
-                let (commands, stopping, paused) = owner.shared.withLock { state in
+                let (commands, stopping, paused, earliest) = owner.shared.withLock { state in
                     defer { state.commands.removeAll(keepingCapacity: true) }
-                    return (state.commands, state.stopping, Set(state.inboxes.filter { $0.value.paused }.keys))
+                    return (
+                        state.commands, state.stopping, Set(state.inboxes.filter { $0.value.paused }.keys),
+                        state.timedWaiters > 0 ? Self.earliestDeadline(state.inboxes) : nil
+                    )
                 }
                 for command in commands { handle(command) }
                 if stopping {
@@ -315,8 +336,14 @@ public final class IOThread: Sendable {
                     poller.add(socket, events: events)
                     order.append(id)
                 }
+                var timeout = -1
+                if let earliest {
+                    // Rounded up, so the wait never ends just before the deadline.
+                    let (seconds, attoseconds) = (earliest - .now).components
+                    timeout = max(0, Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+                }
                 do {
-                    try poller.poll(timeout: -1)
+                    try poller.poll(timeout: timeout)
                 } catch {
                     // ETERM: the context is going away under us; fail everything and stop.
                     closeAll()
@@ -328,7 +355,37 @@ public final class IOThread: Sendable {
                     if ready.contains(.writable) { flushSends(id) }
                     if ready.contains(.readable) { read(id) }
                 }
+                if earliest != nil { expireWaiters() }
             }
+        }
+
+        static func earliestDeadline(_ inboxes: [Int: Inbox]) -> ContinuousClock.Instant? {
+            var earliest: ContinuousClock.Instant?
+            for inbox in inboxes.values {
+                for waiter in inbox.waiters {
+                    if let deadline = waiter.deadline, earliest.map({ deadline < $0 }) ?? true { earliest = deadline }
+                }
+            }
+            return earliest
+        }
+
+        /// Answers nil to every timed waiter whose deadline has passed.
+        func expireWaiters() {
+            let now = ContinuousClock.now
+            let expired = owner.shared.withLock { state -> [CheckedContinuation<Message?, any Error>] in
+                var expired: [CheckedContinuation<Message?, any Error>] = []
+                for (id, var inbox) in state.inboxes where inbox.waiters.contains(where: { $0.deadline.map { $0 <= now } ?? false }) {
+                    inbox.waiters.removeAll { waiter in
+                        guard let deadline = waiter.deadline, deadline <= now else { return false }
+                        expired.append(waiter.continuation)
+                        return true
+                    }
+                    state.inboxes[id] = inbox
+                }
+                state.timedWaiters -= expired.count
+                return expired
+            }
+            for continuation in expired { continuation.resume(returning: nil) }
         }
 
         func handle(_ command: Command) {
@@ -409,13 +466,15 @@ public final class IOThread: Sendable {
                 }
             }
             guard !batch.isEmpty || failure != nil else { return }
-            let handoffs = owner.shared.withLock { state -> [(CheckedContinuation<Message, any Error>, Message)] in
+            let handoffs = owner.shared.withLock { state -> [(CheckedContinuation<Message?, any Error>, Message)] in
                 guard var inbox = state.inboxes[id] else { return [] }
                 defer { state.inboxes[id] = inbox }
-                var handoffs: [(CheckedContinuation<Message, any Error>, Message)] = []
+                var handoffs: [(CheckedContinuation<Message?, any Error>, Message)] = []
                 for message in batch {
                     if !inbox.waiters.isEmpty {
-                        handoffs.append((inbox.waiters.removeFirst().continuation, message))
+                        let waiter = inbox.waiters.removeFirst()
+                        if waiter.deadline != nil { state.timedWaiters -= 1 }
+                        handoffs.append((waiter.continuation, message))
                     } else {
                         inbox.messages.append(message)
                     }
@@ -433,8 +492,10 @@ public final class IOThread: Sendable {
                 while let entry = queue.popFirst() { entry.done.resume(throwing: error) }
             }
             sockets.removeValue(forKey: id)?.close()
-            let waiters = owner.shared.withLock { state -> [CheckedContinuation<Message, any Error>] in
-                state.inboxes.removeValue(forKey: id)?.waiters.map(\.continuation) ?? []
+            let waiters = owner.shared.withLock { state -> [CheckedContinuation<Message?, any Error>] in
+                let waiters = state.inboxes.removeValue(forKey: id)?.waiters ?? []
+                state.timedWaiters -= waiters.filter { $0.deadline != nil }.count
+                return waiters.map(\.continuation)
             }
             for waiter in waiters { waiter.resume(throwing: error) }
         }
@@ -449,8 +510,11 @@ public final class IOThread: Sendable {
             }
             for command in leftovers { IOThread.refuse(command) }
             for id in Array(sockets.keys) { closeSocket(id) }
-            let waiters = owner.shared.withLock { state -> [CheckedContinuation<Message, any Error>] in
-                defer { state.inboxes = [:] }
+            let waiters = owner.shared.withLock { state -> [CheckedContinuation<Message?, any Error>] in
+                defer {
+                    state.inboxes = [:]
+                    state.timedWaiters = 0
+                }
                 return state.inboxes.values.flatMap { $0.waiters.map(\.continuation) }
             }
             let error = ZMQError(errno: 0, message: "the I/O thread has shut down", operation: "io-thread")
@@ -482,7 +546,9 @@ public struct AsyncSocket: Sendable, Hashable {
 
     /// Receives the next message, suspending until one arrives. Cancellable.
     public func receive() async throws -> Message {
-        try await thread.receive(id: id)
+        // Without a deadline the I/O thread answers with a message or an error, never nil.
+        guard let message = try await thread.receive(id: id, deadline: nil) else { throw CancellationError() }
+        return message
     }
 
     /// Receives the next message if one is already in the inbox.
@@ -493,20 +559,7 @@ public struct AsyncSocket: Sendable, Hashable {
     /// Receives the next message, or `nil` if none arrives within `timeout`. A message that
     /// arrives as the time runs out is returned, never dropped.
     public func receive(timeout: Duration) async throws -> Message? {
-        try await withThrowingTaskGroup(of: Message?.self) { group in
-            group.addTask { try await receive() }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            var received = try await group.next() ?? nil
-            group.cancelAll()
-            // The receive may have been handed a message while the timer fired: keep it.
-            while let next = try? await group.next() {
-                if received == nil { received = next }
-            }
-            return received
-        }
+        try await thread.receive(id: id, deadline: .now + timeout)
     }
 
     /// Runs `body` with the socket on the I/O thread (set an option, subscribe, read an option).

@@ -329,7 +329,8 @@ struct ServiceTests {
         var settings = Self.fastSettings()
         settings.liveness = 3  // 300 ms: below the broker's 400 ms interval
         let worker = ServiceWorker(
-            service: "demo", io: fixture.io, endpoint: fixture.endpoints.service, settings: settings, logger: Self.quiet, handler: Self.echo)
+            service: "demo", io: fixture.io, endpoint: fixture.endpoints.service, settings: settings, logger: Self.quiet, handler: Self.echo
+        )
         let running = Task { try await worker.run() }
         try await waitUntil("the worker heard 6 broker heartbeats") { worker.statistics.brokerHeartbeats >= 6 }
         #expect(worker.statistics.connections <= 2, "reconnected \(worker.statistics.connections - 1) times")

@@ -64,6 +64,12 @@ func serviceBench(quick: Bool) async throws {
     let broker = try await BrokerProcess.start(directory: directory.path("broker"))
     let endpoint = broker.endpoints.service
 
+    if CommandLine.arguments.contains("--library-only") {
+        let library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
+        row("ServiceClient + ServiceWorker (async library), 8 clients", library)
+        await broker.stop()
+        return
+    }
     var rawFigures: [Int: RoundTrips] = [:]
     var brokerFigures: [Int: RoundTrips] = [:]
     for clients in [1, 8] {
