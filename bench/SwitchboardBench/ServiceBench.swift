@@ -1,7 +1,10 @@
 // The service plane: request/reply round trips through the Majordomo broker, next to a raw
 // DEALER↔ROUTER echo with no broker, measured in the same run.
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench --service [--quick]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench --service [--quick] [--polled] [--library-only]
+//
+// `--polled` runs every client socket on one thread (zmq_poll) instead of a thread each;
+// `--library-only` runs only the last row.
 //
 // Clients and workers are raw libzmq sockets on threads of this process (each client does one
 // round trip at a time and times it), so the figures measure the broker and the network path,
@@ -38,6 +41,9 @@ func seconds(_ duration: Duration) -> Double {
 func micros(_ duration: Duration) -> String { String(format: "%.0f µs", seconds(duration) * 1e6) }
 
 /// A REQUEST body of realistic size: what an ETO "programs of a site" question looks like.
+/// `--polled`: clients on one thread (see `polledClients`) instead of a thread each.
+let polledHarness = CommandLine.arguments.contains("--polled")
+
 let sampleBody: [Data] = {
     let header = RequestHeader(
         requestID: "0193a5f2-7c1e-7a3b-9c4d-5e6f7a8b9c0e", operation: "programs.list", timeoutMilliseconds: 5000, idempotent: true)
@@ -132,6 +138,48 @@ func timedClients(
     return RoundTrips(latencies: latencies, seconds: Double(elapsed.wholeMilliseconds) / 1000)
 }
 
+/// The same load from one thread: `clients` sockets, each with one request outstanding, served
+/// by zmq_poll. Fewer threads compete with the broker for the two cores than with a thread per
+/// client. `send` sends a request on a socket; `check` validates a reply.
+func polledClients(
+    clients: Int, perClient: Int, open: @escaping @Sendable () throws -> Socket, request: [Data],
+    check: @escaping @Sendable ([Data]) -> Bool
+) async throws -> RoundTrips {
+    let start = ContinuousClock.now
+    let latencies = try await onThread { () throws -> [Duration] in
+        let sockets = try (0..<clients).map { _ in try open() }
+        let poller = Poller()
+        for socket in sockets { poller.add(socket) }
+        var sentAt = [ContinuousClock.Instant](repeating: .now, count: clients)
+        var done = [Int](repeating: 0, count: clients)
+        var samples: [Duration] = []
+        samples.reserveCapacity(clients * perClient)
+        for (index, socket) in sockets.enumerated() {
+            sentAt[index] = .now
+            try socket.send(request)
+        }
+        var remaining = clients * perClient
+        while remaining > 0 {
+            try poller.poll(timeout: 5000)
+            for (index, socket) in sockets.enumerated() where poller.returned(index).contains(.readable) {
+                while let reply = try socket.receive(dontWait: true) {
+                    guard check(reply.frames) else { throw BenchFailure(description: "unexpected reply") }
+                    samples.append(ContinuousClock.now - sentAt[index])
+                    done[index] += 1
+                    remaining -= 1
+                    if done[index] < perClient {
+                        sentAt[index] = .now
+                        try socket.send(request)
+                    }
+                }
+            }
+        }
+        for socket in sockets { socket.close() }
+        return samples
+    }
+    return RoundTrips(latencies: latencies, seconds: Double((ContinuousClock.now - start).wholeMilliseconds) / 1000)
+}
+
 struct BenchFailure: Error, CustomStringConvertible {
     var description: String
 }
@@ -155,6 +203,19 @@ func rawEcho(clients: Int, perClient: Int, body: [Data]) async throws -> RoundTr
     server.start()
     try await waitUntil("the echo server binds") { ready.withLock { $0 } != nil }
     let endpoint = ready.withLock { $0 }!
+    if polledHarness {
+        let figures = try await polledClients(
+            clients: clients, perClient: perClient,
+            open: {
+                let dealer = try context.socket(.dealer, linger: 0)
+                try dealer.connect(endpoint)
+                return dealer
+            }, request: body, check: { $0.count == body.count })
+        stop.withLock { $0 = true }
+        try await waitUntil("the echo server stops") { server.isFinished }
+        context.terminate()
+        return figures
+    }
     let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
         let dealer = try context.socket(.dealer, linger: 0)
         try dealer.connect(endpoint)
@@ -219,6 +280,19 @@ func brokerEcho(endpoint: String, clients: Int, workers: Int, perClient: Int, bo
             _ = try dealer.receive()
             dealer.close()
         }
+    }
+    if polledHarness {
+        let figures = try await polledClients(
+            clients: clients, perClient: perClient,
+            open: {
+                let dealer = try context.socket(.dealer, linger: 0)
+                try dealer.connect(endpoint)
+                return dealer
+            }, request: request, check: { $0.count == 3 + body.count && $0[1] == Data([0x03]) })
+        stop.withLock { $0 = true }
+        try await waitUntil("the workers stop") { workerThread.isFinished }
+        context.terminate()
+        return figures
     }
     let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
         let dealer = try context.socket(.dealer, linger: 0)
