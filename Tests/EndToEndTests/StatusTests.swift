@@ -73,3 +73,57 @@ struct StatusTests {
         #expect(programs.read("none.log").contains("no answer from the broker at tcp://127.0.0.1:\(port) within 300ms"))
     }
 }
+
+@Suite("Service plane across a broker crash (processes)")
+struct ServiceCrashTests {
+    @Test("kill -9 the broker: workers notice the silence, reconnect with back-off and register again; clients get errors meanwhile, never a hang")
+    func brokerKilled() async throws {
+        let directory = try TemporaryDirectory("service-crash")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let port = try freePort()
+        let service = "tcp://127.0.0.1:\(port)"
+        var (broker, _) = try await programs.broker(service: service)
+
+        let context = try Context()
+        let io = try IOThread(context: context)
+        var logger = Logger(label: "crash-test")
+        logger.logLevel = .critical
+        var settings = ServiceWorker.Settings()
+        settings.heartbeat = .milliseconds(200)  // the broker process keeps its default 2.5 s: the worker learns it
+        settings.reconnectInitial = .milliseconds(100)
+        settings.reconnectMax = .seconds(1)
+        settings.concurrency = 2
+        let worker = ServiceWorker(service: "eto.sites", io: io, endpoint: service, settings: settings, logger: logger) { request, _ in
+            request.content
+        }
+        let running = Task { try await worker.run() }
+        let client = ServiceClient(io: io, endpoint: service, logger: logger)
+        try await waitUntil("the worker is registered") { (try? await client.isAlive("eto.sites", timeout: .seconds(1))) == true }
+        #expect(try await client.request(service: "eto.sites", operation: "ping", content: Data("1".utf8)).content == Data("1".utf8))
+
+        broker.signal(SIGKILL)
+        #expect(await broker.waitForExit(timeout: .seconds(10)) != nil)
+        let started = ContinuousClock.now
+        await #expect(throws: ServiceClientError.self) {
+            try await client.request(service: "eto.sites", operation: "ping", timeout: .milliseconds(500))
+        }
+        #expect(ContinuousClock.now - started < .seconds(5), "the failed request ended in its own time")
+
+        (broker, _) = try await programs.broker(service: service, log: "broker2.log")
+        try await waitUntil("the worker registers with the new broker by itself", timeout: .seconds(60)) {
+            (try? await client.isAlive("eto.sites", timeout: .seconds(1))) == true
+        }
+        let reply = try await client.request(
+            service: "eto.sites", operation: "ping", content: Data("2".utf8), timeout: .seconds(10), idempotent: true)
+        #expect(reply.content == Data("2".utf8))
+        #expect(worker.statistics.brokerSilences >= 1)
+
+        worker.stop()
+        try await running.value
+        await client.close()
+        await io.shutdown()
+        context.terminate()
+        #expect(await broker.stop() == 0)
+    }
+}
