@@ -15,6 +15,7 @@ var products: [Product] = [
     .library(name: "SwitchboardProtocol", targets: ["SwitchboardProtocol"]),
     .library(name: "SwitchboardBus", targets: ["SwitchboardBus"]),
     .library(name: "SwitchboardBroker", targets: ["SwitchboardBroker"]),
+    .library(name: "SwitchboardSecurity", targets: ["SwitchboardSecurity"]),
     .executable(name: "switchboard", targets: ["switchboard"]),
     .executable(name: "switchboard-broker", targets: ["switchboard-broker"]),
     .executable(name: "switchboard-kiosk", targets: ["switchboard-kiosk"]),
@@ -54,11 +55,16 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardBroker",
         dependencies: [
-            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime",
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ],
+        swiftSettings: swiftSettings
+    ),
+    .target(
+        name: "SwitchboardSecurity",
+        dependencies: ["ZeroMQ", "SwitchboardProtocol"],
         swiftSettings: swiftSettings
     ),
     .target(
@@ -119,7 +125,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardBrokerTests",
         dependencies: [
-            "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting",
+            "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardSecurity",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "GRDB", package: "GRDB.swift"),
         ],

@@ -11,6 +11,7 @@
 import Foundation
 public import Logging
 public import SwitchboardProtocol
+import SwitchboardSecurity
 import Synchronization
 public import ZeroMQ
 
@@ -77,6 +78,9 @@ public final class Broker: Sendable {
     private let state = Mutex(State())
     /// The service plane, on its own thread and socket.
     public let services: ServiceBroker
+    /// CURVE keys, allow-list and ZAP decisions; nil when the broker runs without security.
+    public let security: BrokerSecurity?
+    private let zap = Mutex<ZAPHandler?>(nil)
 
     private struct State {
         var statistics = BrokerStatistics()
@@ -96,7 +100,11 @@ public final class Broker: Sendable {
         let context = try context ?? Context()
         self.context = context
         self.wakeUp = try WakeUpSignal()
-        self.services = try ServiceBroker(settings: configuration.serviceSettings, logger: logger, context: context)
+        let security = try configuration.securityKey.map { key in
+            try BrokerSecurity(secretFile: key, certificates: configuration.securityCertificates ?? "", logger: logger)
+        }
+        self.security = security
+        self.services = try ServiceBroker(settings: configuration.serviceSettings, logger: logger, context: context, security: security)
     }
 
     public var statistics: BrokerStatistics { state.withLock { $0.statistics } }
@@ -112,6 +120,11 @@ public final class Broker: Sendable {
         try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         let serviceEndpoint: String
         do {
+            if let security {
+                // Before any server socket: with no handler, CURVE servers would accept any key.
+                let handler = try ZAPHandler.start(context: context, authenticate: security.authenticate)
+                zap.withLock { $0 = handler }
+            }
             serviceEndpoint = try await services.start()
         } catch {
             markFinished(failure: nil)
@@ -179,10 +192,12 @@ public final class Broker: Sendable {
         // The event plane is down (stopped, or failed on its own): the service plane goes too,
         // and has closed its socket before the context is terminated.
         services.requestStop()
-        if ownsContext {
-            services.waitUntilStoppedBlocking()
-            context.terminate()
+        if ownsContext { services.waitUntilStoppedBlocking() }
+        zap.withLock { handler in
+            handler?.stop()
+            handler = nil
         }
+        if ownsContext { context.terminate() }
         for waiter in waiters { waiter.resume() }
     }
 
@@ -223,15 +238,16 @@ private final class BrokerCore {
             .heartbeatInterval(milliseconds: 5000), .heartbeatTimeout(milliseconds: 15000),
             .heartbeatTTL(milliseconds: 15000),
         ]
+        let security = broker.security
         ingest = try context.socket(.router, linger: 2000)
-        try ingest.set(common + [.routerMandatory(true)])
+        try ingest.set(common + [.routerMandatory(true)] + (security?.serverOptions(.ingest) ?? []))
         try ingest.bind(configuration.ingestEndpoint)
         fanout = try context.socket(.xpublisher, linger: 1000)
         // No XPUB_NODROP: a slow subscriber must never stall ingest; it sees the gap in
         // HEAD and fetches from the journal (protocol/README.md, "Fan-out").
-        try fanout.set(common + [.xpubNoDrop(false)])
+        try fanout.set(common + [.xpubNoDrop(false)] + (security?.serverOptions(.fanout) ?? []))
         replay = try context.socket(.router, linger: 1000)
-        try replay.set(common + [.routerMandatory(true)])
+        try replay.set(common + [.routerMandatory(true)] + (security?.serverOptions(.replay) ?? []))
         nextHeartbeat = .now
         nextRetention = .now
         try fanout.set(.xpubWelcomeMessage(try Self.welcome(journal: journal, configuration: configuration)))
@@ -341,6 +357,19 @@ private final class BrokerCore {
                 switch envelope.command {
                 case .event:
                     let header = try parsed.checkedEvent()
+                    if let security = broker.security {
+                        // Per message, by the principal ZAP gave this connection (no spoofing).
+                        guard let role = security.role(of: message.userID) else {
+                            security.refused("revoked", principal: message.userID, reason: "principal is no longer allowed")
+                            throw ProtocolError(.forbidden, "principal '\(message.userID ?? "?")' is no longer allowed")
+                        }
+                        if let reason = Policy.publish(
+                            principal: message.userID ?? "", role: role, type: header.type, producer: header.producer)
+                        {
+                            security.refused("publish", principal: message.userID, reason: reason)
+                            throw ProtocolError(.forbidden, reason)
+                        }
+                    }
                     batch.append(
                         PendingEvent(
                             header: header, headerFields: parsed.header, rawHeader: envelope.header, parent: envelope.parent,

@@ -40,6 +40,11 @@ public struct BrokerConfiguration: Sendable {
     public var serviceWait: Duration = .seconds(5)
     /// `service.queue_limit`: requests waiting per service; beyond it, 503 `queue-full`.
     public var serviceQueueLimit = 10_000
+    /// `security.key`: the broker's secret certificate (`switchboard keygen --role broker`).
+    /// With `security.certificates`, every endpoint is a CURVE server behind ZAP.
+    public var securityKey: String?
+    /// `security.certificates`: the directory of public certificates allowed to connect.
+    public var securityCertificates: String?
 
     public init() {}
 
@@ -47,7 +52,7 @@ public struct BrokerConfiguration: Sendable {
     public static let keys = [
         "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
         "retention.interval", "min_version", "hwm", "max_frame_bytes", "service", "service.heartbeat", "service.liveness",
-        "service.wait", "service.queue_limit",
+        "service.wait", "service.queue_limit", "security.key", "security.certificates",
     ]
 
     /// Reads the file and environment layers over the defaults.
@@ -86,6 +91,8 @@ public struct BrokerConfiguration: Sendable {
         if let v = try layers.integer("service.liveness") { serviceLiveness = v }
         if let v = try layers.duration("service.wait") { serviceWait = v }
         if let v = try layers.integer("service.queue_limit") { serviceQueueLimit = v }
+        if let v = layers.string("security.key") { securityKey = v }
+        if let v = layers.string("security.certificates") { securityCertificates = v }
         try validate()
     }
 
@@ -99,6 +106,9 @@ public struct BrokerConfiguration: Sendable {
         guard minimumVersion.major == ProtocolVersion.current.major else {
             throw ConfigurationLayers.Failure(
                 "min_version \(minimumVersion) is not of major version \(ProtocolVersion.current.major), which this broker speaks")
+        }
+        guard (securityKey == nil) == (securityCertificates == nil) else {
+            throw ConfigurationLayers.Failure("security.key and security.certificates go together: give both, or neither")
         }
         guard serviceHeartbeat >= .milliseconds(10) else {
             throw ConfigurationLayers.Failure("service.heartbeat must be at least 10ms")

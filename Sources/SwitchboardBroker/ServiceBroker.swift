@@ -12,6 +12,7 @@ import Foundation
 public import Logging
 import SwitchboardProtocol
 import SwitchboardRuntime
+import SwitchboardSecurity
 import Synchronization
 public import ZeroMQ
 
@@ -57,6 +58,7 @@ public final class ServiceBroker: Sendable {
     public let settings: Settings
     private let logger: Logger
     private let context: Context
+    let security: BrokerSecurity?
     private let wakeUp: WakeUpSignal
     private let state = Mutex(State())
 
@@ -68,10 +70,11 @@ public final class ServiceBroker: Sendable {
         var finishWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    public init(settings: Settings, logger: Logger, context: Context) throws {
+    public init(settings: Settings, logger: Logger, context: Context, security: BrokerSecurity? = nil) throws {
         self.settings = settings
         self.logger = logger
         self.context = context
+        self.security = security
         self.wakeUp = try WakeUpSignal()
     }
 
@@ -209,10 +212,11 @@ private final class ServiceCore {
         self.settings = broker.settings
         self.logger = broker.loggerForCore
         socket = try broker.contextForCore.socket(.router, linger: 1000)
-        try socket.set([
-            .sendHighWaterMark(settings.highWaterMark), .receiveHighWaterMark(settings.highWaterMark),
-            .maxMessageSize(settings.maxFrameBytes), .routerMandatory(true),
-        ])
+        try socket.set(
+            [
+                .sendHighWaterMark(settings.highWaterMark), .receiveHighWaterMark(settings.highWaterMark),
+                .maxMessageSize(settings.maxFrameBytes), .routerMandatory(true),
+            ] + (broker.security?.serverOptions(.service) ?? []))
         try socket.bind(settings.endpoint)
         endpoint = try socket.lastEndpoint()
         nextHeartbeat = .now + settings.heartbeat
@@ -272,11 +276,11 @@ private final class ServiceCore {
                 return
             }
             guard let message else { return }
-            handle(message.frames)
+            handle(message.frames, principal: message.userID)
         }
     }
 
-    func handle(_ frames: [Data]) {
+    func handle(_ frames: [Data], principal: String? = nil) {
         guard frames.count >= 2 else {
             drop(frames.first ?? Data(), "a message needs a routing frame and a protocol header")
             return
@@ -289,11 +293,44 @@ private final class ServiceCore {
             drop(sender, error.description)
             return
         }
+        if let security = broker.security, let reason = authorise(inbound, principal: principal, security: security) {
+            security.refused("service", principal: principal, reason: reason)
+            refuse(sender, inbound, reason)
+            return
+        }
         switch inbound {
         case .client(let message):
             clientMessage(sender, message)
         case .worker(let message):
             workerMessage(sender, message)
+        }
+    }
+
+    /// The role checks of the service plane (nil: allowed).
+    func authorise(_ inbound: Majordomo.Inbound, principal: String?, security: BrokerSecurity) -> String? {
+        guard let role = security.role(of: principal) else { return "principal '\(principal ?? "?")' is no longer allowed" }
+        switch inbound {
+        case .client(let message):
+            guard message.command == .request else { return nil }  // dropped as malformed later
+            let operation = ServiceBody.peekOperation(message.body)
+            return Policy.call(role, service: message.service, operation: operation)
+        case .worker(let message):
+            guard message.command == .ready, let service = message.service else { return nil }
+            return Policy.register(role, service: service)
+        }
+    }
+
+    /// A refused client request gets a 403 REPLY; a refused READY gets DISCONNECT.
+    func refuse(_ sender: Data, _ inbound: Majordomo.Inbound, _ reason: String) {
+        switch inbound {
+        case .client(let message):
+            let job = Job(
+                client: sender, clientVersion: message.version, clientDelimited: message.delimited, service: message.service,
+                body: message.body, received: .now)
+            failRequest(job, status: ServiceStatus.forbidden, ServiceFailure(code: "forbidden", message: reason))
+        case .worker(let message):
+            pending.disconnects += 1
+            sendRaw([sender] + Majordomo.worker(message.version, .disconnect, delimited: message.delimited))
         }
     }
 

@@ -190,6 +190,14 @@ public enum ServiceBody {
         (try? Envelope(command: .reply, header: header, content: content, parent: parent).frames()) ?? []
     }
 
+    /// The operation of a body, if it is a readable REQUEST (for the broker's role checks).
+    public static func peekOperation(_ body: [Data]) -> String? {
+        guard body.count >= 6, let envelope = try? Envelope.decode(body), envelope.command == .request,
+            let header = try? envelope.decodeHeader(RequestHeader.self), Operation.isValid(header.operation)
+        else { return nil }
+        return header.operation
+    }
+
     /// The request id of a body that may not be a valid REQUEST (for error replies), and its
     /// header frame as parent.
     public static func peekRequest(_ body: [Data]) -> (requestID: String?, parent: Data) {

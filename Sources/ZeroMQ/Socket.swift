@@ -202,7 +202,9 @@ public final class Socket {
             } else {
                 frames.append(Data(bytes: zmq_msg_data(&message), count: size))
             }
-            if frames.count == 1, let property = zmq_msg_gets(&message, "User-Id") {
+            // A ROUTER's routing-id frame is made by the socket and carries no metadata: take
+            // the User-Id from the first frame that has one.
+            if userID == nil, let property = zmq_msg_gets(&message, "User-Id") {
                 userID = String(cString: property)
             }
             if zmq_msg_more(&message) == 0 { break }

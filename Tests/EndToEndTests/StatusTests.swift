@@ -76,7 +76,9 @@ struct StatusTests {
 
 @Suite("Service plane across a broker crash (processes)")
 struct ServiceCrashTests {
-    @Test("kill -9 the broker: workers notice the silence, reconnect with back-off and register again; clients get errors meanwhile, never a hang")
+    @Test(
+        "kill -9 the broker: workers notice the silence, reconnect with back-off and register again; clients get errors meanwhile, never a hang"
+    )
     func brokerKilled() async throws {
         let directory = try TemporaryDirectory("service-crash")
         defer { directory.remove() }

@@ -1,0 +1,77 @@
+import Foundation
+public import Logging
+public import SwitchboardSecurity
+import Synchronization
+public import ZeroMQ
+
+/// CURVE and ZAP for every endpoint of a broker (protocol/README.md, section 13): the broker's
+/// own key, the allow-list of principals, and the per-endpoint ZAP decisions.
+public final class BrokerSecurity: Sendable {
+    public let certificate: Certificate
+    public let keys: CurveKeyPair
+    public let allowList: AllowList
+    private let logger: Logger
+    private let counters = Mutex<[String: Int]>([:])
+
+    /// Loads the broker's secret certificate and the allow-list directory; the errors say which
+    /// file is wrong and how.
+    public init(secretFile: String, certificates: String, logger: Logger) throws {
+        certificate = try Certificate.load(secretFile: secretFile)
+        guard let keys = certificate.keyPair else { throw Certificate.Failure("\(secretFile) holds no secret key") }
+        self.keys = keys
+        allowList = try AllowList(directory: certificates)
+        self.logger = logger
+    }
+
+    /// What every server socket of `endpoint` sets before it binds: CURVE server with the
+    /// broker's key, its ZAP domain, and ZAP enforcement (no handler: refused, never waved in).
+    public func serverOptions(_ endpoint: Endpoint) -> [SocketOption] {
+        [.curveServer(true), .curveSecretKey(keys.secretKey), .zapDomain(endpoint.zapDomain), .zapEnforceDomain(true)]
+    }
+
+    /// Refusals by reason kind, for tests and status.
+    public var refusals: [String: Int] { counters.withLock { $0 } }
+
+    func count(_ kind: String) { counters.withLock { $0[kind, default: 0] += 1 } }
+
+    /// The ZAP decision: CURVE only, a known and unexpired key, a role allowed on this endpoint.
+    /// The user id is the principal's name.
+    public func authenticate(_ request: ZAPRequest) -> ZAPDecision {
+        func deny(_ kind: String, _ reason: String) -> ZAPDecision {
+            count(kind)
+            logger.warning(
+                "connection refused",
+                metadata: [
+                    "domain": "\(request.domain)", "address": "\(request.address)", "mechanism": "\(request.mechanism)",
+                    "reason": "\(reason)",
+                ])
+            return .deny(reason: reason)
+        }
+        guard let endpoint = Endpoint(zapDomain: request.domain) else { return deny("domain", "unknown ZAP domain '\(request.domain)'") }
+        guard request.mechanism == "CURVE", let key = request.curvePublicKey else {
+            return deny("mechanism", "mechanism \(request.mechanism) is not accepted; CURVE only")
+        }
+        guard let certificate = allowList.certificate(for: key) else {
+            return deny("unknown-key", "unknown key \(key.z85.prefix(8))…")
+        }
+        if certificate.isExpired() {
+            return deny("expired", "the certificate of '\(certificate.name)' has expired")
+        }
+        if let reason = Policy.connect(certificate.role, to: endpoint) {
+            return deny("role", "\(certificate.name): \(reason)")
+        }
+        return .allow(userID: certificate.name)
+    }
+
+    /// The role of a principal named by `User-Id` now (nil: no longer allowed).
+    public func role(of userID: String?) -> Role? {
+        guard let userID, let certificate = allowList.certificate(named: userID), !certificate.isExpired() else { return nil }
+        return certificate.role
+    }
+
+    /// Logs and counts a refused message (no secret is in `reason`).
+    func refused(_ kind: String, principal: String?, reason: String) {
+        count(kind)
+        logger.warning("message refused", metadata: ["principal": "\(principal ?? "-")", "reason": "\(reason)"])
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import Synchronization
+public import ZeroMQ
+
+/// The broker's allow-list: every `*.cert` file of a directory, by public key. Reloadable; a
+/// reload that fails keeps the list it had.
+public final class AllowList: Sendable {
+    public let directory: String
+    private let state = Mutex<[CurveKey: Certificate]>([:])
+
+    /// Loads the directory; throws if it cannot be read or a certificate in it is bad (a broker
+    /// should not start with an allow-list it cannot trust).
+    public init(directory: String) throws {
+        self.directory = directory
+        _ = try reload()
+    }
+
+    /// Reads the directory again.
+    /// - Returns: the principals no longer allowed (removed, or their key replaced).
+    @discardableResult
+    public func reload() throws -> [Certificate] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            throw Certificate.Failure("cannot read the certificate directory \(directory): \(error.localizedDescription)")
+        }
+        var loaded: [CurveKey: Certificate] = [:]
+        var byName: [String: String] = [:]
+        for name in names.sorted() where name.hasSuffix(".cert") {
+            let path = (directory as NSString).appendingPathComponent(name)
+            let certificate = try Certificate.load(publicFile: path)
+            if let other = byName[certificate.name] {
+                throw Certificate.Failure("\(path) and \(other) both name principal '\(certificate.name)'")
+            }
+            byName[certificate.name] = path
+            loaded[certificate.publicKey] = certificate
+        }
+        return state.withLock { current in
+            let gone = current.filter { loaded[$0.key] == nil }.map(\.value)
+            current = loaded
+            return gone
+        }
+    }
+
+    public func certificate(for key: CurveKey) -> Certificate? { state.withLock { $0[key] } }
+
+    /// The certificate of a principal by name (as `User-Id` gives it).
+    public func certificate(named name: String) -> Certificate? { state.withLock { $0.values.first { $0.name == name } } }
+
+    public var count: Int { state.withLock { $0.count } }
+
+    /// A fingerprint of the directory (names, sizes, modification times), to notice changes.
+    public func fingerprint() -> String {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".cert") }.sorted()
+        return names.map { name -> String in
+            let attributes = try? FileManager.default.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))
+            let size = (attributes?[.size] as? NSNumber)?.intValue ?? -1
+            let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+            return "\(name):\(size):\(modified)"
+        }.joined(separator: "|")
+    }
+}

@@ -1,0 +1,90 @@
+/// The broker's endpoints, as ZAP sees them (each server socket sets its own ZAP domain).
+public enum Endpoint: String, Sendable, CaseIterable {
+    case ingest, fanout, replay, service
+
+    public var zapDomain: String { "switchboard.\(rawValue)" }
+
+    public init?(zapDomain: String) {
+        guard zapDomain.hasPrefix("switchboard."), let endpoint = Endpoint(rawValue: String(zapDomain.dropFirst("switchboard.".count)))
+        else { return nil }
+        self = endpoint
+    }
+}
+
+/// The authorisation table of protocol/README.md section 13: what each role may do. Every
+/// function returns nil when allowed, or the reason for the refusal (no secret in it).
+public enum Policy {
+    /// Which roles may connect to which endpoint (checked by the ZAP handler).
+    public static func connect(_ role: Role, to endpoint: Endpoint) -> String? {
+        let allowed: Bool
+        switch (endpoint, role) {
+        case (_, .broker): allowed = false
+        case (.ingest, .kiosk), (.ingest, .worker), (.ingest, .auth): allowed = true
+        case (.ingest, _): allowed = false
+        case (.fanout, .kiosk), (.replay, .kiosk): allowed = false
+        case (.fanout, _), (.replay, _): allowed = true
+        case (.service, _): allowed = true
+        }
+        return allowed ? nil : "role \(role) may not connect to the \(endpoint.rawValue) endpoint"
+    }
+
+    /// Whether `principal` (of `role`) may publish an event of `type` naming `producer`.
+    public static func publish(principal: String, role: Role, type: String, producer: String) -> String? {
+        guard producer == principal else {
+            return "producer '\(producer)' is not the sender's principal '\(principal)'"
+        }
+        let prefixes: [String]
+        switch role {
+        case .kiosk: prefixes = ["checkin.", "person."]
+        case .worker(let service): prefixes = ["\(service).", "person.", "dlq."]
+        case .auth: prefixes = ["auth."]
+        case .monitor, .admin, .broker: prefixes = []
+        }
+        guard prefixes.contains(where: { type.hasPrefix($0) }) else {
+            let allowed = prefixes.isEmpty ? "nothing" : prefixes.map { "\($0)*" }.joined(separator: ", ")
+            return "role \(role) may not publish '\(type)' (it may publish \(allowed))"
+        }
+        return nil
+    }
+
+    /// Whether `role` may register as a worker of `service`.
+    public static func register(_ role: Role, service: String) -> String? {
+        switch role {
+        case .worker(let own) where own == service: nil
+        case .auth where service == "auth": nil
+        case .worker(let own): "role worker:\(own) may serve only '\(own)', not '\(service)'"
+        case .auth: "role auth may serve only 'auth', not '\(service)'"
+        default: "role \(role) may not serve any service"
+        }
+    }
+
+    /// Operation names whose last segment says they only read.
+    public static let readOnlyVerbs: Set<String> = ["get", "list", "search", "find", "lookup", "info", "status"]
+
+    public static func isReadOnly(_ operation: String) -> Bool {
+        operation.split(separator: ".").last.map { readOnlyVerbs.contains(String($0)) } ?? false
+    }
+
+    /// Whether `role` may call `operation` of `service` (nil operation: the body is not a
+    /// readable REQUEST).
+    public static func call(_ role: Role, service: String, operation: String?) -> String? {
+        if service.hasPrefix("mmi.") { return nil }
+        if service == "auth" {
+            guard case .worker = role else { return "only workers may call the auth service, not role \(role)" }
+            return nil
+        }
+        switch role {
+        case .worker, .auth:
+            return nil
+        case .kiosk:
+            guard service == "eto" || service == "directory" else { return "a kiosk may call only eto and directory, not '\(service)'" }
+            guard let operation, isReadOnly(operation) else {
+                return
+                    "a kiosk may call only the read-only operations of \(service) (…\(readOnlyVerbs.sorted().map { ".\($0)" }.joined(separator: ", ")))"
+            }
+            return nil
+        case .monitor, .admin, .broker:
+            return "role \(role) may only ask the broker (mmi.*), not call '\(service)'"
+        }
+    }
+}

@@ -1,0 +1,188 @@
+import Foundation
+import SwitchboardBroker
+import SwitchboardProtocol
+import SwitchboardSecurity
+import SwitchboardTesting
+import Testing
+import ZeroMQ
+
+/// A broker with CURVE on every endpoint and an allow-list of principals, and clients of each role.
+struct SecureBroker {
+    let fixture: BrokerFixture
+    let secrets: String
+    let certificates: String
+    let broker: Certificate
+
+    static func start(principals: [(String, Role, Date?)]) async throws -> SecureBroker {
+        let directory = try TemporaryDirectory("secure")
+        let certificates = directory.path("certs")
+        let secrets = directory.path("secrets")
+        let brokerCertificate = Certificate(name: "broker", role: .broker, keys: try CurveKeyPair.generate())
+        try brokerCertificate.write(to: secrets)
+        try FileManager.default.createDirectory(atPath: certificates, withIntermediateDirectories: true)
+        for (name, role, expires) in principals {
+            let certificate = Certificate(name: name, role: role, keys: try CurveKeyPair.generate(), expires: expires)
+            let (publicPath, _) = try certificate.write(to: secrets)
+            try FileManager.default.copyItem(atPath: publicPath, toPath: (certificates as NSString).appendingPathComponent("\(name).cert"))
+        }
+        let fixture = try await BrokerFixture.start(directory: directory) { configuration in
+            configuration.securityKey = (secrets as NSString).appendingPathComponent("broker.secret")
+            configuration.securityCertificates = certificates
+            configuration.serviceWait = .milliseconds(300)
+        }
+        return SecureBroker(fixture: fixture, secrets: secrets, certificates: certificates, broker: brokerCertificate)
+    }
+
+    func keys(_ name: String) throws -> CurveKeyPair {
+        try #require(try Certificate.load(secretFile: (secrets as NSString).appendingPathComponent("\(name).secret")).keyPair)
+    }
+
+    func clientOptions(_ name: String) throws -> [SocketOption] {
+        let keys = try keys(name)
+        return [.curvePublicKey(keys.publicKey), .curveSecretKey(keys.secretKey), .curveServerKey(broker.publicKey)]
+    }
+
+    /// A DEALER of principal `name` connected to `endpoint`.
+    func dealer(_ name: String, _ endpoint: String) async throws -> AsyncSocket {
+        let options = try clientOptions(name)
+        return try await fixture.io.open(.dealer, linger: 0) { socket in
+            try socket.set(options)
+            try socket.connect(endpoint)
+        }
+    }
+
+    /// Connects a socket with `options` and returns how its handshake ended (a monitor event).
+    func handshake(_ options: [SocketOption], _ endpoint: String, type: SocketType = .dealer) async throws -> SocketEvent.Kinds {
+        let monitorEndpoint = "inproc://handshake-\(UUID().uuidString)"
+        let socket = try await fixture.io.open(type, linger: 0) { socket in
+            try socket.set(options)
+            try socket.startMonitor(
+                endpoint: monitorEndpoint,
+                events: [.handshakeSucceeded, .handshakeFailedAuth, .handshakeFailedProtocol, .handshakeFailedNoDetail])
+        }
+        let monitor = try await fixture.io.open(.pair, linger: 0) { try $0.connect(monitorEndpoint) }
+        try await socket.perform { try $0.connect(endpoint) }
+        guard let message = try await monitor.receive(timeout: .seconds(20)) else { throw WaitTimedOut(description: "no handshake event") }
+        let event = try SocketEvent(frames: message.frames)
+        await socket.close()
+        await monitor.close()
+        return event.kind
+    }
+
+    func stop() async { await fixture.stop() }
+}
+
+@Suite("Ironhouse: CURVE, ZAP and roles at the broker")
+struct SecurityTests {
+    static let principals: [(String, Role, Date?)] = [
+        ("riverside-1", .kiosk, nil), ("eto-1", .worker(service: "eto"), nil), ("ops-1", .monitor, nil), ("auth-1", .auth, nil),
+        ("old-kiosk", .kiosk, Date(timeIntervalSinceNow: -60)),
+    ]
+
+    static func checkIn(producer: String, type: String = CheckIn.type, schema: String = CheckIn.schema) throws -> [Data] {
+        try Events.frames(producer: producer, seq: 1, type: type, schema: schema, content: type == CheckIn.type ? nil : Data("{}".utf8)).1
+    }
+
+    @Test("an allowed kiosk publishes a check-in under its own name over CURVE")
+    func allowedKiosk() async throws {
+        let secure = try await SecureBroker.start(principals: Self.principals)
+        let kiosk = try await secure.dealer("riverside-1", secure.fixture.endpoints.ingest)
+        let answer = try await Events.exchange(kiosk, try Self.checkIn(producer: "riverside-1"), timeout: .seconds(10))
+        #expect(answer.command == .ack)
+        await secure.stop()
+    }
+
+    @Test("unknown key, NULL, PLAIN and an expired certificate are refused at the handshake; a known key passes")
+    func handshakeRefusals() async throws {
+        let secure = try await SecureBroker.start(principals: Self.principals)
+        let ingest = secure.fixture.endpoints.ingest
+        let stranger = try CurveKeyPair.generate()
+        #expect(try await secure.handshake(try secure.clientOptions("riverside-1"), ingest) == .handshakeSucceeded)
+        let unknown: [SocketOption] = [
+            .curvePublicKey(stranger.publicKey), .curveSecretKey(stranger.secretKey), .curveServerKey(secure.broker.publicKey),
+        ]
+        #expect(try await secure.handshake(unknown, ingest) == .handshakeFailedAuth)
+        #expect(try await secure.handshake([], ingest) != .handshakeSucceeded, "NULL")
+        #expect(try await secure.handshake([.plainUsername("riverside-1"), .plainPassword("x")], ingest) != .handshakeSucceeded, "PLAIN")
+        #expect(try await secure.handshake(try secure.clientOptions("old-kiosk"), ingest) == .handshakeFailedAuth)
+        #expect(try await secure.handshake(try secure.clientOptions("ops-1"), ingest) == .handshakeFailedAuth, "a monitor may not publish")
+        #expect(
+            try await secure.handshake(try secure.clientOptions("riverside-1"), secure.fixture.endpoints.fanout, type: .subscriber)
+                == .handshakeFailedAuth, "a kiosk may not subscribe")
+        let refusals = try #require(secure.fixture.broker.security).refusals
+        #expect(refusals["unknown-key"] == 1 && refusals["expired"] == 1 && refusals["role"] == 2, "\(refusals)")
+        await secure.stop()
+    }
+
+    @Test("a kiosk that claims another producer's name, or publishes auth.*, is refused with ERROR forbidden")
+    func publishRules() async throws {
+        let secure = try await SecureBroker.start(principals: Self.principals)
+        let kiosk = try await secure.dealer("riverside-1", secure.fixture.endpoints.ingest)
+        let spoof = try await Events.exchange(kiosk, try Self.checkIn(producer: "eastside-9"), timeout: .seconds(10))
+        #expect(spoof.command == .error)
+        let spoofError = try spoof.decodeHeader(ErrorHeader.self)
+        #expect(spoofError.code == .forbidden && spoofError.message.contains("eastside-9"))
+        let auth = try await Events.exchange(
+            kiosk, try Self.checkIn(producer: "riverside-1", type: "auth.token.issued", schema: "auth.token.issued/1"),
+            timeout: .seconds(10))
+        #expect(auth.command == .error)
+        #expect(try auth.decodeHeader(ErrorHeader.self).code == .forbidden)
+        #expect(try secure.fixture.journalRows().isEmpty, "nothing refused reached the journal")
+        await secure.stop()
+    }
+
+    @Test(
+        "service plane: a kiosk may not register as a worker or call token.get, but may read from eto; a worker serves only its own service"
+    )
+    func serviceRules() async throws {
+        let secure = try await SecureBroker.start(principals: Self.principals)
+        let service = secure.fixture.endpoints.service
+        let kiosk = try await secure.dealer("riverside-1", service)
+        try await kiosk.send(Majordomo.worker(.v02, .ready, service: "eto"))
+        #expect(try await kiosk.receive(timeout: .seconds(10))?.frames == Majordomo.worker(.v02, .disconnect))
+
+        let tokenRequest = try ServiceBody.requestBody(
+            RequestHeader(operation: "token.get", timeoutMilliseconds: 1000), content: Data("{}".utf8))
+        try await kiosk.send(Majordomo.clientRequest(.v02, service: "auth", body: tokenRequest))
+        let refused = try #require(try await kiosk.receive(timeout: .seconds(10)))
+        let (refusal, _) = try ServiceBody.reply(Array(refused.frames[3...]))
+        #expect(refusal.status == 403 && refusal.error?.code == "forbidden")
+
+        let worker = try await secure.dealer("eto-1", service)
+        try await worker.send(Majordomo.worker(.v02, .ready, service: "directory"))
+        #expect(try await worker.receive(timeout: .seconds(10))?.frames == Majordomo.worker(.v02, .disconnect))
+        try await worker.send(Majordomo.worker(.v02, .ready, service: "eto"))
+        try await waitUntil("eto-1 serves eto") { secure.fixture.broker.services.statistics.workers == 1 }
+
+        let read = try ServiceBody.requestBody(
+            RequestHeader(operation: "programs.list", timeoutMilliseconds: 1000), content: Data("{}".utf8))
+        try await kiosk.send(Majordomo.clientRequest(.v02, service: "eto", body: read))
+        let request = try #require(try await worker.receive(timeout: .seconds(10)))
+        #expect(request.frames[1] == Data([0x02]), "the kiosk's read reached the eto worker")
+        let write = try ServiceBody.requestBody(
+            RequestHeader(operation: "enrollment.create", timeoutMilliseconds: 1000), content: Data("{}".utf8))
+        try await kiosk.send(Majordomo.clientRequest(.v02, service: "eto", body: write))
+        let writeRefused = try #require(try await kiosk.receive(timeout: .seconds(10)))
+        #expect(try ServiceBody.reply(Array(writeRefused.frames[3...])).0.status == 403)
+        await secure.stop()
+    }
+
+    @Test("a revoked key is refused after the allow-list reloads, and a monitor cannot publish")
+    func revocation() async throws {
+        let secure = try await SecureBroker.start(principals: Self.principals)
+        let kiosk = try await secure.dealer("riverside-1", secure.fixture.endpoints.ingest)
+        #expect(try await Events.exchange(kiosk, try Self.checkIn(producer: "riverside-1"), timeout: .seconds(10)).command == .ack)
+        try FileManager.default.removeItem(atPath: (secure.certificates as NSString).appendingPathComponent("riverside-1.cert"))
+        let gone = try #require(secure.fixture.broker.security).allowList.reload()
+        #expect(gone.map(\.name) == ["riverside-1"])
+        var header = EventHeader(type: CheckIn.type, producer: "riverside-1", producerSeq: 2, schema: CheckIn.schema, session: "test")
+        header.eventID = UUIDv7.string()
+        let again = try await Events.exchange(
+            kiosk, try Envelope(command: .event, header: header, content: Events.checkIn()).frames(), timeout: .seconds(10))
+        #expect(again.command == .error)
+        #expect(try again.decodeHeader(ErrorHeader.self).code == .forbidden)
+        #expect(
+            try await secure.handshake(try secure.clientOptions("riverside-1"), secure.fixture.endpoints.ingest) == .handshakeFailedAuth)
+        await secure.stop()
+    }
+}
