@@ -59,6 +59,7 @@ var targets: [Target] = [
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -79,7 +80,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-broker",
         dependencies: [
-            "SwitchboardBroker", "SwitchboardRuntime",
+            "SwitchboardBroker", "SwitchboardRuntime", "SwitchboardSecurity",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -110,7 +111,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard",
         dependencies: [
-            "SwitchboardRuntime", "SwitchboardBus", "ZeroMQ",
+            "SwitchboardRuntime", "SwitchboardBus", "ZeroMQ", "SwitchboardSecurity", "SwitchboardProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ],
@@ -143,7 +144,7 @@ var targets: [Target] = [
     .testTarget(
         name: "EndToEndTests",
         dependencies: [
-            "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardRuntime",
+            "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardRuntime", "SwitchboardSecurity",
             .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings

@@ -69,6 +69,20 @@ public final class BrokerSecurity: Sendable {
         return certificate.role
     }
 
+    /// Reloads the allow-list; a failed reload keeps the old list and says why.
+    public func reload(reason: String) {
+        do {
+            let gone = try allowList.reload()
+            logger.notice(
+                "allow-list reloaded",
+                metadata: [
+                    "reason": "\(reason)", "principals": "\(allowList.count)", "revoked": "\(gone.map(\.name).joined(separator: ","))",
+                ])
+        } catch {
+            logger.error("allow-list not reloaded; the previous one stays", metadata: ["reason": "\(reason)", "error": "\(error)"])
+        }
+    }
+
     /// Logs and counts a refused message (no secret is in `reason`).
     func refused(_ kind: String, principal: String?, reason: String) {
         count(kind)

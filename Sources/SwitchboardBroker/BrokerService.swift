@@ -1,4 +1,6 @@
 public import ServiceLifecycle
+import SwitchboardSecurity
+import UnixSignals
 
 /// Runs a `Broker` as a service of a `ServiceGroup`: graceful shutdown (SIGTERM, SIGINT) and
 /// cancellation both stop it the same way, after the batch in hand is durable and answered.
@@ -15,6 +17,8 @@ public struct BrokerService: Service {
 
     public func run() async throws {
         _ = try await broker.start()
+        // The allow-list follows its directory: reloaded on SIGHUP and when a file changes.
+        let watcher = broker.security.map { security in Task { await Self.watch(security) } }
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await broker.waitUntilStopped()
@@ -24,6 +28,23 @@ public struct BrokerService: Service {
         } onCancel: {
             broker.requestStop()
         }
+        watcher?.cancel()
         if let failure = broker.failure { throw Failure(description: failure) }
+    }
+
+    static func watch(_ security: BrokerSecurity) async {
+        let hangups = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sighup) { security.reload(reason: "SIGHUP") }
+        }
+        defer { hangups.cancel() }
+        var fingerprint = security.allowList.fingerprint()
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            let now = security.allowList.fingerprint()
+            if now != fingerprint {
+                fingerprint = now
+                security.reload(reason: "the certificate directory changed")
+            }
+        }
     }
 }

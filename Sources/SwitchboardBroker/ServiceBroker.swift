@@ -455,6 +455,7 @@ private final class ServiceCore {
             "workers": .integer(Int64(workers.count)),
             "heartbeat_ms": .integer(settings.heartbeat.wholeMilliseconds),
             "liveness": .integer(Int64(settings.liveness)),
+            "curve": .bool(broker.security != nil),
         ])
         var writer = JSONWriter()
         writer.value(report)

@@ -480,8 +480,10 @@ public struct ServiceDirectory: Codable, Sendable, Hashable {
     public var workers: Int
     public var heartbeatMilliseconds: Int
     public var liveness: Int
+    /// Whether the broker's endpoints run CURVE (absent from brokers before section 13).
+    public var curve: Bool?
 
     enum CodingKeys: String, CodingKey {
-        case services, workers, heartbeatMilliseconds = "heartbeat_ms", liveness
+        case services, workers, heartbeatMilliseconds = "heartbeat_ms", liveness, curve
     }
 }

@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import SwitchboardBroker
 import SwitchboardRuntime
+import SwitchboardSecurity
 import UnixSignals
 
 @main
@@ -23,6 +24,9 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "Fan-out endpoint (XPUB).") var fanout: String?
     @Option(help: "Replay endpoint (ROUTER).") var replay: String?
     @Option(help: "Service endpoint (Majordomo ROUTER), e.g. tcp://0.0.0.0:5563.") var service: String?
+    @Option(help: "The broker's secret certificate (switchboard keygen --role broker); with --certificates, CURVE on every endpoint.")
+    var key: String?
+    @Option(help: "Directory of the public certificates allowed to connect.") var certificates: String?
     @Option(name: .customLong("data-dir"), help: "Directory of the journal.") var dataDirectory: String?
     @Option(help: "HEAD interval, e.g. 1s or 500ms.") var heartbeat: String?
     @Option(name: .customLong("retention-max-age"), help: "Delete events older than this (e.g. 7d), or 'none'.") var retentionMaxAge:
@@ -51,7 +55,9 @@ struct BrokerCommand: AsyncParsableCommand {
         // Flags are the top layer: feed them in as the environment would, so every value goes
         // through the same parsing and the same error messages.
         let flags: [(String, String?)] = [
-            ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("service", service), ("data_dir", dataDirectory),
+            ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("service", service), ("security.key", key),
+            ("security.certificates", certificates),
+            ("data_dir", dataDirectory),
             ("heartbeat", heartbeat), ("retention.max_age", retentionMaxAge),
             ("retention.max_bytes", retentionMaxBytes), ("min_version", minimumVersion),
         ]
@@ -66,7 +72,17 @@ struct BrokerCommand: AsyncParsableCommand {
         } catch let failure as ConfigurationLayers.Failure {
             throw ValidationError(failure.description)
         }
-        let broker = try Broker(configuration: settings, logger: logger)
+        if settings.securityKey == nil {
+            logger.warning(
+                "running WITHOUT CURVE: anyone who can reach these endpoints can connect and publish; give --key and --certificates outside local experiments"
+            )
+        }
+        let broker: Broker
+        do {
+            broker = try Broker(configuration: settings, logger: logger)
+        } catch let failure as Certificate.Failure {
+            throw ValidationError(failure.description)
+        }
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: BrokerService(broker: broker))],

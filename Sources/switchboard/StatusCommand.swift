@@ -75,6 +75,9 @@ struct StatusCommand: AsyncParsableCommand {
     static func table(_ directory: ServiceDirectory, endpoint: String) -> String {
         var text = "Broker \(endpoint): \(directory.workers) worker\(directory.workers == 1 ? "" : "s"), "
         text += "heartbeat \(directory.heartbeatMilliseconds) ms × \(directory.liveness)\n"
+        if directory.curve == false {
+            text += "WARNING: this broker runs WITHOUT CURVE: anyone who reaches its endpoints can connect (--insecure use only)\n"
+        }
         guard !directory.services.isEmpty else { return text + "No services registered.\n" }
         let header = ["SERVICE", "WORKERS", "IDLE", "BUSY", "QUEUED", "OLDEST WAIT", "PROTOCOLS"]
         let rows = directory.services.map { service in

@@ -7,7 +7,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard's front door.",
-        subcommands: [UpCommand.self, StatusCommand.self])
+        subcommands: [UpCommand.self, StatusCommand.self, KeygenCommand.self])
 }
 
 struct UpCommand: AsyncParsableCommand {

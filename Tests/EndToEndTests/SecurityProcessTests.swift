@@ -1,0 +1,99 @@
+import Foundation
+import SwitchboardProtocol
+import SwitchboardRuntime
+import SwitchboardSecurity
+import SwitchboardTesting
+import Testing
+import ZeroMQ
+
+@Suite("Keys and a secure broker (processes)")
+struct SecurityProcessTests {
+    /// How a CURVE handshake with `keys` against `endpoint` ends.
+    static func handshake(_ io: IOThread, keys: CurveKeyPair, server: CurveKey, endpoint: String) async throws -> SocketEvent.Kinds {
+        let monitorEndpoint = "inproc://e2e-handshake-\(UUID().uuidString)"
+        let socket = try await io.open(.dealer, linger: 0) { socket in
+            try socket.set([.curvePublicKey(keys.publicKey), .curveSecretKey(keys.secretKey), .curveServerKey(server)])
+            try socket.startMonitor(
+                endpoint: monitorEndpoint, events: [.handshakeSucceeded, .handshakeFailedAuth, .handshakeFailedProtocol])
+        }
+        let monitor = try await io.open(.pair, linger: 0) { try $0.connect(monitorEndpoint) }
+        try await socket.perform { try $0.connect(endpoint) }
+        let message = try await monitor.receive(timeout: .seconds(20))
+        await socket.close()
+        await monitor.close()
+        guard let message else { throw WaitTimedOut(description: "no handshake event from \(endpoint)") }
+        return try SocketEvent(frames: message.frames).kind
+    }
+
+    @Test("keygen makes certificates; the broker runs CURVE with them, refuses a readable secret, and reloads its allow-list on SIGHUP")
+    func keysAndReload() async throws {
+        let directory = try TemporaryDirectory("keys")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        for (name, role) in [("broker", "broker"), ("riverside-1", "kiosk"), ("ops-1", "monitor")] {
+            let keygen = try programs.start(
+                "switchboard", ["keygen", "--name", name, "--role", role, "--out", directory.path("secrets")], log: "keygen-\(name).log")
+            #expect(await keygen.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("keygen-\(name).log"))")
+        }
+        let bad = try programs.start("switchboard", ["keygen", "--name", "x", "--role", "janitor"], log: "keygen-bad.log")
+        #expect(await bad.waitForExit(timeout: .seconds(30)) != 0)
+        #expect(programs.read("keygen-bad.log").contains("--role must be"))
+        let secret = directory.path("secrets/riverside-1.secret")
+        #expect((try FileManager.default.attributesOfItem(atPath: secret)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(!programs.read("keygen-riverside-1.log").contains(try Certificate.load(secretFile: secret).secretKey!.z85))
+
+        try FileManager.default.createDirectory(atPath: directory.path("certs"), withIntermediateDirectories: true)
+        for name in ["riverside-1", "ops-1"] {
+            try FileManager.default.copyItem(atPath: directory.path("secrets/\(name).cert"), toPath: directory.path("certs/\(name).cert"))
+        }
+        // A secret certificate that others can read is refused at start, with the fix named.
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: directory.path("secrets/broker.secret"))
+        let refused = try programs.start(
+            "switchboard-broker",
+            [
+                "--data-dir", directory.path("b0"), "--key", directory.path("secrets/broker.secret"), "--certificates",
+                directory.path("certs"),
+                "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
+                "tcp://127.0.0.1:*",
+            ],
+            log: "refused.log")
+        #expect(await refused.waitForExit(timeout: .seconds(30)) != 0)
+        #expect(programs.read("refused.log").contains("chmod 600"), "\(programs.read("refused.log"))")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.path("secrets/broker.secret"))
+
+        let broker = try programs.start(
+            "switchboard-broker",
+            [
+                "--data-dir", directory.path("broker"), "--key", directory.path("secrets/broker.secret"), "--certificates",
+                directory.path("certs"),
+                "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
+                "tcp://127.0.0.1:*",
+            ],
+            log: "broker.log")
+        try await waitUntil("the broker is up") { FileManager.default.fileExists(atPath: directory.path("broker/endpoints.json")) }
+        let endpoints = try JSONDecoder().decode(
+            Programs.Endpoints.self, from: Data(contentsOf: URL(fileURLWithPath: directory.path("broker/endpoints.json"))))
+        let server = try Certificate.load(publicFile: directory.path("secrets/broker.cert")).publicKey
+        let kiosk = try #require(try Certificate.load(secretFile: secret).keyPair)
+        let context = try Context()
+        let io = try IOThread(context: context)
+        #expect(try await Self.handshake(io, keys: kiosk, server: server, endpoint: endpoints.ingest) == .handshakeSucceeded)
+        let ops = try #require(try Certificate.load(secretFile: directory.path("secrets/ops-1.secret")).keyPair)
+        #expect(
+            try await Self.handshake(io, keys: ops, server: server, endpoint: endpoints.ingest) == .handshakeFailedAuth,
+            "a monitor may not publish")
+        #expect(try await Self.handshake(io, keys: ops, server: server, endpoint: endpoints.replay) == .handshakeSucceeded)
+
+        // Revoke the kiosk: remove its certificate and send SIGHUP.
+        try FileManager.default.removeItem(atPath: directory.path("certs/riverside-1.cert"))
+        broker.signal(SIGHUP)
+        try await waitUntil("the kiosk is refused after the reload") {
+            try await Self.handshake(io, keys: kiosk, server: server, endpoint: endpoints.ingest) == .handshakeFailedAuth
+        }
+        #expect(programs.read("broker.log").contains("allow-list reloaded"))
+        await io.shutdown()
+        context.terminate()
+        #expect(await broker.stop() == 0)
+        #expect(!programs.read("broker.log").contains(kiosk.secretKey.z85), "no secret in the log")
+    }
+}
