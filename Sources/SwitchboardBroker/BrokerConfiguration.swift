@@ -45,6 +45,9 @@ public struct BrokerConfiguration: Sendable {
     public var securityKey: String?
     /// `security.certificates`: the directory of public certificates allowed to connect.
     public var securityCertificates: String?
+    /// `insecure`: run without CURVE (for local experiments only). Without it, a broker with no
+    /// `security.key` refuses to start.
+    public var insecure = false
 
     public init() {}
 
@@ -52,7 +55,7 @@ public struct BrokerConfiguration: Sendable {
     public static let keys = [
         "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
         "retention.interval", "min_version", "hwm", "max_frame_bytes", "service", "service.heartbeat", "service.liveness",
-        "service.wait", "service.queue_limit", "security.key", "security.certificates",
+        "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure",
     ]
 
     /// Reads the file and environment layers over the defaults.
@@ -93,6 +96,12 @@ public struct BrokerConfiguration: Sendable {
         if let v = try layers.integer("service.queue_limit") { serviceQueueLimit = v }
         if let v = layers.string("security.key") { securityKey = v }
         if let v = layers.string("security.certificates") { securityCertificates = v }
+        if let v = layers.string("insecure") {
+            guard let flag = ["true": true, "false": false, "1": true, "0": false][v.lowercased()] else {
+                throw ConfigurationLayers.Failure("insecure must be true or false, got '\(v)'")
+            }
+            insecure = flag
+        }
         try validate()
     }
 
@@ -109,6 +118,14 @@ public struct BrokerConfiguration: Sendable {
         }
         guard (securityKey == nil) == (securityCertificates == nil) else {
             throw ConfigurationLayers.Failure("security.key and security.certificates go together: give both, or neither")
+        }
+        if securityKey != nil && insecure {
+            throw ConfigurationLayers.Failure("insecure and security.key contradict each other: give one or the other")
+        }
+        if securityKey == nil && !insecure {
+            throw ConfigurationLayers.Failure(
+                "no security.key and security.certificates (--key, --certificates): make them with 'switchboard keygen', or pass --insecure for a local experiment without encryption"
+            )
         }
         guard serviceHeartbeat >= .milliseconds(10) else {
             throw ConfigurationLayers.Failure("service.heartbeat must be at least 10ms")

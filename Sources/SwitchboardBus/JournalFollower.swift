@@ -41,10 +41,13 @@ public final class JournalFollower {
     public struct Endpoints: Sendable {
         public var fanout: String
         public var replay: String
+        /// Set on both sockets before they connect: CURVE client keys for a secure broker.
+        public var socketOptions: [SocketOption]
 
-        public init(fanout: String, replay: String) {
+        public init(fanout: String, replay: String, socketOptions: [SocketOption] = []) {
             self.fanout = fanout
             self.replay = replay
+            self.socketOptions = socketOptions
         }
     }
 
@@ -105,11 +108,13 @@ public final class JournalFollower {
         let socket = try await io.open(.subscriber, linger: 0, inboxCapacity: 4096) { [endpoints] socket in
             try socket.set([.receiveHighWaterMark(100_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
             for prefix in prefixes { try socket.set(.subscribe(Data(prefix.utf8))) }
+            try socket.set(endpoints.socketOptions)
             try socket.connect(endpoints.fanout)
         }
         do {
             replay = try await io.open(.dealer, linger: 0, inboxCapacity: 2048) { [endpoints] socket in
                 try socket.set([.receiveHighWaterMark(10_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
+                try socket.set(endpoints.socketOptions)
                 try socket.connect(endpoints.replay)
             }
         } catch {

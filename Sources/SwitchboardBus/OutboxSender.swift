@@ -37,6 +37,8 @@ public final class OutboxSender: Sendable {
         public var resendAfter: Duration = .seconds(2)
         /// How long to wait for an idle outbox to receive new events, when following.
         public var idlePoll: Duration = .milliseconds(200)
+        /// Set on the socket before it connects: CURVE client keys for a secure broker.
+        public var socketOptions: [SocketOption] = []
 
         public init() {}
     }
@@ -66,17 +68,19 @@ public final class OutboxSender: Sendable {
         progress: (@Sendable (DeliveryReport) -> Void)? = nil
     ) async throws -> DeliveryReport {
         let window = settings.window
-        let socket = try await io.open(.dealer, linger: 0, inboxCapacity: window * 2) { [endpoint] socket in
+        let socket = try await io.open(.dealer, linger: 0, inboxCapacity: window * 2) {
+            [endpoint, options = settings.socketOptions] socket in
             // No ZMQ_IMMEDIATE: with it, libzmq 4.3 drops the pipe at once when the broker's
             // connection breaks, and we saw a break in the middle of a multipart ACK abort the
             // process in fq.cpp (`!_more`) when a broker stopped mid-stream. Without it, unsent events wait in the pipe for the reconnect,
             // and any that are lost are resent after `resendAfter` and deduplicated by the broker.
-            try socket.set([
-                .sendHighWaterMark(Int32(window * 2)), .receiveHighWaterMark(Int32(window * 4)),
-                .reconnectInterval(milliseconds: 100), .reconnectIntervalMax(milliseconds: 2000),
-                .heartbeatInterval(milliseconds: 2000), .heartbeatTimeout(milliseconds: 6000),
-                .maxMessageSize(1 << 20),
-            ])
+            try socket.set(
+                [
+                    .sendHighWaterMark(Int32(window * 2)), .receiveHighWaterMark(Int32(window * 4)),
+                    .reconnectInterval(milliseconds: 100), .reconnectIntervalMax(milliseconds: 2000),
+                    .heartbeatInterval(milliseconds: 2000), .heartbeatTimeout(milliseconds: 6000),
+                    .maxMessageSize(1 << 20),
+                ] + options)
             try socket.connect(endpoint)
         }
         var state = DeliveryState()

@@ -53,6 +53,8 @@ public final class ServiceClient: Sendable {
         /// How long one attempt of an idempotent request waits before it is sent again on a
         /// fresh socket; by default a third of the request's time.
         public var attemptTimeout: Duration?
+        /// Set on every socket before it connects: CURVE client keys for a secure broker.
+        public var socketOptions: [SocketOption] = []
 
         public init() {}
     }
@@ -258,7 +260,10 @@ public final class ServiceClient: Sendable {
         while ContinuousClock.now < deadline && !Task.isCancelled {
             logger.debug("retrying on a fresh socket", metadata: ["service": "\(service)", "request_id": "\(id)"])
             do {
-                let socket = try await io.open(.dealer, linger: 0) { [endpoint] in try $0.connect(endpoint) }
+                let socket = try await io.open(.dealer, linger: 0) { [endpoint, options = settings.socketOptions] in
+                    try $0.set(options)
+                    try $0.connect(endpoint)
+                }
                 defer { Task { await socket.close() } }
                 try await socket.send(frames)
                 let attemptEnd = min(deadline, ContinuousClock.now + attemptTime)
@@ -311,8 +316,9 @@ public final class ServiceClient: Sendable {
         case .open:
             let result: Result<AsyncSocket, any Error>
             do {
-                let socket = try await io.open(.dealer, linger: 0, inboxCapacity: 4096) { [endpoint] socket in
-                    try socket.set([.maxMessageSize(1 << 20)])
+                let socket = try await io.open(.dealer, linger: 0, inboxCapacity: 4096) {
+                    [endpoint, options = settings.socketOptions] socket in
+                    try socket.set([.maxMessageSize(1 << 20)] + options)
                     try socket.connect(endpoint)
                 }
                 result = .success(socket)
@@ -400,7 +406,10 @@ public final class ServiceClient: Sendable {
     public func mmi(_ service: String, body: [Data] = [], timeout: Duration? = nil) async throws(ServiceClientError) -> [Data] {
         let wait = timeout ?? settings.timeout
         do {
-            let socket = try await io.open(.dealer, linger: 0) { [endpoint] in try $0.connect(endpoint) }
+            let socket = try await io.open(.dealer, linger: 0) { [endpoint, options = settings.socketOptions] in
+                try $0.set(options)
+                try $0.connect(endpoint)
+            }
             defer { Task { await socket.close() } }
             try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body))
             guard let answer = try await socket.receive(timeout: wait) else {

@@ -75,6 +75,8 @@ public final class ServiceWorker: Sendable {
         public var reconnectMax: Duration = .seconds(5)
         /// Worker sockets (requests handled at once).
         public var concurrency = 1
+        /// Set on every socket before it connects: CURVE client keys for a secure broker.
+        public var socketOptions: [SocketOption] = []
 
         public init() {}
     }
@@ -151,8 +153,8 @@ public final class ServiceWorker: Sendable {
         var brokerInterval = settings.heartbeat
         while !stopping {
             // A short linger lets the last DISCONNECT out before the socket closes.
-            let socket = try await io.open(.dealer, linger: 200, inboxCapacity: 64) { [endpoint] socket in
-                try socket.set([.maxMessageSize(1 << 20)])
+            let socket = try await io.open(.dealer, linger: 200, inboxCapacity: 64) { [endpoint, options = settings.socketOptions] socket in
+                try socket.set([.maxMessageSize(1 << 20)] + options)
                 try socket.connect(endpoint)
             }
             state.withLock { $0.statistics.connections += 1 }

@@ -25,6 +25,7 @@ public final class BrokerFixture: Sendable {
         configuration.serviceEndpoint = "tcp://127.0.0.1:*"
         configuration.dataDirectory = directory.path("broker")
         configuration.heartbeat = .milliseconds(100)
+        configuration.insecure = true  // tests of security set keys and turn this off
         configure(&configuration)
         let context = try Context()
         var logger = Logger(label: "test-broker")

@@ -27,6 +27,7 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "The broker's secret certificate (switchboard keygen --role broker); with --certificates, CURVE on every endpoint.")
     var key: String?
     @Option(help: "Directory of the public certificates allowed to connect.") var certificates: String?
+    @Flag(help: "Run without CURVE: anyone who reaches the endpoints may connect. Local experiments only.") var insecure = false
     @Option(name: .customLong("data-dir"), help: "Directory of the journal.") var dataDirectory: String?
     @Option(help: "HEAD interval, e.g. 1s or 500ms.") var heartbeat: String?
     @Option(name: .customLong("retention-max-age"), help: "Delete events older than this (e.g. 7d), or 'none'.") var retentionMaxAge:
@@ -56,7 +57,7 @@ struct BrokerCommand: AsyncParsableCommand {
         // through the same parsing and the same error messages.
         let flags: [(String, String?)] = [
             ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("service", service), ("security.key", key),
-            ("security.certificates", certificates),
+            ("security.certificates", certificates), ("insecure", insecure ? "true" : nil),
             ("data_dir", dataDirectory),
             ("heartbeat", heartbeat), ("retention.max_age", retentionMaxAge),
             ("retention.max_bytes", retentionMaxBytes), ("min_version", minimumVersion),

@@ -4,6 +4,7 @@ import Logging
 import SwitchboardBus
 import SwitchboardProtocol
 import SwitchboardRuntime
+import SwitchboardSecurity
 import Synchronization
 import ZeroMQ
 
@@ -30,9 +31,20 @@ struct KioskOptions: ParsableArguments {
     @Option(help: "The broker's ingest endpoint.") var broker: String?
     @Option(help: "The outbox file.") var outbox: String?
     @Option(name: .customLong("log-level"), help: "Log level for diagnostics on standard error.") var logLevel: String = "warning"
+    @Option(help: "This kiosk's secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.")
+    var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
+    var brokerKey: String?
+
+    /// The CURVE credentials, if given; checked in `validate`.
+    var credentials: ClientCredentials? {
+        try? ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+    }
 
     var kioskID: String {
         if let kiosk { return kiosk }
+        // With a certificate, the kiosk is the principal it names (the broker checks it).
+        if let name = credentials?.certificate.name { return name }
         if let id = ProcessInfo.processInfo.environment["SWITCHBOARD_KIOSK_ID"] { return id }
         let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "local"
         return "kiosk-" + String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(50))
@@ -47,6 +59,17 @@ struct KioskOptions: ParsableArguments {
     }
 
     func validate() throws {
+        do {
+            if let loaded = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey), let kiosk,
+                kiosk != loaded.certificate.name
+            {
+                throw ValidationError(
+                    "--kiosk '\(kiosk)' differs from the certificate's principal '\(loaded.certificate.name)'; the broker would refuse its check-ins"
+                )
+            }
+        } catch let failure as Certificate.Failure {
+            throw ValidationError(failure.description)
+        }
         guard Producer.isValid(kioskID) else {
             throw ValidationError("--kiosk: '\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
         }
@@ -70,7 +93,9 @@ struct KioskOptions: ParsableArguments {
     ) async throws -> DeliveryReport {
         let context = try Context()
         let io = try IOThread(context: context)
-        let sender = OutboxSender(outbox: outbox, io: io, endpoint: ingestEndpoint, logger: logger)
+        var settings = OutboxSender.Settings()
+        settings.socketOptions = credentials?.socketOptions ?? []
+        let sender = OutboxSender(outbox: outbox, io: io, endpoint: ingestEndpoint, settings: settings, logger: logger)
         let report: DeliveryReport
         do {
             report = try await sender.deliver(until: .now + wait, keepWaiting: keepWaiting)

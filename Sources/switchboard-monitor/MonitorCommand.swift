@@ -4,6 +4,7 @@ import Logging
 import SwitchboardBus
 import SwitchboardProtocol
 import SwitchboardRuntime
+import SwitchboardSecurity
 import ZeroMQ
 
 @main
@@ -25,8 +26,17 @@ struct MonitorCommand: AsyncParsableCommand {
     @Option(help: "Exit after this many events.") var count: Int?
     @Option(help: "The broker's fan-out endpoint.") var fanout: String?
     @Option(help: "The broker's replay endpoint.") var replay: String?
+    @Option(help: "This monitor's secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.")
+    var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
+    var brokerKey: String?
 
     func validate() throws {
+        do {
+            _ = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+        } catch let failure as Certificate.Failure {
+            throw ValidationError(failure.description)
+        }
         if let from, from < 1 { throw ValidationError("--from must be at least 1") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         for topic in topics where topic.isEmpty || topic.utf8.count > Topic.maximumLength {
@@ -39,7 +49,8 @@ struct MonitorCommand: AsyncParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         let endpoints = JournalFollower.Endpoints(
             fanout: fanout ?? environment["SWITCHBOARD_FANOUT"] ?? "tcp://127.0.0.1:5561",
-            replay: replay ?? environment["SWITCHBOARD_REPLAY"] ?? "tcp://127.0.0.1:5562")
+            replay: replay ?? environment["SWITCHBOARD_REPLAY"] ?? "tcp://127.0.0.1:5562",
+            socketOptions: try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)?.socketOptions ?? [])
         let context = try Context()
         let io = try IOThread(context: context)
         let printer = EventPrinter(json: json)

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import SwitchboardBus
 import SwitchboardRuntime
+import SwitchboardSecurity
 import ZeroMQ
 
 /// `switchboard status`: the live services and workers, from the broker's `mmi.workers`.
@@ -20,9 +21,29 @@ struct StatusCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Where `switchboard up` keeps its state.") var dataDirectory = ".switchboard"
     @Option(help: "How long to wait for the broker.") var timeout = "3s"
     @Flag(help: "Print the broker's answer as JSON.") var json = false
+    @Option(help: "A secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.") var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
+    var brokerKey: String?
 
     func validate() throws {
+        do {
+            _ = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+        } catch let failure as Certificate.Failure {
+            throw ValidationError(failure.description)
+        }
         guard DurationText.parse(timeout) != nil else { throw ValidationError("--timeout: '\(timeout)' is not a duration") }
+    }
+
+    /// From the flags or environment; else the operator key `switchboard up` made, if any.
+    func credentials() throws -> ClientCredentials? {
+        if let given = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey) { return given }
+        let secrets = URL(fileURLWithPath: dataDirectory).appendingPathComponent("keys/secrets")
+        let operatorSecret = secrets.appendingPathComponent("operator.secret").path
+        let brokerCertificate = secrets.appendingPathComponent("broker.cert").path
+        guard FileManager.default.fileExists(atPath: operatorSecret), FileManager.default.fileExists(atPath: brokerCertificate) else {
+            return nil
+        }
+        return try ClientCredentials.load(certificate: operatorSecret, brokerKey: brokerCertificate, environment: [:])
     }
 
     var endpoint: String {
@@ -42,7 +63,9 @@ struct StatusCommand: AsyncParsableCommand {
         logger.logLevel = .error
         let context = try Context()
         let io = try IOThread(context: context)
-        let client = ServiceClient(io: io, endpoint: endpoint, logger: logger)
+        var settings = ServiceClient.Settings()
+        settings.socketOptions = try credentials()?.socketOptions ?? []
+        let client = ServiceClient(io: io, endpoint: endpoint, settings: settings, logger: logger)
         let result: Result<ServiceDirectory, ServiceClientError>
         do {
             result = .success(try await client.directory(timeout: DurationText.parse(timeout)))

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import SwitchboardRuntime
+import SwitchboardSecurity
+import ZeroMQ
 
 @main
 struct SwitchboardCommand: AsyncParsableCommand {
@@ -25,6 +27,7 @@ struct UpCommand: AsyncParsableCommand {
     @Option(help: "Time between demo check-ins.") var interval = "2s"
     @Option(help: "Stop by itself after this long (e.g. 10s); default: until Ctrl-C.") var duration: String?
     @Flag(name: .customLong("no-demo"), help: "Start no demo kiosk.") var noDemo = false
+    @Flag(help: "Run without CURVE (no keys): anyone on this machine may connect. Experiments only.") var insecure = false
 
     func validate() throws {
         guard (1024...65_532).contains(port) else { throw ValidationError("--port must be 1024–65532") }
@@ -45,12 +48,15 @@ struct UpCommand: AsyncParsableCommand {
         let replay = "tcp://127.0.0.1:\(port + 2)"
         let service = "tcp://127.0.0.1:\(port + 3)"
 
+        // Secure by default: keys for the broker, the demo kiosk, the monitor and an operator
+        // (for `switchboard status`) are made on first start and kept under <data-dir>/keys.
+        let keys = try insecure ? nil : LocalKeys.ensure(in: data.appendingPathComponent("keys"))
         let brokerLog = try openLog(logs.appendingPathComponent("broker.log"))
         let broker = ChildProcess(
             name: "broker", executable: "switchboard-broker",
             arguments: [
                 "--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
-            ],
+            ] + (keys?.brokerArguments ?? ["--insecure"]),
             errors: brokerLog)
         try broker.start()
         say("Switchboard is starting in \(data.path) (broker log: \(logs.appendingPathComponent("broker.log").path))")
@@ -70,10 +76,16 @@ struct UpCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(50))
         }
         say("broker: ingest \(ingest), fan-out \(fanout), replay \(replay), service \(service)")
+        if let keys {
+            say("CURVE on every endpoint; keys and the allow-list in \(keys.directory.path)")
+        } else {
+            say("WARNING: --insecure: no encryption, no authentication; anyone on this machine may connect")
+        }
 
         var children: [ChildProcess] = []
         let monitor = ChildProcess(
-            name: "monitor", executable: "switchboard-monitor", arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"])
+            name: "monitor", executable: "switchboard-monitor",
+            arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"] + (keys?.clientArguments("monitor") ?? []))
         try monitor.start()
         children.append(monitor)
         if !noDemo {
@@ -83,7 +95,7 @@ struct UpCommand: AsyncParsableCommand {
                 arguments: [
                     "demo", "--kiosk", "demo-kiosk-1", "--broker", ingest, "--interval", interval,
                     "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path,
-                ],
+                ] + (keys?.clientArguments("demo-kiosk-1") ?? []),
                 output: kioskLog, errors: kioskLog)
             try kiosk.start()
             children.append(kiosk)
@@ -127,4 +139,45 @@ struct UpCommand: AsyncParsableCommand {
 /// otherwise overtake ours in a pipe or a log.
 func say(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+/// The keys `switchboard up` runs with: made once, kept under `<data-dir>/keys`
+/// (`secrets/` 0700 with the `.secret` files 0600, `allowed/` the broker's allow-list).
+struct LocalKeys {
+    let directory: URL
+    var secrets: URL { directory.appendingPathComponent("secrets") }
+    var allowed: URL { directory.appendingPathComponent("allowed") }
+
+    static let principals: [(String, Role)] = [
+        ("broker", .broker), ("demo-kiosk-1", .kiosk), ("monitor", .monitor), ("operator", .admin),
+    ]
+
+    static func ensure(in directory: URL) throws -> LocalKeys {
+        let keys = LocalKeys(directory: directory)
+        let fileManager = FileManager.default
+        try fileManager.createDirectory(at: keys.secrets, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try fileManager.createDirectory(at: keys.allowed, withIntermediateDirectories: true)
+        for (name, role) in principals {
+            let secret = keys.secrets.appendingPathComponent("\(name).secret").path
+            if !fileManager.fileExists(atPath: secret) {
+                try Certificate(name: name, role: role, keys: try CurveKeyPair.generate()).write(to: keys.secrets.path)
+            }
+            let allowedCopy = keys.allowed.appendingPathComponent("\(name).cert").path
+            if role != .broker && !fileManager.fileExists(atPath: allowedCopy) {
+                try fileManager.copyItem(atPath: keys.secrets.appendingPathComponent("\(name).cert").path, toPath: allowedCopy)
+            }
+        }
+        return keys
+    }
+
+    var brokerArguments: [String] {
+        ["--key", secrets.appendingPathComponent("broker.secret").path, "--certificates", allowed.path]
+    }
+
+    func clientArguments(_ name: String) -> [String] {
+        [
+            "--certificate", secrets.appendingPathComponent("\(name).secret").path, "--broker-key",
+            secrets.appendingPathComponent("broker.cert").path,
+        ]
+    }
 }

@@ -39,7 +39,7 @@ struct Programs {
             [
                 "--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service",
                 service,
-                "--heartbeat", "200ms",
+                "--heartbeat", "200ms", "--insecure",
             ],
             log: log)
         try await waitUntil("the broker writes \(endpointsFile)", timeout: .seconds(30)) {

@@ -84,6 +84,27 @@ struct SecurityProcessTests {
             "a monitor may not publish")
         #expect(try await Self.handshake(io, keys: ops, server: server, endpoint: endpoints.replay) == .handshakeSucceeded)
 
+        // The kiosk program with its certificate delivers; told another name, it refuses to start.
+        let kioskArguments = [
+            "--certificate", secret, "--broker-key", directory.path("secrets/broker.cert"), "--broker", endpoints.ingest, "--outbox",
+            directory.path("kiosk/outbox.sqlite"),
+        ]
+        let checkin = try programs.start(
+            "switchboard-kiosk", ["checkin", "--first", "Ana", "--last", "Diaz", "--site", "12", "--program", "3"] + kioskArguments,
+            log: "checkin.log")
+        #expect(await checkin.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("checkin.log"))")
+        #expect(JournalFile.count(at: directory.path("broker/journal.sqlite"), table: "events") == 1)
+        let renamed = try programs.start(
+            "switchboard-kiosk",
+            ["checkin", "--kiosk", "eastside-9", "--first", "Li", "--last", "Chen", "--site", "12", "--program", "3"]
+                + kioskArguments, log: "renamed.log")
+        #expect(await renamed.waitForExit(timeout: .seconds(30)) != 0)
+        #expect(programs.read("renamed.log").contains("differs from the certificate's principal"))
+        let halfConfigured = try programs.start(
+            "switchboard-kiosk", ["status", "--certificate", secret, "--outbox", directory.path("kiosk/outbox.sqlite")], log: "half.log")
+        #expect(await halfConfigured.waitForExit(timeout: .seconds(30)) != 0)
+        #expect(programs.read("half.log").contains("no broker key"))
+
         // Revoke the kiosk: remove its certificate and send SIGHUP.
         try FileManager.default.removeItem(atPath: directory.path("certs/riverside-1.cert"))
         broker.signal(SIGHUP)

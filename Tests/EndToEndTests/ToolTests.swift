@@ -105,6 +105,13 @@ struct ToolTests {
         #expect(output.contains("checkin.recorded  demo-kiosk-1"))
         #expect(output.contains("Switchboard stopped cleanly."))
         #expect(JournalFile.count(at: directory.path(".switchboard/broker/journal.sqlite"), table: "events") > 0)
+        // Secure by default: keys were made, secrets private, the allow-list holds the clients.
+        #expect(output.contains("CURVE on every endpoint"))
+        let allowed = try FileManager.default.contentsOfDirectory(atPath: directory.path(".switchboard/keys/allowed")).sorted()
+        #expect(allowed == ["demo-kiosk-1.cert", "monitor.cert", "operator.cert"])
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.path(".switchboard/keys/secrets/broker.secret"))[
+            .posixPermissions]
+        #expect((mode as? NSNumber)?.intValue == 0o600)
     }
 }
 

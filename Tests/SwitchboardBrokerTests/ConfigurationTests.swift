@@ -16,7 +16,9 @@ struct ConfigurationTests {
             .write(toFile: file, atomically: true, encoding: .utf8)
         let layers = try ConfigurationLayers(
             file: file, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys,
-            environment: ["SWITCHBOARD_BROKER_BATCH_LIMIT": "500", "SWITCHBOARD_BROKER_HEARTBEAT": "250ms"])
+            environment: [
+                "SWITCHBOARD_BROKER_BATCH_LIMIT": "500", "SWITCHBOARD_BROKER_HEARTBEAT": "250ms", "SWITCHBOARD_BROKER_INSECURE": "true",
+            ])
         let configuration = try BrokerConfiguration(layers: layers)
         #expect(configuration.ingestEndpoint == "tcp://0.0.0.0:7000")
         #expect(configuration.fanoutEndpoint == "tcp://127.0.0.1:5561")
@@ -32,7 +34,11 @@ struct ConfigurationTests {
             (#"{"ingest": "x", "colour": "blue"}"#, [String: String](), "unknown key 'colour'"),
             (#"{"heartbeat": "soon"}"#, [:], "heartbeat from file"),
             ("{}", ["SWITCHBOARD_BROKER_BATCH_LIMIT": "many"], "SWITCHBOARD_BROKER_BATCH_LIMIT"),
-            ("{}", ["SWITCHBOARD_BROKER_MIN_VERSION": "2.0"], "min_version"),
+            ("{}", ["SWITCHBOARD_BROKER_MIN_VERSION": "2.0", "SWITCHBOARD_BROKER_INSECURE": "true"], "min_version"),
+            ("{}", [:], "switchboard keygen"),
+            (#"{"security.key": "/k.secret"}"#, [:], "go together"),
+            (#"{"security.key": "/k.secret", "security.certificates": "/c", "insecure": "true"}"#, [:], "contradict"),
+            ("{}", ["SWITCHBOARD_BROKER_INSECURE": "maybe"], "insecure must be true or false"),
             ("[1, 2]", [:], "not a JSON object"),
         ])
     func refusals(file text: String, environment: [String: String], mentions: String) throws {
@@ -54,7 +60,10 @@ struct ConfigurationTests {
     func noRetention() throws {
         let layers = try ConfigurationLayers(
             file: nil, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys,
-            environment: ["SWITCHBOARD_BROKER_RETENTION_MAX_AGE": "none", "SWITCHBOARD_BROKER_RETENTION_MAX_BYTES": "none"])
+            environment: [
+                "SWITCHBOARD_BROKER_RETENTION_MAX_AGE": "none", "SWITCHBOARD_BROKER_RETENTION_MAX_BYTES": "none",
+                "SWITCHBOARD_BROKER_INSECURE": "true",
+            ])
         let configuration = try BrokerConfiguration(layers: layers)
         #expect(configuration.retentionMaxAge == nil)
         #expect(configuration.retentionMaxBytes == nil)

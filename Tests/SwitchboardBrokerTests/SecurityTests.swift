@@ -28,6 +28,7 @@ struct SecureBroker {
         let fixture = try await BrokerFixture.start(directory: directory) { configuration in
             configuration.securityKey = (secrets as NSString).appendingPathComponent("broker.secret")
             configuration.securityCertificates = certificates
+            configuration.insecure = false
             configuration.serviceWait = .milliseconds(300)
         }
         return SecureBroker(fixture: fixture, secrets: secrets, certificates: certificates, broker: brokerCertificate)
