@@ -85,6 +85,8 @@ public final class Broker: Sendable {
     private struct State {
         var statistics = BrokerStatistics()
         var stopRequested = false
+        /// Rebind every endpoint (closing every connection) at the next wake-up.
+        var rebindRequested = false
         var finished = false
         var failure: String?
         var finishWaiters: [CheckedContinuation<Void, Never>] = []
@@ -176,6 +178,24 @@ public final class Broker: Sendable {
         await services.waitUntilStopped()
     }
 
+    /// Closes every connection to every endpoint: the endpoints are unbound and bound again, so
+    /// peers reconnect and pass the ZAP handler anew. Used when the allow-list loses a key: a
+    /// revoked principal's open connections end, and its reconnection is refused.
+    public func dropAllConnections() {
+        state.withLock { $0.rebindRequested = true }
+        wakeUp.signal()
+        services.dropAllConnections()
+    }
+
+    /// Stops the ZAP handler while the endpoints stay up. Only tests use it: they show that the
+    /// broker then refuses connections (ZAP enforcement) instead of accepting any key.
+    func stopAuthenticator() {
+        zap.withLock { handler in
+            handler?.stop()
+            handler = nil
+        }
+    }
+
     /// `requestStop()` then `waitUntilStopped()`.
     public func stop() async {
         requestStop()
@@ -204,6 +224,12 @@ public final class Broker: Sendable {
     // MARK: Access for the core (on the broker thread)
 
     fileprivate var stopRequested: Bool { state.withLock { $0.stopRequested } }
+    fileprivate func takeRebindRequest() -> Bool {
+        state.withLock { state in
+            defer { state.rebindRequested = false }
+            return state.rebindRequested
+        }
+    }
     fileprivate func update(_ body: (inout BrokerStatistics) -> Void) { state.withLock { body(&$0.statistics) } }
     fileprivate var loggerForCore: Logger { logger }
     fileprivate var contextForCore: Context { context }
@@ -304,6 +330,7 @@ private final class BrokerCore {
                 break
             }
             if poller.returned(0).contains(.readable) { broker.wakeUpForCore.drain() }
+            if broker.takeRebindRequest() { rebind([ingest, fanout, replay], [endpoints.ingest, endpoints.fanout, endpoints.replay]) }
             do {
                 if poller.returned(1).contains(.readable) { try serveIngest() }
                 if poller.returned(2).contains(.readable) { serveReplay() }
@@ -324,6 +351,17 @@ private final class BrokerCore {
         }
         logger.info("broker stopped", metadata: ["head": "\(journal.head)"])
         return failure
+    }
+
+    func rebind(_ sockets: [Socket], _ bound: [String]) {
+        for (socket, endpoint) in zip(sockets, bound) {
+            do {
+                try rebindEndpoint(socket, endpoint)
+            } catch {
+                logger.error("could not rebind an endpoint", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+            }
+        }
+        logger.notice("every connection closed; peers reconnect through the ZAP handler")
     }
 
     // MARK: Ingest
@@ -600,6 +638,20 @@ private final class BrokerCore {
 }
 
 /// Allows `perSecond` actions per second, for log lines that hostile input could flood.
+/// Unbinds `endpoint` and binds it again. libzmq closes the listener asynchronously, so the
+/// port may still be taken for a moment: the bind is retried for up to two seconds (on a
+/// broker thread, never on the cooperative pool).
+func rebindEndpoint(_ socket: Socket, _ endpoint: String) throws {
+    try socket.unbind(endpoint)
+    for _ in 0..<200 {
+        let result = Result { () throws(ZMQError) in try socket.bind(endpoint) }
+        guard case .failure(let error) = result else { return }
+        guard error.errno == EADDRINUSE else { throw error }
+        usleep(10_000)
+    }
+    try socket.bind(endpoint)
+}
+
 struct RateLimiter {
     let perSecond: Int
     var windowStart = ContinuousClock.now

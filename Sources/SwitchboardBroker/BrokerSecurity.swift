@@ -70,7 +70,9 @@ public final class BrokerSecurity: Sendable {
     }
 
     /// Reloads the allow-list; a failed reload keeps the old list and says why.
-    public func reload(reason: String) {
+    /// - Returns: the principals no longer allowed (their connections should be closed).
+    @discardableResult
+    public func reload(reason: String) -> [Certificate] {
         do {
             let gone = try allowList.reload()
             logger.notice(
@@ -78,8 +80,10 @@ public final class BrokerSecurity: Sendable {
                 metadata: [
                     "reason": "\(reason)", "principals": "\(allowList.count)", "revoked": "\(gone.map(\.name).joined(separator: ","))",
                 ])
+            return gone
         } catch {
             logger.error("allow-list not reloaded; the previous one stays", metadata: ["reason": "\(reason)", "error": "\(error)"])
+            return []
         }
     }
 

@@ -18,7 +18,7 @@ public struct BrokerService: Service {
     public func run() async throws {
         _ = try await broker.start()
         // The allow-list follows its directory: reloaded on SIGHUP and when a file changes.
-        let watcher = broker.security.map { security in Task { await Self.watch(security) } }
+        let watcher = broker.security.map { security in Task { [broker] in await Self.watch(security, broker: broker) } }
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await broker.waitUntilStopped()
@@ -32,9 +32,13 @@ public struct BrokerService: Service {
         if let failure = broker.failure { throw Failure(description: failure) }
     }
 
-    static func watch(_ security: BrokerSecurity) async {
+    static func watch(_ security: BrokerSecurity, broker: Broker) async {
+        @Sendable func reload(_ reason: String) {
+            // A revoked key's open connections are closed: every peer reconnects through ZAP.
+            if !security.reload(reason: reason).isEmpty { broker.dropAllConnections() }
+        }
         let hangups = Task {
-            for await _ in await UnixSignalsSequence(trapping: .sighup) { security.reload(reason: "SIGHUP") }
+            for await _ in await UnixSignalsSequence(trapping: .sighup) { reload("SIGHUP") }
         }
         defer { hangups.cancel() }
         var fingerprint = security.allowList.fingerprint()
@@ -43,7 +47,7 @@ public struct BrokerService: Service {
             let now = security.allowList.fingerprint()
             if now != fingerprint {
                 fingerprint = now
-                security.reload(reason: "the certificate directory changed")
+                reload("the certificate directory changed")
             }
         }
     }

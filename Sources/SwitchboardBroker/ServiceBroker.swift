@@ -65,6 +65,7 @@ public final class ServiceBroker: Sendable {
     private struct State {
         var statistics = ServiceStatistics()
         var stopRequested = false
+        var rebindRequested = false
         var finished = false
         var started = false
         var finishWaiters: [CheckedContinuation<Void, Never>] = []
@@ -107,6 +108,19 @@ public final class ServiceBroker: Sendable {
     public func requestStop() {
         state.withLock { $0.stopRequested = true }
         wakeUp.signal()
+    }
+
+    /// Unbinds and binds the endpoint again at the next wake-up (see `Broker.dropAllConnections`).
+    public func dropAllConnections() {
+        state.withLock { $0.rebindRequested = true }
+        wakeUp.signal()
+    }
+
+    fileprivate func takeRebindRequest() -> Bool {
+        state.withLock { state in
+            defer { state.rebindRequested = false }
+            return state.rebindRequested
+        }
     }
 
     /// Waits until the thread has closed its socket (at once if it never started).
@@ -238,6 +252,13 @@ private final class ServiceCore {
                 return
             }
             if poller.returned(0).contains(.readable) { broker.wakeUpForCore.drain() }
+            if broker.takeRebindRequest() {
+                do {
+                    try rebindEndpoint(socket, endpoint)
+                } catch {
+                    logger.error("could not rebind the service endpoint", metadata: ["error": "\(error)"])
+                }
+            }
             if poller.returned(1).contains(.readable) { readMessages() }
             if ContinuousClock.now >= nextHeartbeat {
                 heartbeat()

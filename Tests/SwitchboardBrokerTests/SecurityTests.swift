@@ -1,10 +1,11 @@
 import Foundation
-import SwitchboardBroker
 import SwitchboardProtocol
 import SwitchboardSecurity
 import SwitchboardTesting
 import Testing
 import ZeroMQ
+
+@testable import SwitchboardBroker
 
 /// A broker with CURVE on every endpoint and an allow-list of principals, and clients of each role.
 struct SecureBroker {
@@ -184,6 +185,59 @@ struct SecurityTests {
         #expect(try again.decodeHeader(ErrorHeader.self).code == .forbidden)
         #expect(
             try await secure.handshake(try secure.clientOptions("riverside-1"), secure.fixture.endpoints.ingest) == .handshakeFailedAuth)
+        await secure.stop()
+    }
+
+    @Test(
+        "revoking a key closes that principal's open connections: a subscribed monitor is cut off and refused on reconnect, an allowed kiosk carries on"
+    )
+    func revocationClosesConnections() async throws {
+        let secure = try await SecureBroker.start(principals: Self.principals)
+        let io = secure.fixture.io
+        let monitorEndpoint = "inproc://revoked-\(UUID().uuidString)"
+        let options = try secure.clientOptions("ops-1")
+        let subscriber = try await io.open(.subscriber, linger: 0) { socket in
+            try socket.set(options + [.subscribe(Data())])
+            try socket.startMonitor(endpoint: monitorEndpoint, events: [.handshakeSucceeded, .disconnected, .handshakeFailedAuth])
+        }
+        let events = try await io.open(.pair, linger: 0) { try $0.connect(monitorEndpoint) }
+        try await subscriber.perform { [fanout = secure.fixture.endpoints.fanout] in try $0.connect(fanout) }
+        func next() async throws -> SocketEvent.Kinds {
+            guard let message = try await events.receive(timeout: .seconds(20)) else { throw WaitTimedOut(description: "no monitor event") }
+            return try SocketEvent(frames: message.frames).kind
+        }
+        #expect(try await next() == .handshakeSucceeded)
+        let kiosk = try await secure.dealer("riverside-1", secure.fixture.endpoints.ingest)
+        #expect(try await Events.exchange(kiosk, try Self.checkIn(producer: "riverside-1"), timeout: .seconds(10)).command == .ack)
+
+        try FileManager.default.removeItem(atPath: (secure.certificates as NSString).appendingPathComponent("ops-1.cert"))
+        let security = try #require(secure.fixture.broker.security)
+        #expect(security.reload(reason: "test").map(\.name) == ["ops-1"])
+        secure.fixture.broker.dropAllConnections()
+        #expect(try await next() == .disconnected)
+        #expect(try await next() == .handshakeFailedAuth, "the revoked monitor's reconnection is refused")
+
+        var header = EventHeader(type: CheckIn.type, producer: "riverside-1", producerSeq: 2, schema: CheckIn.schema, session: "test")
+        header.eventID = UUIDv7.string()
+        let frames = try Envelope(command: .event, header: header, content: Events.checkIn()).frames()
+        try await waitUntil("the kiosk's connection is back and ACKed") {
+            (try? await Events.exchange(kiosk, frames, timeout: .seconds(2)).command) == .ack
+        }
+        await secure.stop()
+    }
+
+    @Test("with its ZAP handler gone, the broker refuses connections instead of accepting any key")
+    func noHandlerRefuses() async throws {
+        let secure = try await SecureBroker.start(principals: Self.principals)
+        let ingest = secure.fixture.endpoints.ingest
+        #expect(try await secure.handshake(try secure.clientOptions("riverside-1"), ingest) == .handshakeSucceeded)
+        secure.fixture.broker.stopAuthenticator()
+        let stranger = try CurveKeyPair.generate()
+        let unknown: [SocketOption] = [
+            .curvePublicKey(stranger.publicKey), .curveSecretKey(stranger.secretKey), .curveServerKey(secure.broker.publicKey),
+        ]
+        #expect(try await secure.handshake(unknown, ingest) != .handshakeSucceeded)
+        #expect(try await secure.handshake(try secure.clientOptions("riverside-1"), ingest) != .handshakeSucceeded, "not even a known key")
         await secure.stop()
     }
 }
