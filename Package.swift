@@ -159,7 +159,7 @@ if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
         .executableTarget(
             name: "switchboard-bench",
             dependencies: [
-                "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting", "SwitchboardBus",
+                "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting", "SwitchboardBus", "SwitchboardSecurity",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/SwitchboardBench",

@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--service | --codec]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--service | --security | --codec]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -20,6 +20,10 @@ struct Bench {
         let quick = CommandLine.arguments.contains("--quick")
         if CommandLine.arguments.contains("--service") {
             try await serviceBench(quick: quick)
+            return
+        }
+        if CommandLine.arguments.contains("--security") {
+            try await securityBench(quick: quick)
             return
         }
         if CommandLine.arguments.contains("--codec") {
@@ -180,16 +184,19 @@ func rawPubSub(messages: Int, frames: [Data]) throws -> Measured {
 }
 
 /// `producers` threads, each keeping up to `window` EVENTs unACKed, against the broker.
-func ingest(broker: BrokerEndpointsFile, producers: Int, perProducer: Int, window: Int, prefix: String = "p") async throws -> Measured {
+func ingest(
+    broker: BrokerEndpointsFile, producers: Int, perProducer: Int, window: Int, prefix: String = "p",
+    options: @escaping @Sendable (Int) -> [SocketOption] = { _ in [] }
+) async throws -> Measured {
     let context = try Context()
     let batches = (0..<producers).map { p in (1...perProducer).map { Sample.event(producer: "\(prefix)\(p)", seq: Int64($0)) } }
     let start = ContinuousClock.now
     let counts = try await withThrowingTaskGroup(of: Int.self) { group in
-        for batch in batches {
+        for (index, batch) in batches.enumerated() {
             group.addTask {
                 try await onThread {
                     let dealer = try context.socket(.dealer, linger: 0)
-                    try dealer.set([.sendHighWaterMark(Int32(window * 2)), .receiveHighWaterMark(Int32(window * 2))])
+                    try dealer.set([.sendHighWaterMark(Int32(window * 2)), .receiveHighWaterMark(Int32(window * 2))] + options(index))
                     try dealer.connect(broker.ingest)
                     var sent = 0
                     var acked = 0
@@ -272,15 +279,15 @@ struct BrokerProcess {
     let process: ChildProcess
     let endpoints: BrokerEndpointsFile
 
-    static func start(directory: String) async throws -> BrokerProcess {
+    static func start(directory: String, security: [String] = ["--insecure"]) async throws -> BrokerProcess {
         let file = (directory as NSString).appendingPathComponent("endpoints.json")
         let log = FileHandle(forWritingAtPath: "/dev/null")
         let process = ChildProcess(
             name: "broker", executable: "switchboard-broker",
             arguments: [
                 "--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*",
-                "--service", "tcp://127.0.0.1:*", "--log-level", "warning", "--insecure",
-            ],
+                "--service", "tcp://127.0.0.1:*", "--log-level", "warning",
+            ] + security,
             errors: log)
         try process.start()
         try await waitUntil("the broker is ready", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: file) }

@@ -232,7 +232,10 @@ func rawEcho(clients: Int, perClient: Int, body: [Data]) async throws -> RoundTr
 
 /// Round trips through the broker: raw MDP/0.2 clients, and `workers` raw MDP/0.2 worker
 /// sockets on one thread that echo each body back as FINAL.
-func brokerEcho(endpoint: String, clients: Int, workers: Int, perClient: Int, body: [Data]) async throws -> RoundTrips {
+func brokerEcho(
+    endpoint: String, clients: Int, workers: Int, perClient: Int, body: [Data], clientOptions: [SocketOption] = [],
+    workerOptions: [SocketOption] = []
+) async throws -> RoundTrips {
     let context = try Context()
     let stop = Mutex(false)
     let registered = Mutex(0)
@@ -240,7 +243,9 @@ func brokerEcho(endpoint: String, clients: Int, workers: Int, perClient: Int, bo
     let workerThread = Thread {
         var sockets: [Socket] = []
         for _ in 0..<workers {
-            guard let socket = try? context.socket(.dealer, linger: 0), (try? socket.connect(endpoint)) != nil else { return }
+            guard let socket = try? context.socket(.dealer, linger: 0), (try? socket.set(workerOptions)) != nil,
+                (try? socket.connect(endpoint)) != nil
+            else { return }
             _ = try? socket.send(Majordomo.worker(.v02, .ready, service: service))
             sockets.append(socket)
         }
@@ -274,6 +279,7 @@ func brokerEcho(endpoint: String, clients: Int, workers: Int, perClient: Int, bo
     // One warm-up request, so every worker is known to the broker before timing starts.
     _ = try await timedClients(clients: 1, perClient: 1) { _ in
         let dealer = try context.socket(.dealer, linger: 0)
+        try dealer.set(clientOptions)
         try dealer.connect(endpoint)
         return {
             try dealer.send(request)
@@ -286,6 +292,7 @@ func brokerEcho(endpoint: String, clients: Int, workers: Int, perClient: Int, bo
             clients: clients, perClient: perClient,
             open: {
                 let dealer = try context.socket(.dealer, linger: 0)
+                try dealer.set(clientOptions)
                 try dealer.connect(endpoint)
                 return dealer
             }, request: request, check: { $0.count == 3 + body.count && $0[1] == Data([0x03]) })
@@ -296,6 +303,7 @@ func brokerEcho(endpoint: String, clients: Int, workers: Int, perClient: Int, bo
     }
     let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
         let dealer = try context.socket(.dealer, linger: 0)
+        try dealer.set(clientOptions)
         try dealer.connect(endpoint)
         return {
             try dealer.send(request)
