@@ -106,6 +106,7 @@ public final class Broker: Sendable {
             try BrokerSecurity(secretFile: key, certificates: configuration.securityCertificates ?? "", logger: logger)
         }
         self.security = security
+        security?.attach(wakeUp)
         self.services = try ServiceBroker(settings: configuration.serviceSettings, logger: logger, context: context, security: security)
     }
 
@@ -251,6 +252,9 @@ private final class BrokerCore {
     var nextHeartbeat: ContinuousClock.Instant
     var nextRetention: ContinuousClock.Instant
     var refusalLog = RateLimiter(perSecond: 20)
+    /// The broker's own producer sequence (for `security.refused` events) and session.
+    var brokerSeq: Int64 = 0
+    let brokerSession = UUIDv7.string()
 
     init(broker: Broker, serviceEndpoint: String) throws {
         self.broker = broker
@@ -331,6 +335,7 @@ private final class BrokerCore {
             }
             if poller.returned(0).contains(.readable) { broker.wakeUpForCore.drain() }
             if broker.takeRebindRequest() { rebind([ingest, fanout, replay], [endpoints.ingest, endpoints.fanout, endpoints.replay]) }
+            if let notices = broker.security?.takeNotices(), !notices.isEmpty { journal(notices) }
             do {
                 if poller.returned(1).contains(.readable) { try serveIngest() }
                 if poller.returned(2).contains(.readable) { serveReplay() }
@@ -351,6 +356,44 @@ private final class BrokerCore {
         }
         logger.info("broker stopped", metadata: ["head": "\(journal.head)"])
         return failure
+    }
+
+    /// Journals refusals as `security.refused` events (producer `broker`), and publishes them.
+    /// Their `producer_seq` follows the clock (×1000), so it never repeats across restarts, even
+    /// after retention removed the earlier ones.
+    func journal(_ notices: [BrokerSecurity.Notice]) {
+        var batch: [PendingEvent] = []
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        for notice in notices {
+            brokerSeq = max(brokerSeq + 1, now * 1000)
+            let header = EventHeader(
+                type: "security.refused", producer: "broker", producerSeq: brokerSeq, schema: "security.refused/1", session: brokerSession)
+            guard let raw = try? WireJSON.encode(header), case .object(let fields)? = JSONValue.parse(raw) else { continue }
+            var content: [String: JSONValue] = [
+                "kind": .string(notice.kind), "reason": .string(notice.reason), "time": .string(notice.time),
+            ]
+            if let principal = notice.principal { content["principal"] = .string(principal) }
+            if let endpoint = notice.endpoint { content["endpoint"] = .string(endpoint) }
+            if notice.suppressed > 0 { content["suppressed"] = .integer(Int64(notice.suppressed)) }
+            var writer = JSONWriter()
+            writer.value(.object(content))
+            batch.append(
+                PendingEvent(
+                    header: header, headerFields: fields, rawHeader: raw, parent: Envelope.emptyObject, metadata: Envelope.emptyObject,
+                    content: writer.data, receivedAt: now))
+        }
+        do {
+            for (index, outcome) in try journal.append(batch).enumerated() {
+                if case .stored(_, let stored) = outcome { publish(type: "security.refused", header: stored, event: batch[index]) }
+            }
+        } catch {
+            logger.error("security events not journaled", metadata: ["events": "\(batch.count)", "error": "\(error)"])
+        }
+        broker.update {
+            $0.head = journal.head
+            $0.journalCount = journal.count
+            $0.journalBytes = journal.storedBytes
+        }
     }
 
     func rebind(_ sockets: [Socket], _ bound: [String]) {
@@ -398,13 +441,14 @@ private final class BrokerCore {
                     if let security = broker.security {
                         // Per message, by the principal ZAP gave this connection (no spoofing).
                         guard let role = security.role(of: message.userID) else {
-                            security.refused("revoked", principal: message.userID, reason: "principal is no longer allowed")
+                            security.refused(
+                                "revoked", principal: message.userID, endpoint: .ingest, reason: "principal is no longer allowed")
                             throw ProtocolError(.forbidden, "principal '\(message.userID ?? "?")' is no longer allowed")
                         }
                         if let reason = Policy.publish(
                             principal: message.userID ?? "", role: role, type: header.type, producer: header.producer)
                         {
-                            security.refused("publish", principal: message.userID, reason: reason)
+                            security.refused("publish", principal: message.userID, endpoint: .ingest, reason: reason)
                             throw ProtocolError(.forbidden, reason)
                         }
                     }

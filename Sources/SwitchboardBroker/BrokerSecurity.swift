@@ -1,5 +1,6 @@
 import Foundation
 public import Logging
+import SwitchboardProtocol
 public import SwitchboardSecurity
 import Synchronization
 public import ZeroMQ
@@ -12,6 +13,61 @@ public final class BrokerSecurity: Sendable {
     public let allowList: AllowList
     private let logger: Logger
     private let counters = Mutex<[String: Int]>([:])
+    private let notices = Mutex(NoticeQueue())
+    private let wakeUp = Mutex<WakeUpSignal?>(nil)
+
+    /// A refusal, waiting to be journaled as a `security.refused` event by the broker thread.
+    public struct Notice: Sendable, Hashable {
+        public var kind: String
+        public var principal: String?
+        public var endpoint: String?
+        public var reason: String
+        /// Refusals not journaled one by one before this one (rate limit).
+        public var suppressed: Int
+        public var time: String
+    }
+
+    struct NoticeQueue {
+        var queue: [Notice] = []
+        var windowStart = ContinuousClock.now
+        var inWindow = 0
+        var suppressed = 0
+    }
+
+    /// At most this many refusals per second become events; the rest are counted in the next one.
+    static let noticesPerSecond = 50
+
+    /// The broker thread's wake-up, so a refusal on another thread is journaled promptly.
+    func attach(_ signal: WakeUpSignal) { wakeUp.withLock { $0 = signal } }
+
+    func record(_ kind: String, principal: String?, endpoint: String?, reason: String) {
+        let queued = notices.withLock { state -> Bool in
+            let now = ContinuousClock.now
+            if now - state.windowStart >= .seconds(1) {
+                state.windowStart = now
+                state.inWindow = 0
+            }
+            guard state.inWindow < Self.noticesPerSecond else {
+                state.suppressed += 1
+                return false
+            }
+            state.inWindow += 1
+            state.queue.append(
+                Notice(
+                    kind: kind, principal: principal, endpoint: endpoint, reason: reason, suppressed: state.suppressed,
+                    time: Timestamp.now()))
+            state.suppressed = 0
+            return true
+        }
+        if queued { wakeUp.withLock { $0 }?.signal() }
+    }
+
+    func takeNotices() -> [Notice] {
+        notices.withLock { state in
+            defer { state.queue = [] }
+            return state.queue
+        }
+    }
 
     /// Loads the broker's secret certificate and the allow-list directory; the errors say which
     /// file is wrong and how.
@@ -39,6 +95,7 @@ public final class BrokerSecurity: Sendable {
     public func authenticate(_ request: ZAPRequest) -> ZAPDecision {
         func deny(_ kind: String, _ reason: String) -> ZAPDecision {
             count(kind)
+            record(kind, principal: nil, endpoint: Endpoint(zapDomain: request.domain)?.rawValue, reason: reason)
             logger.warning(
                 "connection refused",
                 metadata: [
@@ -88,8 +145,9 @@ public final class BrokerSecurity: Sendable {
     }
 
     /// Logs and counts a refused message (no secret is in `reason`).
-    func refused(_ kind: String, principal: String?, reason: String) {
+    func refused(_ kind: String, principal: String?, endpoint: Endpoint, reason: String) {
         count(kind)
+        record(kind, principal: principal, endpoint: endpoint.rawValue, reason: reason)
         logger.warning("message refused", metadata: ["principal": "\(principal ?? "-")", "reason": "\(reason)"])
     }
 }

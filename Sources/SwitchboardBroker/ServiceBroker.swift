@@ -315,7 +315,7 @@ private final class ServiceCore {
             return
         }
         if let security = broker.security, let reason = authorise(inbound, principal: principal, security: security) {
-            security.refused("service", principal: principal, reason: reason)
+            security.refused("service", principal: principal, endpoint: .service, reason: reason)
             refuse(sender, inbound, reason)
             return
         }

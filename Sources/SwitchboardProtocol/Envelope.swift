@@ -68,7 +68,7 @@ public struct SizeLimits: Sendable, Hashable {
 public struct Envelope: Sendable, Hashable {
     /// `S`,`W`,`B`: the first three bytes of frame 0; major and minor version follow.
     public static let signature: [UInt8] = [0x53, 0x57, 0x42]
-    static let emptyObject = Data("{}".utf8)
+    public static let emptyObject = Data("{}".utf8)
 
     public var version: ProtocolVersion
     public var command: Command

@@ -113,12 +113,25 @@ struct SecurityTests {
                 == .handshakeFailedAuth, "a kiosk may not subscribe")
         let refusals = try #require(secure.fixture.broker.security).refusals
         #expect(refusals["unknown-key"] == 1 && refusals["expired"] == 1 && refusals["role"] == 2, "\(refusals)")
+        try await waitUntil("each refused connection is a security.refused event in the journal") {
+            try secure.fixture.journalRows().filter { $0.producer == "broker" }.count == 4
+        }
         await secure.stop()
     }
 
-    @Test("a kiosk that claims another producer's name, or publishes auth.*, is refused with ERROR forbidden")
+    @Test(
+        "a kiosk that claims another producer's name, or publishes auth.*, is refused with ERROR forbidden, and each refusal is a security.refused event"
+    )
     func publishRules() async throws {
         let secure = try await SecureBroker.start(principals: Self.principals)
+        // An operator watches security events on the fan-out.
+        let options = try secure.clientOptions("ops-1")
+        let watcher = try await secure.fixture.io.open(.subscriber, linger: 0) { [fanout = secure.fixture.endpoints.fanout] socket in
+            try socket.set(options + [.subscribe(Data("security.".utf8)), .subscribe(Data("$sys.welcome".utf8))])
+            try socket.connect(fanout)
+        }
+        _ = try #require(try await watcher.receive(timeout: .seconds(10)), "the welcome")
+
         let kiosk = try await secure.dealer("riverside-1", secure.fixture.endpoints.ingest)
         let spoof = try await Events.exchange(kiosk, try Self.checkIn(producer: "eastside-9"), timeout: .seconds(10))
         #expect(spoof.command == .error)
@@ -129,7 +142,22 @@ struct SecurityTests {
             timeout: .seconds(10))
         #expect(auth.command == .error)
         #expect(try auth.decodeHeader(ErrorHeader.self).code == .forbidden)
-        #expect(try secure.fixture.journalRows().isEmpty, "nothing refused reached the journal")
+
+        var seen: [[String: JSONValue]] = []
+        while seen.count < 2 {
+            let message = try #require(try await watcher.receive(timeout: .seconds(10)), "a security event")
+            #expect(message.frames[0] == Data("security.refused".utf8))
+            let envelope = try Envelope.decode(message.frames.dropFirst())
+            #expect(try envelope.decodeHeader(EventHeader.self).producer == "broker")
+            guard case .object(let content)? = JSONValue.parse(envelope.content) else { continue }
+            seen.append(content)
+        }
+        #expect(seen.map { $0["principal"] } == [.string("riverside-1"), .string("riverside-1")])
+        #expect(seen.map { $0["kind"] } == [.string("publish"), .string("publish")])
+        #expect(seen.allSatisfy { $0["endpoint"] == .string("ingest") })
+        let rows = try secure.fixture.journalRows()
+        #expect(rows.filter { $0.producer != "broker" }.isEmpty, "nothing refused reached the journal")
+        #expect(rows.filter { $0.producer == "broker" }.count == 2)
         await secure.stop()
     }
 

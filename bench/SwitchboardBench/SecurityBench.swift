@@ -11,7 +11,9 @@ import ZeroMQ
 
 func securityBench(quick: Bool) async throws {
     let scale = quick ? 10 : 1
-    print("Switchboard security benchmark (CURVE vs NULL), \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick)" : "")\n")
+    print(
+        "Switchboard security benchmark (CURVE vs NULL), \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick)" : "")\n"
+    )
     let directory = try TemporaryDirectory("security-bench")
     defer { directory.remove() }
     let secrets = directory.path("secrets")
@@ -21,7 +23,9 @@ func securityBench(quick: Bool) async throws {
     try brokerCertificate.write(to: secrets)
     var principals: [String: Certificate] = [:]
     let roles: [(String, Role)] =
-        (0..<4).map { ("s\($0)", .kiosk) } + [("bench-client", .worker(service: "bench.client")), ("bench-worker", .worker(service: "bench.echo"))]
+        (0..<4).map { ("s\($0)", .kiosk) } + [
+            ("bench-client", .worker(service: "bench.client")), ("bench-worker", .worker(service: "bench.echo")),
+        ]
     for (name, role) in roles {
         let certificate = Certificate(name: name, role: role, keys: try CurveKeyPair.generate())
         let (publicPath, _) = try certificate.write(to: secrets)
@@ -50,7 +54,9 @@ func securityBench(quick: Bool) async throws {
         await plain.stop()
         let curve = try await BrokerProcess.start(directory: directory.path("curve-\(round)"), security: secureArguments)
         curveIngest.append(
-            try await ingest(broker: curve.endpoints, producers: 4, perProducer: 25_000 / scale, window: 1000, prefix: "s") { options("s\($0)") })
+            try await ingest(broker: curve.endpoints, producers: 4, perProducer: 25_000 / scale, window: 1000, prefix: "s") {
+                options("s\($0)")
+            })
         curveTrips.append(
             try await brokerEcho(
                 endpoint: curve.endpoints.service, clients: 8, workers: 4, perClient: 4_000 / scale, body: sampleBody,
