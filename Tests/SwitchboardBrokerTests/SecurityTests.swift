@@ -78,7 +78,7 @@ struct SecureBroker {
 struct SecurityTests {
     static let principals: [(String, Role, Date?)] = [
         ("riverside-1", .kiosk, nil), ("eto-1", .worker(service: "eto"), nil), ("ops-1", .monitor, nil), ("auth-1", .auth, nil),
-        ("old-kiosk", .kiosk, Date(timeIntervalSinceNow: -60)),
+        ("old-kiosk", .kiosk, Date(timeIntervalSinceNow: -60)), ("admin-1", .admin, nil),
     ]
 
     static func checkIn(producer: String, type: String = CheckIn.type, schema: String = CheckIn.schema) throws -> [Data] {
@@ -194,6 +194,27 @@ struct SecurityTests {
         try await kiosk.send(Majordomo.clientRequest(.v02, service: "eto", body: write))
         let writeRefused = try #require(try await kiosk.receive(timeout: .seconds(10)))
         #expect(try ServiceBody.reply(Array(writeRefused.frames[3...])).0.status == 403)
+
+        // Only auth serves auth, and a worker's token.get reaches it; a monitor may only ask MMI.
+        let auth = try await secure.dealer("auth-1", service)
+        try await auth.send(Majordomo.worker(.v02, .ready, service: "auth"))
+        try await waitUntil("auth-1 serves auth") { secure.fixture.broker.services.statistics.workers == 2 }
+        let caller = try await secure.dealer("eto-1", service)
+        try await caller.send(Majordomo.clientRequest(.v02, service: "auth", body: tokenRequest))
+        var atAuth: [Data] = []
+        while atAuth.count < 2 || atAuth[1] != Data([0x02]) {
+            atAuth = try #require(try await auth.receive(timeout: .seconds(10))).frames  // heartbeats first
+        }
+        #expect(atAuth.count == 4 + tokenRequest.count)
+        let ops = try await secure.dealer("ops-1", service)
+        try await ops.send(Majordomo.clientRequest(.v02, service: "eto", body: read))
+        let opsRefused = try #require(try await ops.receive(timeout: .seconds(10)))
+        #expect(try ServiceBody.reply(Array(opsRefused.frames[3...])).0.status == 403)
+        try await ops.send(Majordomo.clientRequest(.v02, service: "mmi.service", body: [Data("auth".utf8)]))
+        #expect(try #require(try await ops.receive(timeout: .seconds(10))).frames.last == Data("200".utf8))
+        #expect(
+            try await secure.handshake(try secure.clientOptions("admin-1"), secure.fixture.endpoints.replay) == .handshakeSucceeded,
+            "an admin may replay")
         await secure.stop()
     }
 
