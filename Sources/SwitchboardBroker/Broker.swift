@@ -358,6 +358,12 @@ private final class BrokerCore {
         return failure
     }
 
+    /// What a principal may not replay: `dlq.*` unless it is an admin (no security: nothing hidden).
+    static func replayExclusions(security: BrokerSecurity?, principal: String?) -> [String] {
+        guard let security else { return [] }
+        return security.role(of: principal) == .admin ? [] : ["dlq."]
+    }
+
     /// Journals refusals as `security.refused` events (producer `broker`), and publishes them.
     /// Their `producer_seq` follows the clock (×1000), so it never repeats across restarts, even
     /// after retention removed the earlier ones.
@@ -620,7 +626,10 @@ private final class BrokerCore {
                 let fetch = try envelope.decodeHeader(FetchHeader.self)
                 ref = fetch.requestID
                 try fetch.validate()
-                let (events, read) = try journal.read(from: fetch.from, to: fetch.to, topics: fetch.topics, limit: fetch.limit)
+                // Dead letters hold the payloads that failed: only an admin replays them.
+                let hidden = Self.replayExclusions(security: broker.security, principal: message.userID)
+                let (events, read) = try journal.read(
+                    from: fetch.from, to: fetch.to, topics: fetch.topics, limit: fetch.limit, excluding: hidden)
                 // END promises everything up to `through` was sent: if the client's queue
                 // refuses an EVENT, stop there and say so, rather than promise what was dropped.
                 var through = read

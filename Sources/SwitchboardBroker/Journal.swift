@@ -232,8 +232,10 @@ public final class Journal {
     /// Reads journaled events with `from <= bus_seq <= to`, matching any of `topics` (prefixes;
     /// empty = all), at most `limit` of them, examining at most `scanWindow` sequence numbers.
     /// - Returns: the events, and `through`: every matching event up to it has been returned.
+    /// - Parameter excluding: type prefixes never returned (and counted as covered), whatever
+    ///   `topics` says: dead letters for a principal that may not read them.
     public func read(
-        from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64 = 50_000
+        from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64 = 50_000, excluding: [String] = []
     ) throws
         -> (events: [JournaledEvent], through: Int64)
     {
@@ -247,6 +249,10 @@ public final class Journal {
         if !topics.isEmpty {
             sql += " AND (" + topics.map { _ in "substr(type, 1, ?) = ?" }.joined(separator: " OR ") + ")"
             for topic in topics { _ = arguments.append(contentsOf: [topic.utf8.count, topic]) }
+        }
+        for prefix in excluding {
+            sql += " AND substr(type, 1, ?) <> ?"
+            _ = arguments.append(contentsOf: [prefix.utf8.count, prefix])
         }
         sql += " ORDER BY bus_seq LIMIT ?"
         _ = arguments.append(contentsOf: [limit])

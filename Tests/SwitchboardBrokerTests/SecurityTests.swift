@@ -289,4 +289,35 @@ struct SecurityTests {
         #expect(try await secure.handshake(try secure.clientOptions("riverside-1"), ingest) != .handshakeSucceeded, "not even a known key")
         await secure.stop()
     }
+
+    @Test("dead letters are replayed to an admin only; a monitor's FETCH skips them and still covers the range")
+    func deadLettersForAdmins() async throws {
+        let secure = try await SecureBroker.start(principals: Self.principals)
+        let worker = try await secure.dealer("eto-1", secure.fixture.endpoints.ingest)
+        let (_, letter) = try Events.frames(
+            producer: "eto-1", seq: 1, type: "dlq.eto.write-failed", schema: "dlq.eto.write-failed/1",
+            content: Data(#"{"attempts":5}"#.utf8))
+        #expect(try await Events.exchange(worker, letter, timeout: .seconds(10)).command == .ack)
+        let (_, event) = try Events.frames(
+            producer: "eto-1", seq: 2, type: "eto.sites.synced", schema: "eto.sites.synced/1", content: Data(#"{"sites":3}"#.utf8))
+        #expect(try await Events.exchange(worker, event, timeout: .seconds(10)).command == .ack)
+
+        func fetch(as name: String) async throws -> (types: [String], through: Int64) {
+            let client = try await secure.dealer(name, secure.fixture.endpoints.replay)
+            try await client.send(try Envelope(command: .fetch, header: FetchHeader(from: 1, limit: 100)).frames())
+            var types: [String] = []
+            while true {
+                let message = try #require(try await client.receive(timeout: .seconds(10)))
+                let envelope = try Envelope.decode(message.frames)
+                if envelope.command == .end { return (types, try envelope.decodeHeader(EndHeader.self).through) }
+                types.append(try envelope.decodeHeader(EventHeader.self).type)
+            }
+        }
+        let monitor = try await fetch(as: "ops-1")
+        #expect(monitor.types == ["eto.sites.synced"])
+        #expect(monitor.through == 2)
+        let admin = try await fetch(as: "admin-1")
+        #expect(admin.types == ["dlq.eto.write-failed", "eto.sites.synced"])
+        await secure.stop()
+    }
 }
