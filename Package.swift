@@ -20,6 +20,10 @@ var products: [Product] = [
     .executable(name: "switchboard-broker", targets: ["switchboard-broker"]),
     .executable(name: "switchboard-kiosk", targets: ["switchboard-kiosk"]),
     .executable(name: "switchboard-monitor", targets: ["switchboard-monitor"]),
+    .library(name: "SwitchboardHTTP", targets: ["SwitchboardHTTP"]),
+    .library(name: "SwitchboardCredentials", targets: ["SwitchboardCredentials"]),
+    .library(name: "SwitchboardEmulators", targets: ["SwitchboardEmulators"]),
+    .executable(name: "switchboard-emulator", targets: ["switchboard-emulator"]),
 ]
 
 var targets: [Target] = [
@@ -117,6 +121,89 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
+    // Outgoing HTTP for every back-end client: AsyncHTTPClient underneath, typed requests,
+    // retries, auth adapters, redaction.
+    .target(
+        name: "SwitchboardHTTP",
+        dependencies: [
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    // The credential cache each worker keeps: tokens in memory, optionally in an encrypted file.
+    .target(
+        name: "SwitchboardCredentials",
+        dependencies: [
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    // Local stand-ins for ETO, FileMaker Data API, Directory and SAP Mobile Services.
+    .target(
+        name: "SwitchboardEmulators",
+        dependencies: [
+            "SwitchboardProtocol",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        resources: [.copy("Resources/seed.json")],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard-emulator",
+        dependencies: [
+            "SwitchboardEmulators", "SwitchboardRuntime",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardHTTPTests",
+        dependencies: [
+            "SwitchboardHTTP", "SwitchboardTesting",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardCredentialsTests",
+        dependencies: ["SwitchboardCredentials", "SwitchboardTesting"],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardEmulatorsTests",
+        dependencies: [
+            "SwitchboardEmulators", "SwitchboardTesting", "SwitchboardProtocol",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
     .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
     .testTarget(
         name: "SwitchboardProtocolTests",
@@ -177,6 +264,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
     ],
     targets: targets
 )

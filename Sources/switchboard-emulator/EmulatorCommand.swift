@@ -1,0 +1,4 @@
+@main
+struct EmulatorCommand {
+    static func main() {}
+}
