@@ -1,4 +1,92 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SwitchboardEmulators
+import SwitchboardRuntime
+
 @main
-struct EmulatorCommand {
-    static func main() {}
+struct EmulatorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard-emulator",
+        abstract: "Local stand-ins for ETO, the FileMaker Data API, the Directory and SAP Mobile Services.",
+        discussion: """
+            One HTTP(S) server, each API under its real path shape; /_emulator/… drives faults, the
+            request log, the clock and resets (see Sources/SwitchboardEmulators/README.md).
+            When it is listening it prints one line to standard output:
+              listening http://HOST:PORT   (https with TLS)
+            SIGTERM or SIGINT stops it; with --state the data is saved first.
+            """)
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port (0 picks a free one, reported on the listening line).") var port = 8480
+    @Option(name: .customLong("api"), help: "Serve only this API (eto, filemaker, directory, sap); repeat for several. Default: all.")
+    var apis: [String] = []
+    @Option(help: "Seed document (JSON) instead of the bundled one.") var seed: String?
+    @Option(help: "Keep the data in this file across restarts (created on first save).") var state: String?
+    @Option(
+        name: .customLong("tls-generate"),
+        help: "Serve HTTPS with a new test CA and server certificate written to this directory (ca.pem, server.pem, server-key.pem).")
+    var tlsGenerate: String?
+    @Option(name: .customLong("tls-certificate"), help: "Serve HTTPS with this PEM certificate chain (with --tls-key).") var tlsCertificate:
+        String?
+    @Option(name: .customLong("tls-key"), help: "The PEM private key for --tls-certificate.") var tlsKey: String?
+    @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
+
+    func run() async throws {
+        let format = try logFormat.map { value -> LogFormat in
+            guard let format = LogFormat(rawValue: value) else {
+                throw ValidationError("--log-format must be text or json, got '\(value)'")
+            }
+            return format
+        }
+        let level = try logLevel.map { value -> Logger.Level in
+            guard let level = Logger.Level(rawValue: value) else { throw ValidationError("--log-level '\(value)' is not a level") }
+            return level
+        }
+        StructuredLogHandler.bootstrap(format: format, level: level)
+        let logger = Logger(label: "emulator")
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535, got \(port)") }
+
+        var settings: Emulator.Configuration
+        do {
+            let loaded = try seed.map { try EmulatorSeed.load(from: URL(fileURLWithPath: $0)) } ?? EmulatorSeed.bundled()
+            settings = Emulator.Configuration(seed: loaded)
+            settings.host = host
+            settings.port = port
+            settings.statePath = state
+            if !apis.isEmpty {
+                settings.apis = Set(
+                    try apis.map { name in
+                        guard let api = Emulator.API(rawValue: name) else {
+                            throw ValidationError(
+                                "--api \(name) is not one of \(Emulator.API.allCases.map(\.rawValue).joined(separator: ", "))")
+                        }
+                        return api
+                    })
+            }
+            switch (tlsGenerate, tlsCertificate, tlsKey) {
+            case (nil, nil, nil): break
+            case (let directory?, nil, nil):
+                let tls = try EmulatorTLS.generate()
+                try tls.write(to: directory)
+                settings.tls = tls
+                logger.info("test CA written; trust \(directory)/ca.pem to connect with verification on")
+            case (nil, let certificate?, let key?):
+                settings.tls = try EmulatorTLS.load(certificate: certificate, key: key)
+            default:
+                throw ValidationError("give either --tls-generate DIR, or both --tls-certificate and --tls-key")
+            }
+        } catch let error as EmulatorError {
+            throw ValidationError(error.message)
+        }
+        let emulator = try Emulator(configuration: settings, logger: logger)
+        let scheme = settings.tls == nil ? "http" : "https"
+        let host = self.host
+        _ = try await untilInterrupted {
+            try await emulator.run { port in
+                FileHandle.standardOutput.write(Data("listening \(scheme)://\(host):\(port)\n".utf8))
+            }
+        }
+    }
 }

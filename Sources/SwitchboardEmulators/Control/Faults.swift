@@ -1,0 +1,211 @@
+import Foundation
+import Synchronization
+
+/// Injected faults. A rule picks requests by API, method and path (a glob where `*` matches any
+/// run of characters, `/` included) and does one thing to a share of them: answer with a status
+/// (in the API's own error shape, `Retry-After` on 429), answer as if the credential had expired,
+/// answer with an HTML log-in page, close the connection without answering, or delay the
+/// request. `rate` is applied deterministically (a rate of 0.25 hits the 4th, 8th, … matching
+/// request), so tests are repeatable; `count` ends a rule after that many hits.
+struct FaultRule: Sendable {
+    enum Kind: String, Sendable, CaseIterable {
+        case status, expire, close, latency
+        case loginPage = "login-page"
+    }
+
+    var id: Int
+    var api: String?
+    var method: String?
+    var path: String?
+    var kind: Kind
+    var status: Int?
+    var code: String?
+    var message: String?
+    var retryAfter: Int?
+    var latencyMilliseconds: Int?
+    var rate: Double
+    var count: Int?
+    var matched = 0
+    var injected = 0
+
+    func applies(api: String, method: String, path: String) -> Bool {
+        if let wanted = self.api, wanted != api { return false }
+        if let wanted = self.method, wanted.uppercased() != method { return false }
+        if let pattern = self.path, !FaultRule.glob(pattern, path) { return false }
+        if let count, injected >= count { return false }
+        return true
+    }
+
+    static func glob(_ pattern: String, _ text: String) -> Bool {
+        let p = Array(pattern.utf8)
+        let t = Array(text.utf8)
+        var i = 0
+        var j = 0
+        var star = -1
+        var mark = 0
+        while j < t.count {
+            if i < p.count, p[i] == t[j] {
+                i += 1
+                j += 1
+            } else if i < p.count, p[i] == UInt8(ascii: "*") {
+                star = i
+                mark = j
+                i += 1
+            } else if star >= 0 {
+                i = star + 1
+                mark += 1
+                j = mark
+            } else {
+                return false
+            }
+        }
+        while i < p.count, p[i] == UInt8(ascii: "*") { i += 1 }
+        return i == p.count
+    }
+
+    /// Reads a rule from the control API's JSON; the error names the field that is wrong.
+    init(json: JSON, id: Int, apis: Set<String>) throws(EmulatorError) {
+        guard json.members != nil else { throw EmulatorError("a fault must be a JSON object") }
+        let known: Set<String> = [
+            "api", "method", "path", "kind", "status", "code", "message", "retry_after", "latency_ms", "rate", "count",
+        ]
+        for (key, _) in json.members ?? [] where !known.contains(key) {
+            throw EmulatorError("unknown fault field \(key) (known: \(known.sorted().joined(separator: ", ")))")
+        }
+        self.id = id
+        if let api = json["api"] {
+            guard let name = api.string, apis.contains(name) else {
+                throw EmulatorError("fault api must be one of \(apis.sorted().joined(separator: ", "))")
+            }
+            self.api = name
+        }
+        if let method = json["method"] {
+            guard let text = method.string, !text.isEmpty else { throw EmulatorError("fault method must be text such as POST") }
+            self.method = text.uppercased()
+        }
+        if let path = json["path"] {
+            guard let text = path.string, text.hasPrefix("/") else { throw EmulatorError("fault path must be a glob starting with /") }
+            self.path = text
+        }
+        guard let kindText = json["kind"]?.string, let kind = Kind(rawValue: kindText) else {
+            throw EmulatorError("fault kind must be one of \(Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        self.kind = kind
+        if let status = json["status"] {
+            guard let value = status.integer, (400...599).contains(value) else { throw EmulatorError("fault status must be 400–599") }
+            self.status = value
+        }
+        if kind == .status, self.status == nil { throw EmulatorError("a status fault needs a status") }
+        if let code = json["code"] {
+            guard let text = code.text else { throw EmulatorError("fault code must be text") }
+            self.code = text
+        }
+        if let message = json["message"] {
+            guard let text = message.string else { throw EmulatorError("fault message must be text") }
+            self.message = text
+        }
+        if let retry = json["retry_after"] {
+            guard let value = retry.integer, value >= 0 else { throw EmulatorError("retry_after must be whole seconds ≥ 0") }
+            self.retryAfter = value
+        }
+        if let latency = json["latency_ms"] {
+            guard let value = latency.integer, (0...60_000).contains(value) else { throw EmulatorError("latency_ms must be 0–60000") }
+            self.latencyMilliseconds = value
+        }
+        if kind == .latency, latencyMilliseconds == nil { throw EmulatorError("a latency fault needs latency_ms") }
+        if let rate = json["rate"] {
+            guard
+                case let value? = { () -> Double? in
+                    switch rate {
+                    case .int(let i): return Double(i)
+                    case .double(let d): return d
+                    default: return nil
+                    }
+                }(), value > 0, value <= 1
+            else { throw EmulatorError("fault rate must be a number in (0, 1]") }
+            self.rate = value
+        } else {
+            self.rate = 1
+        }
+        if let count = json["count"] {
+            guard let value = count.integer, value >= 1 else { throw EmulatorError("fault count must be a whole number ≥ 1") }
+            self.count = value
+        }
+    }
+
+    var json: JSON {
+        var pairs: [(String, JSON)] = [("id", .number(id)), ("kind", .string(kind.rawValue))]
+        if let api { pairs.append(("api", .string(api))) }
+        if let method { pairs.append(("method", .string(method))) }
+        if let path { pairs.append(("path", .string(path))) }
+        if let status { pairs.append(("status", .number(status))) }
+        if let code { pairs.append(("code", .string(code))) }
+        if let message { pairs.append(("message", .string(message))) }
+        if let retryAfter { pairs.append(("retry_after", .number(retryAfter))) }
+        if let latencyMilliseconds { pairs.append(("latency_ms", .number(latencyMilliseconds))) }
+        pairs.append(("rate", .double(rate)))
+        if let count { pairs.append(("count", .number(count))) }
+        pairs.append(("matched", .number(matched)))
+        pairs.append(("injected", .number(injected)))
+        return .object(pairs)
+    }
+}
+
+/// What the injector decided for one request.
+struct FaultDecision: Sendable {
+    var delay: Int = 0
+    var action: FaultRule?
+}
+
+final class FaultInjector: Sendable {
+    private struct State {
+        var rules: [FaultRule] = []
+        var nextID = 1
+    }
+
+    private let state = Mutex(State())
+
+    func add(_ json: JSON, apis: Set<String>) throws(EmulatorError) -> FaultRule {
+        try state.withLock { (state: inout State) throws(EmulatorError) -> FaultRule in
+            let rule = try FaultRule(json: json, id: state.nextID, apis: apis)
+            state.nextID += 1
+            state.rules.append(rule)
+            return rule
+        }
+    }
+
+    func list() -> [FaultRule] { state.withLock { $0.rules } }
+
+    func remove(id: Int) -> Bool {
+        state.withLock { state in
+            guard let index = state.rules.firstIndex(where: { $0.id == id }) else { return false }
+            state.rules.remove(at: index)
+            return true
+        }
+    }
+
+    func clear() { state.withLock { $0.rules.removeAll() } }
+
+    /// Latency rules add up; the first other rule that fires decides the answer.
+    func decide(api: String, method: String, path: String) -> FaultDecision {
+        state.withLock { state in
+            var decision = FaultDecision()
+            guard !state.rules.isEmpty else { return decision }
+            for index in state.rules.indices where state.rules[index].applies(api: api, method: method, path: path) {
+                if decision.action != nil, state.rules[index].kind != .latency { continue }
+                state.rules[index].matched += 1
+                let rule = state.rules[index]
+                // Deterministic rate: fire when the running total of `rate` crosses a whole number.
+                let fire = (Double(rule.matched) * rule.rate).rounded(.down) > (Double(rule.matched - 1) * rule.rate).rounded(.down)
+                guard fire else { continue }
+                state.rules[index].injected += 1
+                if rule.kind == .latency {
+                    decision.delay += rule.latencyMilliseconds ?? 0
+                } else {
+                    decision.action = state.rules[index]
+                }
+            }
+            return decision
+        }
+    }
+}

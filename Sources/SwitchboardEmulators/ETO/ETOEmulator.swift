@@ -1,0 +1,484 @@
+import Foundation
+import HTTPTypes
+import Synchronization
+
+/// ETO's WCF JSON services under `/API/…`, as `eto.md` describes them: the SSO log-in chain
+/// (all-zero GUID on bad credentials), enterprises, sites, the site log-in's bare-string token,
+/// program selection, the catalog, participants, search, enrollment and TouchPoint responses.
+///
+/// Decided where ETO's public record is silent (and written in the emulator README): an SSO token
+/// lives `ssoTokenMinutes` from issue; a site security token dies when it is older than the
+/// site's `SecurityTokenRecycleIntervalInMinutes` or idle longer than its
+/// `IdleTimeout_ThresholdInMinutes`; a dead, unknown or missing token is HTTP 401 with a WCF fault
+/// body; every other refusal is HTTP 400 with a fault body `{"Detail","ErrorCode","Message"}`.
+final class ETOEmulator: EmulatedAPI {
+    let name = "eto"
+    static let deniedToken = "00000000-0000-0000-0000-000000000000"
+
+    private struct SSOSession {
+        var email: String
+        var issued: Date
+    }
+
+    private struct SiteSession {
+        var email: String
+        var enterprise: String
+        var siteID: Int
+        var issued: Date
+        var lastUsed: Date
+        var programID: Int?
+    }
+
+    private struct Model {
+        var data: ETOSeed
+        var sso: [String: SSOSession] = [:]
+        var sites: [String: SiteSession] = [:]
+    }
+
+    private let model: Mutex<Model>
+    private let clock: EmulatorClock
+    private let secrets: SecretBook
+
+    init(clock: EmulatorClock, secrets: SecretBook) {
+        self.clock = clock
+        self.secrets = secrets
+        self.model = Mutex(
+            Model(
+                data: ETOSeed(
+                    ssoTokenMinutes: 60, accounts: [], enterprises: [], participants: [], touchPoints: [], responses: [],
+                    nextEnrollmentID: 1, nextResponseID: 1)))
+    }
+
+    func owns(_ segments: [String]) -> Bool { segments.first == "API" }
+
+    func load(_ seed: EmulatorSeed) {
+        model.withLock { $0 = Model(data: seed.eto) }
+        for account in seed.eto.accounts { secrets.register(account.password, label: "eto-password-of-\(account.email)") }
+    }
+
+    func save(into seed: inout EmulatorSeed) { seed.eto = model.withLock { $0.data } }
+
+    func expireAll() -> Int {
+        model.withLock { model in
+            let count = model.sso.count + model.sites.count
+            model.sso.removeAll()
+            model.sites.removeAll()
+            return count
+        }
+    }
+
+    func expiredReply(for exchange: Exchange) -> Reply {
+        Self.fault(401, "The security token is not valid or has expired. Log in again.")
+    }
+
+    func failureReply(status: Int, code: String?, message: String?, for exchange: Exchange) -> Reply {
+        Self.fault(status, message ?? reasonPhrase(status))
+    }
+
+    func credentialLabel(for exchange: Exchange) -> String? {
+        if let token = exchange.header("securityToken") { return "securityToken \(secrets.label(for: token) ?? "unknown-token")" }
+        for segment in exchange.segments.dropFirst(3) {
+            if let label = secrets.label(for: segment), label.hasPrefix("eto-sso") { return "sso \(label)" }
+        }
+        if exchange.segments.count >= 3, exchange.segments[2].lowercased() == "ssoauthenticate",
+            let email = JSON.parse(exchange.body)?["security"]?["Email"]?.string
+        {
+            return "password of \(email)"
+        }
+        return nil
+    }
+
+    // MARK: Replies
+
+    static func fault(_ status: Int, _ detail: String) -> Reply {
+        .json(status, ["Detail": .string(detail), "ErrorCode": .number(status), "Message": .string(reasonPhrase(status))])
+    }
+
+    static func bad(_ detail: String) -> Reply { fault(400, detail) }
+
+    static let notFound = fault(404, "Endpoint not found.")
+    static let wrongMethod = fault(405, "Method not allowed.")
+    static let expired = fault(401, "The security token is not valid or has expired. Log in again.")
+
+    // MARK: Routing
+
+    func handle(_ exchange: Exchange) -> Reply {
+        let s = exchange.segments
+        guard s.count >= 3 else { return Self.notFound }
+        let service = s[1].lowercased()
+        let operation = s[2].lowercased()
+        let args = Array(s.dropFirst(3))
+        let method = exchange.method
+        switch (service, operation) {
+        case ("security.svc", "ssoauthenticate"):
+            return method == .post ? authenticate(exchange) : Self.wrongMethod
+        case ("security.svc", "getssoenterprises") where args.count == 1:
+            return method == .get ? enterprises(sso: args[0]) : Self.wrongMethod
+        case ("security.svc", "getssosites") where args.count == 2:
+            return method == .get ? sites(sso: args[0], enterprise: args[1]) : Self.wrongMethod
+        case ("security.svc", "ssositelogin") where args.count == 4:
+            return method == .get ? siteLogin(site: args[0], enterprise: args[1], sso: args[2], offset: args[3]) : Self.wrongMethod
+        case ("security.svc", "updatecurrentprogram") where args.isEmpty:
+            return method == .post ? session(exchange) { model, key in Self.updateProgram(exchange, &model, key) } : Self.wrongMethod
+        case ("security.svc", "getsiteinfo") where args.count == 1:
+            return method == .get ? session(exchange) { model, key in Self.siteInfo(args[0], model, key) } : Self.wrongMethod
+        case ("form.svc", "forms") where args.count == 3 && args[0].lowercased() == "program" && args[1].lowercased() == "getprograms":
+            return method == .get ? session(exchange) { model, key in Self.programs(args[2], model, key) } : Self.wrongMethod
+        case ("actor.svc", "participant") where args.count == 1 && args[0].lowercased() == "enrollment":
+            return method == .post ? session(exchange) { model, key in Self.enroll(exchange, &model, key) } : Self.wrongMethod
+        case ("actor.svc", "participant") where args.count == 1:
+            return method == .get ? session(exchange) { model, key in Self.participant(args[0], model, key) } : Self.wrongMethod
+        case ("search.svc", "search") where args.count == 2:
+            return method == .get ? session(exchange) { model, key in Self.search(args[0], args[1], model, key) } : Self.wrongMethod
+        case ("touchpoint.svc", "touchpointresponseadd") where args.isEmpty:
+            return method == .post ? session(exchange) { model, key in Self.addResponse(exchange, &model, key) } : Self.wrongMethod
+        case ("touchpoint.svc", "listtouchpointresponses") where args.isEmpty:
+            return method == .get ? session(exchange) { model, key in Self.listResponses(exchange, model, key) } : Self.wrongMethod
+        case ("touchpoint.svc", "gettouchpointresponse") where args.isEmpty:
+            return method == .get ? session(exchange) { model, key in Self.getResponse(exchange, model, key) } : Self.wrongMethod
+        default:
+            return Self.notFound
+        }
+    }
+
+    // MARK: Log-in chain
+
+    private func authenticate(_ exchange: Exchange) -> Reply {
+        guard exchange.isJSONBody else { return Self.fault(415, "Content-Type must be application/json.") }
+        guard let body = JSON.parse(exchange.body) else { return Self.bad("The request body is not valid JSON.") }
+        guard let security = body["security"], let email = security["Email"]?.string, let password = security["Password"]?.string
+        else { return Self.bad("The body must be {\"security\":{\"Email\":…,\"Password\":…}}.") }
+        let now = clock.now()
+        let token = randomGUID()
+        let granted = model.withLock { model -> Bool in
+            guard model.data.accounts.contains(where: { $0.email.lowercased() == email.lowercased() && $0.password == password }) else {
+                return false
+            }
+            model.sso[token] = SSOSession(email: email.lowercased(), issued: now)
+            return true
+        }
+        if granted { secrets.register(token, kind: "eto-sso") }
+        // The real service echoes the password back; so does the emulator (clients must not log it).
+        return .json(
+            200,
+            [
+                "SSOAuthenticateResult": [
+                    "AccessKey": .string(Self.deniedToken), "AuthStatusCode": 0, "Email": .string(email), "MarketplaceId": 0,
+                    "Password": .string(password), "SSOAuthToken": .string(granted ? token : Self.deniedToken), "TimeZoneOffset": .null,
+                ]
+            ])
+    }
+
+    /// The account behind a live SSO token, or the 401 reply.
+    private func ssoAccount(_ model: inout Model, _ token: String, now: Date) -> Result<ETOSeed.Account, Reply> {
+        guard let session = model.sso[token] else { return .failure(Self.expired) }
+        guard now.timeIntervalSince(session.issued) <= TimeInterval(model.data.ssoTokenMinutes * 60) else {
+            model.sso[token] = nil
+            return .failure(Self.expired)
+        }
+        guard let account = model.data.accounts.first(where: { $0.email.lowercased() == session.email }) else {
+            return .failure(Self.expired)
+        }
+        return .success(account)
+    }
+
+    private static func allowed(_ account: ETOSeed.Account, _ enterprise: ETOSeed.Enterprise) -> Bool {
+        account.enterprises.map { $0.map { $0.lowercased() }.contains(enterprise.guid.lowercased()) } ?? true
+    }
+
+    private func enterprises(sso: String) -> Reply {
+        let now = clock.now()
+        return model.withLock { model in
+            switch ssoAccount(&model, sso, now: now) {
+            case .failure(let reply): return reply
+            case .success(let account):
+                return .json(
+                    200,
+                    .array(
+                        model.data.enterprises.filter { Self.allowed(account, $0) }.map {
+                            ["Key": .string($0.guid), "Value": .string($0.name)]
+                        }))
+            }
+        }
+    }
+
+    private func sites(sso: String, enterprise: String) -> Reply {
+        let now = clock.now()
+        return model.withLock { model in
+            switch ssoAccount(&model, sso, now: now) {
+            case .failure(let reply): return reply
+            case .success(let account):
+                guard let found = model.data.enterprises.first(where: { $0.guid.lowercased() == enterprise.lowercased() }),
+                    Self.allowed(account, found)
+                else { return Self.bad("Enterprise \(enterprise) is unknown or not open to this account.") }
+                return .json(200, .array(found.sites.map { ["Key": .number($0.id), "Value": .string($0.name)] }))
+            }
+        }
+    }
+
+    private func siteLogin(site: String, enterprise: String, sso: String, offset: String) -> Reply {
+        guard let siteID = Int(site) else { return Self.bad("Site id \(site) is not a number.") }
+        guard let utcOffset = Int(offset), (-840...840).contains(utcOffset) else {
+            return Self.bad("UTC offset \(offset) must be a whole number of minutes (or hours) from GMT.")
+        }
+        _ = utcOffset
+        let now = clock.now()
+        let token = randomGUID()
+        let reply: Reply = model.withLock { model in
+            switch ssoAccount(&model, sso, now: now) {
+            case .failure(let reply): return reply
+            case .success(let account):
+                guard let found = model.data.enterprises.first(where: { $0.guid.lowercased() == enterprise.lowercased() }),
+                    Self.allowed(account, found)
+                else { return Self.bad("Enterprise \(enterprise) is unknown or not open to this account.") }
+                guard found.sites.contains(where: { $0.id == siteID }) else {
+                    return Self.bad("Site \(siteID) is not part of enterprise \(enterprise).")
+                }
+                model.sites[token] = SiteSession(
+                    email: account.email, enterprise: found.guid.lowercased(), siteID: siteID, issued: now, lastUsed: now)
+                return .json(200, .string(token))
+            }
+        }
+        if reply.status == 200 { secrets.register(token, kind: "eto-security-token") }
+        return reply
+    }
+
+    // MARK: Site session
+
+    /// Runs `body` for a request carrying live `enterpriseGuid` and `securityToken` headers.
+    private func session(_ exchange: Exchange, _ body: (inout Model, String) -> Reply) -> Reply {
+        guard let token = exchange.header("securityToken"), let enterprise = exchange.header("enterpriseGuid") else {
+            return Self.expired
+        }
+        let now = clock.now()
+        return model.withLock { model in
+            guard var session = model.sites[token], session.enterprise == enterprise.lowercased(),
+                let site = Self.site(model.data, session.siteID)
+            else { return Self.expired }
+            let tooOld = now.timeIntervalSince(session.issued) > TimeInterval(site.securityTokenRecycleMinutes * 60)
+            let idle = now.timeIntervalSince(session.lastUsed) > TimeInterval(site.idleTimeoutMinutes * 60)
+            guard !tooOld, !idle else {
+                model.sites[token] = nil
+                return Self.expired
+            }
+            session.lastUsed = now
+            model.sites[token] = session
+            return body(&model, token)
+        }
+    }
+
+    private static func site(_ data: ETOSeed, _ id: Int) -> ETOSeed.Site? {
+        for enterprise in data.enterprises {
+            if let site = enterprise.sites.first(where: { $0.id == id }) { return site }
+        }
+        return nil
+    }
+
+    private static func currentSite(_ model: Model, _ key: String) -> ETOSeed.Site? {
+        model.sites[key].flatMap { site(model.data, $0.siteID) }
+    }
+
+    private static func updateProgram(_ exchange: Exchange, _ model: inout Model, _ key: String) -> Reply {
+        guard let body = JSON.parse(exchange.body) else { return bad("The request body is not valid JSON.") }
+        guard let programID = body["ProgramID"]?.integer else { return bad("ProgramID is required and must be a number.") }
+        guard let site = currentSite(model, key), let program = site.programs.first(where: { $0.id == programID }) else {
+            return bad("Program \(programID) is not part of this site.")
+        }
+        guard !program.disabled else { return bad("Program \(programID) is disabled.") }
+        model.sites[key]?.programID = programID
+        return .json(200, ["UpdateCurrentProgramResult": true])
+    }
+
+    private static func siteInfo(_ siteText: String, _ model: Model, _ key: String) -> Reply {
+        guard let siteID = Int(siteText), let site = site(model.data, siteID) else { return bad("Site \(siteText) is unknown.") }
+        let enterprise = model.data.enterprises.first { $0.sites.contains { $0.id == siteID } }
+        return .json(
+            200,
+            [
+                "SiteID": .number(site.id), "SiteName": .string(site.name), "EnterpriseGUID": .optional(enterprise?.guid),
+                "IdleTimeout_ThresholdInMinutes": .number(site.idleTimeoutMinutes),
+                "SecurityTokenRecycleIntervalInMinutes": .number(site.securityTokenRecycleMinutes),
+                "TimeZone": .string(site.timeZone),
+            ])
+    }
+
+    private static func programs(_ siteText: String, _ model: Model, _ key: String) -> Reply {
+        guard let siteID = Int(siteText), model.sites[key]?.siteID == siteID, let site = site(model.data, siteID) else {
+            return bad("Site \(siteText) is not the site of this session.")
+        }
+        return .json(
+            200,
+            .array(
+                site.programs.map {
+                    [
+                        "ID": .number($0.id), "Name": .string($0.name), "Disabled": .bool($0.disabled),
+                        "Confidential": .bool($0.confidential),
+                        "GUID": .string($0.guid), "SiteID": .number(site.id),
+                    ]
+                }))
+    }
+
+    private static func participantJSON(_ p: ETOSeed.Participant) -> JSON {
+        [
+            "ID": .number(p.id), "FirstName": .string(p.firstName), "MiddleInitial": .string(p.middleInitial),
+            "LastName": .string(p.lastName), "DateOfBirth": .string(WCFDate.format(milliseconds: p.dateOfBirth)),
+            "CaseNumber": .string(p.caseNumber), "Gender": .number(p.gender), "Disabled": .bool(p.disabled),
+            "SubjectID": .number(p.subjectID), "GUID": .string(p.guid), "SiteID": .number(p.siteID),
+        ]
+    }
+
+    private static func participant(_ clid: String, _ model: Model, _ key: String) -> Reply {
+        guard let id = Int(clid) else { return bad("CLID \(clid) is not a number.") }
+        guard let siteID = model.sites[key]?.siteID, let p = model.data.participants.first(where: { $0.id == id && $0.siteID == siteID })
+        else { return bad("No participant with CLID \(id) at this site.") }
+        return .json(200, participantJSON(p))
+    }
+
+    private static func search(_ programText: String, _ text: String, _ model: Model, _ key: String) -> Reply {
+        guard let programID = Int(programText) else { return bad("Program id \(programText) is not a number.") }
+        guard let site = currentSite(model, key), site.programs.contains(where: { $0.id == programID }) else {
+            return bad("Program \(programID) is not part of this site.")
+        }
+        let needle = text.lowercased().trimmingCharacters(in: .whitespaces)
+        let hits = model.data.participants.filter { p in
+            p.siteID == site.id && !p.disabled && p.enrollments.contains { $0.programID == programID }
+                && (needle.isEmpty || p.firstName.lowercased().contains(needle) || p.lastName.lowercased().contains(needle)
+                    || p.caseNumber.lowercased().contains(needle))
+        }
+        return .json(
+            200,
+            .array(
+                hits.map { p in
+                    let start = p.enrollments.first { $0.programID == programID }?.startDate ?? 0
+                    return [
+                        "CLID": .number(p.id), "FName": .string(p.firstName), "LName": .string(p.lastName),
+                        "DOB": .string(WCFDate.format(milliseconds: p.dateOfBirth)), "CaseNumber": .string(p.caseNumber),
+                        "ProgramStartDate": .string(WCFDate.format(milliseconds: start)),
+                    ]
+                }))
+    }
+
+    private static func enroll(_ exchange: Exchange, _ model: inout Model, _ key: String) -> Reply {
+        guard let body = JSON.parse(exchange.body) else { return bad("The request body is not valid JSON.") }
+        guard let participantID = body["participantID"]?.integer, let programID = body["programID"]?.integer,
+            let dateText = body["startDate"]?.string
+        else { return bad("participantID, programID and startDate are required.") }
+        guard let start = WCFDate.parse(dateText) else { return bad("startDate \(dateText) is not a /Date(ms)/ value.") }
+        guard let site = currentSite(model, key), let program = site.programs.first(where: { $0.id == programID }) else {
+            return bad("Program \(programID) is not part of this site.")
+        }
+        guard !program.disabled else { return bad("Program \(programID) is disabled.") }
+        guard let index = model.data.participants.firstIndex(where: { $0.id == participantID && $0.siteID == site.id }) else {
+            return bad("No participant with CLID \(participantID) at this site.")
+        }
+        guard !model.data.participants[index].enrollments.contains(where: { $0.programID == programID }) else {
+            return bad("Participant \(participantID) is already enrolled in program \(programID).")
+        }
+        let id = model.data.nextEnrollmentID
+        model.data.nextEnrollmentID += 1
+        model.data.participants[index].enrollments.append(.init(id: id, programID: programID, startDate: start))
+        return .json(200, ["SaveParticipantEnrollmentResult": ["ID": .number(id)]])
+    }
+
+    private static func addResponse(_ exchange: Exchange, _ model: inout Model, _ key: String) -> Reply {
+        guard let body = JSON.parse(exchange.body) else { return bad("The request body is not valid JSON.") }
+        guard let r = body["TouchPointResponse"] else { return bad("TouchPointResponse is required.") }
+        guard let touchPointID = r["TouchPointID"]?.integer, let subjectID = r["SubjectID"]?.integer,
+            let programID = r["ProgramID"]?.integer
+        else { return bad("TouchPointID, SubjectID and ProgramID are required numbers.") }
+        guard let touchPoint = model.data.touchPoints.first(where: { $0.id == touchPointID }) else {
+            return bad("TouchPoint \(touchPointID) does not exist.")
+        }
+        guard let site = currentSite(model, key), let program = site.programs.first(where: { $0.id == programID }), !program.disabled
+        else { return bad("Program \(programID) is not an enabled program of this site.") }
+        guard model.data.participants.contains(where: { $0.subjectID == subjectID && $0.siteID == site.id }) else {
+            return bad("Subject \(subjectID) is not a participant of this site.")
+        }
+        var created = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        if let text = r["ResponseCreatedDate"]?.string {
+            guard let ms = WCFDate.parse(text) else { return bad("ResponseCreatedDate \(text) is not a /Date(ms)/ value.") }
+            created = ms
+        }
+        var elements: [ETOSeed.ResponseElement] = []
+        for element in r["ResponseElements"]?.elements ?? [] {
+            guard let elementID = element["ElementID"]?.integer, let type = element["ElementType"]?.integer else {
+                return bad("Each response element needs ElementID and ElementType.")
+            }
+            guard let definition = touchPoint.elements.first(where: { $0.id == elementID }) else {
+                return bad("Element \(elementID) is not part of TouchPoint \(touchPointID).")
+            }
+            guard definition.type == type else { return bad("Element \(elementID) has type \(definition.type), not \(type).") }
+            switch type {
+            case 4:
+                guard let choices = element["ResponseElementChoices"]?.elements?.compactMap({ $0["TouchPointElementChoiceID"]?.integer }),
+                    choices.count == 1, definition.choices?.contains(choices[0]) == true
+                else { return bad("Element \(elementID) needs one valid TouchPointElementChoiceID.") }
+                elements.append(.init(elementID: elementID, elementType: type, value: nil, choices: choices))
+            case 9:
+                guard let value = element["Value"]?.string, FindCriterion.dateKey(value) != nil else {
+                    return bad("Element \(elementID) needs a date written MM/dd/yyyy.")
+                }
+                elements.append(.init(elementID: elementID, elementType: type, value: value, choices: nil))
+            default:
+                guard let value = element["Value"]?.text else { return bad("Element \(elementID) needs a Value.") }
+                elements.append(.init(elementID: elementID, elementType: type, value: value, choices: nil))
+            }
+        }
+        let id = model.data.nextResponseID
+        model.data.nextResponseID += 1
+        model.data.responses.append(
+            .init(id: id, touchPointID: touchPointID, subjectID: subjectID, programID: programID, created: created, elements: elements))
+        return .json(200, ["AddTouchPointResponseResult": ["TouchPointResponseID": .number(id)]])
+    }
+
+    private static func responseJSON(_ r: ETOSeed.Response) -> JSON {
+        [
+            "TouchPointResponseID": .number(r.id), "TouchPointID": .number(r.touchPointID), "SubjectID": .number(r.subjectID),
+            "ProgramID": .number(r.programID), "ResponseCreatedDate": .string(WCFDate.format(milliseconds: r.created)),
+            "ResponseElements": .array(
+                r.elements.map { e in
+                    var pairs: [(String, JSON)] = [("ElementID", .number(e.elementID)), ("ElementType", .number(e.elementType))]
+                    if let value = e.value { pairs.append(("Value", .string(value))) }
+                    if let choices = e.choices {
+                        pairs.append(("ResponseElementChoices", .array(choices.map { ["TouchPointElementChoiceID": .number($0)] })))
+                    }
+                    return .object(pairs)
+                }),
+        ]
+    }
+
+    /// Responses are visible to a session when their subject belongs to its site.
+    private static func visible(_ model: Model, _ key: String) -> Set<Int> {
+        guard let siteID = model.sites[key]?.siteID else { return [] }
+        return Set(model.data.participants.filter { $0.siteID == siteID }.map(\.subjectID))
+    }
+
+    private static func listResponses(_ exchange: Exchange, _ model: Model, _ key: String) -> Reply {
+        guard let subjectText = exchange.query["SubjectID"], let subjectID = Int(subjectText) else {
+            return bad("SubjectID is required and must be a number.")
+        }
+        var touchPointID: Int?
+        if let text = exchange.query["TouchPointID"], !text.isEmpty {
+            guard let id = Int(text) else { return bad("TouchPointID must be a number.") }
+            touchPointID = id
+        }
+        let subjects = visible(model, key)
+        let list = model.data.responses.filter {
+            $0.subjectID == subjectID && subjects.contains($0.subjectID) && (touchPointID == nil || $0.touchPointID == touchPointID)
+        }
+        return .json(200, .array(list.map(responseJSON)))
+    }
+
+    private static func getResponse(_ exchange: Exchange, _ model: Model, _ key: String) -> Reply {
+        guard let touchPointID = exchange.query["TouchPointID"].flatMap({ Int($0) }),
+            let responseID = exchange.query["TouchPointResponseID"].flatMap({ Int($0) })
+        else { return bad("TouchPointID and TouchPointResponseID are required numbers.") }
+        let subjects = visible(model, key)
+        guard
+            let response = model.data.responses.first(where: {
+                $0.id == responseID && $0.touchPointID == touchPointID && subjects.contains($0.subjectID)
+            })
+        else { return bad("No response \(responseID) to TouchPoint \(touchPointID) at this site.") }
+        return .json(200, responseJSON(response))
+    }
+}

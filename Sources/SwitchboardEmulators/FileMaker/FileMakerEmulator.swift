@@ -1,0 +1,721 @@
+import Foundation
+import HTTPTypes
+import Synchronization
+
+/// The Claris FileMaker Data API under `/fmi/data/{v1|v2|vLatest}/…`, as `filemaker.md` describes
+/// it: sessions with a 15-minute idle clock and a session limit, records, finds, scripts,
+/// globals, containers and metadata, every error with its code, message and HTTP status.
+final class FileMakerEmulator: EmulatedAPI {
+    let name = "filemaker"
+    private let model = Mutex(FileMakerModel())
+    private let clock: EmulatorClock
+    private let secrets: SecretBook
+
+    init(clock: EmulatorClock, secrets: SecretBook) {
+        self.clock = clock
+        self.secrets = secrets
+    }
+
+    func owns(_ segments: [String]) -> Bool {
+        segments.count >= 2 && segments[0] == "fmi" && segments[1] == "data"
+    }
+
+    func load(_ seed: EmulatorSeed) {
+        model.withLock { $0 = FileMakerModel(seed: seed.filemaker) }
+        for database in seed.filemaker.databases {
+            for account in database.accounts {
+                secrets.register(account.password, label: "filemaker-password-of-\(account.username)")
+            }
+        }
+    }
+
+    func save(into seed: inout EmulatorSeed) {
+        seed.filemaker = model.withLock { $0.seed() }
+    }
+
+    func expireAll() -> Int {
+        model.withLock { model in
+            let count = model.sessions.count
+            model.sessions.removeAll()
+            return count
+        }
+    }
+
+    func expiredReply(for exchange: Exchange) -> Reply { Self.error(401, "952", "Invalid FileMaker Data API token (*)") }
+
+    func failureReply(status: Int, code: String?, message: String?, for exchange: Exchange) -> Reply {
+        if let code {
+            return Self.error(status, code, message ?? "Injected FileMaker error")
+        }
+        if status >= 502 {
+            // The web server in front of the Data API engine answers these, with its own page.
+            let text = message ?? reasonPhrase(status)
+            return .text(
+                status, "<html><head><title>\(status) \(text)</title></head><body><h1>\(text)</h1></body></html>", contentType: "text/html")
+        }
+        return Self.error(status, "-1", message ?? reasonPhrase(status))
+    }
+
+    func credentialLabel(for exchange: Exchange) -> String? {
+        switch exchange.authorization {
+        case .none: return nil
+        case .malformed: return "malformed authorization"
+        case .basic(let user, _): return "basic \(user)"
+        case .bearer(let token): return "bearer \(secrets.label(for: token) ?? "unknown-token")"
+        }
+    }
+
+    // MARK: Envelope
+
+    static let ok: JSON = [["code": "0", "message": "OK"]]
+
+    static func success(_ response: JSON, headers: [(String, String)] = []) -> Reply {
+        .json(200, ["response": response, "messages": ok], headers: headers)
+    }
+
+    static func error(_ status: Int, _ code: String, _ message: String) -> Reply {
+        .json(status, ["messages": [["code": .string(code), "message": .string(message)]], "response": [:]])
+    }
+
+    static let missingAuthorization = error(401, "10", "HTTP Authorization header or OAuth headers are missing.")
+    static let invalidToken = error(401, "952", "Invalid FileMaker Data API token (*)")
+    static let badAccount = error(401, "212", "Invalid user account and/or password; please try again")
+    static let noRecords = error(500, "401", "No records match the request")
+    static let recordMissing = error(500, "101", "Record is missing")
+    static let fieldMissing = error(500, "102", "Field is missing")
+    static let layoutMissing = error(500, "105", "Layout is missing")
+    static let modIdMismatch = error(500, "306", "Record modification ID does not match")
+    static let notUnique = error(500, "504", "Value in field is not unique as required in validation option")
+    static let scriptMissing = error(500, "104", "Script is missing")
+    static let databaseMissing = error(500, "802", "Unable to open file")
+    static let capacity = error(500, "812", "Exceeded host’s capacity")
+    static func invalidParameter(_ detail: String) -> Reply { error(400, "1708", "Parameter value is invalid: \(detail)") }
+    static let invalidJSON = error(400, "1710", "JSON input isn't syntactically valid")
+    static let unsupportedType = error(415, "1708", "Unsupported Content-Type")
+    static let unknownRoute = error(404, "3", "Command is unavailable (for example, wrong URL)")
+    static let wrongMethod = error(405, "3", "Command is unavailable (for example, wrong HTTP method)")
+
+    // MARK: Routing
+
+    func handle(_ exchange: Exchange) -> Reply {
+        if exchange.segments.count > 2, exchange.segments[2] == "streaming" {
+            guard exchange.method == .get else { return Self.wrongMethod }
+            return streamContainer(exchange.segments) ?? Self.unknownRoute
+        }
+        let s = Array(exchange.segments.dropFirst(2))
+        guard let version = s.first, ["v1", "v2", "vLatest"].contains(version) else { return Self.unknownRoute }
+        let rest = Array(s.dropFirst())
+        let method = exchange.method
+        switch rest.count {
+        case 1 where rest[0] == "productInfo":
+            return method == .get ? productInfo() : Self.wrongMethod
+        case 1 where rest[0] == "databases":
+            return method == .get ? listDatabases(exchange) : Self.wrongMethod
+        case 1 where rest[0] == "validateSession":
+            return method == .get ? validateSession(exchange) : Self.wrongMethod
+        case 0, 1:
+            return Self.unknownRoute
+        default: break
+        }
+        guard rest[0] == "databases" else { return Self.unknownRoute }
+        let database = rest[1]
+        let tail = Array(rest.dropFirst(2))
+        switch tail.count {
+        case 1 where tail[0] == "sessions":
+            return method == .post ? logIn(exchange, database: database) : Self.wrongMethod
+        case 2 where tail[0] == "sessions":
+            return method == .delete ? logOut(token: tail[1], database: database) : Self.wrongMethod
+        case 1 where tail[0] == "layouts":
+            return method == .get ? authorized(exchange, database) { model, db, _ in Self.layouts(db) } : Self.wrongMethod
+        case 1 where tail[0] == "scripts":
+            return method == .get ? authorized(exchange, database) { model, db, _ in Self.scripts(db) } : Self.wrongMethod
+        case 1 where tail[0] == "globals":
+            guard method == .patch else { return Self.wrongMethod }
+            return withJSONBody(exchange) { body in
+                authorized(exchange, database) { model, db, token in Self.setGlobals(body, &model, db, token) }
+            }
+        case 2 where tail[0] == "layouts":
+            return method == .get ? authorized(exchange, database) { model, db, _ in Self.layoutMetadata(db, tail[1]) } : Self.wrongMethod
+        default: break
+        }
+        guard tail.count >= 3, tail[0] == "layouts" else { return Self.unknownRoute }
+        let layout = tail[1]
+        let op = Array(tail.dropFirst(2))
+        switch (op.count, op[0]) {
+        case (1, "records"):
+            switch method {
+            case .get: return authorized(exchange, database) { model, db, token in self.range(exchange, &model, db, layout, token) }
+            case .post:
+                return withJSONBody(exchange) { body in
+                    authorized(exchange, database) { model, db, token in self.create(body, &model, db, layout, token) }
+                }
+            default: return Self.wrongMethod
+            }
+        case (2, "records"):
+            guard let id = Int(op[1]) else {
+                return authorized(exchange, database) { model, db, _ in
+                    Self.table(model, db, layout) == nil ? Self.layoutMissing : Self.recordMissing
+                }
+            }
+            switch method {
+            case .get: return authorized(exchange, database) { model, db, token in self.getRecord(&model, db, layout, id, token) }
+            case .patch:
+                return withJSONBody(exchange) { body in
+                    authorized(exchange, database) { model, db, token in self.edit(body, &model, db, layout, id, token) }
+                }
+            case .delete: return authorized(exchange, database) { model, db, _ in Self.delete(&model, db, layout, id) }
+            case .post:
+                // Duplicate takes an empty body; a JSON content type is allowed but not required.
+                return authorized(exchange, database) { model, db, _ in self.duplicate(&model, db, layout, id) }
+            default: return Self.wrongMethod
+            }
+        case (4, "records") where op[2] == "containers", (5, "records") where op[2] == "containers":
+            guard method == .post else { return Self.wrongMethod }
+            guard let id = Int(op[1]) else { return Self.recordMissing }
+            let repetition = op.count == 5 ? Int(op[4]) : 1
+            return authorized(exchange, database) { model, db, _ in
+                Self.upload(exchange, &model, db, layout, id, field: op[3], repetition: repetition)
+            }
+        case (1, "_find"):
+            guard method == .post else { return Self.wrongMethod }
+            return withJSONBody(exchange) { body in
+                authorized(exchange, database) { model, db, token in self.find(body, &model, db, layout, token) }
+            }
+        case (2, "script"):
+            guard method == .get else { return Self.wrongMethod }
+            return authorized(exchange, database) { model, db, _ in
+                Self.runScript(&model, db, layout, op[1], parameter: exchange.query["script.param"])
+            }
+        default:
+            return Self.unknownRoute
+        }
+    }
+
+    /// Content-Type and syntax checks shared by every call with a JSON body.
+    private func withJSONBody(_ exchange: Exchange, _ body: (JSON) -> Reply) -> Reply {
+        guard exchange.isJSONBody else { return Self.unsupportedType }
+        let data = exchange.body.isEmpty ? Data("{}".utf8) : exchange.body
+        guard let json = JSON.parse(data) else { return Self.invalidJSON }
+        guard json.members != nil else { return Self.invalidParameter("the body must be a JSON object") }
+        return body(json)
+    }
+
+    /// Runs `body` for a request with a live Bearer token for `database`; resets the idle clock.
+    private func authorized(
+        _ exchange: Exchange, _ database: String,
+        _ body: (inout FileMakerModel, FileMakerModel.Database, String) -> Reply
+    ) -> Reply {
+        let token: String
+        switch exchange.authorization {
+        case .none: return Self.missingAuthorization
+        case .bearer(let t): token = t
+        case .basic, .malformed: return Self.invalidToken
+        }
+        let now = clock.now()
+        return model.withLock { model in
+            guard var session = model.sessions[token], session.database == database else { return Self.invalidToken }
+            if now.timeIntervalSince(session.lastUsed) > model.idle {
+                model.sessions[token] = nil
+                return Self.invalidToken
+            }
+            guard let db = model.databases[database] else { return Self.databaseMissing }
+            session.lastUsed = now
+            model.sessions[token] = session
+            return body(&model, db, token)
+        }
+    }
+
+    // MARK: Sessions
+
+    private func logIn(_ exchange: Exchange, database: String) -> Reply {
+        guard exchange.isJSONBody else { return Self.unsupportedType }
+        if !exchange.body.isEmpty {
+            guard let body = JSON.parse(exchange.body) else { return Self.invalidJSON }
+            guard body.members != nil else { return Self.invalidParameter("the body must be a JSON object") }
+            if let sources = body["fmDataSource"] {
+                guard let list = sources.elements,
+                    list.allSatisfy({ $0["database"]?.string != nil && $0["username"]?.string != nil && $0["password"]?.string != nil })
+                else { return Self.invalidParameter("fmDataSource must be a list of {database, username, password}") }
+            }
+        }
+        let user: String
+        let password: String
+        switch exchange.authorization {
+        case .none: return Self.missingAuthorization
+        case .basic(let u, let p):
+            user = u
+            password = p
+        case .bearer, .malformed: return Self.badAccount
+        }
+        let now = clock.now()
+        let token = randomHex(bytes: 24)
+        let reply: Reply = model.withLock { model in
+            guard let db = model.databases[database] else { return Self.databaseMissing }
+            guard let expected = db.accounts[user], expected == password else { return Self.badAccount }
+            let idle = model.idle
+            model.sessions = model.sessions.filter { now.timeIntervalSince($0.value.lastUsed) <= idle }
+            guard model.sessions.count < model.sessionLimit else { return Self.capacity }
+            model.sessions[token] = .init(token: token, database: database, account: user, lastUsed: now)
+            return Self.success(["token": .string(token)], headers: [("X-FM-Data-Access-Token", token)])
+        }
+        if reply.status == 200 { secrets.register(token, kind: "filemaker-session") }
+        return reply
+    }
+
+    private func logOut(token: String, database: String) -> Reply {
+        model.withLock { model in
+            guard let session = model.sessions[token], session.database == database else { return Self.invalidToken }
+            model.sessions[token] = nil
+            return Self.success([:])
+        }
+    }
+
+    private func validateSession(_ exchange: Exchange) -> Reply {
+        guard case .bearer(let token) = exchange.authorization else {
+            return exchange.authorization == .none ? Self.missingAuthorization : Self.invalidToken
+        }
+        let now = clock.now()
+        return model.withLock { model in
+            guard var session = model.sessions[token], now.timeIntervalSince(session.lastUsed) <= model.idle else {
+                model.sessions[token] = nil
+                return Self.invalidToken
+            }
+            session.lastUsed = now
+            model.sessions[token] = session
+            return Self.success([:])
+        }
+    }
+
+    // MARK: Metadata
+
+    private func productInfo() -> Reply {
+        Self.success([
+            "productInfo": [
+                "name": "FileMaker Data API Engine (Switchboard emulator)", "buildDate": "11/01/2026", "version": "21.1.1.40",
+                "dateFormat": "MM/dd/yyyy", "timeFormat": "HH:mm:ss", "timeStampFormat": "MM/dd/yyyy HH:mm:ss",
+            ]
+        ])
+    }
+
+    private func listDatabases(_ exchange: Exchange) -> Reply {
+        guard case .basic(let user, let password) = exchange.authorization else {
+            return exchange.authorization == .none ? Self.missingAuthorization : Self.badAccount
+        }
+        return model.withLock { model in
+            let visible = model.databaseOrder.filter { model.databases[$0]?.accounts[user] == password }
+            guard !visible.isEmpty else { return Self.badAccount }
+            return Self.success(["databases": .array(visible.map { ["name": .string($0)] })])
+        }
+    }
+
+    private static func layouts(_ db: FileMakerModel.Database) -> Reply {
+        success(["layouts": .array(db.layoutOrder.map { ["name": .string($0), "table": .string(db.layouts[$0] ?? "")] })])
+    }
+
+    private static func scripts(_ db: FileMakerModel.Database) -> Reply {
+        success(["scripts": .array(db.scriptOrder.map { ["name": .string($0), "isFolder": false] })])
+    }
+
+    private static func layoutMetadata(_ db: FileMakerModel.Database, _ layout: String) -> Reply {
+        guard let tableName = db.layouts[layout], let table = db.tables[tableName] else { return layoutMissing }
+        let fields: [JSON] = table.fields.map { field in
+            [
+                "name": .string(field.name), "type": "normal", "displayType": field.type == "container" ? "container" : "editText",
+                "result": .string(field.type), "global": .bool(field.global), "autoEnter": .bool(field.autoEnter != nil),
+                "fourDigitYear": false, "maxRepeat": 1, "maxCharacters": 0, "notEmpty": false,
+                "numeric": .bool(field.type == "number"), "timeOfDay": false, "repetitionStart": 1, "repetitionEnd": 1,
+            ]
+        }
+        return success(["fieldMetaData": .array(fields), "portalMetaData": [:], "valueLists": []])
+    }
+
+    // MARK: Records
+
+    private static func table(_ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String) -> FileMakerModel.Table? {
+        db.layouts[layout].flatMap { db.tables[$0] }
+    }
+
+    private func recordJSON(
+        _ record: FileMakerModel.Record, _ table: FileMakerModel.Table, _ globals: [String: JSON], _ db: String
+    )
+        -> JSON
+    {
+        var fieldData: [(String, JSON)] = []
+        fieldData.reserveCapacity(table.fields.count)
+        for field in table.fields {
+            if field.global {
+                fieldData.append((field.name, globals["\(table.name)::\(field.name)"] ?? ""))
+            } else if field.type == "container" {
+                let url = record.containers[field.name].map { _ in "/fmi/data/streaming/\(db)/\(table.name)/\(record.id)/\(field.name)" }
+                fieldData.append((field.name, .string(url ?? "")))
+            } else {
+                fieldData.append((field.name, record.values[field.name] ?? ""))
+            }
+        }
+        return [
+            "fieldData": .object(fieldData), "portalData": [:], "recordId": .string(String(record.id)),
+            "modId": .string(String(record.modId)),
+        ]
+    }
+
+    private func foundSet(
+        _ records: [FileMakerModel.Record], found: Int, _ table: FileMakerModel.Table, _ layout: String, _ db: String,
+        globals: [String: JSON]
+    ) -> Reply {
+        Self.success([
+            "dataInfo": [
+                "database": .string(db), "layout": .string(layout), "table": .string(table.name),
+                "totalRecordCount": .number(table.records.count), "foundCount": .number(found), "returnedCount": .number(records.count),
+            ],
+            "data": .array(records.map { recordJSON($0, table, globals, db) }),
+        ])
+    }
+
+    /// A 1-based offset and a limit from query or body text; nil with a reply when invalid.
+    private static func window(offset: JSON?, limit: JSON?) -> Result<(Int, Int), Reply> {
+        var start = 1
+        var count = 100
+        if let offset {
+            guard let value = offset.integer, value >= 1 else { return .failure(invalidParameter("offset must be a whole number ≥ 1")) }
+            start = value
+        }
+        if let limit {
+            guard let value = limit.integer, value >= 1 else { return .failure(invalidParameter("limit must be a whole number ≥ 1")) }
+            count = value
+        }
+        return .success((start, count))
+    }
+
+    private static func sortSpec(_ json: JSON?, _ table: FileMakerModel.Table) -> Result<[(String, Bool)], Reply> {
+        guard let json else { return .success([]) }
+        guard let items = json.elements else { return .failure(invalidParameter("sort must be a list")) }
+        var spec: [(String, Bool)] = []
+        for item in items {
+            guard let name = item["fieldName"]?.string else { return .failure(invalidParameter("each sort needs a fieldName")) }
+            guard let field = table.field(name) else { return .failure(fieldMissing) }
+            let order = item["sortOrder"]?.string ?? "ascend"
+            guard order == "ascend" || order == "descend" else {
+                return .failure(invalidParameter("sortOrder must be ascend or descend"))
+            }
+            spec.append((field.name, order == "ascend"))
+        }
+        return .success(spec)
+    }
+
+    private static func sorted(_ records: [FileMakerModel.Record], by spec: [(String, Bool)]) -> [FileMakerModel.Record] {
+        guard !spec.isEmpty else { return records }
+        return records.sorted { a, b in
+            for (field, ascending) in spec {
+                let order = FindCriterion.compare(a.values[field]?.text ?? "", b.values[field]?.text ?? "")
+                if order != 0 { return ascending ? order < 0 : order > 0 }
+            }
+            return a.id < b.id
+        }
+    }
+
+    private func range(
+        _ exchange: Exchange, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
+    ) -> Reply {
+        guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
+        let offsetText = exchange.query["_offset"] ?? exchange.query["offset"]
+        let limitText = exchange.query["_limit"] ?? exchange.query["limit"]
+        let start: Int
+        let count: Int
+        switch Self.window(offset: offsetText.map(JSON.string), limit: limitText.map(JSON.string)) {
+        case .failure(let reply): return reply
+        case .success(let window): (start, count) = window
+        }
+        var sortJSON: JSON?
+        if let text = exchange.query["_sort"] ?? exchange.query["sort"] {
+            guard let parsed = JSON.parse(Data(text.utf8)) else { return Self.invalidJSON }
+            sortJSON = parsed
+        }
+        let spec: [(String, Bool)]
+        switch Self.sortSpec(sortJSON, table) {
+        case .failure(let reply): return reply
+        case .success(let s): spec = s
+        }
+        let all = Self.sorted(table.order.compactMap { table.records[$0] }, by: spec)
+        let page = Array(all.dropFirst(start - 1).prefix(count))
+        return foundSet(page, found: all.count, table, layout, db.name, globals: model.sessions[token]?.globals ?? [:])
+    }
+
+    private func getRecord(
+        _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int, _ token: String
+    ) -> Reply {
+        guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
+        guard let record = table.records[id] else { return Self.recordMissing }
+        return foundSet([record], found: 1, table, layout, db.name, globals: model.sessions[token]?.globals ?? [:])
+    }
+
+    /// Checks and converts `fieldData` for a write; globals go to the session.
+    private static func fieldValues(
+        _ fieldData: JSON?, _ table: FileMakerModel.Table, required: Bool
+    ) -> Result<
+        (values: [String: JSON], globals: [String: JSON]), Reply
+    > {
+        guard let fieldData else {
+            return required ? .failure(invalidParameter("fieldData is required")) : .success(([:], [:]))
+        }
+        guard let members = fieldData.members else { return .failure(invalidParameter("fieldData must be an object")) }
+        var values: [String: JSON] = [:]
+        var globals: [String: JSON] = [:]
+        for (name, value) in members {
+            guard let field = table.field(name) else { return .failure(fieldMissing) }
+            guard field.type != "container" else {
+                return .failure(invalidParameter("container field \(field.name) takes an upload, not fieldData"))
+            }
+            let stored: JSON
+            switch value {
+            case .string(let text):
+                if field.type == "number", let number = Double(text.trimmingCharacters(in: .whitespaces)) {
+                    stored = number.rounded() == number && abs(number) < 1e15 ? .int(Int64(number)) : .double(number)
+                } else {
+                    stored = .string(text)
+                }
+            case .int, .double: stored = field.type == "number" ? value : .string(value.text ?? "")
+            default:
+                return .failure(invalidParameter("field \(field.name) takes text or a number"))
+            }
+            if field.global {
+                globals["\(table.name)::\(field.name)"] = stored
+            } else {
+                values[field.name] = stored
+            }
+        }
+        return .success((values, globals))
+    }
+
+    private static func violatesUnique(_ values: [String: JSON], _ table: FileMakerModel.Table, except id: Int?) -> Bool {
+        for field in table.fields where field.unique {
+            guard let text = values[field.name]?.text, !text.isEmpty else { continue }
+            let folded = text.lowercased()
+            for record in table.records.values where record.id != id {
+                if record.values[field.name]?.text?.lowercased() == folded { return true }
+            }
+        }
+        return false
+    }
+
+    private func autoEnter(_ values: inout [String: JSON], _ table: inout FileMakerModel.Table) {
+        for field in table.fields {
+            switch field.autoEnter {
+            case "serial":
+                values[field.name] = .int(Int64(table.nextSerial))
+                table.nextSerial += 1
+            case "creationTimestamp":
+                values[field.name] = .string(Self.timestamp(clock.now()))
+            default: break
+            }
+        }
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        func two(_ n: Int?) -> String { n.map { $0 < 10 ? "0\($0)" : String($0) } ?? "00" }
+        return "\(two(c.month))/\(two(c.day))/\(c.year ?? 1970) \(two(c.hour)):\(two(c.minute)):\(two(c.second))"
+    }
+
+    private func create(
+        _ body: JSON, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
+    ) -> Reply {
+        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return Self.layoutMissing }
+        if let portal = body["portalData"], portal.members.map({ !$0.isEmpty }) ?? true {
+            return Self.invalidParameter("layout \(layout) has no portals")
+        }
+        var (values, globals): ([String: JSON], [String: JSON])
+        switch Self.fieldValues(body["fieldData"], table, required: true) {
+        case .failure(let reply): return reply
+        case .success(let result): (values, globals) = result
+        }
+        if Self.violatesUnique(values, table, except: nil) { return Self.notUnique }
+        autoEnter(&values, &table)
+        let id = table.nextRecordID
+        table.nextRecordID += 1
+        table.records[id] = .init(id: id, modId: 0, values: values)
+        table.order.append(id)
+        model.databases[db.name]?.tables[tableName] = table
+        if !globals.isEmpty { model.sessions[token]?.globals.merge(globals) { _, new in new } }
+        return Self.success(["recordId": .string(String(id)), "modId": "0"])
+    }
+
+    private func edit(
+        _ body: JSON, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int, _ token: String
+    ) -> Reply {
+        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return Self.layoutMissing }
+        guard var record = table.records[id] else { return Self.recordMissing }
+        var (values, globals): ([String: JSON], [String: JSON])
+        switch Self.fieldValues(body["fieldData"], table, required: true) {
+        case .failure(let reply): return reply
+        case .success(let result): (values, globals) = result
+        }
+        if let given = body["modId"] {
+            guard let modId = given.integer else { return Self.invalidParameter("modId must be a whole number") }
+            guard modId == record.modId else { return Self.modIdMismatch }
+        }
+        var merged = record.values
+        merged.merge(values) { _, new in new }
+        if Self.violatesUnique(merged, table, except: id) { return Self.notUnique }
+        record.values = merged
+        record.modId += 1
+        table.records[id] = record
+        model.databases[db.name]?.tables[tableName] = table
+        if !globals.isEmpty { model.sessions[token]?.globals.merge(globals) { _, new in new } }
+        return Self.success(["modId": .string(String(record.modId))])
+    }
+
+    private static func delete(_ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int) -> Reply {
+        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return layoutMissing }
+        guard table.records.removeValue(forKey: id) != nil else { return recordMissing }
+        if let index = table.order.firstIndex(of: id) { table.order.remove(at: index) }
+        model.databases[db.name]?.tables[tableName] = table
+        return success([:])
+    }
+
+    private func duplicate(_ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int) -> Reply {
+        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return Self.layoutMissing }
+        guard let original = table.records[id] else { return Self.recordMissing }
+        var values = original.values
+        autoEnter(&values, &table)
+        if Self.violatesUnique(values, table, except: nil) { return Self.notUnique }
+        let newID = table.nextRecordID
+        table.nextRecordID += 1
+        table.records[newID] = .init(id: newID, modId: 0, values: values, containers: original.containers)
+        table.order.append(newID)
+        model.databases[db.name]?.tables[tableName] = table
+        return Self.success(["recordId": .string(String(newID)), "modId": "0"])
+    }
+
+    private func find(
+        _ body: JSON, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
+    ) -> Reply {
+        guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
+        guard let requests = body["query"]?.elements, !requests.isEmpty else {
+            return Self.invalidParameter("query must be a non-empty list of find requests")
+        }
+        var parsed: [(criteria: [(String, FindCriterion)], omit: Bool)] = []
+        for request in requests {
+            guard let members = request.members else { return Self.invalidParameter("each find request must be an object") }
+            var criteria: [(String, FindCriterion)] = []
+            var omit = false
+            for (name, value) in members {
+                if name == "omit" {
+                    guard let text = value.text?.lowercased(), text == "true" || text == "false" else {
+                        return Self.invalidParameter("omit must be \"true\" or \"false\"")
+                    }
+                    omit = text == "true"
+                    continue
+                }
+                guard let field = table.field(name) else { return Self.fieldMissing }
+                guard let text = value.text, value != .null else {
+                    return Self.invalidParameter("find criteria must be text or numbers, not \(value == .null ? "null" : "objects")")
+                }
+                criteria.append((field.name, FindCriterion(text)))
+            }
+            parsed.append((criteria, omit))
+        }
+        let start: Int
+        let count: Int
+        switch Self.window(offset: body["offset"], limit: body["limit"]) {
+        case .failure(let reply): return reply
+        case .success(let window): (start, count) = window
+        }
+        let spec: [(String, Bool)]
+        switch Self.sortSpec(body["sort"], table) {
+        case .failure(let reply): return reply
+        case .success(let s): spec = s
+        }
+        // Requests run in order: a find request adds its matches to the found set, an omit
+        // request takes its matches out. A leading omit starts from every record.
+        var found = Set<Int>()
+        if parsed.first?.omit == true { found = Set(table.order) }
+        for request in parsed {
+            for id in table.order {
+                guard let record = table.records[id] else { continue }
+                let hit = request.criteria.allSatisfy { field, criterion in criterion.matches(record.values[field]?.text ?? "") }
+                guard hit else { continue }
+                if request.omit { found.remove(id) } else { found.insert(id) }
+            }
+        }
+        guard !found.isEmpty else { return Self.noRecords }
+        let all = Self.sorted(table.order.filter(found.contains).compactMap { table.records[$0] }, by: spec)
+        let page = Array(all.dropFirst(start - 1).prefix(count))
+        guard !page.isEmpty else { return Self.noRecords }
+        return foundSet(page, found: all.count, table, layout, db.name, globals: model.sessions[token]?.globals ?? [:])
+    }
+
+    private static func runScript(
+        _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ name: String, parameter: String?
+    ) -> Reply {
+        guard db.layouts[layout] != nil else { return layoutMissing }
+        guard let script = db.scripts[name] else { return scriptMissing }
+        switch script.action {
+        case "echo":
+            return success(["scriptResult": .string(parameter ?? ""), "scriptError": "0"])
+        case "count":
+            let count = script.layout.flatMap { db.layouts[$0] }.flatMap { db.tables[$0] }?.records.count ?? 0
+            return success(["scriptResult": .string(String(count)), "scriptError": "0"])
+        default:
+            return success(["scriptError": .string(script.error ?? "3")])
+        }
+    }
+
+    private static func setGlobals(_ body: JSON, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ token: String) -> Reply {
+        guard let members = body["globalFields"]?.members else { return invalidParameter("globalFields must be an object") }
+        var updates: [String: JSON] = [:]
+        for (name, value) in members {
+            guard let range = name.range(of: "::") else {
+                return invalidParameter("global field \(name) must be written Table::Field")
+            }
+            let tableName = String(name[..<range.lowerBound])
+            guard let table = db.tables[tableName], let field = table.field(String(name[range.upperBound...])) else { return fieldMissing }
+            guard field.global else { return invalidParameter("\(name) is not a global field") }
+            guard let text = value.text else { return invalidParameter("global \(name) takes text or a number") }
+            updates["\(tableName)::\(field.name)"] = .string(text)
+        }
+        model.sessions[token]?.globals.merge(updates) { _, new in new }
+        return success([:])
+    }
+
+    private static func upload(
+        _ exchange: Exchange, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int,
+        field name: String, repetition: Int?
+    ) -> Reply {
+        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return layoutMissing }
+        guard var record = table.records[id] else { return recordMissing }
+        guard let field = table.field(name) else { return fieldMissing }
+        guard field.type == "container" else { return invalidParameter("\(field.name) is not a container field") }
+        guard repetition == 1 else { return invalidParameter("container \(field.name) has one repetition") }
+        guard exchange.mediaType == "multipart/form-data", let contentType = exchange.header("Content-Type") else {
+            return unsupportedType
+        }
+        let parts: [MultipartPart]
+        do {
+            parts = try MultipartPart.parse(exchange.body, contentType: contentType)
+        } catch {
+            return invalidParameter("\(error)")
+        }
+        guard let upload = parts.first(where: { $0.name == "upload" }) else {
+            return invalidParameter("the multipart body needs a part named upload")
+        }
+        record.containers[field.name] = .init(
+            filename: upload.filename ?? "upload", contentType: upload.contentType ?? "application/octet-stream", bytes: upload.body)
+        record.modId += 1
+        table.records[id] = record
+        model.databases[db.name]?.tables[tableName] = table
+        return success(["modId": .string(String(record.modId))])
+    }
+
+    /// Serves an uploaded container's bytes: `/fmi/data/streaming/{db}/{table}/{recordId}/{field}`.
+    func streamContainer(_ segments: [String]) -> Reply? {
+        guard segments.count == 7, segments[2] == "streaming", let id = Int(segments[5]) else { return nil }
+        return model.withLock { model in
+            guard let container = model.databases[segments[3]]?.tables[segments[4]]?.records[id]?.containers[segments[6]] else {
+                return Self.recordMissing
+            }
+            return Reply(status: 200, headers: [("Content-Type", container.contentType)], body: container.bytes)
+        }
+    }
+}

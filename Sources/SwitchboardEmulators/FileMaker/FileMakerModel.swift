@@ -1,0 +1,149 @@
+import Foundation
+
+/// The FileMaker emulator's state: databases with tables, layouts, scripts and accounts, and the
+/// live Data API sessions.
+struct FileMakerModel {
+    struct Field {
+        var name: String
+        var type: String
+        var unique: Bool
+        var global: Bool
+        var autoEnter: String?
+    }
+
+    struct Container {
+        var filename: String
+        var contentType: String
+        var bytes: Data
+    }
+
+    struct Record {
+        var id: Int
+        var modId: Int
+        /// Stored values: `.string` for text, dates and times, `.int`/`.double` for numbers.
+        var values: [String: JSON]
+        var containers: [String: Container] = [:]
+    }
+
+    struct Table {
+        var name: String
+        var fields: [Field]
+        var fieldIndex: [String: Int]
+        var records: [Int: Record]
+        /// Record ids in creation order (ascending).
+        var order: [Int]
+        var nextRecordID: Int
+        var nextSerial: Int
+
+        func field(_ name: String) -> Field? {
+            // A field may be written `Table::Field` on its own table's layout.
+            if let index = fieldIndex[name] { return fields[index] }
+            if let range = name.range(of: "::"), name[..<range.lowerBound] == self.name {
+                return fieldIndex[String(name[range.upperBound...])].map { fields[$0] }
+            }
+            return nil
+        }
+    }
+
+    struct Database {
+        var name: String
+        var accounts: [String: String]
+        var accountOrder: [String]
+        var tables: [String: Table]
+        var tableOrder: [String]
+        /// Layout name → table name.
+        var layouts: [String: String]
+        var layoutOrder: [String]
+        var scripts: [String: FileMakerSeed.Script]
+        var scriptOrder: [String]
+    }
+
+    struct Session {
+        var token: String
+        var database: String
+        var account: String
+        var lastUsed: Date
+        /// Global field values set through `PATCH globals`, which last as long as the session.
+        var globals: [String: JSON] = [:]
+    }
+
+    var databases: [String: Database] = [:]
+    var databaseOrder: [String] = []
+    var sessions: [String: Session] = [:]
+    var idle: TimeInterval = 15 * 60
+    var sessionLimit = 500
+
+    init() {}
+
+    init(seed: FileMakerSeed) {
+        idle = TimeInterval(seed.sessionIdleMinutes * 60)
+        sessionLimit = seed.sessionLimit
+        for database in seed.databases {
+            var tables: [String: Table] = [:]
+            for table in database.tables {
+                let fields = table.fields.map {
+                    Field(name: $0.name, type: $0.type, unique: $0.unique ?? false, global: $0.global ?? false, autoEnter: $0.autoEnter)
+                }
+                var index: [String: Int] = [:]
+                for (i, field) in fields.enumerated() { index[field.name] = i }
+                var records: [Int: Record] = [:]
+                for record in table.records {
+                    var values: [String: JSON] = [:]
+                    for (name, value) in record.fieldData {
+                        switch value {
+                        case .text(let s): values[name] = .string(s)
+                        case .number(let n): values[name] = n.rounded() == n && abs(n) < 1e15 ? .int(Int64(n)) : .double(n)
+                        }
+                    }
+                    records[record.recordId] = Record(id: record.recordId, modId: record.modId, values: values)
+                }
+                tables[table.name] = Table(
+                    name: table.name, fields: fields, fieldIndex: index, records: records, order: records.keys.sorted(),
+                    nextRecordID: max(table.nextRecordID, (records.keys.max() ?? 0) + 1), nextSerial: table.nextSerial)
+            }
+            databases[database.name] = Database(
+                name: database.name,
+                accounts: Dictionary(database.accounts.map { ($0.username, $0.password) }, uniquingKeysWith: { a, _ in a }),
+                accountOrder: database.accounts.map(\.username),
+                tables: tables, tableOrder: database.tables.map(\.name),
+                layouts: Dictionary(database.layouts.map { ($0.name, $0.table) }, uniquingKeysWith: { a, _ in a }),
+                layoutOrder: database.layouts.map(\.name),
+                scripts: Dictionary(database.scripts.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }),
+                scriptOrder: database.scripts.map(\.name))
+            databaseOrder.append(database.name)
+        }
+    }
+
+    func seed() -> FileMakerSeed {
+        FileMakerSeed(
+            sessionIdleMinutes: Int(idle / 60), sessionLimit: sessionLimit,
+            databases: databaseOrder.compactMap { databases[$0] }.map { database in
+                FileMakerSeed.Database(
+                    name: database.name,
+                    accounts: database.accountOrder.map { .init(username: $0, password: database.accounts[$0] ?? "") },
+                    tables: database.tableOrder.compactMap { database.tables[$0] }.map { table in
+                        FileMakerSeed.Table(
+                            name: table.name,
+                            fields: table.fields.map {
+                                .init(
+                                    name: $0.name, type: $0.type, unique: $0.unique ? true : nil, global: $0.global ? true : nil,
+                                    autoEnter: $0.autoEnter)
+                            },
+                            records: table.order.compactMap { table.records[$0] }.map { record in
+                                var fieldData: [String: SeedValue] = [:]
+                                for (name, value) in record.values {
+                                    switch value {
+                                    case .int(let i): fieldData[name] = .number(Double(i))
+                                    case .double(let d): fieldData[name] = .number(d)
+                                    default: fieldData[name] = .text(value.text ?? "")
+                                    }
+                                }
+                                return .init(recordId: record.id, modId: record.modId, fieldData: fieldData)
+                            },
+                            nextRecordID: table.nextRecordID, nextSerial: table.nextSerial)
+                    },
+                    layouts: database.layoutOrder.map { .init(name: $0, table: database.layouts[$0] ?? "") },
+                    scripts: database.scriptOrder.compactMap { database.scripts[$0] })
+            })
+    }
+}

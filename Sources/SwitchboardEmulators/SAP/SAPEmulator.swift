@@ -1,0 +1,209 @@
+import Foundation
+import HTTPTypes
+import Synchronization
+
+/// SAP Mobile Services' registration API under `/odata/applications/{v1|latest}/{appId}/…` and
+/// the proxied service root `/{appId}`, as `scpms.md` describes them. Decided where the record is
+/// silent: check and delete need no Basic credentials (the connection id is the credential); a
+/// user marked `canRegister: false` is refused with 403; an id longer than 128 characters is 400;
+/// errors carry an OData body `{"error":{"code","message":{"lang","value"}}}`.
+final class SAPEmulator: EmulatedAPI {
+    let name = "sap"
+    private let model: Mutex<SAPSeed>
+    private let clock: EmulatorClock
+    private let secrets: SecretBook
+
+    init(clock: EmulatorClock, secrets: SecretBook) {
+        self.clock = clock
+        self.secrets = secrets
+        self.model = Mutex(SAPSeed(applications: []))
+    }
+
+    func owns(_ segments: [String]) -> Bool {
+        if segments.count >= 2, segments[0] == "odata", segments[1] == "applications" { return true }
+        guard segments.count == 1 else { return false }
+        return model.withLock { $0.applications.contains { $0.id == segments[0] } }
+    }
+
+    func load(_ seed: EmulatorSeed) {
+        model.withLock { $0 = seed.sap }
+        for application in seed.sap.applications {
+            for user in application.users { secrets.register(user.password, label: "sap-password-of-\(user.username)") }
+            for connection in application.connections { secrets.register(connection.id, kind: "sap-connection") }
+        }
+    }
+
+    func save(into seed: inout EmulatorSeed) { seed.sap = model.withLock { $0 } }
+
+    func expireAll() -> Int {
+        model.withLock { model in
+            var count = 0
+            for index in model.applications.indices {
+                count += model.applications[index].connections.count
+                model.applications[index].connections.removeAll()
+            }
+            return count
+        }
+    }
+
+    func expiredReply(for exchange: Exchange) -> Reply {
+        Self.error(404, "The application connection is no longer valid. Register again.")
+    }
+
+    func failureReply(status: Int, code: String?, message: String?, for exchange: Exchange) -> Reply {
+        Self.error(status, message ?? reasonPhrase(status), code: code)
+    }
+
+    func credentialLabel(for exchange: Exchange) -> String? {
+        if let id = Self.connectionHeader(exchange) { return "X-SMP-APPCID \(secrets.label(for: id) ?? "unknown-connection")" }
+        if case .basic(let user, _) = exchange.authorization { return "basic \(user)" }
+        return nil
+    }
+
+    static func error(_ status: Int, _ message: String, code: String? = nil) -> Reply {
+        .json(status, ["error": ["code": .string(code ?? String(status)), "message": ["lang": "en", "value": .string(message)]]])
+    }
+
+    static func connectionHeader(_ exchange: Exchange) -> String? {
+        exchange.header("X-SMP-APPCID") ?? exchange.cookie("X-SMP-APPCID")
+    }
+
+    func handle(_ exchange: Exchange) -> Reply {
+        let s = exchange.segments
+        if s.count == 1 { return serviceRoot(appID: s[0], exchange) }
+        guard s.count == 5, ["v1", "latest"].contains(s[2]) else { return Self.error(404, "No such resource") }
+        let appID = s[3]
+        let resource = s[4]
+        if resource == "Connections" {
+            guard exchange.method == .post else { return Self.error(405, "Method not allowed") }
+            return register(appID: appID, version: s[2], exchange)
+        }
+        guard resource.hasPrefix("Connections("), resource.hasSuffix(")") else { return Self.error(404, "No such resource") }
+        var id = String(resource.dropFirst("Connections(".count).dropLast())
+        if id.hasPrefix("'"), id.hasSuffix("'"), id.count >= 2 { id = String(id.dropFirst().dropLast()) }
+        switch exchange.method {
+        case .get: return connection(appID: appID, id: id, version: s[2], exchange)
+        case .delete: return delete(appID: appID, id: id, exchange)
+        default: return Self.error(405, "Method not allowed")
+        }
+    }
+
+    private static func connectionJSON(_ c: SAPSeed.Connection, appID: String, version: String) -> JSON {
+        let uri = "/odata/applications/\(version)/\(appID)/Connections('\(c.id)')"
+        return [
+            "d": [
+                "__metadata": ["uri": .string(uri), "type": "applications.Connection"],
+                "ApplicationConnectionId": .string(c.id), "UserName": .string(c.user), "DeviceType": .string(c.deviceType),
+                "DeviceModel": .string(c.deviceModel), "ApplicationVersion": .string(c.applicationVersion),
+                "CreatedAt": .string(WCFDate.format(milliseconds: c.created)),
+            ]
+        ]
+    }
+
+    private func register(appID: String, version: String, _ exchange: Exchange) -> Reply {
+        var body = JSON.object([])
+        if !exchange.body.isEmpty {
+            guard let parsed = JSON.parse(exchange.body), parsed.members != nil else {
+                return Self.error(400, "The registration body must be a JSON object")
+            }
+            body = parsed
+        }
+        let id = randomGUID()
+        let now = clock.now()
+        enum Outcome {
+            case created(SAPSeed.Connection)
+            case refused(Reply)
+        }
+        let outcome: Outcome = model.withLock { model in
+            guard let index = model.applications.firstIndex(where: { $0.id == appID }) else {
+                return .refused(Self.error(404, "Application \(appID) does not exist"))
+            }
+            let application = model.applications[index]
+            var userName = body["UserName"]?.string ?? ""
+            switch exchange.authorization {
+            case .basic(let user, let password):
+                guard let account = application.users.first(where: { $0.username == user && $0.password == password }) else {
+                    return .refused(Self.challenge(application))
+                }
+                guard account.canRegister else { return .refused(Self.error(403, "User \(user) may not register devices")) }
+                userName = user
+            case .none where application.anonymous:
+                break
+            default:
+                return .refused(Self.challenge(application))
+            }
+            let connection = SAPSeed.Connection(
+                id: id, user: userName, deviceType: body["DeviceType"]?.string ?? "Unknown",
+                deviceModel: body["DeviceModel"]?.string ?? "", applicationVersion: "1.0",
+                created: Int64((now.timeIntervalSince1970 * 1000).rounded()))
+            model.applications[index].connections.append(connection)
+            return .created(connection)
+        }
+        switch outcome {
+        case .refused(let reply): return reply
+        case .created(let connection):
+            secrets.register(connection.id, kind: "sap-connection")
+            let location = "/odata/applications/\(version)/\(appID)/Connections('\(connection.id)')"
+            return .json(
+                201, Self.connectionJSON(connection, appID: appID, version: version),
+                headers: [
+                    ("Set-Cookie", "X-SMP-APPCID=\(connection.id); Path=/; HttpOnly"),
+                    ("Set-Cookie", "X-SMP-SESSID=\(randomHex(bytes: 16)); Path=/; HttpOnly"), ("Location", location),
+                ])
+        }
+    }
+
+    private static func challenge(_ application: SAPSeed.Application) -> Reply {
+        var reply = error(401, "Authentication required")
+        reply.headers.append(("WWW-Authenticate", "Basic realm=\"\(application.name)\""))
+        return reply
+    }
+
+    /// The connection id a request carries, or the reply refusing it.
+    private static func presented(_ exchange: Exchange) -> Result<String, Reply> {
+        guard let id = connectionHeader(exchange), !id.isEmpty else {
+            return .failure(error(403, "X-SMP-APPCID is required"))
+        }
+        guard id.count <= 128 else { return .failure(error(400, "X-SMP-APPCID is longer than 128 characters")) }
+        return .success(id)
+    }
+
+    private func connection(appID: String, id: String, version: String, _ exchange: Exchange) -> Reply {
+        if case .failure(let reply) = Self.presented(exchange) { return reply }
+        return model.withLock { model in
+            guard let application = model.applications.first(where: { $0.id == appID }) else {
+                return Self.error(404, "Application \(appID) does not exist")
+            }
+            guard let connection = application.connections.first(where: { $0.id == id }) else {
+                return Self.error(404, "The application connection is no longer valid. Register again.")
+            }
+            return .json(200, Self.connectionJSON(connection, appID: appID, version: version))
+        }
+    }
+
+    private func delete(appID: String, id: String, _ exchange: Exchange) -> Reply {
+        if case .failure(let reply) = Self.presented(exchange) { return reply }
+        return model.withLock { model in
+            guard let index = model.applications.firstIndex(where: { $0.id == appID }),
+                let position = model.applications[index].connections.firstIndex(where: { $0.id == id })
+            else { return Self.error(404, "The application connection is unknown") }
+            model.applications[index].connections.remove(at: position)
+            return .empty(200)
+        }
+    }
+
+    private func serviceRoot(appID: String, _ exchange: Exchange) -> Reply {
+        guard exchange.method == .get else { return Self.error(405, "Method not allowed") }
+        let id: String
+        switch Self.presented(exchange) {
+        case .failure(let reply): return reply
+        case .success(let value): id = value
+        }
+        return model.withLock { model in
+            guard let application = model.applications.first(where: { $0.id == appID }),
+                application.connections.contains(where: { $0.id == id })
+            else { return Self.error(404, "The application connection is no longer valid. Register again.") }
+            return .json(200, ["d": ["EntitySets": ["Shelters", "Beds", "Outreach"]]])
+        }
+    }
+}
