@@ -41,7 +41,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardTesting",
         dependencies: [
-            "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus",
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus", "SwitchboardEmulators",
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ],
