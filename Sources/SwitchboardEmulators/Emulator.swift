@@ -83,8 +83,10 @@ public final class Emulator: Sendable {
             tlsConfiguration.minimumTLSVersion = .tlsv12
             server = try .tls(server, tlsConfiguration: tlsConfiguration)
         }
+        // Hummingbird logs a cancelled connection wait as an error at every shutdown; the
+        // emulator reports what matters itself, so the framework only speaks when asked to debug.
         var quiet = logger
-        quiet.logLevel = min(logger.logLevel, .notice) == .notice ? .notice : logger.logLevel
+        quiet.logLevel = logger.logLevel <= .debug ? logger.logLevel : .critical
         let app = Application(
             responder: responder, server: server,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "switchboard-emulator"),

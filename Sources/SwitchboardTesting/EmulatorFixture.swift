@@ -32,7 +32,8 @@ public func withEmulator<T: Sendable>(
             throw EmulatorError("the emulator stopped before it listened")
         }
         do {
-            let result = try await body(RunningEmulator(emulator: emulator, port: port, scheme: configuration.tls == nil ? "http" : "https"))
+            let result = try await body(
+                RunningEmulator(emulator: emulator, port: port, scheme: configuration.tls == nil ? "http" : "https"))
             group.cancelAll()
             try await group.waitForAll()
             return result
