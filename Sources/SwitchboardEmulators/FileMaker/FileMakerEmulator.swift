@@ -126,16 +126,20 @@ final class FileMakerEmulator: EmulatedAPI {
         case 2 where tail[0] == "sessions":
             return method == .delete ? logOut(token: tail[1], database: database) : Self.wrongMethod
         case 1 where tail[0] == "layouts":
-            return method == .get ? authorized(exchange, database) { model, db, _ in Self.layouts(db) } : Self.wrongMethod
+            return method == .get
+                ? authorized(exchange, database) { model, name, _ in Self.layouts(model.databases[name]!) } : Self.wrongMethod
         case 1 where tail[0] == "scripts":
-            return method == .get ? authorized(exchange, database) { model, db, _ in Self.scripts(db) } : Self.wrongMethod
+            return method == .get
+                ? authorized(exchange, database) { model, name, _ in Self.scripts(model.databases[name]!) } : Self.wrongMethod
         case 1 where tail[0] == "globals":
             guard method == .patch else { return Self.wrongMethod }
             return withJSONBody(exchange) { body in
-                authorized(exchange, database) { model, db, token in Self.setGlobals(body, &model, db, token) }
+                authorized(exchange, database) { model, name, token in Self.setGlobals(body, &model, name, token) }
             }
         case 2 where tail[0] == "layouts":
-            return method == .get ? authorized(exchange, database) { model, db, _ in Self.layoutMetadata(db, tail[1]) } : Self.wrongMethod
+            return method == .get
+                ? authorized(exchange, database) { model, name, _ in Self.layoutMetadata(model.databases[name]!, tail[1]) }
+                : Self.wrongMethod
         default: break
         }
         guard tail.count >= 3, tail[0] == "layouts" else { return Self.unknownRoute }
@@ -144,47 +148,53 @@ final class FileMakerEmulator: EmulatedAPI {
         switch (op.count, op[0]) {
         case (1, "records"):
             switch method {
-            case .get: return authorized(exchange, database) { model, db, token in self.range(exchange, &model, db, layout, token) }
+            case .get:
+                return authorized(exchange, database) { model, name, token in
+                    self.range(exchange, model, model.databases[name]!, layout, token)
+                }
             case .post:
                 return withJSONBody(exchange) { body in
-                    authorized(exchange, database) { model, db, token in self.create(body, &model, db, layout, token) }
+                    authorized(exchange, database) { model, name, token in self.create(body, &model, name, layout, token) }
                 }
             default: return Self.wrongMethod
             }
         case (2, "records"):
             guard let id = Int(op[1]) else {
-                return authorized(exchange, database) { model, db, _ in
-                    Self.table(model, db, layout) == nil ? Self.layoutMissing : Self.recordMissing
+                return authorized(exchange, database) { model, name, _ in
+                    Self.table(model, model.databases[name]!, layout) == nil ? Self.layoutMissing : Self.recordMissing
                 }
             }
             switch method {
-            case .get: return authorized(exchange, database) { model, db, token in self.getRecord(&model, db, layout, id, token) }
+            case .get:
+                return authorized(exchange, database) { model, name, token in
+                    self.getRecord(model, model.databases[name]!, layout, id, token)
+                }
             case .patch:
                 return withJSONBody(exchange) { body in
-                    authorized(exchange, database) { model, db, token in self.edit(body, &model, db, layout, id, token) }
+                    authorized(exchange, database) { model, name, token in self.edit(body, &model, name, layout, id, token) }
                 }
-            case .delete: return authorized(exchange, database) { model, db, _ in Self.delete(&model, db, layout, id) }
+            case .delete: return authorized(exchange, database) { model, name, _ in Self.delete(&model, name, layout, id) }
             case .post:
                 // Duplicate takes an empty body; a JSON content type is allowed but not required.
-                return authorized(exchange, database) { model, db, _ in self.duplicate(&model, db, layout, id) }
+                return authorized(exchange, database) { model, name, _ in self.duplicate(&model, name, layout, id) }
             default: return Self.wrongMethod
             }
         case (4, "records") where op[2] == "containers", (5, "records") where op[2] == "containers":
             guard method == .post else { return Self.wrongMethod }
             guard let id = Int(op[1]) else { return Self.recordMissing }
             let repetition = op.count == 5 ? Int(op[4]) : 1
-            return authorized(exchange, database) { model, db, _ in
-                Self.upload(exchange, &model, db, layout, id, field: op[3], repetition: repetition)
+            return authorized(exchange, database) { model, name, _ in
+                Self.upload(exchange, &model, name, layout, id, field: op[3], repetition: repetition)
             }
         case (1, "_find"):
             guard method == .post else { return Self.wrongMethod }
             return withJSONBody(exchange) { body in
-                authorized(exchange, database) { model, db, token in self.find(body, &model, db, layout, token) }
+                authorized(exchange, database) { model, name, token in self.find(body, model, model.databases[name]!, layout, token) }
             }
         case (2, "script"):
             guard method == .get else { return Self.wrongMethod }
-            return authorized(exchange, database) { model, db, _ in
-                Self.runScript(&model, db, layout, op[1], parameter: exchange.query["script.param"])
+            return authorized(exchange, database) { model, name, _ in
+                Self.runScript(model.databases[name]!, layout, op[1], parameter: exchange.query["script.param"])
             }
         default:
             return Self.unknownRoute
@@ -203,7 +213,7 @@ final class FileMakerEmulator: EmulatedAPI {
     /// Runs `body` for a request with a live Bearer token for `database`; resets the idle clock.
     private func authorized(
         _ exchange: Exchange, _ database: String,
-        _ body: (inout FileMakerModel, FileMakerModel.Database, String) -> Reply
+        _ body: (inout FileMakerModel, String, String) -> Reply
     ) -> Reply {
         let token: String
         switch exchange.authorization {
@@ -218,10 +228,12 @@ final class FileMakerEmulator: EmulatedAPI {
                 model.sessions[token] = nil
                 return Self.invalidToken
             }
-            guard let db = model.databases[database] else { return Self.databaseMissing }
+            // Handlers get the database by name, never a copy of it: a copy held while a table
+            // is written would make Swift copy the whole table on every write.
+            guard model.databases[database] != nil else { return Self.databaseMissing }
             session.lastUsed = now
             model.sessions[token] = session
-            return body(&model, db, token)
+            return body(&model, database, token)
         }
     }
 
@@ -414,7 +426,7 @@ final class FileMakerEmulator: EmulatedAPI {
     }
 
     private func range(
-        _ exchange: Exchange, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
+        _ exchange: Exchange, _ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
     ) -> Reply {
         guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
         let offsetText = exchange.query["_offset"] ?? exchange.query["offset"]
@@ -441,7 +453,7 @@ final class FileMakerEmulator: EmulatedAPI {
     }
 
     private func getRecord(
-        _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int, _ token: String
+        _ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int, _ token: String
     ) -> Reply {
         guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
         guard let record = table.records[id] else { return Self.recordMissing }
@@ -486,17 +498,6 @@ final class FileMakerEmulator: EmulatedAPI {
         return .success((values, globals))
     }
 
-    private static func violatesUnique(_ values: [String: JSON], _ table: FileMakerModel.Table, except id: Int?) -> Bool {
-        for field in table.fields where field.unique {
-            guard let text = values[field.name]?.text, !text.isEmpty else { continue }
-            let folded = text.lowercased()
-            for record in table.records.values where record.id != id {
-                if record.values[field.name]?.text?.lowercased() == folded { return true }
-            }
-        }
-        return false
-    }
-
     private func autoEnter(_ values: inout [String: JSON], _ table: inout FileMakerModel.Table) {
         for field in table.fields {
             switch field.autoEnter {
@@ -518,78 +519,74 @@ final class FileMakerEmulator: EmulatedAPI {
         return "\(two(c.month))/\(two(c.day))/\(c.year ?? 1970) \(two(c.hour)):\(two(c.minute)):\(two(c.second))"
     }
 
-    private func create(
-        _ body: JSON, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
-    ) -> Reply {
-        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return Self.layoutMissing }
+    private func create(_ body: JSON, _ model: inout FileMakerModel, _ name: String, _ layout: String, _ token: String) -> Reply {
         if let portal = body["portalData"], portal.members.map({ !$0.isEmpty }) ?? true {
             return Self.invalidParameter("layout \(layout) has no portals")
         }
-        var (values, globals): ([String: JSON], [String: JSON])
-        switch Self.fieldValues(body["fieldData"], table, required: true) {
-        case .failure(let reply): return reply
-        case .success(let result): (values, globals) = result
-        }
-        if Self.violatesUnique(values, table, except: nil) { return Self.notUnique }
-        autoEnter(&values, &table)
-        let id = table.nextRecordID
-        table.nextRecordID += 1
-        table.records[id] = .init(id: id, modId: 0, values: values)
-        table.order.append(id)
-        model.databases[db.name]?.tables[tableName] = table
+        var globals: [String: JSON] = [:]
+        let reply =
+            model.withTable(name, layout: layout) { table -> Reply in
+                var values: [String: JSON]
+                switch Self.fieldValues(body["fieldData"], table, required: true) {
+                case .failure(let reply): return reply
+                case .success(let result): (values, globals) = result
+                }
+                if table.violatesUnique(values, except: nil) { return Self.notUnique }
+                autoEnter(&values, &table)
+                let id = table.nextRecordID
+                table.nextRecordID += 1
+                table.put(.init(id: id, modId: 0, values: values))
+                return Self.success(["recordId": .string(String(id)), "modId": "0"])
+            } ?? Self.layoutMissing
         if !globals.isEmpty { model.sessions[token]?.globals.merge(globals) { _, new in new } }
-        return Self.success(["recordId": .string(String(id)), "modId": "0"])
+        return reply
     }
 
-    private func edit(
-        _ body: JSON, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int, _ token: String
-    ) -> Reply {
-        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return Self.layoutMissing }
-        guard var record = table.records[id] else { return Self.recordMissing }
-        var (values, globals): ([String: JSON], [String: JSON])
-        switch Self.fieldValues(body["fieldData"], table, required: true) {
-        case .failure(let reply): return reply
-        case .success(let result): (values, globals) = result
-        }
-        if let given = body["modId"] {
-            guard let modId = given.integer else { return Self.invalidParameter("modId must be a whole number") }
-            guard modId == record.modId else { return Self.modIdMismatch }
-        }
-        var merged = record.values
-        merged.merge(values) { _, new in new }
-        if Self.violatesUnique(merged, table, except: id) { return Self.notUnique }
-        record.values = merged
-        record.modId += 1
-        table.records[id] = record
-        model.databases[db.name]?.tables[tableName] = table
-        if !globals.isEmpty { model.sessions[token]?.globals.merge(globals) { _, new in new } }
-        return Self.success(["modId": .string(String(record.modId))])
+    private func edit(_ body: JSON, _ model: inout FileMakerModel, _ name: String, _ layout: String, _ id: Int, _ token: String) -> Reply {
+        var globals: [String: JSON] = [:]
+        let reply =
+            model.withTable(name, layout: layout) { table -> Reply in
+                guard var record = table.records[id] else { return Self.recordMissing }
+                let values: [String: JSON]
+                switch Self.fieldValues(body["fieldData"], table, required: true) {
+                case .failure(let reply): return reply
+                case .success(let result): (values, globals) = result
+                }
+                if let given = body["modId"] {
+                    guard let modId = given.integer else { return Self.invalidParameter("modId must be a whole number") }
+                    guard modId == record.modId else { return Self.modIdMismatch }
+                }
+                var merged = record.values
+                merged.merge(values) { _, new in new }
+                if table.violatesUnique(merged, except: id) { return Self.notUnique }
+                record.values = merged
+                record.modId += 1
+                table.put(record)
+                return Self.success(["modId": .string(String(record.modId))])
+            } ?? Self.layoutMissing
+        if reply.status == 200, !globals.isEmpty { model.sessions[token]?.globals.merge(globals) { _, new in new } }
+        return reply
     }
 
-    private static func delete(_ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int) -> Reply {
-        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return layoutMissing }
-        guard table.records.removeValue(forKey: id) != nil else { return recordMissing }
-        if let index = table.order.firstIndex(of: id) { table.order.remove(at: index) }
-        model.databases[db.name]?.tables[tableName] = table
-        return success([:])
+    private static func delete(_ model: inout FileMakerModel, _ name: String, _ layout: String, _ id: Int) -> Reply {
+        model.withTable(name, layout: layout) { table in table.remove(id) ? success([:]) : recordMissing } ?? layoutMissing
     }
 
-    private func duplicate(_ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int) -> Reply {
-        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return Self.layoutMissing }
-        guard let original = table.records[id] else { return Self.recordMissing }
-        var values = original.values
-        autoEnter(&values, &table)
-        if Self.violatesUnique(values, table, except: nil) { return Self.notUnique }
-        let newID = table.nextRecordID
-        table.nextRecordID += 1
-        table.records[newID] = .init(id: newID, modId: 0, values: values, containers: original.containers)
-        table.order.append(newID)
-        model.databases[db.name]?.tables[tableName] = table
-        return Self.success(["recordId": .string(String(newID)), "modId": "0"])
+    private func duplicate(_ model: inout FileMakerModel, _ name: String, _ layout: String, _ id: Int) -> Reply {
+        model.withTable(name, layout: layout) { table -> Reply in
+            guard let original = table.records[id] else { return Self.recordMissing }
+            var values = original.values
+            autoEnter(&values, &table)
+            if table.violatesUnique(values, except: nil) { return Self.notUnique }
+            let newID = table.nextRecordID
+            table.nextRecordID += 1
+            table.put(.init(id: newID, modId: 0, values: values, containers: original.containers))
+            return Self.success(["recordId": .string(String(newID)), "modId": "0"])
+        } ?? Self.layoutMissing
     }
 
     private func find(
-        _ body: JSON, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
+        _ body: JSON, _ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
     ) -> Reply {
         guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
         guard let requests = body["query"]?.elements, !requests.isEmpty else {
@@ -632,6 +629,16 @@ final class FileMakerEmulator: EmulatedAPI {
         var found = Set<Int>()
         if parsed.first?.omit == true { found = Set(table.order) }
         for request in parsed {
+            // One `==value` criterion on a unique field is answered from its index, as an
+            // indexed FileMaker field would be.
+            if request.criteria.count == 1, case .whole(let value) = request.criteria[0].1, !value.contains(where: { "*@#".contains($0) }),
+                let index = table.uniqueIndex[request.criteria[0].0] ?? (table.field(request.criteria[0].0)?.unique == true ? [:] : nil)
+            {
+                if let id = index[value.lowercased()] {
+                    if request.omit { found.remove(id) } else { found.insert(id) }
+                }
+                continue
+            }
             for id in table.order {
                 guard let record = table.records[id] else { continue }
                 let hit = request.criteria.allSatisfy { field, criterion in criterion.matches(record.values[field]?.text ?? "") }
@@ -640,14 +647,15 @@ final class FileMakerEmulator: EmulatedAPI {
             }
         }
         guard !found.isEmpty else { return Self.noRecords }
-        let all = Self.sorted(table.order.filter(found.contains).compactMap { table.records[$0] }, by: spec)
+        // Record ids grow with creation, so ascending ids are the table's own order.
+        let all = Self.sorted(found.sorted().compactMap { table.records[$0] }, by: spec)
         let page = Array(all.dropFirst(start - 1).prefix(count))
         guard !page.isEmpty else { return Self.noRecords }
         return foundSet(page, found: all.count, table, layout, db.name, globals: model.sessions[token]?.globals ?? [:])
     }
 
     private static func runScript(
-        _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ name: String, parameter: String?
+        _ db: FileMakerModel.Database, _ layout: String, _ name: String, parameter: String?
     ) -> Reply {
         guard db.layouts[layout] != nil else { return layoutMissing }
         guard let script = db.scripts[name] else { return scriptMissing }
@@ -662,7 +670,8 @@ final class FileMakerEmulator: EmulatedAPI {
         }
     }
 
-    private static func setGlobals(_ body: JSON, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ token: String) -> Reply {
+    private static func setGlobals(_ body: JSON, _ model: inout FileMakerModel, _ name: String, _ token: String) -> Reply {
+        guard let db = model.databases[name] else { return databaseMissing }
         guard let members = body["globalFields"]?.members else { return invalidParameter("globalFields must be an object") }
         var updates: [String: JSON] = [:]
         for (name, value) in members {
@@ -680,32 +689,32 @@ final class FileMakerEmulator: EmulatedAPI {
     }
 
     private static func upload(
-        _ exchange: Exchange, _ model: inout FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int,
-        field name: String, repetition: Int?
+        _ exchange: Exchange, _ model: inout FileMakerModel, _ name: String, _ layout: String, _ id: Int, field fieldName: String,
+        repetition: Int?
     ) -> Reply {
-        guard let tableName = db.layouts[layout], var table = db.tables[tableName] else { return layoutMissing }
-        guard var record = table.records[id] else { return recordMissing }
-        guard let field = table.field(name) else { return fieldMissing }
-        guard field.type == "container" else { return invalidParameter("\(field.name) is not a container field") }
-        guard repetition == 1 else { return invalidParameter("container \(field.name) has one repetition") }
-        guard exchange.mediaType == "multipart/form-data", let contentType = exchange.header("Content-Type") else {
-            return unsupportedType
-        }
-        let parts: [MultipartPart]
-        do {
-            parts = try MultipartPart.parse(exchange.body, contentType: contentType)
-        } catch {
-            return invalidParameter("\(error)")
-        }
-        guard let upload = parts.first(where: { $0.name == "upload" }) else {
-            return invalidParameter("the multipart body needs a part named upload")
-        }
-        record.containers[field.name] = .init(
-            filename: upload.filename ?? "upload", contentType: upload.contentType ?? "application/octet-stream", bytes: upload.body)
-        record.modId += 1
-        table.records[id] = record
-        model.databases[db.name]?.tables[tableName] = table
-        return success(["modId": .string(String(record.modId))])
+        model.withTable(name, layout: layout) { table -> Reply in
+            guard var record = table.records[id] else { return recordMissing }
+            guard let field = table.field(fieldName) else { return fieldMissing }
+            guard field.type == "container" else { return invalidParameter("\(field.name) is not a container field") }
+            guard repetition == 1 else { return invalidParameter("container \(field.name) has one repetition") }
+            guard exchange.mediaType == "multipart/form-data", let contentType = exchange.header("Content-Type") else {
+                return unsupportedType
+            }
+            let parts: [MultipartPart]
+            do {
+                parts = try MultipartPart.parse(exchange.body, contentType: contentType)
+            } catch {
+                return invalidParameter("\(error)")
+            }
+            guard let upload = parts.first(where: { $0.name == "upload" }) else {
+                return invalidParameter("the multipart body needs a part named upload")
+            }
+            record.containers[field.name] = .init(
+                filename: upload.filename ?? "upload", contentType: upload.contentType ?? "application/octet-stream", bytes: upload.body)
+            record.modId += 1
+            table.put(record)
+            return success(["modId": .string(String(record.modId))])
+        } ?? layoutMissing
     }
 
     /// Serves an uploaded container's bytes: `/fmi/data/streaming/{db}/{table}/{recordId}/{field}`.

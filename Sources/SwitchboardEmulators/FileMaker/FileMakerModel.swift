@@ -35,6 +35,50 @@ struct FileMakerModel {
         var nextRecordID: Int
         var nextSerial: Int
 
+        /// For each unique field, folded value → record id: FileMaker indexes such fields, and
+        /// the emulator must stay fast with hundreds of thousands of records.
+        var uniqueIndex: [String: [String: Int]] = [:]
+
+        static func fold(_ value: JSON?) -> String? {
+            guard let text = value?.text, !text.isEmpty else { return nil }
+            return text.lowercased()
+        }
+
+        /// Inserts or replaces a record, keeping the unique index and the order in step.
+        mutating func put(_ record: Record) {
+            if let old = records[record.id] {
+                for field in fields where field.unique {
+                    if let key = Self.fold(old.values[field.name]), uniqueIndex[field.name]?[key] == record.id {
+                        uniqueIndex[field.name]?[key] = nil
+                    }
+                }
+            } else {
+                order.append(record.id)
+            }
+            records[record.id] = record
+            for field in fields where field.unique {
+                if let key = Self.fold(record.values[field.name]) { uniqueIndex[field.name, default: [:]][key] = record.id }
+            }
+        }
+
+        mutating func remove(_ id: Int) -> Bool {
+            guard let old = records.removeValue(forKey: id) else { return false }
+            for field in fields where field.unique {
+                if let key = Self.fold(old.values[field.name]), uniqueIndex[field.name]?[key] == id { uniqueIndex[field.name]?[key] = nil }
+            }
+            if let index = order.firstIndex(of: id) { order.remove(at: index) }
+            return true
+        }
+
+        /// Whether `values` repeat a unique field's value held by another record.
+        func violatesUnique(_ values: [String: JSON], except id: Int?) -> Bool {
+            for field in fields where field.unique {
+                guard let key = Self.fold(values[field.name]), let holder = uniqueIndex[field.name]?[key] else { continue }
+                if holder != id { return true }
+            }
+            return false
+        }
+
         func field(_ name: String) -> Field? {
             // A field may be written `Table::Field` on its own table's layout.
             if let index = fieldIndex[name] { return fields[index] }
@@ -86,8 +130,10 @@ struct FileMakerModel {
                 }
                 var index: [String: Int] = [:]
                 for (i, field) in fields.enumerated() { index[field.name] = i }
-                var records: [Int: Record] = [:]
-                for record in table.records {
+                var built = Table(
+                    name: table.name, fields: fields, fieldIndex: index, records: [:], order: [], nextRecordID: table.nextRecordID,
+                    nextSerial: table.nextSerial)
+                for record in table.records.sorted(by: { $0.recordId < $1.recordId }) {
                     var values: [String: JSON] = [:]
                     for (name, value) in record.fieldData {
                         switch value {
@@ -95,11 +141,10 @@ struct FileMakerModel {
                         case .number(let n): values[name] = n.rounded() == n && abs(n) < 1e15 ? .int(Int64(n)) : .double(n)
                         }
                     }
-                    records[record.recordId] = Record(id: record.recordId, modId: record.modId, values: values)
+                    built.put(Record(id: record.recordId, modId: record.modId, values: values))
                 }
-                tables[table.name] = Table(
-                    name: table.name, fields: fields, fieldIndex: index, records: records, order: records.keys.sorted(),
-                    nextRecordID: max(table.nextRecordID, (records.keys.max() ?? 0) + 1), nextSerial: table.nextSerial)
+                built.nextRecordID = max(table.nextRecordID, (built.order.last ?? 0) + 1)
+                tables[table.name] = built
             }
             databases[database.name] = Database(
                 name: database.name,
@@ -112,6 +157,12 @@ struct FileMakerModel {
                 scriptOrder: database.scripts.map(\.name))
             databaseOrder.append(database.name)
         }
+    }
+
+    /// Runs `body` on the table behind `layout`, in place; nil when the layout does not exist.
+    mutating func withTable(_ database: String, layout: String, _ body: (inout Table) -> Reply) -> Reply? {
+        guard let tableName = databases[database]?.layouts[layout], databases[database]?.tables[tableName] != nil else { return nil }
+        return body(&databases[database]![keyPath: \.tables][tableName]!)
     }
 
     func seed() -> FileMakerSeed {
