@@ -53,7 +53,7 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
         let response = try await client.response(for: authorized, logger: logger)
         guard detector.isExpired(authorized, response) else { return response }
 
-        (logger ?? Logger(label: "switchboard.http")).info(
+        (logger ?? client.logger).info(
             "credential rejected; re-authenticating once",
             metadata: [
                 "http.api": "\(request.api.name)", "http.operation": "\(request.operation)", "http.status": "\(response.status)",

@@ -25,7 +25,7 @@ public struct Redactor: Sendable {
     /// Headers whose values are always redacted (compared case-insensitively).
     public static let secretHeaders: Set<String> = [
         "authorization", "proxy-authorization", "cookie", "set-cookie", "securitytoken", "x-smp-appcid",
-        "x-fm-data-access-token", "www-authenticate-credentials",
+        "x-fm-data-access-token",
     ]
 
     /// Parts of query-item, form-field and JSON key names that mark their value as secret.
@@ -40,13 +40,12 @@ public struct Redactor: Sendable {
     private let secrets: [String]
     private let needles: [String]
 
-    /// A redactor for these secrets. Empty strings are ignored; secrets shorter than 4
-    /// characters are ignored too, because replacing every `1` in a log line hides more than it
-    /// protects (no credential of ours is that short).
+    /// A redactor for these secrets. Empty strings are ignored; every other secret is
+    /// redacted however short, because a leaked three-letter password is still a leak.
     public init(secrets: [String] = []) {
         self.secrets = secrets
         var needles: Set<String> = []
-        for secret in secrets where secret.count >= 4 {
+        for secret in secrets where !secret.isEmpty {
             needles.insert(secret)
             needles.insert(PercentEncoding.queryComponent(secret))
             needles.insert(PercentEncoding.pathSegment(secret))

@@ -50,7 +50,8 @@ public final class SwitchboardHTTPClient: Sendable {
 
     public let configuration: Configuration
     private let client: HTTPClient
-    private let logger: Logger
+    /// The default logger of requests; the ``AuthenticatedExecutor`` logs through it too.
+    let logger: Logger
 
     /// Creates the client. Reads every key of `configuration`.
     ///
