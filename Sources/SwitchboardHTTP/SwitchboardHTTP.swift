@@ -1,1 +1,0 @@
-// Work in progress: this module is being written now (issues 4 and 5).
