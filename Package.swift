@@ -23,6 +23,7 @@ var products: [Product] = [
     .library(name: "SwitchboardHTTP", targets: ["SwitchboardHTTP"]),
     .library(name: "SwitchboardCredentials", targets: ["SwitchboardCredentials"]),
     .library(name: "SwitchboardEmulators", targets: ["SwitchboardEmulators"]),
+    .library(name: "SwitchboardBackends", targets: ["SwitchboardBackends"]),
     .executable(name: "switchboard-emulator", targets: ["switchboard-emulator"]),
 ]
 
@@ -140,6 +141,24 @@ var targets: [Target] = [
         name: "SwitchboardCredentials",
         dependencies: [
             .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    // Clients for the four back ends, one folder each, on SwitchboardHTTP.
+    .target(
+        name: "SwitchboardBackends",
+        dependencies: [
+            "SwitchboardHTTP",
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        path: "Sources/Backends",
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardBackendsTests",
+        dependencies: [
+            "SwitchboardBackends", "SwitchboardHTTP", "SwitchboardEmulators", "SwitchboardTesting",
             .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings

@@ -1,0 +1,1 @@
+// Work in progress: the back-end clients are being written now (issue 5).
