@@ -181,6 +181,7 @@ var targets: [Target] = [
             .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             .product(name: "Logging", package: "swift-log"),
         ],
+        exclude: ["README.md"],
         resources: [.copy("Resources/seed.json")],
         swiftSettings: swiftSettings
     ),
@@ -273,6 +274,7 @@ if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
             name: "switchboard-bench",
             dependencies: [
                 "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting", "SwitchboardBus", "SwitchboardSecurity",
+                "SwitchboardEmulators",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "bench/SwitchboardBench",
