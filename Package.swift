@@ -24,6 +24,8 @@ var products: [Product] = [
     .library(name: "SwitchboardCredentials", targets: ["SwitchboardCredentials"]),
     .library(name: "SwitchboardEmulators", targets: ["SwitchboardEmulators"]),
     .library(name: "SwitchboardBackends", targets: ["SwitchboardBackends"]),
+    .library(name: "SwitchboardAuth", targets: ["SwitchboardAuth"]),
+    .executable(name: "switchboard-auth", targets: ["switchboard-auth"]),
     .executable(name: "switchboard-emulator", targets: ["switchboard-emulator"]),
 ]
 
@@ -159,6 +161,36 @@ var targets: [Target] = [
         name: "SwitchboardBackendsTests",
         dependencies: [
             "SwitchboardBackends", "SwitchboardHTTP", "SwitchboardEmulators", "SwitchboardTesting",
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    // The auth/token manager's logic (service `auth`) and the worker-side token provider.
+    .target(
+        name: "SwitchboardAuth",
+        dependencies: [
+            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard-auth",
+        dependencies: [
+            "SwitchboardAuth", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime", "SwitchboardSecurity",
+            "ZeroMQ",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardAuthTests",
+        dependencies: [
+            "SwitchboardAuth", "SwitchboardBus", "SwitchboardBroker", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
+            "SwitchboardEmulators", "SwitchboardTesting", "SwitchboardProtocol", "ZeroMQ",
             .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings

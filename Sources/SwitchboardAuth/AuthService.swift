@@ -1,0 +1,268 @@
+public import Foundation
+public import Logging
+public import SwitchboardBus
+public import SwitchboardCredentials
+import SwitchboardProtocol
+import Synchronization
+
+/// How `switchboard-auth` logs in to one kind of back end. Implementations are thin: the
+/// back-end clients do the talking; this turns an account into a `Credential` with the headers
+/// a worker must send, and knows how that back end's sessions are kept and ended.
+public protocol BackendAuthenticator: Sendable {
+    /// `eto`, `filemaker`, `directory` or `sap`.
+    var backend: String { get }
+    /// Logs in once. Throws `AuthError` (`.loginFailed` for refused credentials, naming the back
+    /// end and account; `.backendUnavailable` when it cannot be reached). Never retries a
+    /// refused log-in.
+    func logIn(_ account: AuthAccount) async throws(AuthError) -> Credential
+    /// Keeps a live credential alive (FileMaker's idle clock). Returns the credential with its
+    /// new expiry, or nil when the back end has no such notion. Throws when the credential is
+    /// already dead.
+    func keepAlive(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Credential?
+    /// Ends the session on shutdown, freeing the server's slot; best effort.
+    func logOut(_ credential: Credential, account: AuthAccount) async
+}
+
+/// The `auth` service: answers `token.get`, `token.invalidate` and `status` (protocol/README.md
+/// section 14) from a credential cache that logs in on demand, one log-in at a time per
+/// account however many workers ask.
+public final class AuthService: Sendable {
+    public let accounts: AuthAccounts
+    public let cache: CredentialCache
+    private let authenticators: [String: any BackendAuthenticator]
+    private let events: AuthEvents?
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    /// Accounts logged in at least once since start: the next log-in is a refresh.
+    private let issued = Mutex<Set<CredentialKey>>([])
+
+    /// - Parameters:
+    ///   - events: where `auth.token.issued`, `auth.token.refreshed` and `auth.login.failed` go;
+    ///     nil publishes none.
+    public init(
+        accounts: AuthAccounts, authenticators: [any BackendAuthenticator], cache: CredentialCache, events: AuthEvents?,
+        logger: Logger, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.accounts = accounts
+        self.authenticators = Dictionary(authenticators.map { ($0.backend, $0) }, uniquingKeysWith: { first, _ in first })
+        self.cache = cache
+        self.events = events
+        self.logger = logger
+        self.now = now
+    }
+
+    // MARK: Operations
+
+    /// The handler a `ServiceWorker` for service `auth` runs.
+    public func handle(_ request: ServiceRequest, _ partials: PartialReplies) async throws -> Data {
+        do {
+            switch request.operation {
+            case "token.get":
+                let key = try Self.key(request)
+                return try encode(TokenReply(key: key, credential: try await token(for: key)))
+            case "token.invalidate":
+                let body = try Self.decode(InvalidateRequest.self, request)
+                let invalidated = invalidate(CredentialKey(backend: body.backend, account: body.account), fingerprint: body.fingerprint)
+                return try encode(["invalidated": invalidated])
+            case "status":
+                return try encode(status())
+            default:
+                throw ServiceError(status: ServiceStatus.notFound, code: "unknown-operation", message: "auth has no operation '\(request.operation)'")
+            }
+        } catch let error as AuthError {
+            throw Self.serviceError(error)
+        } catch let error as CredentialError {
+            throw ServiceError(status: ServiceStatus.unavailable, code: "refresh-limit", message: error.description, retryable: true)
+        }
+    }
+
+    /// A live credential for `key`, logging in when there is none.
+    public func token(for key: CredentialKey) async throws -> Credential {
+        guard let account = accounts.account(backend: key.backend, account: key.account) else {
+            throw AuthError(.unknownAccount, "no account \(key.account) for back end \(key.backend)")
+        }
+        guard let authenticator = authenticators[key.backend] else {
+            throw AuthError(.configuration, "no authenticator for back end \(key.backend)")
+        }
+        return try await cache.credential(for: key) { [events, logger, self] key in
+            do {
+                let credential = try await authenticator.logIn(account)
+                let first = self.issued.withLock { $0.insert(key).inserted }
+                logger.info(
+                    "logged in", metadata: ["backend": "\(key.backend)", "account": "\(key.account)", "fingerprint": "\(credential.fingerprint)"])
+                await events?.publish(first ? .issued : .refreshed, key: key, credential: credential, reason: nil)
+                return credential
+            } catch {
+                logger.warning("log-in failed", metadata: ["backend": "\(key.backend)", "account": "\(key.account)", "error": "\(error)"])
+                await events?.publish(.loginFailed, key: key, credential: nil, reason: "\(error)")
+                throw error
+            }
+        }
+    }
+
+    /// Drops the credential a worker reports as rejected, if it is still the current one
+    /// (matched by fingerprint, so the token itself need not travel back).
+    public func invalidate(_ key: CredentialKey, fingerprint: String) -> Bool {
+        guard let current = cache.cached(key), current.fingerprint == fingerprint else { return false }
+        let dropped = cache.invalidate(key, rejected: current)
+        if dropped { logger.info("credential reported rejected", metadata: ["backend": "\(key.backend)", "account": "\(key.account)"]) }
+        return dropped
+    }
+
+    public func status() -> StatusReply {
+        let snapshot = Dictionary(cache.snapshot().map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        return StatusReply(
+            accounts: accounts.accounts.map { account in
+                let key = CredentialKey(backend: account.backend, account: account.account)
+                let entry = snapshot[key]
+                return .init(
+                    backend: account.backend, account: account.account, loggedIn: entry?.fingerprint != nil,
+                    fingerprint: entry?.fingerprint, issuedAt: entry?.issuedAt, expiresAt: entry?.expiresAt,
+                    refreshing: entry?.refreshing ?? false, recentRefreshes: entry?.recentRefreshes ?? 0)
+            })
+    }
+
+    // MARK: Keeping sessions alive, ending them
+
+    /// Keeps idle-clocked sessions alive until cancelled: every `interval`, a credential that
+    /// would expire within `window` is renewed in place (FileMaker `validateSession`); one that
+    /// is already dead is dropped, so the next `token.get` logs in again.
+    public func keepAlive(every interval: Duration = .seconds(60), window: TimeInterval = 5 * 60) async {
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval) } catch { return }
+            await keepAliveOnce(window: window)
+        }
+    }
+
+    public func keepAliveOnce(window: TimeInterval) async {
+        for account in accounts.accounts {
+            let key = CredentialKey(backend: account.backend, account: account.account)
+            guard let credential = cache.cached(key), let expires = credential.expiresAt, expires.timeIntervalSince(now()) < window,
+                let authenticator = authenticators[account.backend]
+            else { continue }
+            do {
+                if let renewed = try await authenticator.keepAlive(credential, account: account), cache.cached(key)?.token == credential.token {
+                    cache.store(renewed, for: key)
+                }
+            } catch {
+                _ = cache.invalidate(key, rejected: credential)
+                logger.info("session ended; next request logs in again", metadata: ["backend": "\(key.backend)", "account": "\(key.account)"])
+            }
+        }
+    }
+
+    /// Logs every held session out (FileMaker frees its slot); called on shutdown.
+    public func logOutAll() async {
+        for account in accounts.accounts {
+            let key = CredentialKey(backend: account.backend, account: account.account)
+            guard let credential = cache.remove(key), let authenticator = authenticators[account.backend] else { continue }
+            await authenticator.logOut(credential, account: account)
+            logger.info("logged out", metadata: ["backend": "\(key.backend)", "account": "\(key.account)"])
+        }
+    }
+
+    // MARK: Wire
+
+    static func key(_ request: ServiceRequest) throws -> CredentialKey {
+        let body = try decode(KeyRequest.self, request)
+        return CredentialKey(backend: body.backend, account: body.account)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ request: ServiceRequest) throws -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: request.content)
+        } catch {
+            throw ServiceError(
+                status: ServiceStatus.badRequest, code: "bad-request",
+                message: "\(request.operation) needs {\(T.self == KeyRequest.self ? "backend, account" : "backend, account, fingerprint")}")
+        }
+    }
+
+    private func encode<T: Encodable>(_ value: T) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(value)
+    }
+
+    static func serviceError(_ error: AuthError) -> ServiceError {
+        switch error.code {
+        case .unknownAccount: ServiceError(status: ServiceStatus.notFound, code: error.code.rawValue, message: error.message)
+        case .loginFailed: ServiceError(status: ServiceStatus.badGateway, code: error.code.rawValue, message: error.message, retryable: false)
+        case .backendUnavailable:
+            ServiceError(status: ServiceStatus.unavailable, code: error.code.rawValue, message: error.message, retryable: true)
+        case .badRequest: ServiceError(status: ServiceStatus.badRequest, code: error.code.rawValue, message: error.message)
+        default: ServiceError(status: ServiceStatus.internalError, code: error.code.rawValue, message: error.message)
+        }
+    }
+}
+
+// MARK: Bodies (protocol/README.md section 14)
+
+struct KeyRequest: Codable {
+    var backend: String
+    var account: String
+}
+
+struct InvalidateRequest: Codable {
+    var backend: String
+    var account: String
+    var fingerprint: String
+}
+
+/// The `token.get` reply. It carries the secret, and goes only to workers (the broker lets no
+/// other role call `auth`); it is never logged or published.
+public struct TokenReply: Codable, Sendable {
+    public var backend: String
+    public var account: String
+    public var token: String
+    public var fingerprint: String
+    public var issuedAt: Date
+    public var expiresAt: Date?
+    public var headers: [String: String]
+    public var attributes: [String: String]
+
+    enum CodingKeys: String, CodingKey {
+        case backend, account, token, fingerprint, headers, attributes
+        case issuedAt = "issued_at"
+        case expiresAt = "expires_at"
+    }
+
+    init(key: CredentialKey, credential: Credential) {
+        backend = key.backend
+        account = key.account
+        token = credential.token
+        fingerprint = credential.fingerprint
+        issuedAt = credential.issuedAt
+        expiresAt = credential.expiresAt
+        headers = credential.headers
+        attributes = credential.attributes
+    }
+
+    public var credential: Credential {
+        Credential(token: token, issuedAt: issuedAt, expiresAt: expiresAt, headers: headers, attributes: attributes)
+    }
+}
+
+public struct StatusReply: Codable, Sendable {
+    public struct Account: Codable, Sendable {
+        public var backend: String
+        public var account: String
+        public var loggedIn: Bool
+        public var fingerprint: String?
+        public var issuedAt: Date?
+        public var expiresAt: Date?
+        public var refreshing: Bool
+        public var recentRefreshes: Int
+
+        enum CodingKeys: String, CodingKey {
+            case backend, account, fingerprint, refreshing
+            case loggedIn = "logged_in"
+            case issuedAt = "issued_at"
+            case expiresAt = "expires_at"
+            case recentRefreshes = "recent_refreshes"
+        }
+    }
+
+    public var accounts: [Account]
+}

@@ -1,0 +1,4 @@
+@main
+struct AuthCommand {
+    static func main() {}
+}
