@@ -95,6 +95,15 @@ extension Wire {
         #expect(answer.status == 200)
         return answer.text
     }
+
+    /// The emulator's clock (wall clock plus the test's offset), in milliseconds since 1970.
+    func emulatorNowMilliseconds() async throws -> Int64 {
+        let answer = try await call(.GET, "/_emulator/clock")
+        guard let text = try answer.value["now"]?.stringValue, let date = ISO8601DateFormatter().date(from: text) else {
+            throw Mismatch("no clock: \(answer.text)")
+        }
+        return Int64((date.timeIntervalSince1970 * 1000).rounded())
+    }
 }
 
 /// Asserts that none of `secrets` (nor its percent-encoded form) appears in `text`.

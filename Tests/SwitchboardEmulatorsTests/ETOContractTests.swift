@@ -63,6 +63,17 @@ struct ETOContractTests {
         }
     }
 
+    @Test func nonJSONAuthenticateBodyIs400LikeEveryOtherRefusal() async throws {
+        try await withEmulator { emulator in
+            let wire = Wire(emulator)
+            let answer = try await wire.call(
+                .POST, "/API/Security.svc/SSOAuthenticate/", body: Data("Email=intake&Password=x".utf8),
+                contentType: "application/x-www-form-urlencoded")
+            #expect(answer.status == 400)
+            #expect(try answer.value["Detail"]?.stringValue?.isEmpty == false)
+        }
+    }
+
     // MARK: Enterprises, sites, site log-in
 
     @Test func enterprisesAreKeyGUIDStringValuePairs() async throws {
@@ -344,6 +355,28 @@ struct ETOContractTests {
             #expect(elements.first { $0["ElementID"] == .integer(819) }?["Value"] == .string("Bed 7"))
             let choice = elements.first { $0["ElementID"] == .integer(814) }?["ResponseElementChoices"]?[0]?["TouchPointElementChoiceID"]
             #expect(choice == .integer(1277))
+        }
+    }
+
+    @Test func touchPointResponseWithoutACreatedDateIsStampedWithTheEmulatorClock() async throws {
+        try await withEmulator { emulator in
+            let wire = Wire(emulator)
+            try await wire.advanceClock(seconds: 2 * 86_400)  // far from the wall clock, before logging in
+            let headers = Wire.eto(try await wire.siteLogIn())
+            let before = try await wire.emulatorNowMilliseconds()
+            var body = Self.checkIn(created: 0)
+            var response = try #require(body["TouchPointResponse"] as? [String: Any])
+            response["ResponseCreatedDate"] = nil
+            body["TouchPointResponse"] = response
+            let added = try await wire.call(.POST, "/API/TouchPoint.svc/TouchPointResponseAdd/", headers: headers, json: body)
+            #expect(added.status == 200)
+            let id = try #require(try added.value["AddTouchPointResponseResult"]?["TouchPointResponseID"]?.integerValue)
+            let after = try await wire.emulatorNowMilliseconds()
+            let one = try await wire.call(
+                .GET, "/API/TouchPoint.svc/GetTouchPointResponse?TouchPointID=54&TouchPointResponseID=\(id)", headers: headers)
+            let created = try #require(WireFormat.wcfMilliseconds(try one.value["ResponseCreatedDate"]?.stringValue))
+            // The control API's `now` has whole seconds; allow for that.
+            #expect(created >= before - 1_000 && created <= after + 1_000)
         }
     }
 
