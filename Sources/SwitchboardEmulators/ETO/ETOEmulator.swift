@@ -131,7 +131,8 @@ final class ETOEmulator: EmulatedAPI {
         case ("search.svc", "search") where args.count == 2:
             return method == .get ? session(exchange) { model, key in Self.search(args[0], args[1], model, key) } : Self.wrongMethod
         case ("touchpoint.svc", "touchpointresponseadd") where args.isEmpty:
-            return method == .post ? session(exchange) { model, key in Self.addResponse(exchange, &model, key) } : Self.wrongMethod
+            return method == .post
+                ? session(exchange) { model, key in Self.addResponse(exchange, &model, key, now: clock.now()) } : Self.wrongMethod
         case ("touchpoint.svc", "listtouchpointresponses") where args.isEmpty:
             return method == .get ? session(exchange) { model, key in Self.listResponses(exchange, model, key) } : Self.wrongMethod
         case ("touchpoint.svc", "gettouchpointresponse") where args.isEmpty:
@@ -144,7 +145,7 @@ final class ETOEmulator: EmulatedAPI {
     // MARK: Log-in chain
 
     private func authenticate(_ exchange: Exchange) -> Reply {
-        guard exchange.isJSONBody else { return Self.fault(415, "Content-Type must be application/json.") }
+        guard exchange.isJSONBody else { return Self.bad("Content-Type must be application/json.") }
         guard let body = JSON.parse(exchange.body) else { return Self.bad("The request body is not valid JSON.") }
         guard let security = body["security"], let email = security["Email"]?.string, let password = security["Password"]?.string
         else { return Self.bad("The body must be {\"security\":{\"Email\":…,\"Password\":…}}.") }
@@ -380,7 +381,7 @@ final class ETOEmulator: EmulatedAPI {
         return .json(200, ["SaveParticipantEnrollmentResult": ["ID": .number(id)]])
     }
 
-    private static func addResponse(_ exchange: Exchange, _ model: inout Model, _ key: String) -> Reply {
+    private static func addResponse(_ exchange: Exchange, _ model: inout Model, _ key: String, now: Date) -> Reply {
         guard let body = JSON.parse(exchange.body) else { return bad("The request body is not valid JSON.") }
         guard let r = body["TouchPointResponse"] else { return bad("TouchPointResponse is required.") }
         guard let touchPointID = r["TouchPointID"]?.integer, let subjectID = r["SubjectID"]?.integer,
@@ -394,7 +395,7 @@ final class ETOEmulator: EmulatedAPI {
         guard model.data.participants.contains(where: { $0.subjectID == subjectID && $0.siteID == site.id }) else {
             return bad("Subject \(subjectID) is not a participant of this site.")
         }
-        var created = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        var created = Int64((now.timeIntervalSince1970 * 1000).rounded())
         if let text = r["ResponseCreatedDate"]?.string {
             guard let ms = WCFDate.parse(text) else { return bad("ResponseCreatedDate \(text) is not a /Date(ms)/ value.") }
             created = ms
