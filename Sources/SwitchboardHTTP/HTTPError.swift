@@ -26,6 +26,10 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         public static let responseTooLarge = Code("responseTooLarge")
         /// The credential was rejected, a fresh one was fetched, and it was rejected too.
         public static let credentialRejected = Code("credentialRejected")
+        /// A log-in call refused the account's own credentials (a wrong password, an unknown
+        /// account): neither retrying nor refreshing can help until someone fixes the
+        /// configuration. The message names the account, never the password.
+        public static let invalidCredentials = Code("invalidCredentials")
         /// The credential provider failed to produce a credential.
         public static let credentialUnavailable = Code("credentialUnavailable")
         /// The request cannot be sent as built (an unfilled credential segment, a bad URL).

@@ -1,1 +1,0 @@
-// Work in progress: the back-end clients are being written now (issue 5).

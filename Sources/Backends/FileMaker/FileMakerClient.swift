@@ -1,0 +1,335 @@
+// The FileMaker client follows filemaker.md. Two things are easy to get wrong and are handled
+// here once: success is HTTP 200 *and* `messages[0].code == "0"`, and code 401 ("No records
+// match") is an empty found set, not an error. A 500 that carries a code is a logical error and
+// is never retried (the `.fileMaker` profile says so); 502/503/504 and connection failures are
+// retried for calls that are safe to repeat.
+
+public import Foundation
+public import Logging
+public import SwitchboardHTTP
+
+/// A client of one database on a FileMaker Server's Data API.
+///
+/// Log-in calls: ``logIn(account:password:)``, ``logOut(_:)``, ``validateSession(_:)``. Data
+/// calls take a ``CredentialSource`` of ``FileMaker/Session``; a rejected token is HTTP 401 or
+/// code 952, and through a provider it is refreshed once.
+public struct FileMakerClient: Sendable {
+    /// The API version in the path; servers accept all three.
+    public enum Version: String, Sendable {
+        case v1, v2, vLatest
+    }
+
+    public let serverURL: String
+    public let database: String
+    public let version: Version
+    private let transport: BackendTransport
+
+    /// - Parameters:
+    ///   - serverURL: the server's root, e.g. `https://fm.example.org` (the client adds `/fmi/data/…`).
+    ///   - database: the hosted file, e.g. `Shelter`.
+    public init(http: SwitchboardHTTPClient, serverURL: String, database: String, version: Version = .vLatest, logger: Logger) {
+        self.serverURL = serverURL.hasSuffix("/") ? String(serverURL.dropLast()) : serverURL
+        self.database = database
+        self.version = version
+        self.transport = BackendTransport(http: http, logger: logger)
+    }
+
+    private var apiRoot: [HTTPRequest.PathSegment] { ["fmi", "data", .plain(version.rawValue)] }
+    private var databaseRoot: [HTTPRequest.PathSegment] { apiRoot + ["databases", .plain(database)] }
+    private func layoutRoot(_ layout: String) -> [HTTPRequest.PathSegment] { databaseRoot + ["layouts", .plain(layout)] }
+
+    private func make(
+        _ method: HTTPRequest.Method, _ path: [HTTPRequest.PathSegment], _ operation: String, query: [(name: String, value: String?)] = [],
+        body: HTTPRequest.Body = .none, idempotent: Bool? = nil, secrets: [String] = []
+    ) -> HTTPRequest {
+        HTTPRequest(
+            method, serverURL, path: path, query: query, headers: ["Accept": "application/json"], body: body, api: .fileMaker,
+            operation: operation, idempotent: idempotent, secrets: secrets)
+    }
+
+    private static func json(_ value: some Encodable, for request: @autoclosure () -> HTTPRequest) throws(HTTPError) -> HTTPRequest.Body {
+        do { return try .json(value) } catch { throw .invalid(request(), "cannot encode the body: \(type(of: error))") }
+    }
+
+    private struct Envelope<Response: Decodable>: Decodable { var response: Response }
+    private struct Nothing: Codable {}
+
+    /// The `response` of a 2xx answer whose first message has code "0".
+    private static func unwrap<Response: Decodable>(_ response: HTTPResponse, as type: Response.Type) throws(HTTPError) -> Response {
+        try response.requireSuccess()
+        if response.vendorError != nil { throw HTTPError(response: response) }
+        return try response.decode(Envelope<Response>.self).response
+    }
+
+    private func send<Response: Decodable>(
+        _ request: HTTPRequest, _ auth: CredentialSource<FileMaker.Session>, as type: Response.Type
+    ) async throws(HTTPError) -> Response {
+        let response = try await transport.send(request, auth) { BearerAuthorizer(token: $0.token) }
+        return try Self.unwrap(response, as: Response.self)
+    }
+
+    // MARK: Sessions
+
+    /// `POST …/sessions` with Basic credentials: a new session token. Never retried (each
+    /// attempt would take one of the server's session slots).
+    ///
+    /// - Throws: ``HTTPError`` with code ``HTTPError/Code/invalidCredentials`` naming the
+    ///   account on 212 (or any 401); other ``HTTPError``s (812: the server's session limit).
+    public func logIn(account: String, password: String) async throws(HTTPError) -> FileMaker.Session {
+        var request = make(.post, databaseRoot + ["sessions"], "sessions.logIn", body: .json(Data("{}".utf8)))
+        request.authorizer = BasicAuthorizer(username: account, password: password)
+        let response = try await transport.send(request)
+        if response.status == 401 || response.vendorError?.code == "212" {
+            throw .loginRefused(
+                response, account: account,
+                detail: "code \(response.vendorError?.code ?? "-") (\(response.vendorError?.message ?? "HTTP 401")) on database \(database)"
+            )
+        }
+        struct Token: Decodable { var token: String? }
+        let body = try Self.unwrap(response, as: Token.self)
+        guard let token = response.headers["X-FM-Data-Access-Token"] ?? body.token, !token.isEmpty else {
+            throw .unusable(response, "the log-in of account \(account) answered without a token")
+        }
+        transport.logger.debug(
+            "filemaker session opened", metadata: ["filemaker.account": "\(account)", "filemaker.database": "\(database)"])
+        return FileMaker.Session(token: token, account: account, database: database)
+    }
+
+    /// `DELETE …/sessions/{token}` without an Authorization header, freeing the server's
+    /// session slot. A token the server no longer knows (952) counts as logged out.
+    public func logOut(_ session: FileMaker.Session) async throws(HTTPError) {
+        let request = make(.delete, databaseRoot + ["sessions", .secret(session.token)], "sessions.logOut")
+        let response = try await transport.send(request)
+        if response.status == 401 || response.vendorError?.code == "952" { return }
+        _ = try Self.unwrap(response, as: Nothing.self)
+        transport.logger.debug("filemaker session closed", metadata: ["filemaker.account": "\(session.account)"])
+    }
+
+    /// `GET /fmi/data/{version}/validateSession`: whether the token is alive (it also resets
+    /// its idle clock). `false` for 952 or HTTP 401.
+    public func validateSession(_ session: FileMaker.Session) async throws(HTTPError) -> Bool {
+        var request = make(.get, apiRoot + ["validateSession"], "sessions.validate")
+        request.authorizer = BearerAuthorizer(token: session.token)
+        let response = try await transport.send(request)
+        if response.status == 401 || response.vendorError?.code == "952" { return false }
+        _ = try Self.unwrap(response, as: Nothing.self)
+        return true
+    }
+
+    // MARK: Records
+
+    /// `GET …/records?_offset=&_limit=&_sort=`: a range of records (offset 1-based).
+    public func records(
+        layout: String, offset: Int = 1, limit: Int = 100, sort: [FileMaker.SortField] = [], auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> FileMaker.FoundSet {
+        var query: [(name: String, value: String?)] = [("_offset", String(offset)), ("_limit", String(limit))]
+        if !sort.isEmpty {
+            let text: String
+            do { text = String(decoding: try JSONEncoder().encode(sort), as: UTF8.self) } catch {
+                throw .invalid(make(.get, layoutRoot(layout) + ["records"], "records.range"), "cannot encode the sort")
+            }
+            query.append(("_sort", text))
+        }
+        return try await send(
+            make(.get, layoutRoot(layout) + ["records"], "records.range", query: query), auth, as: FileMaker.FoundSet.self)
+    }
+
+    /// `GET …/records/{recordId}`.
+    public func record(layout: String, id: String, auth: CredentialSource<FileMaker.Session>) async throws(HTTPError) -> FileMaker.Record {
+        let request = make(.get, layoutRoot(layout) + ["records", .plain(id)], "records.get")
+        let found = try await send(request, auth, as: FileMaker.FoundSet.self)
+        guard let record = found.data.first else { throw .invalid(request, "the server answered without the record") }
+        return record
+    }
+
+    /// `POST …/records`: a new record; `[:]` creates one with the fields' defaults. Not retried.
+    public func create(
+        layout: String, fieldData: [String: FileMaker.FieldValue], auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> FileMaker.RecordReference {
+        struct Body: Encodable { var fieldData: [String: FileMaker.FieldValue] }
+        let path = layoutRoot(layout) + ["records"]
+        let request = make(
+            .post, path, "records.create", body: try Self.json(Body(fieldData: fieldData), for: make(.post, path, "records.create")))
+        return try await send(request, auth, as: FileMaker.RecordReference.self)
+    }
+
+    /// `PATCH …/records/{recordId}`: changes the listed fields only; returns the new `modId`.
+    /// With `modId`, a record changed since it was read is left alone and the call throws
+    /// ``HTTPError`` with vendor code `"306"`.
+    public func edit(
+        layout: String, id: String, fieldData: [String: FileMaker.FieldValue], modId: String? = nil,
+        auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> String {
+        struct Body: Encodable {
+            var fieldData: [String: FileMaker.FieldValue]
+            var modId: String?
+        }
+        struct Answer: Decodable { var modId: FileMakerID }
+        let path = layoutRoot(layout) + ["records", .plain(id)]
+        let body = try Self.json(Body(fieldData: fieldData, modId: modId), for: make(.patch, path, "records.edit"))
+        return try await send(make(.patch, path, "records.edit", body: body), auth, as: Answer.self).modId.value
+    }
+
+    /// `DELETE …/records/{recordId}`. Retried when safe; a "record is missing" (101) after a
+    /// retry means an earlier attempt deleted it, and counts as success.
+    public func delete(layout: String, id: String, auth: CredentialSource<FileMaker.Session>) async throws(HTTPError) {
+        let request = make(.delete, layoutRoot(layout) + ["records", .plain(id)], "records.delete")
+        let response = try await transport.send(request, auth) { BearerAuthorizer(token: $0.token) }
+        if response.attempts > 1, response.vendorError?.code == "101" { return }
+        _ = try Self.unwrap(response, as: Nothing.self)
+    }
+
+    /// `POST …/records/{recordId}` with an empty body: a copy of the record. Not retried.
+    public func duplicate(
+        layout: String, id: String, auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError)
+        -> FileMaker.RecordReference
+    {
+        let request = make(
+            .post, layoutRoot(layout) + ["records", .plain(id)], "records.duplicate", body: .raw(Data(), contentType: "application/json"))
+        return try await send(request, auth, as: FileMaker.RecordReference.self)
+    }
+
+    /// `POST …/_find`. Requests are OR'd, criteria within one AND'd, omit requests remove their
+    /// matches. No match is an **empty** found set, not an error. A find only reads, so it is
+    /// retried like a GET.
+    public func find(
+        layout: String, _ requests: [FileMaker.FindRequest], sort: [FileMaker.SortField] = [], offset: Int? = nil, limit: Int? = nil,
+        auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> FileMaker.FoundSet {
+        struct Body: Encodable {
+            var query: [FileMaker.FindRequest]
+            var sort: [FileMaker.SortField]?
+            var offset: String?
+            var limit: String?
+        }
+        let path = layoutRoot(layout) + ["_find"]
+        guard !requests.isEmpty else { throw .invalid(make(.post, path, "records.find"), "a find needs at least one request") }
+        let body = try Self.json(
+            Body(query: requests, sort: sort.isEmpty ? nil : sort, offset: offset.map(String.init), limit: limit.map(String.init)),
+            for: make(.post, path, "records.find"))
+        let request = make(.post, path, "records.find", body: body, idempotent: true)
+        let response = try await transport.send(request, auth) { BearerAuthorizer(token: $0.token) }
+        if response.vendorError?.code == "401" { return .empty(database: database, layout: layout) }
+        return try Self.unwrap(response, as: FileMaker.FoundSet.self)
+    }
+
+    /// Creates a record unless one whose `uniqueField` equals `value` exists; returns the
+    /// record and whether it was created. For idempotent writes: `value` is the bus event id.
+    ///
+    /// The find (`==value`) and the create are two calls, so two writers can both find nothing
+    /// and both create. The backstop is the field's "unique value" validation (the emulator's
+    /// `CheckIns::EventID` has it): the second create fails with code 504, and this helper
+    /// then finds again and returns the record the other writer made (`created: false`).
+    /// Without that validation on the field, the race can leave duplicates.
+    ///
+    /// - Throws: ``HTTPError/Code/invalidRequest`` when `value` is empty or contains a find
+    ///   operator (it must match literally).
+    public func createIfAbsent(
+        layout: String, uniqueField: String, value: String, fieldData: [String: FileMaker.FieldValue],
+        auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> (record: FileMaker.Record, created: Bool) {
+        guard !value.isEmpty, !value.contains(where: { FileMaker.Find.operatorCharacters.contains($0) }), !value.contains("...") else {
+            throw .invalid(
+                make(.post, layoutRoot(layout) + ["_find"], "records.createIfAbsent"), "the unique value is empty or holds a find operator")
+        }
+        if let existing = try await findExact(layout: layout, field: uniqueField, value: value, auth: auth) { return (existing, false) }
+        var data = fieldData
+        data[uniqueField] = .text(value)
+        do throws(HTTPError) {
+            let reference = try await create(layout: layout, fieldData: data, auth: auth)
+            return (try await record(layout: layout, id: reference.recordId, auth: auth), true)
+        } catch  where error.vendorCode == "504" {
+            if let existing = try await findExact(layout: layout, field: uniqueField, value: value, auth: auth) {
+                transport.logger.info(
+                    "filemaker record already there (unique field refused the create)",
+                    metadata: ["filemaker.layout": "\(layout)", "filemaker.field": "\(uniqueField)"])
+                return (existing, false)
+            }
+            throw error
+        }
+    }
+
+    private func findExact(
+        layout: String, field: String, value: String, auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError)
+        -> FileMaker.Record?
+    {
+        let found = try await find(layout: layout, [.matching((field, FileMaker.Find.equals(value)))], limit: 2, auth: auth)
+        return found.data.first { $0.fieldData[field]?.description == value }
+    }
+
+    // MARK: Scripts, globals, containers
+
+    /// `GET …/layouts/{layout}/script/{name}?script.param=`. Not retried: a script may change data.
+    public func runScript(
+        layout: String, name: String, parameter: String? = nil, auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> FileMaker.ScriptResult {
+        let request = make(
+            .get, layoutRoot(layout) + ["script", .plain(name)], "scripts.run", query: parameter.map { [("script.param", $0)] } ?? [],
+            idempotent: false)
+        return try await send(request, auth, as: FileMaker.ScriptResult.self)
+    }
+
+    /// `PATCH …/globals`: sets global fields (`Table::Field`) for the session.
+    public func setGlobals(_ values: [String: FileMaker.FieldValue], auth: CredentialSource<FileMaker.Session>) async throws(HTTPError) {
+        struct Body: Encodable { var globalFields: [String: FileMaker.FieldValue] }
+        let path = databaseRoot + ["globals"]
+        let body = try Self.json(Body(globalFields: values), for: make(.patch, path, "globals.set"))
+        _ = try await send(make(.patch, path, "globals.set", body: body, idempotent: true), auth, as: Nothing.self)
+    }
+
+    /// `POST …/records/{id}/containers/{field}/{repetition}` with a multipart part named
+    /// `upload`; returns the record's new `modId`.
+    public func uploadContainer(
+        layout: String, id: String, field: String, repetition: Int = 1, data: Data, filename: String, contentType: String,
+        auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> String {
+        struct Answer: Decodable { var modId: FileMakerID }
+        let request = make(
+            .post, layoutRoot(layout) + ["records", .plain(id), "containers", .plain(field), .plain(String(repetition))], "records.upload",
+            body: .multipart([.init(name: "upload", filename: filename, contentType: contentType, data: data)]))
+        return try await send(request, auth, as: Answer.self).modId.value
+    }
+
+    // MARK: Metadata
+
+    /// `GET /fmi/data/{version}/productInfo` (no credential).
+    public func productInfo() async throws(HTTPError) -> FileMaker.ProductInfo {
+        struct Answer: Decodable { var productInfo: FileMaker.ProductInfo }
+        return try Self.unwrap(try await transport.send(make(.get, apiRoot + ["productInfo"], "metadata.productInfo")), as: Answer.self)
+            .productInfo
+    }
+
+    /// `GET /fmi/data/{version}/databases` with Basic credentials: the databases the account sees.
+    public func databases(account: String, password: String) async throws(HTTPError) -> [String] {
+        struct Answer: Decodable {
+            struct Database: Decodable { var name: String }
+            var databases: [Database]
+        }
+        var request = make(.get, apiRoot + ["databases"], "metadata.databases")
+        request.authorizer = BasicAuthorizer(username: account, password: password)
+        let response = try await transport.send(request)
+        if response.status == 401 { throw .loginRefused(response, account: account, detail: "code \(response.vendorError?.code ?? "-")") }
+        return try Self.unwrap(response, as: Answer.self).databases.map(\.name)
+    }
+
+    /// `GET …/layouts`.
+    public func layouts(auth: CredentialSource<FileMaker.Session>) async throws(HTTPError) -> [FileMaker.LayoutInfo] {
+        struct Answer: Decodable { var layouts: [FileMaker.LayoutInfo] }
+        return try await send(make(.get, databaseRoot + ["layouts"], "metadata.layouts"), auth, as: Answer.self).layouts
+    }
+
+    /// `GET …/layouts/{layout}`: the layout's fields.
+    public func layoutMetadata(
+        layout: String, auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> FileMaker.LayoutMetadata {
+        try await send(make(.get, layoutRoot(layout), "metadata.layout"), auth, as: FileMaker.LayoutMetadata.self)
+    }
+
+    /// `GET …/scripts`.
+    public func scripts(auth: CredentialSource<FileMaker.Session>) async throws(HTTPError) -> [FileMaker.ScriptInfo] {
+        struct Answer: Decodable { var scripts: [FileMaker.ScriptInfo] }
+        return try await send(make(.get, databaseRoot + ["scripts"], "metadata.scripts"), auth, as: Answer.self).scripts
+    }
+}
