@@ -308,6 +308,8 @@ if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
                 "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting", "SwitchboardBus", "SwitchboardSecurity",
                 "SwitchboardEmulators",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "bench/SwitchboardBench",
             swiftSettings: swiftSettings

@@ -9,9 +9,9 @@ import Glibc
 
 @Suite struct EncryptedCredentialFileTests {
     func mode(_ path: String) throws -> mode_t {
-        var info = stat()
-        guard stat(path, &info) == 0 else { throw CocoaError(.fileNoSuchFile) }
-        return info.st_mode & 0o777
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        guard let permissions = attributes[.posixPermissions] as? NSNumber else { throw CocoaError(.fileNoSuchFile) }
+        return mode_t(permissions.uint16Value & 0o777)
     }
 
     func bytes(_ path: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: path)) }

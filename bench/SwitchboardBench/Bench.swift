@@ -27,7 +27,7 @@ struct Bench {
             return
         }
         if CommandLine.arguments.contains("--emulator") {
-            try await emulatorBench(quick: quick)
+            try await emulatorBench(quick: quick, takeOver: CommandLine.arguments.contains("--nio-executor"))
             return
         }
         if CommandLine.arguments.contains("--codec") {

@@ -11,6 +11,8 @@
 import Glibc
 #endif
 import Foundation
+import NIOCore
+import NIOPosix
 import SwitchboardEmulators
 import SwitchboardTesting
 import Synchronization
@@ -121,7 +123,10 @@ func load(port: Int, clients: Int, seconds: Double, request: @escaping @Sendable
     return (Double(done.load(ordering: .relaxed)) / secondsElapsed, failed.load(ordering: .relaxed))
 }
 
-func emulatorBench(quick: Bool) async throws {
+func emulatorBench(quick: Bool, takeOver: Bool) async throws {
+    if takeOver {
+        print("NIO event loops as the global executor: \(NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor())")
+    }
     let seconds = quick ? 2.0 : 5.0
     let clients = 8
     print("Emulator benchmark, \(ProcessInfo.processInfo.activeProcessorCount) cores, \(clients) keep-alive loopback clients, \(seconds) s per row")

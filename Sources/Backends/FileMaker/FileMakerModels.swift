@@ -3,8 +3,8 @@
 // as strings. Find requests are built as values: fields AND'd within a request, requests OR'd,
 // `omit` requests taking their matches out, in order.
 
-public import Foundation
-public import SwitchboardHTTP
+import Foundation
+import SwitchboardHTTP
 
 /// Types of the Claris FileMaker Data API; the client is ``FileMakerClient``.
 public enum FileMaker {
