@@ -1,4 +1,5 @@
 public import Foundation
+public import SwitchboardHTTP
 
 /// The back-end accounts `switchboard-auth` holds: the only place Switchboard keeps passwords.
 ///
@@ -69,7 +70,9 @@ public struct AuthAccounts: Sendable {
         for account in accounts {
             guard Self.backends.contains(account.backend) else {
                 throw AuthError(
-                    .configuration, "account \(account.account): backend '\(account.backend)' is not one of \(Self.backends.sorted().joined(separator: ", "))")
+                    .configuration,
+                    "account \(account.account): backend '\(account.backend)' is not one of \(Self.backends.sorted().joined(separator: ", "))"
+                )
             }
             guard URL(string: account.baseURL)?.scheme.map({ ["http", "https"].contains($0) }) == true else {
                 throw AuthError(.configuration, "account \(account.backend)/\(account.account): base_url must be an http(s) URL")
@@ -87,7 +90,9 @@ public struct AuthAccounts: Sendable {
 
     /// Reads the accounts from `path` (refused if group or others may read it), or, without a
     /// path, from `SWITCHBOARD_AUTH_ACCOUNTS`.
-    public static func load(path: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(AuthError) -> AuthAccounts {
+    public static func load(
+        path: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(AuthError) -> AuthAccounts {
         let data: Data
         let source: String
         if let path {
@@ -97,7 +102,8 @@ public struct AuthAccounts: Sendable {
             guard mode & 0o077 == 0 else {
                 throw AuthError(
                     .configuration,
-                    "the accounts file \(path) holds passwords and may be read by others (mode \(String(mode & 0o777, radix: 8))): chmod 600 \(path)")
+                    "the accounts file \(path) holds passwords and may be read by others (mode \(String(mode & 0o777, radix: 8))): chmod 600 \(path)"
+                )
             }
             guard let contents = FileManager.default.contents(atPath: path) else {
                 throw AuthError(.configuration, "cannot read the accounts file \(path)")
@@ -120,14 +126,16 @@ public struct AuthAccounts: Sendable {
             throw AuthError(.configuration, "\(source): missing \(path)")
         } catch {
             // Never echo the document: it holds passwords.
-            throw AuthError(.configuration, "\(source) is not a valid accounts document ({\"accounts\": [{backend, account, password, base_url, options}]})")
+            throw AuthError(
+                .configuration,
+                "\(source) is not a valid accounts document ({\"accounts\": [{backend, account, password, base_url, options}]})")
         }
     }
 }
 
 /// An auth failure, worded for operators and safe to log: it names the back end and account,
 /// never a password or token.
-public struct AuthError: Error, Sendable, CustomStringConvertible {
+public struct AuthError: Error, Sendable, CustomStringConvertible, SecretFreeError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
         public static let configuration = Code(rawValue: "configuration")
@@ -148,4 +156,5 @@ public struct AuthError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(code): \(message)" }
+    public var secretFreeDescription: String { description }
 }

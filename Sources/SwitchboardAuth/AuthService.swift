@@ -67,7 +67,8 @@ public final class AuthService: Sendable {
             case "status":
                 return try encode(status())
             default:
-                throw ServiceError(status: ServiceStatus.notFound, code: "unknown-operation", message: "auth has no operation '\(request.operation)'")
+                throw ServiceError(
+                    status: ServiceStatus.notFound, code: "unknown-operation", message: "auth has no operation '\(request.operation)'")
             }
         } catch let error as AuthError {
             throw Self.serviceError(error)
@@ -89,7 +90,8 @@ public final class AuthService: Sendable {
                 let credential = try await authenticator.logIn(account)
                 let first = self.issued.withLock { $0.insert(key).inserted }
                 logger.info(
-                    "logged in", metadata: ["backend": "\(key.backend)", "account": "\(key.account)", "fingerprint": "\(credential.fingerprint)"])
+                    "logged in",
+                    metadata: ["backend": "\(key.backend)", "account": "\(key.account)", "fingerprint": "\(credential.fingerprint)"])
                 await events?.publish(first ? .issued : .refreshed, key: key, credential: credential, reason: nil)
                 return credential
             } catch {
@@ -141,12 +143,15 @@ public final class AuthService: Sendable {
                 let authenticator = authenticators[account.backend]
             else { continue }
             do {
-                if let renewed = try await authenticator.keepAlive(credential, account: account), cache.cached(key)?.token == credential.token {
+                if let renewed = try await authenticator.keepAlive(credential, account: account),
+                    cache.cached(key)?.token == credential.token
+                {
                     cache.store(renewed, for: key)
                 }
             } catch {
                 _ = cache.invalidate(key, rejected: credential)
-                logger.info("session ended; next request logs in again", metadata: ["backend": "\(key.backend)", "account": "\(key.account)"])
+                logger.info(
+                    "session ended; next request logs in again", metadata: ["backend": "\(key.backend)", "account": "\(key.account)"])
             }
         }
     }
@@ -188,7 +193,8 @@ public final class AuthService: Sendable {
     static func serviceError(_ error: AuthError) -> ServiceError {
         switch error.code {
         case .unknownAccount: ServiceError(status: ServiceStatus.notFound, code: error.code.rawValue, message: error.message)
-        case .loginFailed: ServiceError(status: ServiceStatus.badGateway, code: error.code.rawValue, message: error.message, retryable: false)
+        case .loginFailed:
+            ServiceError(status: ServiceStatus.badGateway, code: error.code.rawValue, message: error.message, retryable: false)
         case .backendUnavailable:
             ServiceError(status: ServiceStatus.unavailable, code: error.code.rawValue, message: error.message, retryable: true)
         case .badRequest: ServiceError(status: ServiceStatus.badRequest, code: error.code.rawValue, message: error.message)

@@ -155,7 +155,8 @@ public struct SAPAuthenticator: BackendAuthenticator {
         do {
             let client = SAPMobileServicesClient(http: http, baseURL: account.baseURL, applicationID: application, logger: logger)
             let connection = try await client.register(
-                user: account.account, password: account.password, device: SAP.Device(deviceType: "Switchboard", deviceModel: "switchboard-auth"))
+                user: account.account, password: account.password,
+                device: SAP.Device(deviceType: "Switchboard", deviceModel: "switchboard-auth"))
             return Credential(
                 token: connection.id.value, issuedAt: Date(), headers: ["X-SMP-APPCID": connection.id.value],
                 attributes: ["application": application])

@@ -91,6 +91,10 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
             throw error
         } catch is CancellationError {
             throw HTTPError(.cancelled, context: .init(request, redactor: Redactor(secrets: request.allSecrets)), message: "cancelled")
+        } catch let error as any SecretFreeError {
+            throw HTTPError(
+                .credentialUnavailable, context: .init(request, redactor: Redactor(secrets: request.allSecrets)),
+                message: "credential provider failed: \(error.secretFreeDescription)")
         } catch {
             // Only the error's type: its text may hold the very credential that failed.
             throw HTTPError(
@@ -98,4 +102,10 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
                 message: "credential provider failed: \(type(of: error))")
         }
     }
+}
+
+/// An error whose description is written to hold no secret (it names back ends and accounts,
+/// never passwords or tokens), so a credential provider's failure can be reported in full.
+public protocol SecretFreeError: Error {
+    var secretFreeDescription: String { get }
 }

@@ -1,1 +1,190 @@
-// Work in progress (issue 5).
+import Foundation
+import Logging
+import SwitchboardAuth
+import SwitchboardBackends
+import SwitchboardBus
+import SwitchboardCredentials
+import SwitchboardHTTP
+import SwitchboardProtocol
+import SwitchboardTesting
+import Testing
+
+/// Issue 5's "done means", through real parts: emulator, broker, auth service, worker cache.
+@Suite(.timeLimit(.minutes(3))) struct AuthTests {
+    @Test func aThousandWritesLogInOnceAnExpiryOnceMoreAndAHundredConcurrentRequestsOnce() async throws {
+        try await AuthStack.run { stack in
+            let auth = CredentialSource.provider(stack.tokens.fileMaker(account: "switchboard", database: "Shelter"))
+            let fileMaker = stack.fileMaker
+            // 1,000 writes, 8 at a time.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for lane in 0..<8 {
+                    group.addTask {
+                        for n in 0..<125 {
+                            _ = try await fileMaker.create(layout: "CheckIns", fieldData: ["EventID": .text("w-\(lane)-\(n)")], auth: auth)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await stack.fileMakerLogIns() == 1)
+
+            // A forced 952 in the middle of the stream: one more log-in, and the write succeeds.
+            _ = try await stack.control(
+                .post, "faults", json: #"{"api":"filemaker","method":"POST","path":"/*/records","kind":"expire","count":1}"#)
+            for n in 0..<20 {
+                _ = try await fileMaker.create(layout: "CheckIns", fieldData: ["EventID": .text("after-expiry-\(n)")], auth: auth)
+            }
+            #expect(try await stack.fileMakerLogIns() == 2)
+
+            // Every session ends; 100 requests arrive together and all see 952.
+            _ = try await stack.control(.post, "expire", json: #"{"api":"filemaker"}"#)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for n in 0..<100 {
+                    group.addTask {
+                        _ = try await fileMaker.create(layout: "CheckIns", fieldData: ["EventID": .text("burst-\(n)")], auth: auth)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await stack.fileMakerLogIns() == 3)
+            let creates = try await stack.requests(api: "filemaker").filter { ($0["path"] as? String)?.hasSuffix("/records") == true }
+            #expect(creates.filter { $0["status"] as? Int == 200 }.count == 1_120)
+        }
+    }
+
+    @Test func aWrongPasswordNamesTheBackEndAndAccountAndIsTriedOncePerCall() async throws {
+        try await AuthStack.run(fileMakerPassword: "not-the-password") { stack in
+            let body = Data(#"{"backend":"filemaker","account":"switchboard"}"#.utf8)
+            func failure(_ operation: String, _ body: Data) async -> (Int, ServiceFailure)? {
+                do {
+                    _ = try await stack.client.request(service: "auth", operation: operation, content: body)
+                    return nil
+                } catch {
+                    if case .serviceError(let status, let failure) = error { return (status, failure) }
+                    return nil
+                }
+            }
+            for call in 1...2 {
+                let (status, failure) = try #require(await failure("token.get", body))
+                #expect(status == 502)
+                #expect(failure.code == "login-failed")
+                #expect(failure.message.contains("filemaker") && failure.message.contains("switchboard"), "\(failure.message)")
+                #expect(failure.retryable == false)
+                #expect(try await stack.fileMakerLogIns() == call, "one attempt per call, no retry loop")
+            }
+            // Through a worker's client, the error is as clear.
+            let auth = CredentialSource.provider(stack.tokens.fileMaker(account: "switchboard", database: "Shelter"))
+            await #expect {
+                _ = try await stack.fileMaker.create(layout: "CheckIns", fieldData: [:], auth: auth)
+            } throws: { error in
+                "\(error)".contains("filemaker") && "\(error)".contains("switchboard")
+            }
+            #expect(try await stack.fileMakerLogIns() == 3)
+            #expect(await failure("token.get", Data(#"{"backend":"filemaker","account":"nobody"}"#.utf8))?.0 == 404)
+            #expect(await failure("token.get", Data("{}".utf8))?.0 == 400)
+            #expect(await failure("token.steal", Data("{}".utf8))?.0 == 404)
+        }
+    }
+
+    @Test func everyBackEndsCredentialComesThroughAuthAndWorks() async throws {
+        try await AuthStack.run { stack in
+            let eto = try await stack.tokens.credential(backend: "eto", account: "intake@riverside.example")
+            #expect(eto.headers["securityToken"] == eto.token)
+            #expect(eto.attributes["program"] == "792")
+            let directory = try await stack.tokens.credential(backend: "directory", account: "outreach-team")
+            let people = try await DirectoryClient(
+                http: stack.http, baseURL: stack.emulator.baseURL + "/directory", logger: stack.logs.logger
+            )
+            .people(auth: .fixed(Directory.APIKey(key: directory.token, user: "outreach-team")))
+            #expect(people.count == 3)
+            let sap = try await stack.tokens.credential(backend: "sap", account: "outreach1")
+            let status = try await SAPMobileServicesClient(
+                http: stack.http, baseURL: stack.emulator.baseURL, applicationID: "org.riverside.outreach", logger: stack.logs.logger
+            ).check(SAP.ConnectionID(sap.token))
+            #expect(status == .valid)
+            let fileMaker = try await stack.tokens.credential(backend: "filemaker", account: "switchboard")
+            #expect(fileMaker.headers["Authorization"] == "Bearer \(fileMaker.token)")
+            #expect(fileMaker.expiresAt != nil)
+
+            // Asked again, the worker's cache answers: auth is not asked, nobody logs in again.
+            _ = try await stack.tokens.credential(backend: "filemaker", account: "switchboard")
+            #expect(try await stack.fileMakerLogIns() == 1)
+
+            let reply = try await stack.client.request(service: "auth", operation: "status")
+            #expect(reply.status == 200)
+            let text = String(decoding: reply.content, as: UTF8.self)
+            let statusJSON = try #require(try JSONSerialization.jsonObject(with: reply.content) as? [String: Any])
+            let accounts = try #require(statusJSON["accounts"] as? [[String: Any]])
+            #expect(accounts.count == 4)
+            #expect(accounts.allSatisfy { $0["logged_in"] as? Bool == true })
+            for secret in AuthStack.passwords + [eto.token, directory.token, sap.token, fileMaker.token] {
+                #expect(!text.contains(secret), "status shows a secret")
+            }
+        }
+    }
+
+    @Test func invalidationByFingerprintOnlyDropsTheCurrentToken() async throws {
+        try await AuthStack.run { stack in
+            let first = try await stack.service.token(for: CredentialKey(backend: "directory", account: "outreach-team"))
+            let key = CredentialKey(backend: "directory", account: "outreach-team")
+            #expect(!stack.service.invalidate(key, fingerprint: "00000000"))
+            #expect(stack.service.invalidate(key, fingerprint: first.fingerprint))
+            #expect(!stack.service.invalidate(key, fingerprint: first.fingerprint), "already gone")
+        }
+    }
+
+    @Test func fileMakerSessionsAreKeptAliveAcrossTheIdleClockAndLoggedOutAtShutdown() async throws {
+        try await AuthStack.run { stack in
+            let key = CredentialKey(backend: "filemaker", account: "switchboard")
+            let credential = try await stack.service.token(for: key)
+            _ = try await stack.control(.post, "clock", json: #"{"advance_seconds":840}"#)
+            await stack.service.keepAliveOnce(window: 3600)
+            _ = try await stack.control(.post, "clock", json: #"{"advance_seconds":840}"#)
+            // 28 minutes after log-in, the token still works: the keep-alive reset the idle clock.
+            let session = FileMaker.Session(credential, account: "switchboard", database: "Shelter")
+            _ = try await stack.fileMaker.record(layout: "CheckIns", id: "1", auth: .fixed(session))
+            #expect(stack.service.cache.cached(key)?.token == credential.token)
+            #expect(try await stack.fileMakerLogIns() == 1)
+
+            await stack.service.logOutAll()
+            let validate = try await stack.fileMaker.validateSession(session)
+            #expect(!validate)
+            let logOuts = try await stack.requests(api: "filemaker").filter { ($0["method"] as? String) == "DELETE" }
+            #expect(logOuts.count == 1)
+        }
+    }
+
+    @Test func noSecretReachesALogLineAnErrorOrAnEvent() async throws {
+        try await AuthStack.run(fileMakerPassword: "fm-wrong-Passw0rd!") { stack in
+            var secrets = AuthStack.passwords + ["fm-wrong-Passw0rd!"]
+            var errors: [String] = []
+            for (backend, account) in [
+                ("eto", "intake@riverside.example"), ("directory", "outreach-team"), ("sap", "outreach1"), ("filemaker", "switchboard"),
+            ] {
+                do {
+                    let credential = try await stack.tokens.credential(backend: backend, account: account)
+                    secrets.append(credential.token)
+                    // enterpriseGuid names an enterprise and is no secret (SwitchboardHTTP's Redactor).
+                    secrets.append(contentsOf: credential.headers.filter { $0.key != "enterpriseGuid" }.values)
+                    errors.append("\(credential)")
+                } catch {
+                    errors.append("\(error)")
+                }
+            }
+            #expect(errors.contains { $0.contains("filemaker") && $0.contains("switchboard") })
+            let pending = try await stack.outbox.pending(limit: 100)
+            #expect(Set(pending.map(\.type)) == ["auth.token.issued", "auth.login.failed"])
+            let events = pending.map { String(decoding: $0.content, as: UTF8.self) }
+            let logs = stack.logs.all
+            #expect(!logs.isEmpty)
+            for secret in secrets where !secret.isEmpty {
+                #expect(
+                    !logs.contains { $0.contains(secret) }, "a log line shows a secret: \(logs.filter { $0.contains(secret) }.prefix(2))")
+                #expect(
+                    !errors.contains { $0.contains(secret) },
+                    "an error or description shows a secret: \(errors.filter { $0.contains(secret) })")
+                #expect(!events.contains { $0.contains(secret) }, "an event shows a secret")
+            }
+        }
+    }
+}

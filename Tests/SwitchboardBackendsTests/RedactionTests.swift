@@ -1,6 +1,7 @@
 import Foundation
 import SwitchboardBackends
 import SwitchboardHTTP
+import SwitchboardTesting
 import Synchronization
 import Testing
 

@@ -6,35 +6,6 @@ import SwitchboardTesting
 import Synchronization
 import Testing
 
-/// Keeps every log line (message and metadata) in memory, so a test can search them for secrets.
-final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
-    var all: [String] { lines.withLock { $0 } }
-
-    var logger: Logger {
-        var logger = Logger(label: "backends-test") { _ in Handler(capture: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    struct Handler: LogHandler {
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            capture.append("\(event.level) \(event.message) \(merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })")
-        }
-    }
-}
-
 /// One test's world: a running emulator, an HTTP client with tiny retry delays, the four
 /// back-end clients, and the control API.
 struct Harness: Sendable {

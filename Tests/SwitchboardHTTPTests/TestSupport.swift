@@ -108,35 +108,6 @@ final class Counter: Sendable {
     func count(_ key: String) -> Int { counts.withLock { $0[key, default: 0] } }
 }
 
-/// Keeps every log line in memory, rendered with its metadata.
-final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
-    var all: [String] { lines.withLock { $0 } }
-
-    var logger: Logger {
-        var logger = Logger(label: "capture") { _ in CapturingHandler(capture: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    struct CapturingHandler: LogHandler {
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            capture.append("\(event.level) \(event.message) \(merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })")
-        }
-    }
-}
-
 /// A certificate authority and a leaf for `localhost`, made fresh for a test.
 struct TestPKI {
     let caPEM: String
