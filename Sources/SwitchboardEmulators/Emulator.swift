@@ -140,7 +140,7 @@ public final class Emulator: Sendable {
                 method: request.method, path: path, query: request.uri.query, headers: request.headers, body: Data(body.readableBytesView))
             return Self.response(control(exchange))
         }
-        let decoded = segments.map { String($0).removingPercentEncoding ?? String($0) }
+        let decoded = Exchange.segments(of: path)
         guard let api = apis.first(where: { $0.owns(decoded) }) else {
             return Self.response(.json(404, ["error": .string("no emulated API serves \(path)")]))
         }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import SwitchboardEmulators
 import SwitchboardRuntime
 
@@ -34,6 +36,10 @@ struct EmulatorCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
     func run() async throws {
+        // Run Swift concurrency on NIO's event loops: a request then never hops between the
+        // event loop and the cooperative pool (measured: 1.4–1.6× the requests per second on two
+        // cores, `switchboard-bench --emulator --nio-executor`).
+        _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         let format = try logFormat.map { value -> LogFormat in
             guard let format = LogFormat(rawValue: value) else {
                 throw ValidationError("--log-format must be text or json, got '\(value)'")

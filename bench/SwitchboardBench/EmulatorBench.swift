@@ -7,15 +7,16 @@
 // CPU than a full HTTP client, so the figure is the server's, on the two cores it shares with
 // them.
 
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import NIOCore
 import NIOPosix
 import SwitchboardEmulators
 import SwitchboardTesting
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One blocking keep-alive HTTP/1.1 connection to 127.0.0.1.
 final class RawConnection {
@@ -90,6 +91,16 @@ func httpRequest(_ method: String, _ path: String, token: String? = nil, basic: 
     return Array(text.utf8)
 }
 
+/// `load`, run on a thread of its own so that its waiting never blocks a thread the server needs
+/// (with `--nio-executor` the server's event loops are the async executor).
+func measure(port: Int, clients: Int, seconds: Double, request: @escaping @Sendable (Int, Int) -> [UInt8]) async throws -> (Double, Int) {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread {
+            continuation.resume(with: Result { try load(port: port, clients: clients, seconds: seconds, request: request) })
+        }.start()
+    }
+}
+
 /// Runs `clients` threads for `seconds`, each sending what `request(client, n)` gives on its own
 /// connection; returns completed requests per second and the count of non-200 answers.
 func load(port: Int, clients: Int, seconds: Double, request: @escaping @Sendable (Int, Int) -> [UInt8]) throws -> (Double, Int) {
@@ -125,47 +136,63 @@ func load(port: Int, clients: Int, seconds: Double, request: @escaping @Sendable
 
 func emulatorBench(quick: Bool, takeOver: Bool) async throws {
     if takeOver {
-        print("NIO event loops as the global executor: \(NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor())")
+        print(
+            "NIO event loops as the global executor: \(NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor())"
+        )
     }
     let seconds = quick ? 2.0 : 5.0
     let clients = 8
-    print("Emulator benchmark, \(ProcessInfo.processInfo.activeProcessorCount) cores, \(clients) keep-alive loopback clients, \(seconds) s per row")
+    print(
+        "Emulator benchmark, \(ProcessInfo.processInfo.activeProcessorCount) cores, \(clients) keep-alive loopback clients, \(seconds) s per row"
+    )
     try await withEmulator { emulator in
         let port = emulator.port
         let login = RawConnection.self
-        var tokens: [String] = []
-        for _ in 0..<clients {
-            let connection = try login.init(port: port)
-            let (status, body) = try connection.exchange(
-                httpRequest("POST", "/fmi/data/vLatest/databases/Shelter/sessions", basic: "switchboard:fm-demo-Passw0rd!", json: "{}"))
-            guard status == 200, let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-                let token = (object["response"] as? [String: Any])?["token"] as? String
-            else { throw EmulatorError("log-in failed: \(status)") }
-            tokens.append(token)
+        let tokens: [String] = try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                continuation.resume(
+                    with: Result {
+                        try (0..<clients).map { _ in
+                            let connection = try login.init(port: port)
+                            let (status, body) = try connection.exchange(
+                                httpRequest(
+                                    "POST", "/fmi/data/vLatest/databases/Shelter/sessions", basic: "switchboard:fm-demo-Passw0rd!",
+                                    json: "{}"))
+                            guard status == 200, let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+                                let token = (object["response"] as? [String: Any])?["token"] as? String
+                            else { throw EmulatorError("log-in failed: \(status)") }
+                            return token
+                        }
+                    })
+            }.start()
         }
         let sessionTokens = tokens
         let records = "/fmi/data/vLatest/databases/Shelter/layouts/CheckIns/records"
         let find = "/fmi/data/vLatest/databases/Shelter/layouts/CheckIns/_find"
         func row(_ name: String, _ rate: Double, _ failures: Int, _ baseline: Double?) {
             let ratio = baseline.map { String(format: "%.2f× productInfo", rate / $0) } ?? "baseline"
-            print(String(format: "%-52@ %10.0f req/s  %@%@", name as NSString, rate, ratio as NSString, failures > 0 ? "  (\(failures) non-200)" as NSString : ""))
+            print(
+                String(
+                    format: "%-52@ %10.0f req/s  %@%@", name as NSString, rate, ratio as NSString,
+                    failures > 0 ? "  (\(failures) non-200)" as NSString : ""))
         }
-        let (baseline, baseFailures) = try load(port: port, clients: clients, seconds: seconds) { _, _ in
+        let (baseline, baseFailures) = try await measure(port: port, clients: clients, seconds: seconds) { _, _ in
             httpRequest("GET", "/fmi/data/vLatest/productInfo")
         }
         row("GET productInfo (no auth, no state)", baseline, baseFailures, nil)
-        let (creates, createFailures) = try load(port: port, clients: clients, seconds: seconds) { client, n in
+        let (creates, createFailures) = try await measure(port: port, clients: clients, seconds: seconds) { client, n in
             httpRequest(
                 "POST", records, token: sessionTokens[client],
-                json: "{\"fieldData\":{\"EventID\":\"bench-\(client)-\(n)\",\"FirstName\":\"Ana\",\"ParticipantID\":\(1000 + n % 36),\"Shelter\":\"Harbor Family Center\",\"Bed\":\"Bed \(n % 40)\"}}"
+                json:
+                    "{\"fieldData\":{\"EventID\":\"bench-\(client)-\(n)\",\"FirstName\":\"Ana\",\"ParticipantID\":\(1000 + n % 36),\"Shelter\":\"Harbor Family Center\",\"Bed\":\"Bed \(n % 40)\"}}"
             )
         }
         row("POST records (create, unique EventID)", creates, createFailures, baseline)
-        let (finds, findFailures) = try load(port: port, clients: clients, seconds: seconds) { client, n in
+        let (finds, findFailures) = try await measure(port: port, clients: clients, seconds: seconds) { client, n in
             httpRequest("POST", find, token: sessionTokens[client], json: "{\"query\":[{\"EventID\":\"==bench-\(client)-\(n / 2)\"}]}")
         }
         row("POST _find (== on the unique EventID)", finds, findFailures, baseline)
-        let (gets, getFailures) = try load(port: port, clients: clients, seconds: seconds) { client, n in
+        let (gets, getFailures) = try await measure(port: port, clients: clients, seconds: seconds) { client, n in
             httpRequest("GET", records + "/\(1 + n % 12)", token: sessionTokens[client])
         }
         row("GET records/{id}", gets, getFailures, baseline)

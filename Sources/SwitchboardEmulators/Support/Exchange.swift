@@ -19,9 +19,7 @@ struct Exchange: Sendable {
     init(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: Data) {
         self.method = method
         self.rawPath = path
-        self.segments = path.split(separator: "/", omittingEmptySubsequences: true).map {
-            String($0).removingPercentEncoding ?? String($0)
-        }
+        self.segments = Exchange.segments(of: path)
         var parameters: [String: String] = [:]
         for pair in (query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -32,6 +30,13 @@ struct Exchange: Sendable {
         self.query = parameters
         self.headers = headers
         self.body = body
+    }
+
+    /// Path segments, percent-decoded (only those that need it: decoding is not free).
+    static func segments(of path: String) -> [String] {
+        path.split(separator: "/", omittingEmptySubsequences: true).map {
+            $0.contains("%") ? (String($0).removingPercentEncoding ?? String($0)) : String($0)
+        }
     }
 
     static func decodeQueryComponent(_ part: Substring) -> String {

@@ -43,7 +43,8 @@ final class SecretBook: Sendable {
     func mask(_ text: String) -> String {
         let known = state.withLock { $0.labels }
         var result = text
-        for (secret, label) in known where secret.count >= 8 && result.contains(secret) {
+        let length = text.utf8.count
+        for (secret, label) in known where secret.utf8.count <= length && secret.count >= 8 && result.contains(secret) {
             result = result.replacingOccurrences(of: secret, with: "‹\(label)›")
         }
         return result
@@ -55,8 +56,11 @@ final class SecretBook: Sendable {
         return "/"
             + segments.map { segment in
                 if let label = known[segment] { return "‹\(label)›" }
+                // Most segments are shorter than any secret: skip the substring search for them.
+                let length = segment.utf8.count
+                guard length >= 8 else { return segment }
                 var masked = segment
-                for (secret, label) in known where secret.count >= 8 && masked.contains(secret) {
+                for (secret, label) in known where secret.utf8.count <= length && secret.count >= 8 && masked.contains(secret) {
                     masked = masked.replacingOccurrences(of: secret, with: "‹\(label)›")
                 }
                 return masked
