@@ -1,4 +1,113 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SwitchboardAuth
+import SwitchboardBus
+import SwitchboardCredentials
+import SwitchboardHTTP
+import SwitchboardRuntime
+import SwitchboardSecurity
+import ZeroMQ
+
 @main
-struct AuthCommand {
-    static func main() {}
+struct AuthCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard-auth",
+        abstract: "The auth/token manager: holds the back-end accounts and serves tokens to workers (service `auth`).",
+        discussion: """
+            Accounts (with their passwords) come from --accounts FILE, which only its owner may read
+            (chmod 600), or from the environment variable SWITCHBOARD_AUTH_ACCOUNTS holding the same
+            JSON; never from flags. Operations: token.get, token.invalidate, status
+            (protocol/README.md section 14). Events: auth.token.issued, auth.token.refreshed,
+            auth.login.failed (no secrets). With --data-dir, tokens are also kept in an encrypted
+            file there (AES-GCM, key file 0600, directory 0700) and events go through an outbox.
+            SIGTERM or SIGINT: stop serving, log out of FileMaker (freeing its session slots), exit.
+            """)
+
+    @Option(help: "The accounts file (JSON, mode 0600).") var accounts: String?
+    @Option(help: "The broker's service endpoint (Majordomo).") var service = "tcp://127.0.0.1:5563"
+    @Option(help: "The broker's ingest endpoint, for auth.* events.") var ingest = "tcp://127.0.0.1:5560"
+    @Option(name: .customLong("data-dir"), help: "Directory for the encrypted token file and the event outbox (created 0700).")
+    var dataDirectory: String?
+    @Option(name: .customLong("ca-file"), help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable.")
+    var caFiles: [String] = []
+    @Option(help: "Requests served at once.") var concurrency = 4
+    @Option(name: .customLong("keep-alive"), help: "Seconds between checks that keep idle-clocked sessions alive.") var keepAlive = 60
+    @Option(help: "This program's secret certificate (role auth), for a secure broker.") var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key.") var brokerKey: String?
+    @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
+
+    func run() async throws {
+        let format = try logFormat.map { value -> LogFormat in
+            guard let format = LogFormat(rawValue: value) else { throw ValidationError("--log-format must be text or json, got '\(value)'") }
+            return format
+        }
+        let level = try logLevel.map { value -> Logger.Level in
+            guard let level = Logger.Level(rawValue: value) else { throw ValidationError("--log-level '\(value)' is not a level") }
+            return level
+        }
+        StructuredLogHandler.bootstrap(format: format, level: level)
+        let logger = Logger(label: "auth")
+
+        let accounts: AuthAccounts
+        let credentials: ClientCredentials?
+        do {
+            accounts = try AuthAccounts.load(path: self.accounts)
+            credentials = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+        } catch let error as AuthError {
+            throw ValidationError(error.message)
+        } catch let error as Certificate.Failure {
+            throw ValidationError(error.description)
+        }
+        let http: SwitchboardHTTPClient
+        do {
+            http = try SwitchboardHTTPClient(configuration: .init(extraCAFiles: caFiles), logger: logger)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+
+        var cache = CredentialCache(configuration: .init(logger: logger))
+        var outbox: Outbox?
+        if let dataDirectory {
+            do {
+                cache = try CredentialCache(
+                    configuration: .init(logger: logger), file: EncryptedCredentialFile(directory: dataDirectory), ifUnreadable: .startEmpty)
+                outbox = try Outbox(path: dataDirectory + "/auth-outbox.sqlite", producer: credentials?.certificate.name ?? "auth")
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+        let service = AuthService(
+            accounts: accounts, authenticators: standardAuthenticators(http: http, logger: logger), cache: cache,
+            events: outbox.map(AuthEvents.init), logger: logger)
+
+        let context = try Context()
+        let io = try IOThread(context: context)
+        var settings = ServiceWorker.Settings()
+        settings.concurrency = max(1, concurrency)
+        settings.socketOptions = credentials?.socketOptions ?? []
+        let worker = ServiceWorker(service: "auth", io: io, endpoint: self.service, settings: settings, logger: logger, handler: service.handle)
+        var senderSettings = OutboxSender.Settings()
+        senderSettings.socketOptions = credentials?.socketOptions ?? []
+        let sender = outbox.map { OutboxSender(outbox: $0, io: io, endpoint: ingest, settings: senderSettings, logger: logger) }
+        logger.info(
+            "auth serving", metadata: ["accounts": "\(accounts.accounts.map { "\($0.backend)/\($0.account)" }.joined(separator: ","))"])
+        let keepAliveInterval = Duration.seconds(max(1, keepAlive))
+        _ = try await untilInterrupted {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await worker.run() }
+                group.addTask { await service.keepAlive(every: keepAliveInterval) }
+                if let sender {
+                    group.addTask { _ = try await sender.deliver(keepWaiting: { true }) }
+                }
+                try await group.next()
+                group.cancelAll()
+            }
+        }
+        logger.info("auth stopping: logging out")
+        await service.logOutAll()
+        try? await cache.save()
+        try? await http.shutdown()
+    }
 }
