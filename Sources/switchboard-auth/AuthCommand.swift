@@ -40,7 +40,9 @@ struct AuthCommand: AsyncParsableCommand {
 
     func run() async throws {
         let format = try logFormat.map { value -> LogFormat in
-            guard let format = LogFormat(rawValue: value) else { throw ValidationError("--log-format must be text or json, got '\(value)'") }
+            guard let format = LogFormat(rawValue: value) else {
+                throw ValidationError("--log-format must be text or json, got '\(value)'")
+            }
             return format
         }
         let level = try logLevel.map { value -> Logger.Level in
@@ -72,7 +74,8 @@ struct AuthCommand: AsyncParsableCommand {
         if let dataDirectory {
             do {
                 cache = try CredentialCache(
-                    configuration: .init(logger: logger), file: EncryptedCredentialFile(directory: dataDirectory), ifUnreadable: .startEmpty)
+                    configuration: .init(logger: logger), file: EncryptedCredentialFile(directory: dataDirectory), ifUnreadable: .startEmpty
+                )
                 outbox = try Outbox(path: dataDirectory + "/auth-outbox.sqlite", producer: credentials?.certificate.name ?? "auth")
             } catch {
                 throw ValidationError("\(error)")
@@ -87,7 +90,8 @@ struct AuthCommand: AsyncParsableCommand {
         var settings = ServiceWorker.Settings()
         settings.concurrency = max(1, concurrency)
         settings.socketOptions = credentials?.socketOptions ?? []
-        let worker = ServiceWorker(service: "auth", io: io, endpoint: self.service, settings: settings, logger: logger, handler: service.handle)
+        let worker = ServiceWorker(
+            service: "auth", io: io, endpoint: self.service, settings: settings, logger: logger, handler: service.handle)
         var senderSettings = OutboxSender.Settings()
         senderSettings.socketOptions = credentials?.socketOptions ?? []
         let sender = outbox.map { OutboxSender(outbox: $0, io: io, endpoint: ingest, settings: senderSettings, logger: logger) }

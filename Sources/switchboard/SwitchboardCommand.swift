@@ -15,7 +15,8 @@ struct SwitchboardCommand: AsyncParsableCommand {
 struct UpCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "up",
-        abstract: "Run everything on this machine: a broker, a demo kiosk sending check-ins, and a monitor.",
+        abstract:
+            "Run everything on this machine: a broker, the back-end emulators, the auth manager, a demo kiosk sending check-ins, and a monitor.",
         discussion: """
             State lives under --data-dir (default .switchboard in the working directory); the
             broker's log goes to <data-dir>/logs/broker.log. Ctrl-C stops everything cleanly:
@@ -28,9 +29,13 @@ struct UpCommand: AsyncParsableCommand {
     @Option(help: "Stop by itself after this long (e.g. 10s); default: until Ctrl-C.") var duration: String?
     @Flag(name: .customLong("no-demo"), help: "Start no demo kiosk.") var noDemo = false
     @Flag(help: "Run without CURVE (no keys): anyone on this machine may connect. Experiments only.") var insecure = false
+    @Option(name: .customLong("emulator-port"), help: "Port of the back-end emulators (HTTPS on 127.0.0.1).") var emulatorPort: Int = 8480
 
     func validate() throws {
         guard (1024...65_532).contains(port) else { throw ValidationError("--port must be 1024–65532") }
+        guard (1024...65_535).contains(emulatorPort), !(port...(port + 3)).contains(emulatorPort) else {
+            throw ValidationError("--emulator-port must be 1024–65535 and not one of the broker's four ports")
+        }
         if let duration, DurationText.parse(duration) == nil { throw ValidationError("--duration: '\(duration)' is not a duration") }
         guard DurationText.parse(interval) != nil else { throw ValidationError("--interval: '\(interval)' is not a duration") }
     }
@@ -83,6 +88,56 @@ struct UpCommand: AsyncParsableCommand {
         }
 
         var children: [ChildProcess] = []
+        // The emulated back ends (HTTPS with a test CA made on first start) and the auth manager,
+        // which logs in to them with the seed's demo accounts and trusts only that CA.
+        let emulatorDirectory = data.appendingPathComponent("emulator")
+        try fileManager.createDirectory(at: emulatorDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let tlsDirectory = emulatorDirectory.appendingPathComponent("tls")
+        let emulatorLogPath = logs.appendingPathComponent("emulator.log")
+        let emulatorLog = try openLog(emulatorLogPath)
+        // The log is appended to across runs: readiness is the listening line written after this offset.
+        let emulatorLogStart = (try? emulatorLog.offset()) ?? 0
+        let emulator = ChildProcess(
+            name: "emulator", executable: "switchboard-emulator",
+            arguments: [
+                "--port", String(emulatorPort), "--state", emulatorDirectory.appendingPathComponent("state.json").path,
+                "--tls-generate", tlsDirectory.path,
+            ], output: emulatorLog, errors: emulatorLog)
+        try emulator.start()
+        children.append(emulator)
+        let emulatorReady = ContinuousClock.now + .seconds(15)
+        func emulatorListening() -> Bool {
+            guard let data = try? Data(contentsOf: emulatorLogPath), data.count > Int(emulatorLogStart) else { return false }
+            return String(decoding: data.dropFirst(Int(emulatorLogStart)), as: UTF8.self).contains("listening https://")
+        }
+        while !emulatorListening() {
+            guard emulator.isRunning, ContinuousClock.now < emulatorReady else {
+                for child in children { await child.stop() }
+                await broker.stop()
+                throw ValidationError(
+                    "the emulator did not start; see \(emulatorLogPath.path) (is port \(emulatorPort) in use? try --emulator-port)")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let backends = "https://127.0.0.1:\(emulatorPort)"
+        say(
+            "emulators: ETO, FileMaker, Directory and SAP at \(backends) (log: \(emulatorLogPath.path), control: \(backends)/_emulator/health)"
+        )
+
+        let authDirectory = data.appendingPathComponent("auth")
+        let accountsFile = try DemoAccounts.write(in: authDirectory, base: backends)
+        let authLog = try openLog(logs.appendingPathComponent("auth.log"))
+        let auth = ChildProcess(
+            name: "auth", executable: "switchboard-auth",
+            arguments: [
+                "--accounts", accountsFile, "--service", service, "--ingest", ingest, "--data-dir",
+                authDirectory.appendingPathComponent("state").path, "--ca-file", tlsDirectory.appendingPathComponent("ca.pem").path,
+            ] + (keys?.clientArguments("auth") ?? []),
+            output: authLog, errors: authLog)
+        try auth.start()
+        children.append(auth)
+        say("auth: service `auth` for FileMaker, ETO, Directory and SAP (log: \(logs.appendingPathComponent("auth.log").path))")
+
         let monitor = ChildProcess(
             name: "monitor", executable: "switchboard-monitor",
             arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"] + (keys?.clientArguments("monitor") ?? []))
@@ -149,7 +204,7 @@ struct LocalKeys {
     var allowed: URL { directory.appendingPathComponent("allowed") }
 
     static let principals: [(String, Role)] = [
-        ("broker", .broker), ("demo-kiosk-1", .kiosk), ("monitor", .monitor), ("operator", .admin),
+        ("broker", .broker), ("demo-kiosk-1", .kiosk), ("monitor", .monitor), ("operator", .admin), ("auth", .auth),
     ]
 
     static func ensure(in directory: URL) throws -> LocalKeys {
@@ -179,5 +234,38 @@ struct LocalKeys {
             "--certificate", secrets.appendingPathComponent("\(name).secret").path, "--broker-key",
             secrets.appendingPathComponent("broker.cert").path,
         ]
+    }
+}
+
+/// The accounts file `switchboard up` gives `switchboard-auth`: the emulator seed's demo
+/// accounts (they open nothing real), written 0600 like any accounts file.
+enum DemoAccounts {
+    static func write(in directory: URL, base: String) throws -> String {
+        let fileManager = FileManager.default
+        try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let path = directory.appendingPathComponent("accounts.json").path
+        let document: [String: Any] = [
+            "accounts": [
+                [
+                    "backend": "filemaker", "account": "switchboard", "password": "fm-demo-Passw0rd!", "base_url": base,
+                    "options": ["database": "Shelter"],
+                ],
+                [
+                    "backend": "eto", "account": "intake@riverside.example", "password": "eto-demo-Passw0rd!", "base_url": base + "/API",
+                    "options": ["site": "101", "program": "792", "utc_offset": "0"],
+                ],
+                ["backend": "directory", "account": "outreach-team", "password": "dir-demo-Passw0rd!", "base_url": base + "/directory"],
+                [
+                    "backend": "sap", "account": "outreach1", "password": "sap-demo-Passw0rd!", "base_url": base,
+                    "options": ["application": "org.riverside.outreach"],
+                ],
+            ]
+        ]
+        let data = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
+        try? fileManager.removeItem(atPath: path)
+        guard fileManager.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600]) else {
+            throw ValidationError("cannot write \(path)")
+        }
+        return path
     }
 }

@@ -92,23 +92,32 @@ struct ToolTests {
         #expect(await broker.stop() == 0)
     }
 
-    @Test("switchboard up starts broker, demo kiosk and monitor, and stops them cleanly")
+    @Test("switchboard up starts broker, emulators, auth, demo kiosk and monitor, and stops them cleanly")
     func up() async throws {
         let directory = try TemporaryDirectory("up")
         defer { directory.remove() }
         let programs = Programs(directory: directory)
         let port = try freePort(count: 4)
+        let emulatorPort = try freePort(count: 1)
         let up = try programs.start(
-            "switchboard", ["up", "--duration", "3s", "--interval", "200ms", "--port", String(port)], log: "up.log")
+            "switchboard",
+            ["up", "--duration", "3s", "--interval", "200ms", "--port", String(port), "--emulator-port", String(emulatorPort)],
+            log: "up.log")
         #expect(await up.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("up.log"))")
         let output = programs.read("up.log")
         #expect(output.contains("checkin.recorded  demo-kiosk-1"))
         #expect(output.contains("Switchboard stopped cleanly."))
+        #expect(output.contains("emulators: ETO, FileMaker, Directory and SAP at https://127.0.0.1:\(emulatorPort)"))
+        #expect(output.contains("auth: service `auth`"))
+        #expect(programs.read(".switchboard/logs/auth.log").contains("auth serving"))
+        #expect(programs.read(".switchboard/logs/auth.log").contains("logging out"), "auth stopped gracefully")
+        #expect(FileManager.default.fileExists(atPath: directory.path(".switchboard/emulator/tls/ca.pem")))
+        #expect(FileManager.default.fileExists(atPath: directory.path(".switchboard/keys/allowed/auth.cert")))
         #expect(JournalFile.count(at: directory.path(".switchboard/broker/journal.sqlite"), table: "events") > 0)
         // Secure by default: keys were made, secrets private, the allow-list holds the clients.
         #expect(output.contains("CURVE on every endpoint"))
         let allowed = try FileManager.default.contentsOfDirectory(atPath: directory.path(".switchboard/keys/allowed")).sorted()
-        #expect(allowed == ["demo-kiosk-1.cert", "monitor.cert", "operator.cert"])
+        #expect(allowed == ["auth.cert", "demo-kiosk-1.cert", "monitor.cert", "operator.cert"])
         let mode = try FileManager.default.attributesOfItem(atPath: directory.path(".switchboard/keys/secrets/broker.secret"))[
             .posixPermissions]
         #expect((mode as? NSNumber)?.intValue == 0o600)
