@@ -56,6 +56,16 @@ for path in sorted((root / "vectors" / "service").glob("*.json")):
     if not vector["expect"]["valid"] and not errors:
         failures.append(f"{path.name}: invalid header passes its schema")
 
+# Auth service: token.get replies and auth.* event contents (protocol/README.md, section 14).
+for path in sorted((root / "vectors" / "auth").glob("*.json")):
+    vector = json.loads(path.read_text())
+    errors = list(jsonschema.Draft202012Validator(schemas[vector["schema"]]).iter_errors(vector["content"]))
+    count += 1
+    if vector["expect"]["valid"] and errors:
+        failures.append(f"{path.name}: valid content fails {vector['schema']}: {errors[0].message}")
+    if not vector["expect"]["valid"] and not errors:
+        failures.append(f"{path.name}: invalid content passes {vector['schema']}")
+
 # Majordomo vectors: well-formed files with a known reaction.
 for path in sorted((root / "vectors" / "majordomo").glob("*.json")):
     vector = json.loads(path.read_text())

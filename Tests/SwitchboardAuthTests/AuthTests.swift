@@ -175,6 +175,13 @@ import Testing
             let pending = try await stack.outbox.pending(limit: 100)
             #expect(Set(pending.map(\.type)) == ["auth.token.issued", "auth.login.failed"])
             let events = pending.map { String(decoding: $0.content, as: UTF8.self) }
+            // The fields of schemas/auth.event.v1.json, and no others.
+            let allowed: Set<String> = ["backend", "account", "fingerprint", "expires_at", "reason", "at"]
+            for event in pending {
+                let object = try #require(try JSONSerialization.jsonObject(with: event.content) as? [String: Any])
+                #expect(Set(object.keys).isSubset(of: allowed), "\(object.keys)")
+                #expect(object["backend"] is String && object["account"] is String && object["at"] is String)
+            }
             let logs = stack.logs.all
             #expect(!logs.isEmpty)
             for secret in secrets where !secret.isEmpty {
