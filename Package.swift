@@ -308,7 +308,7 @@ if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
             name: "switchboard-bench",
             dependencies: [
                 "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting", "SwitchboardBus", "SwitchboardSecurity",
-                "SwitchboardEmulators",
+                "SwitchboardEmulators", "SwitchboardBackends", "SwitchboardHTTP",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
