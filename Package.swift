@@ -293,6 +293,7 @@ var targets: [Target] = [
         name: "EndToEndTests",
         dependencies: [
             "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardRuntime", "SwitchboardSecurity",
+            "SwitchboardHTTP",
             .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings
