@@ -58,7 +58,12 @@ public final class AuthService: Sendable {
         do {
             switch request.operation {
             case "token.get":
-                let key = try Self.key(request)
+                let body = try Self.decode(KeyRequest.self, request)
+                let key = CredentialKey(backend: body.backend, account: body.account)
+                // A worker whose token a back end refused names it, so auth never hands it back:
+                // the report and the request for a new token are one message, with no window
+                // in which another worker's token.get could fetch the dead token again.
+                if let rejected = body.rejected { _ = invalidate(key, fingerprint: rejected) }
                 return try encode(TokenReply(key: key, credential: try await token(for: key)))
             case "token.invalidate":
                 let body = try Self.decode(InvalidateRequest.self, request)
@@ -168,11 +173,6 @@ public final class AuthService: Sendable {
 
     // MARK: Wire
 
-    static func key(_ request: ServiceRequest) throws -> CredentialKey {
-        let body = try decode(KeyRequest.self, request)
-        return CredentialKey(backend: body.backend, account: body.account)
-    }
-
     static func decode<T: Decodable>(_ type: T.Type, _ request: ServiceRequest) throws -> T {
         do {
             return try JSONDecoder().decode(T.self, from: request.content)
@@ -208,6 +208,8 @@ public final class AuthService: Sendable {
 struct KeyRequest: Codable {
     var backend: String
     var account: String
+    /// The fingerprint of a token a back end rejected (token.get only).
+    var rejected: String?
 }
 
 struct InvalidateRequest: Codable {

@@ -3,20 +3,24 @@ public import Logging
 public import SwitchboardBus
 public import SwitchboardCredentials
 import SwitchboardProtocol
+import Synchronization
 
 /// The worker side of the auth service: a worker's own credential cache, filled by asking
 /// `auth` over the bus. A worker never logs in itself and never per request: it reuses a token
 /// until it expires or the back end rejects it, then asks `auth` again, one request at a time
 /// however many of its requests are waiting.
 ///
-/// On a rejection, `provider` drops the token locally, tells `auth` (`token.invalidate`, by
-/// fingerprint) so it logs in again rather than handing back the same dead token, and fetches
-/// the new one: one log-in per rejection, not one per waiting request.
+/// On a rejection, `provider` drops the token locally and fetches a new one with a token.get
+/// that names the rejected token's fingerprint, so `auth` logs in again rather than handing back
+/// the same dead token: one log-in per rejection, not one per waiting request.
 public final class AuthTokenProvider: Sendable {
     public let cache: CredentialCache
     private let client: ServiceClient
     private let timeout: Duration
     private let logger: Logger
+    /// Per account, the fingerprint of the last token a back end rejected: the next token.get
+    /// names it, so auth drops it (if still current) before answering.
+    private let rejections = Mutex<[CredentialKey: String]>([:])
 
     public init(client: ServiceClient, cache: CredentialCache, timeout: Duration = .seconds(30), logger: Logger) {
         self.client = client
@@ -27,8 +31,9 @@ public final class AuthTokenProvider: Sendable {
 
     /// A usable credential for the account, from the cache or from `auth`.
     public func credential(backend: String, account: String) async throws -> Credential {
-        try await cache.credential(for: CredentialKey(backend: backend, account: account)) { [client, timeout] key in
-            let body = try JSONEncoder().encode(KeyRequest(backend: key.backend, account: key.account))
+        try await cache.credential(for: CredentialKey(backend: backend, account: account)) { [client, timeout, self] key in
+            let rejected = self.rejections.withLock { $0[key] }
+            let body = try JSONEncoder().encode(KeyRequest(backend: key.backend, account: key.account, rejected: rejected))
             let reply: ServiceReply
             do {
                 reply = try await client.request(service: "auth", operation: "token.get", content: body, timeout: timeout, idempotent: true)
@@ -50,19 +55,19 @@ public final class AuthTokenProvider: Sendable {
         }
     }
 
-    /// Reports a credential the back end rejected. Returns whether it was still the current one
-    /// (only then is `auth` told).
+    /// Reports a credential the back end rejected: it leaves this worker's cache (if still the
+    /// current one) and the next token.get names it to `auth`. Returns whether it was current.
     @discardableResult
-    public func rejected(_ credential: Credential, backend: String, account: String) async -> Bool {
+    public func rejected(_ credential: Credential, backend: String, account: String) -> Bool {
         let key = CredentialKey(backend: backend, account: account)
-        guard cache.invalidate(key, rejected: credential) else { return false }
-        do {
-            let body = try JSONEncoder().encode(InvalidateRequest(backend: backend, account: account, fingerprint: credential.fingerprint))
-            _ = try await client.request(service: "auth", operation: "token.invalidate", content: body, timeout: timeout, idempotent: true)
-        } catch {
-            logger.warning("could not report a rejected credential to auth", metadata: ["key": "\(key)", "error": "\(error)"])
-        }
-        return true
+        rejections.withLock { $0[key] = credential.fingerprint }
+        return cache.invalidate(key, rejected: credential)
+    }
+
+    /// Tells `auth` now that a token was rejected, without asking for a new one (`token.invalidate`).
+    public func report(_ credential: Credential, backend: String, account: String) async throws {
+        let body = try JSONEncoder().encode(InvalidateRequest(backend: backend, account: account, fingerprint: credential.fingerprint))
+        _ = try await client.request(service: "auth", operation: "token.invalidate", content: body, timeout: timeout, idempotent: true)
     }
 
     /// A credential provider in the shape `SwitchboardHTTP.AuthenticatedExecutor` and the
@@ -70,7 +75,7 @@ public final class AuthTokenProvider: Sendable {
     public func provider(backend: String, account: String) -> @Sendable (Bool, Credential?) async throws -> Credential {
         { [self] forceRefresh, rejected in
             if forceRefresh, let rejected {
-                await self.rejected(rejected, backend: backend, account: account)
+                self.rejected(rejected, backend: backend, account: account)
             }
             return try await self.credential(backend: backend, account: account)
         }
