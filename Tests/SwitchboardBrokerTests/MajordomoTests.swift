@@ -48,11 +48,17 @@ struct MajordomoTests {
         }
     }
 
+    /// The next message, skipping the broker's worker heartbeats unless a HEARTBEAT is what the
+    /// caller waits for: on a loaded machine one can always arrive first.
     static func receive(_ socket: AsyncSocket, _ what: String) async throws -> [Data] {
-        guard let message = try await socket.receive(timeout: .seconds(10)) else {
-            throw WaitTimedOut(description: "nothing received: \(what)")
+        while true {
+            guard let message = try await socket.receive(timeout: .seconds(10)) else {
+                throw WaitTimedOut(description: "nothing received: \(what)")
+            }
+            let heartbeat = message.frames == Majordomo.worker(.v01, .heartbeat) || message.frames == Majordomo.worker(.v02, .heartbeat)
+            if heartbeat && !what.contains("HEARTBEAT") { continue }
+            return message.frames
         }
-        return message.frames
     }
 
     @Test(
@@ -111,7 +117,7 @@ struct MajordomoTests {
         // REQ puts the empty delimiter in front by itself.
         try await client.send(Self.frames(["MDPC01", "echo", "hello", "second body frame"]))
         let request = try await Self.receive(worker, "REQUEST")
-        #expect(request.count == 7)
+        try #require(request.count == 7, "\(Self.text(request))")
         #expect(Self.text(Array(request[0..<3])) == ["", "MDPW01", "0x02"])
         let address = request[3]
         #expect(!address.isEmpty)
@@ -189,7 +195,10 @@ struct MajordomoTests {
         try await client.send(Majordomo.clientRequest(.v02, service: "lru", body: [Data("2".utf8)]))
         let two = try await Self.receive(second, "request 2 at the second worker")
         #expect(two.last == Data("2".utf8))
-        #expect(first.tryReceive() == nil)
+        // Nothing but heartbeats reached the first worker.
+        while let message = first.tryReceive() {
+            #expect(message.frames == Majordomo.worker(.v02, .heartbeat), "\(Self.text(message.frames))")
+        }
         await fixture.stop()
     }
 
@@ -215,15 +224,16 @@ struct MajordomoTests {
     @Test("a worker that keeps heartbeating stays registered")
     func heartbeatKeepsAlive() async throws {
         let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceHeartbeat = .milliseconds(50)
+            configuration.serviceHeartbeat = .milliseconds(100)
             configuration.serviceLiveness = 10
         }
         let worker = try await fixture.servicePeer()
         try await worker.send(Majordomo.worker(.v02, .ready, service: "steady"))
         let alive = Self.keepAlive(worker)
         defer { alive.cancel() }
-        // 40 broker heartbeats: four liveness periods, never a DISCONNECT.
-        for _ in 0..<40 {
+        // 30 broker heartbeats: three liveness periods (a period of 1 s leaves room for a loaded
+        // machine to delay the keep-alive task), never a DISCONNECT.
+        for _ in 0..<30 {
             #expect(Self.text(try await Self.receive(worker, "HEARTBEAT")) == ["MDPW02", "0x05"])
         }
         try await Self.waitAlive(fixture, "steady")
