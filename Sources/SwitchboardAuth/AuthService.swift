@@ -23,6 +23,13 @@ public protocol BackendAuthenticator: Sendable {
     func logOut(_ credential: Credential, account: AuthAccount) async
 }
 
+extension BackendAuthenticator {
+    /// Most back ends have no idle clock to keep running.
+    public func keepAlive(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Credential? { nil }
+    /// Most back ends have no session to end.
+    public func logOut(_ credential: Credential, account: AuthAccount) async {}
+}
+
 /// The `auth` service: answers `token.get`, `token.invalidate` and `status` (protocol/README.md
 /// section 14) from a credential cache that logs in on demand, one log-in at a time per
 /// account however many workers ask.

@@ -1,5 +1,4 @@
 import Foundation
-public import Logging
 public import SwitchboardBus
 public import SwitchboardCredentials
 import SwitchboardProtocol
@@ -17,16 +16,14 @@ public final class AuthTokenProvider: Sendable {
     public let cache: CredentialCache
     private let client: ServiceClient
     private let timeout: Duration
-    private let logger: Logger
     /// Per account, the fingerprint of the last token a back end rejected: the next token.get
     /// names it, so auth drops it (if still current) before answering.
     private let rejections = Mutex<[CredentialKey: String]>([:])
 
-    public init(client: ServiceClient, cache: CredentialCache, timeout: Duration = .seconds(30), logger: Logger) {
+    public init(client: ServiceClient, cache: CredentialCache, timeout: Duration = .seconds(30)) {
         self.client = client
         self.cache = cache
         self.timeout = timeout
-        self.logger = logger
     }
 
     /// A usable credential for the account, from the cache or from `auth`.
@@ -62,12 +59,6 @@ public final class AuthTokenProvider: Sendable {
         let key = CredentialKey(backend: backend, account: account)
         rejections.withLock { $0[key] = credential.fingerprint }
         return cache.invalidate(key, rejected: credential)
-    }
-
-    /// Tells `auth` now that a token was rejected, without asking for a new one (`token.invalidate`).
-    public func report(_ credential: Credential, backend: String, account: String) async throws {
-        let body = try JSONEncoder().encode(InvalidateRequest(backend: backend, account: account, fingerprint: credential.fingerprint))
-        _ = try await client.request(service: "auth", operation: "token.invalidate", content: body, timeout: timeout, idempotent: true)
     }
 
     /// A credential provider in the shape `SwitchboardHTTP.AuthenticatedExecutor` and the

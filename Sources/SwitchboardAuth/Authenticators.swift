@@ -107,9 +107,6 @@ public struct ETOAuthenticator: BackendAuthenticator {
             throw AuthError.from(error, backend: backend, account: account.account)
         }
     }
-
-    public func keepAlive(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Credential? { nil }
-    public func logOut(_ credential: Credential, account: AuthAccount) async {}
 }
 
 public struct DirectoryAuthenticator: BackendAuthenticator {
@@ -132,9 +129,6 @@ public struct DirectoryAuthenticator: BackendAuthenticator {
             throw AuthError.from(error, backend: backend, account: account.account)
         }
     }
-
-    public func keepAlive(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Credential? { nil }
-    public func logOut(_ credential: Credential, account: AuthAccount) async {}
 }
 
 public struct SAPAuthenticator: BackendAuthenticator {
@@ -164,9 +158,6 @@ public struct SAPAuthenticator: BackendAuthenticator {
             throw AuthError.from(error, backend: backend, account: account.account)
         }
     }
-
-    public func keepAlive(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Credential? { nil }
-    public func logOut(_ credential: Credential, account: AuthAccount) async {}
 }
 
 /// All four, sharing one HTTP client.

@@ -133,15 +133,16 @@ public final class Emulator: Sendable {
     func respond(to request: Request) async throws -> Response {
         let started = ContinuousClock.now
         let path = request.uri.path
-        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+        // The path is split and decoded once, here, for dispatch and for the handler.
+        let segments = Exchange.segments(of: path)
+        func exchange(_ body: Data) -> Exchange {
+            Exchange(method: request.method, path: path, segments: segments, query: request.uri.query, headers: request.headers, body: body)
+        }
         if segments.first == "_emulator" {
             let body = try await request.body.collect(upTo: configuration.maxBodyBytes)
-            let exchange = Exchange(
-                method: request.method, path: path, query: request.uri.query, headers: request.headers, body: Data(body.readableBytesView))
-            return Self.response(control(exchange))
+            return Self.response(control(exchange(Data(body.readableBytesView))))
         }
-        let decoded = Exchange.segments(of: path)
-        guard let api = apis.first(where: { $0.owns(decoded) }) else {
+        guard let api = apis.first(where: { $0.owns(segments) }) else {
             return Self.response(.json(404, ["error": .string("no emulated API serves \(path)")]))
         }
         let body: ByteBuffer
@@ -150,12 +151,9 @@ public final class Emulator: Sendable {
         } catch {
             return Self.response(
                 api.failureReply(
-                    status: 413, code: nil, message: "request body over \(configuration.maxBodyBytes) bytes",
-                    for:
-                        Exchange(method: request.method, path: path, query: request.uri.query, headers: request.headers, body: Data())))
+                    status: 413, code: nil, message: "request body over \(configuration.maxBodyBytes) bytes", for: exchange(Data())))
         }
-        let exchange = Exchange(
-            method: request.method, path: path, query: request.uri.query, headers: request.headers, body: Data(body.readableBytesView))
+        let exchange = exchange(Data(body.readableBytesView))
         let decision = faults.decide(api: api.name, method: request.method.rawValue, path: path)
         if decision.delay > 0 { try await Task.sleep(for: .milliseconds(decision.delay)) }
         var reply: Reply

@@ -94,4 +94,22 @@ extension StructuredLogHandler {
         let level = level ?? environment["SWITCHBOARD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         LoggingSystem.bootstrap { label in StructuredLogHandler(label: label, format: format, level: level) }
     }
+
+    /// `bootstrap` from the `--log-format` and `--log-level` texts every program takes.
+    /// - Throws: `ConfigurationLayers.Failure` naming the flag and the value it refuses.
+    public static func bootstrap(formatOption: String?, levelOption: String?) throws {
+        let format = try formatOption.map { value -> LogFormat in
+            guard let format = LogFormat(rawValue: value) else {
+                throw ConfigurationLayers.Failure("--log-format must be text or json, got '\(value)'")
+            }
+            return format
+        }
+        let level = try levelOption.map { value -> Logger.Level in
+            guard let level = Logger.Level(rawValue: value) else {
+                throw ConfigurationLayers.Failure("--log-level '\(value)' is not a level")
+            }
+            return level
+        }
+        bootstrap(format: format, level: level)
+    }
 }

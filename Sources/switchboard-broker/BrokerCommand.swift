@@ -39,17 +39,11 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
     func run() async throws {
-        let format = try logFormat.map { value -> LogFormat in
-            guard let format = LogFormat(rawValue: value) else {
-                throw ValidationError("--log-format must be text or json, got '\(value)'")
-            }
-            return format
+        do {
+            try StructuredLogHandler.bootstrap(formatOption: logFormat, levelOption: logLevel)
+        } catch {
+            throw ValidationError("\(error)")
         }
-        let level = try logLevel.map { value -> Logger.Level in
-            guard let level = Logger.Level(rawValue: value) else { throw ValidationError("--log-level '\(value)' is not a level") }
-            return level
-        }
-        StructuredLogHandler.bootstrap(format: format, level: level)
         let logger = Logger(label: "broker")
 
         var environment = ProcessInfo.processInfo.environment

@@ -40,17 +40,11 @@ struct EmulatorCommand: AsyncParsableCommand {
         // event loop and the cooperative pool (measured: 1.4–1.6× the requests per second on two
         // cores, `switchboard-bench --emulator --nio-executor`).
         _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-        let format = try logFormat.map { value -> LogFormat in
-            guard let format = LogFormat(rawValue: value) else {
-                throw ValidationError("--log-format must be text or json, got '\(value)'")
-            }
-            return format
+        do {
+            try StructuredLogHandler.bootstrap(formatOption: logFormat, levelOption: logLevel)
+        } catch {
+            throw ValidationError("\(error)")
         }
-        let level = try logLevel.map { value -> Logger.Level in
-            guard let level = Logger.Level(rawValue: value) else { throw ValidationError("--log-level '\(value)' is not a level") }
-            return level
-        }
-        StructuredLogHandler.bootstrap(format: format, level: level)
         let logger = Logger(label: "emulator")
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535, got \(port)") }
 

@@ -94,8 +94,7 @@ struct AuthStack: Sendable {
             let client = ServiceClient(io: broker.io, endpoint: broker.endpoints.service, settings: clientSettings, logger: logs.logger)
             let tokens = AuthTokenProvider(
                 client: client,
-                cache: CredentialCache(configuration: .init(refreshLimit: .init(maximum: 50, per: 60), logger: logs.logger)),
-                logger: logs.logger)
+                cache: CredentialCache(configuration: .init(refreshLimit: .init(maximum: 50, per: 60), logger: logs.logger)))
             let stack = AuthStack(
                 emulator: emulator, broker: broker, service: service, tokens: tokens, client: client, http: http, logs: logs, outbox: outbox
             )

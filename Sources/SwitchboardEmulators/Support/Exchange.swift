@@ -16,10 +16,11 @@ struct Exchange: Sendable {
     var headers: HTTPFields
     var body: Data
 
-    init(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: Data) {
+    /// - Parameter segments: `path` already split by `segments(of:)`, when the caller has it.
+    init(method: HTTPRequest.Method, path: String, segments: [String]? = nil, query: String?, headers: HTTPFields, body: Data) {
         self.method = method
         self.rawPath = path
-        self.segments = Exchange.segments(of: path)
+        self.segments = segments ?? Exchange.segments(of: path)
         var parameters: [String: String] = [:]
         for pair in (query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
