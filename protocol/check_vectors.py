@@ -7,8 +7,10 @@ Every event header in a vector expected to be ACKed must pass event.header.v1.js
 plane REQUEST/REPLY header vectors must pass or fail their schemas as they say.
 Needs the `jsonschema` package (pip install jsonschema).
 """
+import datetime
 import json
 import pathlib
+import re
 import sys
 
 import jsonschema
@@ -65,6 +67,41 @@ for path in sorted((root / "vectors" / "auth").glob("*.json")):
         failures.append(f"{path.name}: valid content fails {vector['schema']}: {errors[0].message}")
     if not vector["expect"]["valid"] and not errors:
         failures.append(f"{path.name}: invalid content passes {vector['schema']}")
+
+# Date-times (section 6): accepted ones match the header schema's pattern, are real calendar
+# instants, and carry the instant Python computes; refused ones fail the pattern or the calendar.
+time_pattern = re.compile(schemas["event.header.v1.json"]["properties"]["time"]["pattern"])
+
+
+def instant(text):
+    """Milliseconds since the epoch, fraction truncated to 3 digits; None if not a real date-time."""
+    if not time_pattern.fullmatch(text):
+        return None
+    match = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?([Zz]|([+-])(\d\d):(\d\d))", text)
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    offset = 0
+    if match.group(9):
+        if int(match.group(10)) > 23 or int(match.group(11)) > 59:
+            return None
+        offset = (-1 if match.group(9) == "-" else 1) * (int(match.group(10)) * 60 + int(match.group(11)))
+    try:
+        moment = datetime.datetime(year, month, day, hour, minute, min(second, 59), tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+    if second > 60:
+        return None
+    millis = int(((match.group(7) or "") + "000")[:3])
+    return int(moment.timestamp()) * 1000 - offset * 60_000 + millis
+
+
+for name, accepted in (("accepted.json", True), ("refused.json", False)):
+    for case in json.loads((root / "vectors" / "timestamp" / name).read_text())["cases"]:
+        count += 1
+        got = instant(case["text"])
+        if accepted and got != case["unix_ms"]:
+            failures.append(f"timestamp/{name}: {case['text']!r} gives {got}, the vector says {case['unix_ms']}")
+        if not accepted and got is not None:
+            failures.append(f"timestamp/{name}: {case['text']!r} is a valid date-time")
 
 # Majordomo vectors: well-formed files with a known reaction.
 for path in sorted((root / "vectors" / "majordomo").glob("*.json")):

@@ -248,6 +248,9 @@ private final class BrokerCore {
     let replay: Socket
     let endpoints: BrokerEndpoints
     let poller = Poller()
+    /// Handshake failures that ZAP never sees, with their poller indices (nil: no CURVE).
+    let handshakes: HandshakeWatch?
+    var handshakeIndices: [Int] = []
     let versionFrame = Envelope.versionFrame()
     var nextHeartbeat: ContinuousClock.Instant
     var nextRetention: ContinuousClock.Instant
@@ -286,10 +289,13 @@ private final class BrokerCore {
         endpoints = BrokerEndpoints(
             ingest: try ingest.lastEndpoint(), fanout: try fanout.lastEndpoint(), replay: try replay.lastEndpoint(),
             service: serviceEndpoint)
+        let sockets: [(Socket, Endpoint)] = [(ingest, .ingest), (fanout, .fanout), (replay, .replay)]
+        handshakes = try security.map { security in try HandshakeWatch(context: context, sockets: sockets, security: security) }
         poller.add(fileDescriptor: broker.wakeUpForCore.fileDescriptor)
         poller.add(ingest)
         poller.add(replay)
         poller.add(fanout)
+        handshakeIndices = handshakes?.add(to: poller) ?? []
         broker.update {
             $0.head = journal.head
             $0.first = journal.first
@@ -335,6 +341,9 @@ private final class BrokerCore {
             }
             if poller.returned(0).contains(.readable) { broker.wakeUpForCore.drain() }
             if broker.takeRebindRequest() { rebind([ingest, fanout, replay], [endpoints.ingest, endpoints.fanout, endpoints.replay]) }
+            for (position, index) in handshakeIndices.enumerated() where poller.returned(index).contains(.readable) {
+                handshakes?.drain(position)
+            }
             if let notices = broker.security?.takeNotices(), !notices.isEmpty { journal(notices) }
             do {
                 if poller.returned(1).contains(.readable) { try serveIngest() }
@@ -349,6 +358,7 @@ private final class BrokerCore {
         ingest.close()
         fanout.close()
         replay.close()
+        handshakes?.close()
         do {
             try journal.close()
         } catch {
@@ -430,7 +440,7 @@ private final class BrokerCore {
                 continue
             }
             let identity = frames[0]
-            var command: String?
+            var command = Envelope.readableCommand(frames.dropFirst())
             var ref: String?
             do {
                 let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
@@ -443,7 +453,7 @@ private final class BrokerCore {
                 let parsed = try envelope.parsed(reference: &ref)
                 switch envelope.command {
                 case .event:
-                    let header = try parsed.checkedEvent()
+                    let header = try parsed.checkedPublishedEvent()
                     if let security = broker.security {
                         // Per message, by the principal ZAP gave this connection (no spoofing).
                         guard let role = security.role(of: message.userID) else {
@@ -613,7 +623,7 @@ private final class BrokerCore {
             served += 1
             let frames = message.frames
             guard let identity = frames.first else { continue }
-            var command: String?
+            var command = Envelope.readableCommand(frames.dropFirst())
             var ref: String?
             do {
                 let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)

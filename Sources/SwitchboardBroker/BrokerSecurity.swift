@@ -93,14 +93,14 @@ public final class BrokerSecurity: Sendable {
     /// The ZAP decision: CURVE only, a known and unexpired key, a role allowed on this endpoint.
     /// The user id is the principal's name.
     public func authenticate(_ request: ZAPRequest) -> ZAPDecision {
-        func deny(_ kind: String, _ reason: String) -> ZAPDecision {
+        func deny(_ kind: String, _ reason: String, principal: String? = nil) -> ZAPDecision {
             count(kind)
-            record(kind, principal: nil, endpoint: Endpoint(zapDomain: request.domain)?.rawValue, reason: reason)
+            record(kind, principal: principal, endpoint: Endpoint(zapDomain: request.domain)?.rawValue, reason: reason)
             logger.warning(
                 "connection refused",
                 metadata: [
                     "domain": "\(request.domain)", "address": "\(request.address)", "mechanism": "\(request.mechanism)",
-                    "reason": "\(reason)",
+                    "principal": "\(principal ?? "-")", "reason": "\(reason)",
                 ])
             return .deny(reason: reason)
         }
@@ -112,10 +112,10 @@ public final class BrokerSecurity: Sendable {
             return deny("unknown-key", "unknown key \(key.z85.prefix(8))…")
         }
         if certificate.isExpired() {
-            return deny("expired", "the certificate of '\(certificate.name)' has expired")
+            return deny("expired", "the certificate of '\(certificate.name)' has expired", principal: certificate.name)
         }
         if let reason = Policy.connect(certificate.role, to: endpoint) {
-            return deny("role", "\(certificate.name): \(reason)")
+            return deny("role", "\(certificate.name): \(reason)", principal: certificate.name)
         }
         return .allow(userID: certificate.name)
     }
@@ -144,10 +144,13 @@ public final class BrokerSecurity: Sendable {
         }
     }
 
-    /// Logs and counts a refused message (no secret is in `reason`).
-    func refused(_ kind: String, principal: String?, endpoint: Endpoint, reason: String) {
+    /// Logs, counts and journals a refused message, or with `connection` a connection refused
+    /// outside ZAP (a failed handshake). No secret is in `reason`.
+    func refused(_ kind: String, principal: String?, endpoint: Endpoint, reason: String, connection: Bool = false) {
         count(kind)
         record(kind, principal: principal, endpoint: endpoint.rawValue, reason: reason)
-        logger.warning("message refused", metadata: ["principal": "\(principal ?? "-")", "reason": "\(reason)"])
+        logger.warning(
+            connection ? "connection refused" : "message refused",
+            metadata: ["principal": "\(principal ?? "-")", "endpoint": "\(endpoint.rawValue)", "kind": "\(kind)", "reason": "\(reason)"])
     }
 }

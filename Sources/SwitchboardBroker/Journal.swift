@@ -213,9 +213,13 @@ public final class Journal {
 
     /// The header to journal and forward: the producer's own bytes with `"bus_seq":N` put first
     /// (cheap, and every field the producer sent travels unchanged). A header that already has a
-    /// `bus_seq` key is rewritten instead, so the broker's number is the only one.
+    /// `bus_seq` key is rewritten instead, so the broker's number is the only one, and so is one
+    /// whose `producer_seq` was written as an integral float (`54.0`): subscribers receive the
+    /// integer `54` (section 2).
     static func storedHeader(raw: Data, fields: [String: JSONValue], busSeq: Int64) -> Data {
-        if fields["bus_seq"] == nil, !fields.isEmpty,
+        let floatSequence: Bool
+        if case .double? = fields["producer_seq"] { floatSequence = true } else { floatSequence = false }
+        if fields["bus_seq"] == nil, !floatSequence, !fields.isEmpty,
             let brace = raw.firstIndex(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }), raw[brace] == UInt8(ascii: "{")
         {
             var stored = Data("{\"bus_seq\":\(busSeq),".utf8)
@@ -224,6 +228,7 @@ public final class Journal {
         }
         var rewritten = fields
         rewritten["bus_seq"] = .integer(busSeq)
+        if case .double(let number)? = fields["producer_seq"] { rewritten["producer_seq"] = .integer(Int64(number)) }
         var writer = JSONWriter(capacity: 320)
         writer.value(.object(rewritten))
         return writer.data

@@ -214,6 +214,8 @@ private final class ServiceCore {
     let socket: Socket
     let endpoint: String
     let poller = Poller()
+    /// Handshake failures that ZAP never sees (nil: no CURVE); its PAIR is poller index 2.
+    let handshakes: HandshakeWatch?
     var workers: [Data: WorkerRecord] = [:]
     var services: [String: ServiceRecord] = [:]
     var nextHeartbeat: ContinuousClock.Instant
@@ -234,8 +236,12 @@ private final class ServiceCore {
         try socket.bind(settings.endpoint)
         endpoint = try socket.lastEndpoint()
         nextHeartbeat = .now + settings.heartbeat
+        let sockets: [(Socket, Endpoint)] = [(socket, .service)]
+        let context = broker.contextForCore
+        handshakes = try broker.security.map { security in try HandshakeWatch(context: context, sockets: sockets, security: security) }
         poller.add(fileDescriptor: broker.wakeUpForCore.fileDescriptor)
         poller.add(socket)
+        _ = handshakes?.add(to: poller)
         logger.info("service broker started", metadata: ["endpoint": "\(endpoint)"])
     }
 
@@ -260,6 +266,7 @@ private final class ServiceCore {
                 }
             }
             if poller.returned(1).contains(.readable) { readMessages() }
+            if handshakes != nil, poller.returned(2).contains(.readable) { handshakes?.drain(0) }
             if ContinuousClock.now >= nextHeartbeat {
                 heartbeat()
                 nextHeartbeat = ContinuousClock.now + settings.heartbeat
@@ -276,6 +283,7 @@ private final class ServiceCore {
         // their own time-outs and retries.
         for worker in workers.values { send(worker, .disconnect) }
         socket.close()
+        handshakes?.close()
         logger.info("service broker stopped")
     }
 

@@ -168,6 +168,16 @@ public struct Envelope: Sendable, Hashable {
         return envelope
     }
 
+    /// The command word of a message that may not be valid, for ERROR's `command` field: frame
+    /// 1 when frame 0 starts with `SWB` and frame 1 is 1–16 printable ASCII bytes, even if the
+    /// word is no command this receiver knows (section 6: "when it could be read").
+    public static func readableCommand<Frames: Collection<Data>>(_ frames: Frames) -> String? {
+        guard frames.count >= 2, let first = frames.first, first.starts(with: signature) else { return nil }
+        let word = frames[frames.index(after: frames.startIndex)]
+        guard (1...16).contains(word.count), word.allSatisfy({ (0x21...0x7E).contains($0) }) else { return nil }
+        return String(decoding: word, as: UTF8.self)
+    }
+
     /// Decodes the header as `H`, reporting a missing or mistyped field by name.
     public func decodeHeader<H: Decodable>(_ type: H.Type) throws(ProtocolError) -> H {
         try WireJSON.decode(type, from: header, frame: "header", code: .invalidHeader)

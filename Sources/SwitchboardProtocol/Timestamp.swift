@@ -64,7 +64,9 @@ public enum Timestamp {
                 index += 1
             }
             guard count >= 1 && count <= 9 else { return nil }
-            for _ in count..<3 where count < 3 { millis *= 10 }
+            // Digits past the third are read and dropped (truncation, never rounding up into the
+            // next second). A range built from the count would trap for 4–9 digits.
+            if count < 3 { millis *= count == 1 ? 100 : 10 }
         }
         guard index < b.count else { return nil }
         var offsetMinutes = 0

@@ -4,6 +4,14 @@ public enum Topic {
     /// Broker-generated messages on the fan-out start with this; no event type may.
     public static let systemPrefix = "$sys."
     public static let head = "$sys.head"
+    /// Domains only the broker publishes in (section 5): a peer's EVENT in one is refused with
+    /// `forbidden` in every mode, secured or not.
+    public static let brokerDomains = ["security."]
+
+    /// The broker-only domain `type` falls in, if any.
+    public static func brokerDomain(of type: String) -> String? {
+        brokerDomains.first { type.hasPrefix($0) }
+    }
 
     /// Checks an event type: 2–8 dot-separated segments, each a lowercase letter followed by
     /// lowercase letters, digits, `_` or `-`; at most 128 bytes.

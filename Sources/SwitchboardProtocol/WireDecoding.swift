@@ -35,8 +35,12 @@ struct WireObject {
         switch fields[key] {
         case nil: return nil
         case .integer(let number)?: return number
-        // JSON Schema counts 12.0 as an integer; so do we.
-        case .double(let number)? where number == number.rounded() && abs(number) < 9.0e18: return Int64(number)
+        // JSON Schema counts 12.0 as an integer; so do we, within the same signed 64-bit range
+        // (−2^63 inclusive to 2^63 exclusive; both bounds are exact as doubles).
+        case .double(let number)? where number == number.rounded() && number >= -0x1p63 && number < 0x1p63:
+            return Int64(number)
+        case .double(let number)? where number == number.rounded():
+            throw fail(key, "must be an integer from -2^63 to 2^63-1")
         default: throw fail(key, "must be an integer")
         }
     }
@@ -115,6 +119,20 @@ extension EventHeader {
             producerSeq: try object.integer("producer_seq"), busSeq: nil,
             time: try object.string("time"), schema: try object.string("schema"), session: try object.string("session"),
             key: try object.optionalString("key"))
+        try Self.checkProducerBusSeq(fields)
+    }
+
+    /// A producer's `bus_seq` (section 6): absent or null, or an integer ≥ 1 as the schema says;
+    /// anything else is refused. A valid one is replaced by the broker's own number.
+    static func checkProducerBusSeq(_ fields: [String: JSONValue]) throws(ProtocolError) {
+        switch fields["bus_seq"] {
+        case nil, .null?:
+            return
+        default:
+            let object = WireObject(fields: fields, frame: "header", code: .invalidHeader)
+            let value = try object.integer("bus_seq")
+            guard value >= 1 else { throw object.fail("bus_seq", "must be at least 1 (or left out: the broker sets it), got \(value)") }
+        }
     }
 
     /// The header as compact JSON with sorted keys (what the journal stores and the fan-out sends).
@@ -213,6 +231,17 @@ extension ParsedEnvelope {
         let event = try EventHeader(wire: header)
         try event.validate()
         try Payloads.validate(schema: event.schema, type: event.type, content: content)
+        return event
+    }
+
+    /// `checkedEvent()` for an EVENT a peer publishes on ingest: also refuses the domains only
+    /// the broker writes (`forbidden`, section 5), whether or not the broker runs with security.
+    public func checkedPublishedEvent() throws(ProtocolError) -> EventHeader {
+        let event = try checkedEvent()
+        if let domain = Topic.brokerDomain(of: event.type) {
+            throw ProtocolError(
+                .forbidden, "event type '\(event.type)' is in the domain '\(domain)', which only the broker publishes in")
+        }
         return event
     }
 

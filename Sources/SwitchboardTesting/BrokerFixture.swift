@@ -1,5 +1,5 @@
 public import Foundation
-import Logging
+public import Logging
 public import SwitchboardBroker
 public import SwitchboardBus
 public import SwitchboardProtocol
@@ -15,7 +15,7 @@ public final class BrokerFixture: Sendable {
     public let configuration: BrokerConfiguration
 
     public static func start(
-        directory: TemporaryDirectory? = nil, _ configure: (inout BrokerConfiguration) -> Void = { _ in }
+        directory: TemporaryDirectory? = nil, logger given: Logger? = nil, _ configure: (inout BrokerConfiguration) -> Void = { _ in }
     ) async throws -> BrokerFixture {
         let directory = try directory ?? TemporaryDirectory("broker")
         var configuration = BrokerConfiguration()
@@ -28,8 +28,8 @@ public final class BrokerFixture: Sendable {
         configuration.insecure = true  // tests of security set keys and turn this off
         configure(&configuration)
         let context = try Context()
-        var logger = Logger(label: "test-broker")
-        logger.logLevel = .warning
+        var logger = given ?? Logger(label: "test-broker")
+        if given == nil { logger.logLevel = .warning }
         let broker = try Broker(configuration: configuration, logger: logger, context: context)
         let endpoints = try await broker.start()
         return BrokerFixture(

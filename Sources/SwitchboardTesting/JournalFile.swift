@@ -10,6 +10,16 @@ public enum JournalFile {
         }
     }
 
+    /// The content frames of the journaled events of `type`, in `bus_seq` order, as text.
+    public static func contents(at path: String, type: String) throws -> [String] {
+        try query(path, "SELECT CAST(content AS TEXT) FROM events WHERE type = '\(type)' ORDER BY bus_seq") { text($0, 0) }
+    }
+
+    /// The header frames of every journaled event, in `bus_seq` order, as text.
+    public static func headers(at path: String) throws -> [String] {
+        try query(path, "SELECT CAST(header AS TEXT) FROM events ORDER BY bus_seq") { text($0, 0) }
+    }
+
     /// `SELECT COUNT(*) FROM <table>`; 0 if the file or table does not exist yet.
     public static func count(at path: String, table: String) -> Int {
         guard FileManager.default.fileExists(atPath: path) else { return 0 }

@@ -23,6 +23,28 @@ public enum Vectors {
         public var mentions: String?
         /// The receiver's minimum version for this vector, if not the default.
         public var minimum: String?
+        /// The `command` field the ERROR must carry, when the vector says.
+        public var command: String?
+    }
+
+    /// One date-time of `protocol/vectors/timestamp`: accepted ones carry their instant.
+    public struct TimestampCase: Sendable, CustomStringConvertible {
+        public var text: String
+        public var why: String
+        /// Milliseconds since the epoch (fraction past the third digit dropped); nil when refused.
+        public var unixMilliseconds: Int64?
+        public var description: String { "\(why): '\(text)'" }
+    }
+
+    /// The accepted (`accepted.json`) or refused (`refused.json`) date-times.
+    public static func timestamps(accepted: Bool) throws -> [TimestampCase] {
+        let url = directory.appendingPathComponent("timestamp/\(accepted ? "accepted" : "refused").json")
+        let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
+        return (object["cases"] as? [[String: Any]] ?? []).map { item in
+            TimestampCase(
+                text: item["text"] as? String ?? "", why: item["why"] as? String ?? "",
+                unixMilliseconds: (item["unix_ms"] as? NSNumber)?.int64Value)
+        }
     }
 
     /// One content vector for a payload schema.
@@ -46,7 +68,8 @@ public enum Vectors {
                 reply: expect["reply"] as? String ?? "",
                 code: expect["code"] as? String,
                 mentions: expect["mentions"] as? String,
-                minimum: expect["minimum"] as? String)
+                minimum: expect["minimum"] as? String,
+                command: expect["command"] as? String)
         }
     }
 

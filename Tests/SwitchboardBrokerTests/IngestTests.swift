@@ -28,6 +28,7 @@ struct IngestTests {
                 let error = try answer.decodeHeader(ErrorHeader.self)
                 #expect(error.code.rawValue == code, "\(vector.name): \(error.message)")
                 if let word = vector.mentions { #expect(error.message.contains(word), "\(vector.name): \(error.message)") }
+                if let command = vector.command { #expect(error.command == command, "\(vector.name): command \(error.command ?? "nil")") }
             }
             await socket.close()
         }

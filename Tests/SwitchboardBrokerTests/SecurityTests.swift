@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SwitchboardProtocol
 import SwitchboardSecurity
 import SwitchboardTesting
@@ -14,7 +15,7 @@ struct SecureBroker {
     let certificates: String
     let broker: Certificate
 
-    static func start(principals: [(String, Role, Date?)]) async throws -> SecureBroker {
+    static func start(principals: [(String, Role, Date?)], logger: Logger? = nil) async throws -> SecureBroker {
         let directory = try TemporaryDirectory("secure")
         let certificates = directory.path("certs")
         let secrets = directory.path("secrets")
@@ -26,7 +27,7 @@ struct SecureBroker {
             let (publicPath, _) = try certificate.write(to: secrets)
             try FileManager.default.copyItem(atPath: publicPath, toPath: (certificates as NSString).appendingPathComponent("\(name).cert"))
         }
-        let fixture = try await BrokerFixture.start(directory: directory) { configuration in
+        let fixture = try await BrokerFixture.start(directory: directory, logger: logger) { configuration in
             configuration.securityKey = (secrets as NSString).appendingPathComponent("broker.secret")
             configuration.securityCertificates = certificates
             configuration.insecure = false
@@ -91,6 +92,51 @@ struct SecurityTests {
         let kiosk = try await secure.dealer("riverside-1", secure.fixture.endpoints.ingest)
         let answer = try await Events.exchange(kiosk, try Self.checkIn(producer: "riverside-1"), timeout: .seconds(10))
         #expect(answer.command == .ack)
+        await secure.stop()
+    }
+
+    @Test("NULL, PLAIN and a handshake made for another broker key are logged and journaled; role and expiry refusals name the principal")
+    func refusalsBeforeZAP() async throws {
+        let capture = LogCapture()
+        let secure = try await SecureBroker.start(principals: Self.principals, logger: capture.logger)
+        let endpoints = secure.fixture.endpoints
+        #expect(try await secure.handshake([], endpoints.ingest) != .handshakeSucceeded, "NULL")
+        #expect(
+            try await secure.handshake([.plainUsername("riverside-1"), .plainPassword("x")], endpoints.ingest) != .handshakeSucceeded,
+            "PLAIN")
+        #expect(try await secure.handshake([], endpoints.service) != .handshakeSucceeded, "NULL on the service endpoint")
+        let keys = try secure.keys("riverside-1")
+        let elsewhere = try CurveKeyPair.generate()
+        let wrongBroker: [SocketOption] = [
+            .curvePublicKey(keys.publicKey), .curveSecretKey(keys.secretKey), .curveServerKey(elsewhere.publicKey),
+        ]
+        #expect(try await secure.handshake(wrongBroker, endpoints.ingest) != .handshakeSucceeded, "another broker's key")
+        #expect(try await secure.handshake(try secure.clientOptions("riverside-1"), endpoints.replay) == .handshakeFailedAuth)
+        #expect(try await secure.handshake(try secure.clientOptions("old-kiosk"), endpoints.ingest) == .handshakeFailedAuth)
+        let journal = secure.fixture.directory.path("broker/journal.sqlite")
+        try await waitUntil("six security.refused events") {
+            try JournalFile.contents(at: journal, type: "security.refused").count >= 6
+        }
+        let events = try JournalFile.contents(at: journal, type: "security.refused").map { text in
+            try #require(JSONValue.parse(Data(text.utf8))?.object)
+        }
+        func field(_ event: [String: JSONValue], _ key: String) -> String? {
+            if case .string(let value)? = event[key] { return value }
+            return nil
+        }
+        let summary = events.map { "\(field($0, "kind") ?? "?")@\(field($0, "endpoint") ?? "?")/\(field($0, "principal") ?? "-")" }.sorted()
+        #expect(
+            summary == [
+                "expired@ingest/old-kiosk", "handshake@ingest/-", "mechanism@ingest/-", "mechanism@ingest/-", "mechanism@service/-",
+                "role@replay/riverside-1",
+            ], "\(summary)")
+        let refusals = try #require(secure.fixture.broker.security).refusals
+        #expect(refusals["mechanism"] == 3 && refusals["handshake"] == 1, "\(refusals)")
+        let logged = capture.lines(containing: ["connection refused"])
+        #expect(logged.filter { $0.contains("kind=mechanism") }.count == 3, "\(logged)")
+        #expect(logged.contains { $0.contains("kind=handshake") && $0.contains("another broker key") }, "\(logged)")
+        // No key of any kind reaches the log.
+        #expect(capture.lines(containing: [keys.publicKey.z85, elsewhere.publicKey.z85]).isEmpty)
         await secure.stop()
     }
 

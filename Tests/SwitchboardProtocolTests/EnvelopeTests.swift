@@ -16,7 +16,7 @@ func ingestVerdict(_ vector: Vectors.Envelope) -> (reply: String, error: Protoco
         let parsed = try envelope.parsed(reference: &reference)
         switch parsed.envelope.command {
         case .event:
-            _ = try parsed.checkedEvent()
+            _ = try parsed.checkedPublishedEvent()
             return ("ACK", nil)
         case .heartbeat:
             return ("HEAD", nil)
