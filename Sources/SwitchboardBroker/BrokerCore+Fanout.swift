@@ -1,0 +1,37 @@
+import Foundation
+import Logging
+import SwitchboardProtocol
+import SwitchboardSecurity
+import ZeroMQ
+
+extension BrokerCore {
+    func publish(type: String, header: Data, event: PendingEvent) {
+        let frames = [Data(type.utf8), versionFrame, Data("EVENT".utf8), header, event.parent, event.metadata, event.content]
+        do {
+            try fanout.send(frames, dontWait: true)
+        } catch {
+            logger.warning("fan-out send failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func heartbeat() {
+        let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
+        if let envelope = try? Envelope(command: .head, header: head) {
+            _ = try? fanout.send([Data(Topic.head.utf8)] + envelope.frames(), dontWait: true)
+        }
+        // New subscribers learn where the stream stands from the welcome.
+        if let frame = try? Self.welcome(journal: journal, configuration: configuration) {
+            try? fanout.set(.xpubWelcomeMessage(frame))
+        }
+    }
+
+    func drainSubscriptions() {
+        // XPUB hands up (un)subscriptions; they must be read or they pile up in memory.
+        while let message = try? fanout.receive(dontWait: true) {
+            if let frame = message.frames.first, let kind = frame.first {
+                let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
+                logger.debug(kind == 1 ? "subscribe" : "unsubscribe", metadata: ["topic": "\(topic)"])
+            }
+        }
+    }
+}

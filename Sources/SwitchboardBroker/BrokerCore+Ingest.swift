@@ -1,0 +1,151 @@
+import Foundation
+import Logging
+import SwitchboardProtocol
+import SwitchboardSecurity
+import ZeroMQ
+
+extension BrokerCore {
+
+    func serveIngest() throws {
+        var batch: [PendingEvent] = []
+        var senders: [Data] = []
+        batch.reserveCapacity(64)
+        let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        while batch.count < configuration.batchLimit, let message = try ingest.receive(dontWait: true) {
+            let frames = message.frames
+            guard frames.count >= 2 else {
+                // A routing frame alone: an empty message, nothing to answer with sense.
+                if let identity = frames.first {
+                    refuse(identity, ProtocolError(.malformed, "empty message: no frames"), command: nil, ref: nil)
+                }
+                continue
+            }
+            let identity = frames[0]
+            var command = Envelope.readableCommand(frames.dropFirst())
+            var ref: String?
+            do {
+                let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
+                command = envelope.command.rawValue
+                guard envelope.command == .event || envelope.command == .heartbeat else {
+                    throw ProtocolError(
+                        .unknownCommand,
+                        "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
+                }
+                let parsed = try envelope.parsed(reference: &ref)
+                switch envelope.command {
+                case .event:
+                    let header = try parsed.checkedPublishedEvent()
+                    if let security = broker.security {
+                        // Per message, by the principal ZAP gave this connection (no spoofing).
+                        guard let role = security.role(of: message.userID) else {
+                            security.refused(
+                                "revoked", principal: message.userID, endpoint: .ingest, reason: "principal is no longer allowed")
+                            throw ProtocolError(.forbidden, "principal '\(message.userID ?? "?")' is no longer allowed")
+                        }
+                        if let reason = Policy.publish(
+                            principal: message.userID ?? "", role: role, type: header.type, producer: header.producer)
+                        {
+                            security.refused("publish", principal: message.userID, endpoint: .ingest, reason: reason)
+                            throw ProtocolError(.forbidden, reason)
+                        }
+                    }
+                    batch.append(
+                        PendingEvent(
+                            header: header, headerFields: parsed.header, rawHeader: envelope.header, parent: envelope.parent,
+                            metadata: envelope.metadata,
+                            content: envelope.content, receivedAt: receivedAt))
+                    senders.append(identity)
+                case .heartbeat:
+                    let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
+                    reply(identity, try Envelope(command: .head, header: head))
+                default:
+                    break
+                }
+            } catch let error as ProtocolError {
+                refuse(identity, error, command: command, ref: ref)
+            }
+        }
+        guard !batch.isEmpty else { return }
+        if broker.stopRequested {
+            // Nothing of this batch is journaled: tell producers to come back (they keep the
+            // events in their outboxes).
+            for (index, event) in batch.enumerated() {
+                nack(senders[index], event.header, .shuttingDown, "the broker is shutting down", retryable: true)
+            }
+            return
+        }
+        let outcomes: [AppendOutcome]
+        do {
+            outcomes = try journal.append(batch)
+        } catch {
+            logger.error("journal append failed; NACKing the batch", metadata: ["events": "\(batch.count)", "error": "\(error)"])
+            for (index, event) in batch.enumerated() {
+                nack(senders[index], event.header, .unavailable, "the journal could not store the event", retryable: true)
+            }
+            return
+        }
+        var journaled: Int64 = 0
+        var duplicates: Int64 = 0
+        var conflicts: Int64 = 0
+        for (index, outcome) in outcomes.enumerated() {
+            let event = batch[index]
+            let h = event.header
+            switch outcome {
+            case .stored(let busSeq, let header):
+                journaled += 1
+                ack(senders[index], h, busSeq: busSeq, duplicate: false)
+                publish(type: h.type, header: header, event: event)
+            case .duplicate(let busSeq):
+                duplicates += 1
+                ack(senders[index], h, busSeq: busSeq, duplicate: true)
+            case .conflict(let existing):
+                conflicts += 1
+                nack(
+                    senders[index], h, .conflict,
+                    "producer_seq \(h.producerSeq) of '\(h.producer)' already belongs to event \(existing)",
+                    retryable: false)
+            }
+        }
+        broker.update {
+            $0.journaled += journaled
+            $0.duplicates += duplicates
+            $0.nacks += conflicts
+            $0.commits += 1
+            $0.head = journal.head
+            $0.journalCount = journal.count
+            $0.journalBytes = journal.storedBytes
+        }
+    }
+
+    func ack(_ identity: Data, _ header: EventHeader, busSeq: Int64, duplicate: Bool) {
+        let ack = AckHeader(
+            eventID: header.eventID, producer: header.producer, producerSeq: header.producerSeq, busSeq: busSeq,
+            duplicate: duplicate)
+        reply(identity, Envelope(command: .ack, header: ack.wireJSON()))
+    }
+
+    func nack(_ identity: Data, _ header: EventHeader, _ code: ProtocolError.Code, _ reason: String, retryable: Bool) {
+        let nack = NackHeader(
+            eventID: header.eventID, producer: header.producer, producerSeq: header.producerSeq, code: code,
+            reason: reason, retryable: retryable)
+        if let envelope = try? Envelope(command: .nack, header: nack) { reply(identity, envelope) }
+        if !retryable || code == .unavailable {
+            logger.warning("event refused", metadata: ["code": "\(code.rawValue)", "event_id": "\(header.eventID)", "reason": "\(reason)"])
+        }
+    }
+
+    func refuse(_ identity: Data, _ error: ProtocolError, command: String?, ref: String?, socket: Socket? = nil) {
+        broker.update { $0.errors[error.code, default: 0] += 1 }
+        if refusalLog.allow() {
+            logger.notice(
+                "message refused",
+                metadata: [
+                    "peer": "\(identity.hex)", "code": "\(error.code.rawValue)", "reason": "\(error.message)",
+                    "command": "\(command ?? "-")",
+                ])
+        }
+        if let envelope = try? Envelope(command: .error, header: ErrorHeader(error, command: command, ref: ref)) {
+            reply(identity, envelope, on: socket ?? ingest)
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import Logging
+import SwitchboardProtocol
+import SwitchboardSecurity
+import ZeroMQ
+
+extension BrokerCore {
+    /// What a principal may not replay: `dlq.*` unless it is an admin (no security: nothing hidden).
+    static func replayExclusions(security: BrokerSecurity?, principal: String?) -> [String] {
+        guard let security else { return [] }
+        return security.role(of: principal) == .admin ? [] : ["dlq."]
+    }
+
+    func serveReplay() {
+        var served = 0
+        while served < 64, let message = try? replay.receive(dontWait: true) {
+            served += 1
+            let frames = message.frames
+            guard let identity = frames.first else { continue }
+            var command = Envelope.readableCommand(frames.dropFirst())
+            var ref: String?
+            do {
+                let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
+                command = envelope.command.rawValue
+                guard envelope.command == .fetch else {
+                    throw ProtocolError(
+                        .unknownCommand, "command \(envelope.command.rawValue) is not accepted on the replay endpoint (FETCH)")
+                }
+                _ = try envelope.parsed(reference: &ref)
+                let fetch = try envelope.decodeHeader(FetchHeader.self)
+                ref = fetch.requestID
+                try fetch.validate()
+                // Dead letters hold the payloads that failed: only an admin replays them.
+                let hidden = Self.replayExclusions(security: broker.security, principal: message.userID)
+                let (events, read) = try journal.read(
+                    from: fetch.from, to: fetch.to, topics: fetch.topics, limit: fetch.limit, excluding: hidden)
+                // END promises everything up to `through` was sent: if the client's queue
+                // refuses an EVENT, stop there and say so, rather than promise what was dropped.
+                var through = read
+                var sent = 0
+                for event in events {
+                    let envelope = Envelope(
+                        command: .event, header: event.header, parent: event.parent, metadata: event.metadata, content: event.content)
+                    guard reply(identity, envelope, on: replay) else {
+                        through = event.busSeq - 1
+                        break
+                    }
+                    sent += 1
+                }
+                let end = EndHeader(
+                    requestID: fetch.requestID, from: fetch.from, through: through, count: sent,
+                    head: journal.head, first: journal.first, more: through < min(fetch.to ?? journal.head, journal.head))
+                reply(identity, try Envelope(command: .end, header: end), on: replay)
+                broker.update { $0.fetches += 1 }
+            } catch let error as ProtocolError {
+                refuse(identity, error, command: command, ref: ref, socket: replay)
+            } catch {
+                refuse(identity, ProtocolError(.internalError, "the journal could not be read"), command: command, ref: ref, socket: replay)
+                logger.error("replay read failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+// The broker thread: one loop that owns every event-plane socket and the journal.
+//
+// All event-plane sockets and the journal live on a single dedicated thread that sleeps in
+// `zmq_poll`. That is deliberate: libzmq sockets must stay on one thread, SQLite writes are
+// serial anyway, and a single writer makes `bus_seq` assignment and ACK ordering trivially
+// correct. Each concern is an extension in its own file: ingest (BrokerCore+Ingest), fan-out
+// (+Fanout), replay (+Replay), retention (+Retention), security events (+SecurityEvents).
+
+import Foundation
+import Logging
+import SwitchboardProtocol
+import SwitchboardSecurity
+import ZeroMQ
+
+/// Everything the broker thread owns. Not `Sendable`: made and used on the broker thread only.
+final class BrokerCore {
+    let broker: Broker
+    let configuration: BrokerConfiguration
+    let logger: Logger
+    let journal: Journal
+    let ingest: Socket
+    let fanout: Socket
+    let replay: Socket
+    let endpoints: BrokerEndpoints
+    let poller = Poller()
+    /// Handshake failures that ZAP never sees, with their poller indices (nil: no CURVE).
+    let handshakes: HandshakeWatch?
+    var handshakeIndices: [Int] = []
+    let versionFrame = Envelope.versionFrame()
+    var nextHeartbeat: ContinuousClock.Instant
+    var nextRetention: ContinuousClock.Instant
+    var refusalLog = RateLimiter(perSecond: 20)
+    /// The broker's own producer sequence (for `security.refused` events) and session.
+    var brokerSeq: Int64 = 0
+    let brokerSession = UUIDv7.string()
+
+    init(broker: Broker, serviceEndpoint: String) throws {
+        self.broker = broker
+        self.configuration = broker.configuration
+        self.logger = broker.loggerForCore
+        let context = broker.contextForCore
+        journal = try Journal(path: configuration.journalPath)
+        let hwm = configuration.highWaterMark
+        let common: [SocketOption] = [
+            .sendHighWaterMark(hwm), .receiveHighWaterMark(hwm), .maxMessageSize(configuration.maxFrameBytes),
+            .heartbeatInterval(milliseconds: 5000), .heartbeatTimeout(milliseconds: 15000),
+            .heartbeatTTL(milliseconds: 15000),
+        ]
+        let security = broker.security
+        ingest = try context.socket(.router, linger: 2000)
+        try ingest.set(common + [.routerMandatory(true)] + (security?.serverOptions(.ingest) ?? []))
+        try ingest.bind(configuration.ingestEndpoint)
+        fanout = try context.socket(.xpublisher, linger: 1000)
+        // No XPUB_NODROP: a slow subscriber must never stall ingest; it sees the gap in
+        // HEAD and fetches from the journal (protocol/README.md, "Fan-out").
+        try fanout.set(common + [.xpubNoDrop(false)] + (security?.serverOptions(.fanout) ?? []))
+        replay = try context.socket(.router, linger: 1000)
+        try replay.set(common + [.routerMandatory(true)] + (security?.serverOptions(.replay) ?? []))
+        nextHeartbeat = .now
+        nextRetention = .now
+        try fanout.set(.xpubWelcomeMessage(try Self.welcome(journal: journal, configuration: configuration)))
+        try fanout.bind(configuration.fanoutEndpoint)
+        try replay.bind(configuration.replayEndpoint)
+        endpoints = BrokerEndpoints(
+            ingest: try ingest.lastEndpoint(), fanout: try fanout.lastEndpoint(), replay: try replay.lastEndpoint(),
+            service: serviceEndpoint)
+        let sockets: [(Socket, Endpoint)] = [(ingest, .ingest), (fanout, .fanout), (replay, .replay)]
+        handshakes = try security.map { security in try HandshakeWatch(context: context, sockets: sockets, security: security) }
+        poller.add(fileDescriptor: broker.wakeUpForCore.fileDescriptor)
+        poller.add(ingest)
+        poller.add(replay)
+        poller.add(fanout)
+        handshakeIndices = handshakes?.add(to: poller) ?? []
+        broker.update {
+            $0.head = journal.head
+            $0.first = journal.first
+            $0.journalCount = journal.count
+            $0.journalBytes = journal.storedBytes
+        }
+        logger.info(
+            "broker started",
+            metadata: [
+                "ingest": "\(endpoints.ingest)", "fanout": "\(endpoints.fanout)", "replay": "\(endpoints.replay)",
+                "journal": "\(journal.path)", "head": "\(journal.head)", "first": "\(journal.first)",
+                "broker_id": "\(journal.brokerID)",
+            ])
+    }
+
+    static func welcome(journal: Journal, configuration: BrokerConfiguration) throws -> Data {
+        try Welcome(
+            broker: journal.brokerID, head: journal.head, first: journal.first,
+            heartbeatMilliseconds: Int(configuration.heartbeat.milliseconds)
+        ).frame()
+    }
+
+    /// Serves until asked to stop; returns a failure description if it had to stop on its own.
+    func run() -> String? {
+        var failure: String?
+        while !broker.stopRequested {
+            let now = ContinuousClock.now
+            if now >= nextHeartbeat {
+                heartbeat()
+                nextHeartbeat = now + configuration.heartbeat
+            }
+            if now >= nextRetention {
+                let behind = retention()
+                nextRetention = .now + (behind ? .milliseconds(200) : configuration.retentionInterval)
+            }
+            // +1: never poll for 0 ms just before a timer is due (that would spin).
+            let wait = max(0, ContinuousClock.now.duration(to: min(nextHeartbeat, nextRetention)).milliseconds + 1)
+            do {
+                try poller.poll(timeout: Int(wait))
+            } catch {
+                failure = "poll failed: \(error)"
+                break
+            }
+            if poller.returned(0).contains(.readable) { broker.wakeUpForCore.drain() }
+            if broker.takeRebindRequest() { rebind([ingest, fanout, replay], [endpoints.ingest, endpoints.fanout, endpoints.replay]) }
+            for (position, index) in handshakeIndices.enumerated() where poller.returned(index).contains(.readable) {
+                handshakes?.drain(position)
+            }
+            if let notices = broker.security?.takeNotices(), !notices.isEmpty { journal(notices) }
+            do {
+                if poller.returned(1).contains(.readable) { try serveIngest() }
+                if poller.returned(2).contains(.readable) { serveReplay() }
+                if poller.returned(3).contains(.readable) { drainSubscriptions() }
+            } catch {
+                failure = "\(error)"
+                logger.critical("broker stopping: \(error)")
+                break
+            }
+        }
+        ingest.close()
+        fanout.close()
+        replay.close()
+        handshakes?.close()
+        do {
+            try journal.close()
+        } catch {
+            logger.error("closing the journal failed: \(error)")
+        }
+        logger.info("broker stopped", metadata: ["head": "\(journal.head)"])
+        return failure
+    }
+
+    func rebind(_ sockets: [Socket], _ bound: [String]) {
+        for (socket, endpoint) in zip(sockets, bound) {
+            do {
+                try rebindEndpoint(socket, endpoint)
+            } catch {
+                logger.error("could not rebind an endpoint", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+            }
+        }
+        logger.notice("every connection closed; peers reconnect through the ZAP handler")
+    }
+
+    /// Sends to a peer without ever blocking the broker: a peer that is gone or whose queue is
+    /// full misses this reply, and its resend gets the same answer again.
+    /// - Returns: whether libzmq took the message.
+    @discardableResult
+    func reply(_ identity: Data, _ envelope: Envelope, on socket: Socket? = nil) -> Bool {
+        do {
+            return try (socket ?? ingest).send([identity] + envelope.frames(), dontWait: true)
+        } catch let error where error.isHostUnreachable {
+            // The peer disconnected; nothing to do.
+        } catch {
+            logger.debug("reply not sent", metadata: ["peer": "\(identity.hex)", "error": "\(error)"])
+        }
+        return false
+    }
+}
