@@ -67,6 +67,8 @@ var targets: [Target] = [
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "DequeModule", package: "swift-collections"),
+            .product(name: "HeapModule", package: "swift-collections"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -338,6 +340,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: targets
 )

@@ -1,0 +1,236 @@
+import DequeModule
+import HeapModule
+
+// What members, operators and the broker's timer say to the machine. Every member input counts
+// as a sign of life of a known member, refused or not; nothing else of a refused input sticks.
+
+extension ConsumerGroupState {
+    /// A member joins with `credit`, the most deliveries it holds at once (1…maxCredit). Joining
+    /// again under the same id changes its name and credit (a lower credit takes nothing back:
+    /// it only stops deliveries until the member is below it) and counts as a sign of life.
+    mutating func join(member id: GroupMemberID, name: String, credit: Int, now: Instant) throws(GroupRefusal) -> [GroupAction] {
+        guard (1...settings.maxCredit).contains(credit) else {
+            heard(from: id, now: now)
+            throw GroupRefusal(
+                code: .invalidCredit,
+                message: "member \(name) (\(id)) asked group \(self.name) for credit \(credit); it must be 1...\(settings.maxCredit)")
+        }
+        if members[id] != nil {
+            members[id]!.name = name
+            members[id]!.credit = credit
+            heard(from: id, now: now)
+        } else {
+            memberSerial += 1
+            members[id] = Member(id: id, name: name, credit: credit, lastSeen: now, serial: memberSerial)
+        }
+        return finish(now: now, [])
+    }
+
+    /// A member leaves gracefully: what it held is ready again at once, keeping its delivery
+    /// count (last error `member-left`; an event that had its last delivery becomes a dead
+    /// letter). An unknown member changes nothing.
+    mutating func leave(member id: GroupMemberID, now: Instant) -> [GroupAction] {
+        guard let member = members.removeValue(forKey: id) else { return [] }
+        var actions: [GroupAction] = []
+        for busSeq in member.inFlight.sorted() {
+            let attempt = entries[busSeq].map(\.attempts) ?? 0
+            takeBack(
+                busSeq,
+                failure: GroupFailure(
+                    code: GroupFailure.memberLeftCode, message: "member \(member.name) left group \(name) holding attempt \(attempt)"),
+                into: &actions)
+        }
+        return finish(now: now, actions)
+    }
+
+    /// Any message from a member (a heartbeat, say) shows it is alive. Unknown members are
+    /// ignored: they must join.
+    mutating func heard(from id: GroupMemberID, now: Instant) {
+        guard let lastSeen = members[id]?.lastSeen else { return }
+        members[id]!.lastSeen = max(lastSeen, now)
+    }
+
+    /// The member processed the event: it is settled and never delivered again.
+    mutating func ack(member id: GroupMemberID, busSeq: Int64, attempt: Int, now: Instant) throws(GroupRefusal) -> [GroupAction] {
+        _ = try heldDelivery(busSeq, attempt: attempt, by: id, verb: "ACK", now: now)
+        var actions: [GroupAction] = []
+        settle(busSeq, deadLetter: nil, into: &actions)
+        return finish(now: now, actions)
+    }
+
+    /// The member failed to process the event and it may be retried. If this was delivery
+    /// number `maxDeliver`, the event becomes a dead letter with this code (default `nacked`)
+    /// and message; otherwise it is delivered again after `delay`, or, without one, after the
+    /// back-off for this delivery number (see `ConsumerGroupSettings.backoff`). A delay is cut
+    /// to 0…maxNackDelay. While it waits, later events of its key wait too.
+    mutating func nack(
+        member id: GroupMemberID, busSeq: Int64, attempt: Int, delay: Duration? = nil, code: String? = nil, message: String? = nil,
+        now: Instant
+    ) throws(GroupRefusal) -> [GroupAction] {
+        let holder = try heldDelivery(busSeq, attempt: attempt, by: id, verb: "NACK", now: now)
+        var entry = entries[busSeq]!
+        endFlight(of: busSeq, key: entry.key, holder: holder)
+        let memberName = members[id]?.name ?? id.description
+        let failure = GroupFailure(
+            code: code ?? GroupFailure.nackedCode, message: message ?? "member \(memberName) NACKed attempt \(attempt)")
+        entry.lastFailure = failure
+        entry.phase = .ready
+        changed.insert(busSeq)
+        var actions: [GroupAction] = []
+        if entry.attempts >= settings.maxDeliver {
+            entries[busSeq] = entry
+            settle(busSeq, deadLetter: failure, into: &actions)
+            return finish(now: now, actions)
+        }
+        let wait = min(max(delay ?? settings.backoff(afterAttempt: holder.attempt), .zero), settings.maxNackDelay)
+        if wait > .zero {
+            entry.phase = .backingOff(until: now + wait)
+            entries[busSeq] = entry
+            backingOffCount += 1
+            backOffs.insert(Timer(at: now + wait, busSeq: busSeq, attempt: entry.attempts))
+        } else {
+            entries[busSeq] = entry
+            reconsider(key: entry.key, busSeq: busSeq)
+        }
+        return finish(now: now, actions)
+    }
+
+    /// The member says the event can never be processed: it becomes a dead letter at once,
+    /// whatever its delivery count, with this code (default `terminated`) and message.
+    mutating func term(
+        member id: GroupMemberID, busSeq: Int64, attempt: Int, code: String? = nil, message: String? = nil, now: Instant
+    ) throws(GroupRefusal) -> [GroupAction] {
+        _ = try heldDelivery(busSeq, attempt: attempt, by: id, verb: "TERM", now: now)
+        let memberName = members[id]?.name ?? id.description
+        let failure = GroupFailure(
+            code: code ?? GroupFailure.terminatedCode, message: message ?? "member \(memberName) terminated attempt \(attempt)")
+        entries[busSeq]!.lastFailure = failure
+        var actions: [GroupAction] = []
+        settle(busSeq, deadLetter: failure, into: &actions)
+        return finish(now: now, actions)
+    }
+
+    /// The member is still working on the event: its ack deadline becomes `now + ackWait`.
+    /// It may say so any number of times; the delivery count does not change.
+    mutating func inProgress(member id: GroupMemberID, busSeq: Int64, attempt: Int, now: Instant) throws(GroupRefusal) -> [GroupAction] {
+        var holder = try heldDelivery(busSeq, attempt: attempt, by: id, verb: "IN-PROGRESS", now: now)
+        holder.deadline = now + settings.ackWait
+        entries[busSeq]!.phase = .inFlight(holder)
+        ackDeadlines.insert(Timer(at: holder.deadline, busSeq: busSeq, attempt: holder.attempt))
+        return finish(now: now, [])
+    }
+
+    /// Everything due at `now`, in this order: deliveries past their ack deadline come back
+    /// (`ack-timeout`); members silent for `liveness` are removed (`.memberExpired`, their
+    /// deliveries back with `member-lost`); back-offs that ended release their events; then
+    /// dispatch. A delivery taken back after its last allowed attempt becomes a dead letter.
+    mutating func tick(now: Instant) -> [GroupAction] {
+        var actions: [GroupAction] = []
+        while let timer = ackDeadlines.min, timer.at <= now {
+            ackDeadlines.removeMin()
+            guard isCurrentDeadline(timer), case .inFlight(let holder) = entries[timer.busSeq]?.phase else { continue }
+            let memberName = members[holder.member]?.name ?? holder.member.description
+            takeBack(
+                timer.busSeq,
+                failure: GroupFailure(
+                    code: GroupFailure.ackTimeoutCode,
+                    message: "no answer from \(memberName) to attempt \(holder.attempt) within \(settings.ackWait.groupDescription)"),
+                into: &actions)
+        }
+        let silent = members.values.filter { now - $0.lastSeen >= settings.liveness }.sorted { $0.serial < $1.serial }
+        for member in silent {
+            members[member.id] = nil
+            actions.append(.memberExpired(member.id))
+            for busSeq in member.inFlight.sorted() {
+                let attempt = entries[busSeq].map(\.attempts) ?? 0
+                takeBack(
+                    busSeq,
+                    failure: GroupFailure(
+                        code: GroupFailure.memberLostCode,
+                        message:
+                            "member \(member.name) was silent for \(settings.liveness.groupDescription) holding attempt \(attempt)"),
+                    into: &actions)
+            }
+        }
+        while let timer = backOffs.min, timer.at <= now {
+            backOffs.removeMin()
+            guard isCurrentBackOff(timer) else { continue }
+            entries[timer.busSeq]!.phase = .ready
+            backingOffCount -= 1
+            reconsider(key: entries[timer.busSeq]!.key, busSeq: timer.busSeq)
+        }
+        return finish(now: now, actions)
+    }
+
+    /// An operator replays a dead letter: the event is delivered again, counting from attempt
+    /// 0. At or below the cursor it becomes a replay (the cursor stays); above it, it is
+    /// unsettled again and holds the cursor back until settled. A replay takes its bus_seq's
+    /// place among its key's events: it goes before the key's newer events (it is the oldest),
+    /// but never while one of them is in flight. Reopening an event that is unsettled already,
+    /// or above the cursor and not settled (not one of this group's events), changes nothing.
+    mutating func reopen(busSeq: Int64, key: String?, now: Instant) -> [GroupAction] {
+        guard busSeq >= 1, entries[busSeq] == nil else { return [] }
+        let isReplay: Bool
+        if busSeq <= cursor {
+            isReplay = true
+            replayCount += 1
+        } else if settledAbove.remove(busSeq) != nil {
+            reopenedAbove.insert(busSeq)
+            changed.insert(busSeq)
+            // Settled before a restart and not read again yet: it is read as unsettled.
+            guard busSeq <= readThrough else { return [] }
+            isReplay = false
+            bufferedCount += 1
+        } else {
+            return []
+        }
+        entries[busSeq] = Entry(busSeq: busSeq, key: key, isReplay: isReplay, attempts: 0, lastFailure: nil)
+        changed.insert(busSeq)
+        if let key {
+            var queue = keys.removeValue(forKey: key) ?? KeyQueue()
+            queue.pending.insert(busSeq, at: Self.insertionIndex(of: busSeq, in: queue.pending))
+            keys[key] = queue
+        }
+        reconsider(key: key, busSeq: busSeq)
+        return finish(now: now, [])
+    }
+
+    /// Where `value` goes in ascending `sorted`.
+    static func insertionIndex(of value: Int64, in sorted: Deque<Int64>) -> Int {
+        var low = 0
+        var high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// The holder of `busSeq` if `id` is a member holding it under `attempt`; otherwise a
+    /// refusal. Counts the sign of life either way.
+    mutating func heldDelivery(
+        _ busSeq: Int64, attempt: Int, by id: GroupMemberID, verb: String, now: Instant
+    ) throws(GroupRefusal) -> Entry.Holder {
+        guard let member = members[id] else {
+            throw GroupRefusal(
+                code: .notMember,
+                message: "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(id): not a member of group \(name) (never joined, left or expired)")
+        }
+        heard(from: id, now: now)
+        let what = "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(member.name)"
+        guard let entry = entries[busSeq] else {
+            throw GroupRefusal(code: .notHeld, message: "\(what): the event is not pending in group \(name) (settled, or never delivered)")
+        }
+        guard case .inFlight(let holder) = entry.phase else {
+            throw GroupRefusal(
+                code: .notHeld, message: "\(what): the event is not in flight (taken back after attempt \(entry.attempts))")
+        }
+        guard holder.member == id else {
+            throw GroupRefusal(code: .notHeld, message: "\(what): the event is in flight to another member as attempt \(holder.attempt)")
+        }
+        guard holder.attempt == attempt else {
+            throw GroupRefusal(code: .notHeld, message: "\(what): stale attempt, the event was redelivered as attempt \(holder.attempt)")
+        }
+        return holder
+    }
+}
