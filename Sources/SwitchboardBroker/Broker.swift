@@ -48,12 +48,15 @@ public struct BrokerEndpoints: Sendable, Hashable, Codable {
     public var replay: String
     /// The Majordomo endpoint of the service plane.
     public var service: String
+    /// The consumer-group endpoint (section 15).
+    public var groups: String
 
-    public init(ingest: String, fanout: String, replay: String, service: String) {
+    public init(ingest: String, fanout: String, replay: String, service: String, groups: String) {
         self.ingest = ingest
         self.fanout = fanout
         self.replay = replay
         self.service = service
+        self.groups = groups
     }
 
     public static func read(from path: String) throws -> BrokerEndpoints {

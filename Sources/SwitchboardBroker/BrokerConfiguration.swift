@@ -31,6 +31,16 @@ public struct BrokerConfiguration: Sendable {
     public var maxFrameBytes: Int64 = 1 << 20
     /// `service`: the Majordomo endpoint (ROUTER) of the service plane.
     public var serviceEndpoint = "tcp://127.0.0.1:5563"
+    /// `groups`: the consumer-group endpoint (ROUTER), section 15.
+    public var groupsEndpoint = "tcp://127.0.0.1:5564"
+    /// `groups.ack_wait`: how long a member may hold a delivery unsettled.
+    public var groupAckWait: Duration = .seconds(30)
+    /// `groups.max_deliver`: deliveries of one event before it becomes a dead letter (1–100).
+    public var groupMaxDeliver = 5
+    /// `groups.backoff`: waits after the 1st, 2nd, … NACK without a delay (comma-separated).
+    public var groupBackoff: [Duration] = [.seconds(1), .seconds(5), .seconds(30), .seconds(120)]
+    /// `groups.liveness`: a member silent this long loses its deliveries to the others.
+    public var groupLiveness: Duration = .seconds(3)
     /// `service.heartbeat`: how often the broker and workers send HEARTBEAT.
     public var serviceHeartbeat: Duration = .milliseconds(2500)
     /// `service.liveness`: heartbeats a worker may miss before it counts as dead (3–10).
@@ -55,7 +65,8 @@ public struct BrokerConfiguration: Sendable {
     public static let keys = [
         "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
         "retention.interval", "min_version", "hwm", "max_frame_bytes", "service", "service.heartbeat", "service.liveness",
-        "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure",
+        "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure", "groups", "groups.ack_wait",
+        "groups.max_deliver", "groups.backoff", "groups.liveness",
     ]
 
     /// Reads the file and environment layers over the defaults.
@@ -94,6 +105,11 @@ public struct BrokerConfiguration: Sendable {
         if let v = try layers.integer("service.liveness") { serviceLiveness = v }
         if let v = try layers.duration("service.wait") { serviceWait = v }
         if let v = try layers.integer("service.queue_limit") { serviceQueueLimit = v }
+        if let v = layers.string("groups") { groupsEndpoint = v }
+        if let v = try layers.duration("groups.ack_wait") { groupAckWait = v }
+        if let v = try layers.integer("groups.max_deliver") { groupMaxDeliver = v }
+        if let v = try layers.durations("groups.backoff") { groupBackoff = v }
+        if let v = try layers.duration("groups.liveness") { groupLiveness = v }
         if let v = layers.string("security.key") { securityKey = v }
         if let v = layers.string("security.certificates") { securityCertificates = v }
         if let v = layers.string("insecure") {
@@ -110,6 +126,18 @@ public struct BrokerConfiguration: Sendable {
             throw ConfigurationLayers.Failure("batch_limit must be 1–100000, got \(batchLimit)")
         }
         guard heartbeat >= .milliseconds(10) else { throw ConfigurationLayers.Failure("heartbeat must be at least 10ms") }
+        guard groupAckWait >= .milliseconds(100), groupAckWait <= .seconds(86_400) else {
+            throw ConfigurationLayers.Failure("groups.ack_wait must be 100ms–1d")
+        }
+        guard (1...100).contains(groupMaxDeliver) else {
+            throw ConfigurationLayers.Failure("groups.max_deliver must be 1–100, got \(groupMaxDeliver)")
+        }
+        guard groupBackoff.count <= 20, groupBackoff.allSatisfy({ $0 >= .zero && $0 <= .seconds(86_400) }) else {
+            throw ConfigurationLayers.Failure("groups.backoff takes at most 20 waits of 0s–1d")
+        }
+        guard groupLiveness >= heartbeat * 2 else {
+            throw ConfigurationLayers.Failure("groups.liveness must be at least two heartbeats (members hear HEAD once per heartbeat)")
+        }
         // A minor above our own is allowed: during a staged upgrade every producer may already
         // speak a newer minor, and the operator shuts older ones out before this broker is replaced.
         guard minimumVersion.major == ProtocolVersion.current.major else {
@@ -154,6 +182,11 @@ public struct BrokerConfiguration: Sendable {
         settings.highWaterMark = highWaterMark
         settings.maxFrameBytes = maxFrameBytes
         return settings
+    }
+
+    /// The consumer groups' limits (section 15).
+    var groupSettings: ConsumerGroupSettings {
+        ConsumerGroupSettings(ackWait: groupAckWait, maxDeliver: groupMaxDeliver, backoff: groupBackoff, liveness: groupLiveness)
     }
 
     var journalPath: String { (dataDirectory as NSString).appendingPathComponent("journal.sqlite") }

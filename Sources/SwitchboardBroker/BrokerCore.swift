@@ -21,6 +21,10 @@ final class BrokerCore {
     let ingest: Socket
     let fanout: Socket
     let replay: Socket
+    /// The consumer-group endpoint and every group's bookkeeping (BrokerCore+Groups).
+    let groupSocket: Socket
+    var groups: GroupBook
+    var groupIndex = 0
     let endpoints: BrokerEndpoints
     let poller = Poller()
     /// Handshake failures that ZAP never sees, with their poller indices (nil: no CURVE).
@@ -61,15 +65,20 @@ final class BrokerCore {
         try fanout.set(.xpubWelcomeMessage(try Self.welcome(journal: journal, configuration: configuration)))
         try fanout.bind(configuration.fanoutEndpoint)
         try replay.bind(configuration.replayEndpoint)
+        groupSocket = try context.socket(.router, linger: 1000)
+        try groupSocket.set(common + [.routerMandatory(true)] + (security?.serverOptions(.groups) ?? []))
+        try groupSocket.bind(configuration.groupsEndpoint)
+        groups = try GroupBook(journal: journal, settings: configuration.groupSettings, logger: logger)
         endpoints = BrokerEndpoints(
             ingest: try ingest.lastEndpoint(), fanout: try fanout.lastEndpoint(), replay: try replay.lastEndpoint(),
-            service: serviceEndpoint)
-        let sockets: [(Socket, Endpoint)] = [(ingest, .ingest), (fanout, .fanout), (replay, .replay)]
+            service: serviceEndpoint, groups: try groupSocket.lastEndpoint())
+        let sockets: [(Socket, Endpoint)] = [(ingest, .ingest), (fanout, .fanout), (replay, .replay), (groupSocket, .groups)]
         handshakes = try security.map { security in try HandshakeWatch(context: context, sockets: sockets, security: security) }
         poller.add(fileDescriptor: broker.wakeUpForCore.fileDescriptor)
         poller.add(ingest)
         poller.add(replay)
         poller.add(fanout)
+        groupIndex = poller.add(groupSocket)
         handshakeIndices = handshakes?.add(to: poller) ?? []
         broker.update {
             $0.head = journal.head
@@ -100,6 +109,7 @@ final class BrokerCore {
             let now = ContinuousClock.now
             if now >= nextHeartbeat {
                 heartbeat()
+                heartbeatMembers()
                 nextHeartbeat = now + configuration.heartbeat
             }
             if now >= nextRetention {
@@ -107,7 +117,8 @@ final class BrokerCore {
                 nextRetention = .now + (behind ? .milliseconds(200) : configuration.retentionInterval)
             }
             // +1: never poll for 0 ms just before a timer is due (that would spin).
-            let wait = max(0, ContinuousClock.now.duration(to: min(nextHeartbeat, nextRetention)).milliseconds + 1)
+            let due = [nextHeartbeat, nextRetention, groups.nextDeadline].compactMap { $0 }.min() ?? nextHeartbeat
+            let wait = max(0, ContinuousClock.now.duration(to: due).milliseconds + 1)
             do {
                 try poller.poll(timeout: Int(wait))
             } catch {
@@ -115,7 +126,10 @@ final class BrokerCore {
                 break
             }
             if poller.returned(0).contains(.readable) { broker.wakeUpForCore.drain() }
-            if broker.takeRebindRequest() { rebind([ingest, fanout, replay], [endpoints.ingest, endpoints.fanout, endpoints.replay]) }
+            if broker.takeRebindRequest() {
+                rebind(
+                    [ingest, fanout, replay, groupSocket], [endpoints.ingest, endpoints.fanout, endpoints.replay, endpoints.groups])
+            }
             for (position, index) in handshakeIndices.enumerated() where poller.returned(index).contains(.readable) {
                 handshakes?.drain(position)
             }
@@ -124,6 +138,11 @@ final class BrokerCore {
                 if poller.returned(1).contains(.readable) { try serveIngest() }
                 if poller.returned(2).contains(.readable) { serveReplay() }
                 if poller.returned(3).contains(.readable) { drainSubscriptions() }
+                if poller.returned(groupIndex).contains(.readable) { serveGroups() }
+                // Timers, then new events, then one commit of what the groups changed.
+                tickGroups(now: .now)
+                try pumpGroups(now: .now)
+                try flushGroups()
             } catch {
                 failure = "\(error)"
                 logger.critical("broker stopping: \(error)")
@@ -133,6 +152,7 @@ final class BrokerCore {
         ingest.close()
         fanout.close()
         replay.close()
+        groupSocket.close()
         handshakes?.close()
         do {
             try journal.close()

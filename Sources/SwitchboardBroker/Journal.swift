@@ -50,7 +50,7 @@ public struct JournaledEvent: Sendable, Hashable {
 /// Threading contract: used by one thread (the broker's loop); not `Sendable`.
 public final class Journal {
     public let path: String
-    private let queue: DatabaseQueue
+    let queue: DatabaseQueue
     /// The journal's identity, made when the file is created (`HEAD.broker`).
     public let brokerID: String
     public private(set) var head: Int64
@@ -94,6 +94,7 @@ public final class Journal {
             try db.execute(
                 sql: "INSERT INTO journal_meta (key, value) VALUES ('broker_id', ?)", arguments: [UUIDv7.string()])
         }
+        Self.registerGroupMigrations(&migrator)
         try migrator.migrate(queue)
         // GRDB's WAL set-up switches to synchronous=NORMAL after prepareDatabase runs; an ACK
         // must mean "on disk", so set FULL again now, and check it took.
@@ -126,6 +127,13 @@ public final class Journal {
     /// Journals a batch in one transaction and returns one outcome per event, in order.
     /// Nothing is durable (and nothing may be ACKed) unless this returns.
     func append(_ batch: [PendingEvent]) throws -> [AppendOutcome] {
+        try commit(events: batch, groups: [])
+    }
+
+    /// Journals `batch` and applies the consumer groups' `groups` writes in one transaction
+    /// (one fsync): a dead letter's `dlq.<group>` event and the group rows that settle it are
+    /// durable together or not at all.
+    func commit(events batch: [PendingEvent], groups: [GroupWrite]) throws -> [AppendOutcome] {
         var outcomes: [AppendOutcome] = []
         outcomes.reserveCapacity(batch.count)
         var nextSeq = head
@@ -201,6 +209,7 @@ public final class Journal {
                 addedBytes += size
                 outcomes.append(.stored(busSeq: nextSeq, header: headerData))
             }
+            try Self.apply(groups, outcomes: outcomes, in: db)
             return .commit
         }
         // Only after the commit: the in-memory view follows the disk.

@@ -43,6 +43,14 @@ public enum Command: String, Sendable, Hashable, CaseIterable {
     /// Service plane (inside Majordomo bodies): a question to a service, and its answer.
     case request = "REQUEST"
     case reply = "REPLY"
+    /// Consumer groups (section 15), on the groups endpoint: a member joins, the broker confirms
+    /// and delivers, the member settles (ACK, NACK, TERM, PROGRESS) and leaves.
+    case join = "JOIN"
+    case joined = "JOINED"
+    case deliver = "DELIVER"
+    case term = "TERM"
+    case progress = "PROGRESS"
+    case leave = "LEAVE"
 }
 
 /// The size limits of protocol v1, in bytes.

@@ -33,6 +33,12 @@ public struct ProtocolError: Error, Sendable, Hashable, CustomStringConvertible 
         case forbidden = "forbidden"
         /// A bug or unexpected failure in the receiver.
         case internalError = "internal"
+        /// Consumer groups (section 15): the JOIN's topics differ from the existing group's.
+        case groupConflict = "group-conflict"
+        /// A settle or LEAVE from a connection that has not joined that group (or was expired).
+        case notMember = "not-member"
+        /// A settle naming a delivery this member does not hold under that attempt.
+        case notHeld = "not-held"
     }
 
     public var code: Code

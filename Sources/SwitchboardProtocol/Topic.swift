@@ -6,7 +6,7 @@ public enum Topic {
     public static let head = "$sys.head"
     /// Domains only the broker publishes in (section 5): a peer's EVENT in one is refused with
     /// `forbidden` in every mode, secured or not.
-    public static let brokerDomains = ["security."]
+    public static let brokerDomains = ["security.", "dlq.", "groups."]
 
     /// The broker-only domain `type` falls in, if any.
     public static func brokerDomain(of type: String) -> String? {

@@ -85,6 +85,18 @@ public struct ConfigurationLayers: Sendable {
         return value
     }
 
+    /// A comma-separated list of durations (`1s,5s,30s`); an empty string is an empty list.
+    public func durations(_ key: String) throws -> [Duration]? {
+        guard let text = values[key] else { return nil }
+        let parts = text.split(separator: ",", omittingEmptySubsequences: true).map(String.init)
+        return try parts.map { part in
+            guard let value = DurationText.parse(part) else {
+                throw Failure("\(key) from \(sources[key] ?? "?") must be durations like 1s,5s,30s, got '\(part)' in '\(text)'")
+            }
+            return value
+        }
+    }
+
     public func byteCount(_ key: String) throws -> Int64? {
         guard let text = values[key] else { return nil }
         guard let value = ByteCountText.parse(text) else {

@@ -1,6 +1,6 @@
 /// The broker's endpoints, as ZAP sees them (each server socket sets its own ZAP domain).
 public enum Endpoint: String, Sendable, CaseIterable {
-    case ingest, fanout, replay, service
+    case ingest, fanout, replay, service, groups
 
     public var zapDomain: String { "switchboard.\(rawValue)" }
 
@@ -24,6 +24,9 @@ public enum Policy {
         case (.fanout, .kiosk), (.replay, .kiosk): allowed = false
         case (.fanout, _), (.replay, _): allowed = true
         case (.service, _): allowed = true
+        // Consumer groups: workers consume, operators look and act; kiosks and auth have no group.
+        case (.groups, .worker), (.groups, .admin), (.groups, .monitor): allowed = true
+        case (.groups, _): allowed = false
         }
         return allowed ? nil : "role \(role) may not connect to the \(endpoint.rawValue) endpoint"
     }
@@ -36,7 +39,7 @@ public enum Policy {
         let prefixes: [String]
         switch role {
         case .kiosk: prefixes = ["checkin.", "person."]
-        case .worker(let service): prefixes = ["\(service).", "person.", "dlq."]
+        case .worker(let service): prefixes = ["\(service).", "person."]
         case .auth: prefixes = ["auth."]
         case .monitor, .admin, .broker: prefixes = []
         }
@@ -45,6 +48,25 @@ public enum Policy {
             return "role \(role) may not publish '\(type)' (it may publish \(allowed))"
         }
         return nil
+    }
+
+    /// Whether `role` may join consumer group `group` as a member (section 15): a worker only
+    /// its own service's group.
+    public static func join(_ role: Role, group: String) -> String? {
+        switch role {
+        case .worker(let own) where own == group: nil
+        case .worker(let own): "role worker:\(own) may join only group '\(own)', not '\(group)'"
+        default: "role \(role) may not join a consumer group"
+        }
+    }
+
+    /// Whether `role` may run the group operation `operation` (section 15.5): every role that
+    /// reaches the groups endpoint may read (`groups.list`, `dlq.list`, `dlq.show`); only an
+    /// admin may change anything.
+    public static func groupOperation(_ role: Role, operation: String) -> String? {
+        let reads: Set<String> = ["groups.list", "dlq.list", "dlq.show"]
+        if reads.contains(operation) || role == .admin { return nil }
+        return "role \(role) may not run '\(operation)' (only admin may change groups and dead letters)"
     }
 
     /// Whether `role` may register as a worker of `service`.

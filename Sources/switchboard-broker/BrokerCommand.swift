@@ -24,6 +24,14 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "Fan-out endpoint (XPUB).") var fanout: String?
     @Option(help: "Replay endpoint (ROUTER).") var replay: String?
     @Option(help: "Service endpoint (Majordomo ROUTER), e.g. tcp://0.0.0.0:5563.") var service: String?
+    @Option(help: "Consumer-group endpoint (ROUTER), e.g. tcp://0.0.0.0:5564.") var groups: String?
+    @Option(name: .customLong("ack-wait"), help: "How long a group member may hold a delivery unsettled (default 30s).")
+    var ackWait: String?
+    @Option(name: .customLong("max-deliver"), help: "Deliveries of one event to a group before it becomes a dead letter (default 5).")
+    var maxDeliver: String?
+    @Option(help: "Waits after successive NACKs without a delay, e.g. 1s,5s,30s,120s (the default).") var backoff: String?
+    @Option(name: .customLong("member-liveness"), help: "A group member silent this long loses its deliveries (default 3s).")
+    var memberLiveness: String?
     @Option(help: "The broker's secret certificate (switchboard keygen --role broker); with --certificates, CURVE on every endpoint.")
     var key: String?
     @Option(help: "Directory of the public certificates allowed to connect.") var certificates: String?
@@ -50,7 +58,9 @@ struct BrokerCommand: AsyncParsableCommand {
         // Flags are the top layer: feed them in as the environment would, so every value goes
         // through the same parsing and the same error messages.
         let flags: [(String, String?)] = [
-            ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("service", service), ("security.key", key),
+            ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("service", service), ("groups", groups),
+            ("groups.ack_wait", ackWait), ("groups.max_deliver", maxDeliver), ("groups.backoff", backoff),
+            ("groups.liveness", memberLiveness), ("security.key", key),
             ("security.certificates", certificates), ("insecure", insecure ? "true" : nil),
             ("data_dir", dataDirectory),
             ("heartbeat", heartbeat), ("retention.max_age", retentionMaxAge),

@@ -1,0 +1,392 @@
+// Consumer groups on the broker thread (protocol/README.md, section 15).
+//
+// The rules (who gets which event, when it comes back, when it is dead) are the value-type
+// `ConsumerGroupState`, one per group; this file is the I/O around it: it reads members'
+// commands from the groups endpoint, feeds the machines, reads the events they want from the
+// journal, sends DELIVERs, turns dead letters into `dlq.<group>` events, and commits what the
+// machines changed once per loop iteration, in one transaction with those events. An ACK is
+// therefore durable when the iteration that read it ends (a few milliseconds); a broker that
+// dies before that commit delivers the event again, which at-least-once allows.
+
+import Foundation
+import Logging
+import SwitchboardProtocol
+import SwitchboardSecurity
+import ZeroMQ
+
+/// One group: its filter and its machine.
+struct GroupRuntime {
+    var name: String
+    var topics: [String]
+    var createdAt: Int64
+    var start: String
+    var state: ConsumerGroupState
+    /// What each member sent in JOIN (its principal and name), for status and re-joins.
+    var members: [GroupMemberID: (name: String, principal: String?, credit: Int)] = [:]
+}
+
+/// Every group and the state the broker thread keeps around them. Not `Sendable`: broker thread only.
+struct GroupBook {
+    var groups: [String: GroupRuntime] = [:]
+    let settings: ConsumerGroupSettings
+    /// The groups each connection has joined (HEAD goes to these every heartbeat).
+    var connections: [Data: Set<String>] = [:]
+    /// Events read for delivery, by bus_seq; bounded, refilled from the journal.
+    var cache: [Int64: JournaledEvent] = [:]
+    /// Writes and `dlq.<group>` events waiting for the iteration's commit.
+    var writes: [GroupWrite] = []
+    var letters: [(event: PendingEvent, record: DeadLetterRecord)] = []
+    /// `groups.changed` events of operators' changes, committed with the rest.
+    var audits: [PendingEvent] = []
+    var refusalLog = RateLimiter(perSecond: 20)
+    static let cacheLimit = 50_000
+
+    init(journal: Journal, settings: ConsumerGroupSettings, logger: Logger) throws {
+        self.settings = settings
+        for stored in try journal.loadGroups() {
+            // A group whose cursor retention has passed starts at what is still journaled.
+            var snapshot = stored.snapshot
+            if snapshot.cursor < journal.first - 1 {
+                logger.warning(
+                    "retention removed events a group had not settled",
+                    metadata: ["group": "\(stored.name)", "cursor": "\(snapshot.cursor)", "first": "\(journal.first)"])
+                snapshot.cursor = journal.first - 1
+            }
+            groups[stored.name] = GroupRuntime(
+                name: stored.name, topics: stored.topics, createdAt: stored.createdAt, start: stored.start,
+                state: ConsumerGroupState(name: stored.name, settings: settings, restoring: snapshot))
+        }
+    }
+
+    /// The earliest instant a group's timers want attention.
+    var nextDeadline: ContinuousClock.Instant? { groups.values.compactMap(\.state.nextDeadline).min() }
+}
+
+extension BrokerCore {
+    // MARK: Reading commands
+
+    func serveGroups() {
+        var served = 0
+        while served < 512, let message = try? groupSocket.receive(dontWait: true) {
+            served += 1
+            let frames = message.frames
+            guard let identity = frames.first else { continue }
+            var command = Envelope.readableCommand(frames.dropFirst())
+            var ref: String?
+            let now = ContinuousClock.now
+            for name in groups.connections[identity] ?? [] { groups.groups[name]?.state.heard(from: GroupMemberID(identity), now: now) }
+            do {
+                let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
+                command = envelope.command.rawValue
+                let parsed = try envelope.parsed(reference: &ref)
+                switch envelope.command {
+                case .join: try join(identity, JoinHeader(wire: parsed.header), principal: message.userID, now: now)
+                case .ack: try settle(identity, SettleHeader(.ack, wire: parsed.header), ref: &ref, now: now)
+                case .nack: try settle(identity, SettleHeader(.nack, wire: parsed.header), ref: &ref, now: now)
+                case .term: try settle(identity, SettleHeader(.term, wire: parsed.header), ref: &ref, now: now)
+                case .progress: try settle(identity, SettleHeader(.progress, wire: parsed.header), ref: &ref, now: now)
+                case .leave: try leave(identity, envelope.decodeHeader(LeaveHeader.self), now: now)
+                case .heartbeat:
+                    let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
+                    reply(identity, try Envelope(command: .head, header: head), on: groupSocket)
+                case .request: groupRequest(identity, parsed, principal: message.userID, now: now)
+                default:
+                    throw ProtocolError(
+                        .unknownCommand,
+                        "command \(envelope.command.rawValue) is not accepted on the groups endpoint (JOIN, ACK, NACK, TERM, PROGRESS, LEAVE, HEARTBEAT, REQUEST)"
+                    )
+                }
+            } catch let error as ProtocolError {
+                refuse(identity, error, command: command, ref: ref, socket: groupSocket)
+            } catch {
+                refuse(identity, ProtocolError(.internalError, "\(error)"), command: command, ref: ref, socket: groupSocket)
+            }
+        }
+    }
+
+    func join(_ identity: Data, _ join: JoinHeader, principal: String?, now: ContinuousClock.Instant) throws {
+        if let security = broker.security {
+            guard let role = security.role(of: principal) else {
+                security.refused("revoked", principal: principal, endpoint: .groups, reason: "principal is no longer allowed")
+                throw ProtocolError(.forbidden, "principal '\(principal ?? "?")' is no longer allowed")
+            }
+            if let reason = Policy.join(role, group: join.group) {
+                security.refused("group", principal: principal, endpoint: .groups, reason: reason)
+                throw ProtocolError(.forbidden, reason)
+            }
+        }
+        if groups.groups[join.group] == nil {
+            try createGroup(join.group, topics: join.topics, start: join.start ?? .earliest)
+        }
+        guard var runtime = groups.groups[join.group] else { return }
+        guard Set(runtime.topics) == Set(join.topics) else {
+            throw ProtocolError(
+                .groupConflict,
+                "group '\(join.group)' takes \(runtime.topics), not \(join.topics); an admin can delete the group to change it")
+        }
+        let member = GroupMemberID(identity)
+        let name = join.member ?? principal ?? member.description
+        let actions: [GroupAction]
+        do {
+            actions = try runtime.state.join(member: member, name: name, credit: join.credit, now: now)
+        } catch {
+            throw ProtocolError(.invalidHeader, "header: field 'credit' \(error.message)")
+        }
+        runtime.members[member] = (name, principal, join.credit)
+        groups.groups[join.group] = runtime
+        groups.connections[identity, default: []].insert(join.group)
+        let settings = groups.settings
+        let joined = JoinedHeader(
+            group: join.group, member: name, credit: join.credit, ackWaitMilliseconds: settings.ackWait.milliseconds,
+            heartbeatMilliseconds: configuration.heartbeat.milliseconds, livenessMilliseconds: settings.liveness.milliseconds,
+            maxDeliver: settings.maxDeliver, backoffMilliseconds: settings.backoff.map(\.milliseconds), cursor: runtime.state.cursor,
+            head: journal.head)
+        reply(identity, try Envelope(command: .joined, header: joined), on: groupSocket)
+        logger.info("group member joined", metadata: ["group": "\(join.group)", "member": "\(name)", "credit": "\(join.credit)"])
+        try perform(actions, group: join.group, now: now)
+    }
+
+    func settle(_ identity: Data, _ settle: SettleHeader, ref: inout String?, now: ContinuousClock.Instant) throws {
+        ref = "\(settle.group)/\(settle.busSeq)"
+        let member = GroupMemberID(identity)
+        guard var runtime = groups.groups[settle.group], runtime.members[member] != nil else {
+            throw ProtocolError(.notMember, "this connection is not a member of group '\(settle.group)': JOIN first")
+        }
+        let actions: [GroupAction]
+        do {
+            switch settle.outcome {
+            case .ack: actions = try runtime.state.ack(member: member, busSeq: settle.busSeq, attempt: settle.attempt, now: now)
+            case .nack:
+                actions = try runtime.state.nack(
+                    member: member, busSeq: settle.busSeq, attempt: settle.attempt,
+                    delay: settle.delayMilliseconds.map { .milliseconds($0) }, code: settle.code ?? GroupFailure.nackedCode,
+                    message: settle.message ?? "the member asked for a later delivery", now: now)
+            case .term:
+                actions = try runtime.state.term(
+                    member: member, busSeq: settle.busSeq, attempt: settle.attempt, code: settle.code ?? GroupFailure.terminatedCode,
+                    message: settle.message ?? "the member gave up", now: now)
+            case .progress:
+                actions = try runtime.state.inProgress(member: member, busSeq: settle.busSeq, attempt: settle.attempt, now: now)
+            }
+        } catch {
+            groups.groups[settle.group] = runtime
+            throw ProtocolError(error.code == .notMember ? .notMember : .notHeld, error.message)
+        }
+        groups.groups[settle.group] = runtime
+        try perform(actions, group: settle.group, now: now)
+    }
+
+    func leave(_ identity: Data, _ leave: LeaveHeader, now: ContinuousClock.Instant) throws {
+        let member = GroupMemberID(identity)
+        guard var runtime = groups.groups[leave.group], runtime.members[member] != nil else {
+            throw ProtocolError(.notMember, "this connection is not a member of group '\(leave.group)'")
+        }
+        let actions = runtime.state.leave(member: member, now: now)
+        runtime.members[member] = nil
+        groups.groups[leave.group] = runtime
+        groups.connections[identity]?.remove(leave.group)
+        if groups.connections[identity]?.isEmpty == true { groups.connections[identity] = nil }
+        try perform(actions, group: leave.group, now: now)
+    }
+
+    // MARK: Timers, reading the journal, committing
+
+    func tickGroups(now: ContinuousClock.Instant) {
+        guard let due = groups.nextDeadline, due <= now else { return }
+        for name in groups.groups.keys.sorted() {
+            guard var runtime = groups.groups[name], let deadline = runtime.state.nextDeadline, deadline <= now else { continue }
+            let actions = runtime.state.tick(now: now)
+            groups.groups[name] = runtime
+            do {
+                try perform(actions, group: name, now: now)
+            } catch {
+                logger.error("group timers failed", metadata: ["group": "\(name)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Offers every group the journaled events it wants (from its `readThrough` up to the head),
+    /// a bounded batch per group per call, so one lagging group cannot stall the loop.
+    func pumpGroups(now: ContinuousClock.Instant) throws {
+        for name in groups.groups.keys.sorted() {
+            for _ in 0..<4 {
+                guard var runtime = groups.groups[name], let from = runtime.state.wantsEvents, from <= journal.head else { break }
+                let room = max(1, min(1000, runtime.state.room))
+                let (events, through) = try journal.read(from: from, to: nil, topics: runtime.topics, limit: room)
+                var candidates: [GroupCandidate] = []
+                candidates.reserveCapacity(events.count)
+                for event in events {
+                    candidates.append(GroupCandidate(busSeq: event.busSeq, key: Self.orderingKey(event.header)))
+                    if groups.cache.count < GroupBook.cacheLimit { groups.cache[event.busSeq] = event }
+                }
+                let actions = runtime.state.offer(candidates, through: max(through, from - 1), now: now)
+                groups.groups[name] = runtime
+                try perform(actions, group: name, now: now)
+                if through < from { break }
+            }
+        }
+    }
+
+    /// One transaction: the `dlq.<group>` events of this iteration and every group's changes.
+    func flushGroups() throws {
+        for name in groups.groups.keys.sorted() {
+            guard let changes = groups.groups[name]?.state.takeChanges(), !changes.isEmpty else { continue }
+            groups.writes.append(.changes(group: name, changes))
+        }
+        guard !groups.writes.isEmpty || !groups.letters.isEmpty || !groups.audits.isEmpty else { return }
+        let letters = groups.letters
+        var writes = groups.writes
+        for (index, letter) in letters.enumerated() { writes.append(.deadLetter(letter.record, eventIndex: index)) }
+        let events = letters.map(\.event) + groups.audits
+        let outcomes: [AppendOutcome]
+        do {
+            outcomes = try journal.commit(events: events, groups: writes)
+        } catch {
+            // Nothing of it is on disk; the machines already moved on. Keep the writes and try
+            // again next iteration rather than forget an ACK.
+            logger.error("group commit failed; retrying", metadata: ["error": "\(error)"])
+            throw error
+        }
+        groups.writes = []
+        groups.letters = []
+        groups.audits = []
+        for (index, outcome) in outcomes.enumerated() {
+            if case .stored(_, let header) = outcome { publish(type: events[index].header.type, header: header, event: events[index]) }
+        }
+        // Events the groups settled need no cache entry; the cache is a bound, not a promise.
+        if groups.cache.count >= GroupBook.cacheLimit {
+            let floor = groups.groups.values.map(\.state.cursor).min() ?? 0
+            groups.cache = groups.cache.filter { $0.key > floor }
+        }
+        broker.update {
+            $0.head = journal.head
+            $0.journalCount = journal.count
+            $0.journalBytes = journal.storedBytes
+        }
+    }
+
+    /// Every heartbeat: HEAD to each member connection, so it knows the broker is alive; a
+    /// connection that is gone (ROUTER_MANDATORY says so) leaves its groups at once.
+    func heartbeatMembers() {
+        guard !groups.connections.isEmpty,
+            let envelope = try? Envelope(command: .head, header: HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID))
+        else { return }
+        let now = ContinuousClock.now
+        for (identity, names) in groups.connections {
+            do {
+                _ = try groupSocket.send([identity] + envelope.frames(), dontWait: true)
+            } catch let error where error.isHostUnreachable {
+                for name in names {
+                    try? leave(identity, LeaveHeader(group: name), now: now)
+                    logger.notice("group member disconnected", metadata: ["group": "\(name)", "member": "\(GroupMemberID(identity))"])
+                }
+            } catch {
+                logger.debug("HEAD to a group member not sent", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    // MARK: Carrying out the machines' actions
+
+    func perform(_ actions: [GroupAction], group: String, now: ContinuousClock.Instant) throws {
+        guard !actions.isEmpty else { return }
+        // Read what is to be delivered and not cached, in one query.
+        let missing = actions.compactMap { action -> Int64? in
+            if case .deliver(_, let seq, _, _) = action, groups.cache[seq] == nil { return seq }
+            if case .deadLetter(let letter) = action, groups.cache[letter.busSeq] == nil { return letter.busSeq }
+            return nil
+        }
+        for event in try journal.events(missing) { groups.cache[event.busSeq] = event }
+        let wallNow = Date()
+        for action in actions {
+            switch action {
+            case .deliver(let member, let busSeq, let attempt, let deadline):
+                guard let event = groups.cache[busSeq] else {
+                    // Retention removed it after it was offered: settle it as a dead letter
+                    // would be wrong (nothing to replay); say so and let the time-out retry.
+                    logger.error("an event to deliver is no longer journaled", metadata: ["group": "\(group)", "bus_seq": "\(busSeq)"])
+                    continue
+                }
+                let deadlineText = Timestamp.format(wallNow.addingTimeInterval(Double(now.duration(to: deadline).milliseconds) / 1000))
+                let header = DeliverHeader(
+                    group: group, busSeq: busSeq, attempt: attempt, deadline: deadlineText,
+                    ackWaitMilliseconds: groups.settings.ackWait.milliseconds)
+                let envelope = Envelope(
+                    command: .deliver, header: try WireJSON.encode(header), parent: event.header, metadata: event.metadata,
+                    content: event.content)
+                if !reply(member.rawValue, envelope, on: groupSocket) {
+                    logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])
+                }
+            case .deadLetter(let letter):
+                deadLetter(letter, group: group)
+            case .memberExpired(let member):
+                groups.groups[group]?.members[member] = nil
+                groups.connections[member.rawValue]?.remove(group)
+                if groups.connections[member.rawValue]?.isEmpty == true { groups.connections[member.rawValue] = nil }
+                logger.warning("group member fell silent; its deliveries go to the others", metadata: ["group": "\(group)", "member": "\(member)"])
+            }
+        }
+    }
+
+    /// Journals a `dlq.<group>` event (with the next commit) naming the event the group gave up on.
+    func deadLetter(_ letter: DeadLetter, group: String) {
+        let event = groups.cache[letter.busSeq]
+        let fields = event.flatMap { JSONValue.parse($0.header)?.object } ?? [:]
+        var eventID = ""
+        if case .string(let id)? = fields["event_id"] { eventID = id }
+        let nowMillis = Int64(Date().timeIntervalSince1970 * 1000)
+        var content: [String: JSONValue] = [
+            "group": .string(group), "bus_seq": .integer(letter.busSeq), "event_id": .string(eventID),
+            "type": .string(event?.type ?? ""), "attempts": .integer(Int64(letter.attempts)), "code": .string(letter.code),
+            "message": .string(String(letter.message.prefix(1000))), "at": .string(Timestamp.format(milliseconds: nowMillis)),
+        ]
+        if let key = letter.key { content["key"] = .string(key) }
+        let record = DeadLetterRecord(
+            group: group, busSeq: letter.busSeq, dlqSeq: nil, eventID: eventID, type: event?.type ?? "", key: letter.key,
+            attempts: letter.attempts, code: letter.code, message: letter.message, at: nowMillis, state: .dead)
+        guard let pending = brokerEvent(type: "dlq.\(group)", schema: "dlq.\(group)/1", content: content, key: letter.key) else { return }
+        groups.letters.append((pending, record))
+        logger.warning(
+            "dead letter",
+            metadata: [
+                "group": "\(group)", "bus_seq": "\(letter.busSeq)", "attempts": "\(letter.attempts)", "code": "\(letter.code)",
+            ])
+    }
+
+    /// An event the broker itself publishes (producer `broker`; `producer_seq` follows the clock).
+    func brokerEvent(type: String, schema: String, content: [String: JSONValue], key: String? = nil) -> PendingEvent? {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        brokerSeq = max(brokerSeq + 1, now * 1000)
+        let header = EventHeader(type: type, producer: "broker", producerSeq: brokerSeq, schema: schema, session: brokerSession, key: key)
+        let raw = header.wireJSON()
+        guard case .object(let fields)? = JSONValue.parse(raw) else { return nil }
+        return PendingEvent(
+            header: header, headerFields: fields, rawHeader: raw, parent: Envelope.emptyObject, metadata: Envelope.emptyObject,
+            content: JSONValue.object(content).compactData, receivedAt: now)
+    }
+
+    static func orderingKey(_ header: Data) -> String? {
+        guard case .string(let key)? = JSONValue.parse(header)?.object?["key"] else { return nil }
+        return key
+    }
+
+    // MARK: Groups by administration
+
+    /// Creates a group at `start` (its cursor is the sequence before its first event).
+    func createGroup(_ name: String, topics: [String], start: GroupStart) throws {
+        let cursor: Int64
+        switch start {
+        case .earliest: cursor = journal.first - 1
+        case .head: cursor = journal.head
+        case .sequence(let seq): cursor = max(seq - 1, journal.first - 1)
+        }
+        groups.groups[name] = GroupRuntime(
+            name: name, topics: topics, createdAt: Int64(Date().timeIntervalSince1970 * 1000), start: start.description,
+            state: ConsumerGroupState(name: name, settings: groups.settings, restoring: GroupSnapshot(cursor: cursor)))
+        groups.writes.append(
+            .create(
+                name: name, topics: topics, cursor: cursor, createdAt: Int64(Date().timeIntervalSince1970 * 1000),
+                start: start.description))
+        logger.notice("group created", metadata: ["group": "\(name)", "topics": "\(topics)", "start": "\(start)"])
+    }
+}

@@ -1,0 +1,312 @@
+// Consumer groups on the wire (protocol/README.md, section 15): a member joins a named group
+// on the broker's groups endpoint, receives DELIVERs, and settles each with ACK, NACK, TERM or
+// PROGRESS. Headers here are checked the way the event plane's are: the error names the field.
+
+public import Foundation
+
+/// Group names: 1–64 of `a–z 0–9 _ -`, starting with a letter (`filemaker`, `eto`).
+public enum GroupName {
+    public static func isValid(_ name: String) -> Bool {
+        withUTF8Bytes(name) { bytes in
+            guard let first = bytes.first, (97...122).contains(first), bytes.count <= 64 else { return false }
+            return bytes.allSatisfy { c in (97...122).contains(c) || (48...57).contains(c) || c == 95 || c == 45 }
+        }
+    }
+
+    static func check(_ name: String, field: String = "group") throws(ProtocolError) {
+        guard isValid(name) else {
+            throw ProtocolError(
+                .invalidHeader, "header: field '\(field)' must be 1–64 of a–z 0–9 _ - starting with a letter, got '\(name.prefix(64))'")
+        }
+    }
+}
+
+/// Where a new group starts reading the journal.
+public enum GroupStart: Sendable, Hashable, CustomStringConvertible {
+    /// The earliest event still journaled (nothing retained is skipped).
+    case earliest
+    /// After the current head: only events journaled from now on.
+    case head
+    /// At this `bus_seq` (events from it on).
+    case sequence(Int64)
+
+    public var description: String {
+        switch self {
+        case .earliest: "earliest"
+        case .head: "head"
+        case .sequence(let seq): "\(seq)"
+        }
+    }
+
+    /// `earliest`, `head` or a `bus_seq` ≥ 1.
+    public init?(_ text: String) {
+        switch text {
+        case "earliest": self = .earliest
+        case "head": self = .head
+        default:
+            guard let seq = Int64(text), seq >= 1, seq <= FetchHeader.maximumSequence else { return nil }
+            self = .sequence(seq)
+        }
+    }
+
+    var json: JSONValue {
+        switch self {
+        case .earliest: .string("earliest")
+        case .head: .string("head")
+        case .sequence(let seq): .integer(seq)
+        }
+    }
+}
+
+/// JOIN (member → groups endpoint): join `group`, creating it if it does not exist.
+public struct JoinHeader: Sendable, Hashable {
+    public var group: String
+    /// Type prefixes the group takes (1–32; the group's filter when it is created, and it must
+    /// match the existing group's filter otherwise).
+    public var topics: [String]
+    /// Deliveries in flight to this member at once (1–1000).
+    public var credit: Int
+    /// A name for logs and status (the principal is used when absent).
+    public var member: String?
+    /// Where the group starts if this JOIN creates it; default `earliest`.
+    public var start: GroupStart?
+
+    public init(group: String, topics: [String], credit: Int, member: String? = nil, start: GroupStart? = nil) {
+        self.group = group
+        self.topics = topics
+        self.credit = credit
+        self.member = member
+        self.start = start
+    }
+
+    public static let maximumCredit = 1000
+
+    public init(wire fields: [String: JSONValue]) throws(ProtocolError) {
+        let object = WireObject(fields: fields, frame: "header", code: .invalidHeader)
+        group = try object.string("group")
+        try GroupName.check(group)
+        topics = try object.topics("topics")
+        let credit = try object.integer("credit")
+        guard (1...Int64(Self.maximumCredit)).contains(credit) else {
+            throw object.fail("credit", "must be 1–\(Self.maximumCredit), got \(credit)")
+        }
+        self.credit = Int(credit)
+        member = try object.optionalString("member")
+        if let member, !Producer.isValid(member) { throw object.fail("member", "must be 1–64 characters of A–Z a–z 0–9 . _ : -") }
+        switch fields["start"] {
+        case nil: start = nil
+        case .string(let text)? where text == "earliest" || text == "head": start = GroupStart(text)
+        case .integer(let seq)? where seq >= 1 && seq <= FetchHeader.maximumSequence: start = .sequence(seq)
+        default: throw object.fail("start", "must be \"earliest\", \"head\" or a bus_seq from 1 to 2^53")
+        }
+    }
+
+    public func wireJSON() -> Data {
+        var fields: [String: JSONValue] = [
+            "group": .string(group), "topics": .array(topics.map(JSONValue.string)), "credit": .integer(Int64(credit)),
+        ]
+        if let member { fields["member"] = .string(member) }
+        if let start { fields["start"] = start.json }
+        return JSONValue.object(fields).compactData
+    }
+}
+
+/// JOINED (broker → member): the member is in; the group's limits it must keep.
+public struct JoinedHeader: Codable, Sendable, Hashable {
+    public var group: String
+    public var member: String
+    public var credit: Int
+    /// How long a delivery may stay unsettled before it is taken back.
+    public var ackWaitMilliseconds: Int64
+    /// How often the broker sends HEAD to members; a member sends HEARTBEAT as often when idle.
+    public var heartbeatMilliseconds: Int64
+    /// A member silent this long loses its deliveries; a broker silent this long is gone.
+    public var livenessMilliseconds: Int64
+    public var maxDeliver: Int
+    public var backoffMilliseconds: [Int64]
+    /// The group's cursor: every matching event up to it is settled.
+    public var cursor: Int64
+    public var head: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case group, member, credit, ackWaitMilliseconds = "ack_wait_ms", heartbeatMilliseconds = "heartbeat_ms",
+            livenessMilliseconds = "liveness_ms", maxDeliver = "max_deliver", backoffMilliseconds = "backoff_ms", cursor, head
+    }
+
+    public init(
+        group: String, member: String, credit: Int, ackWaitMilliseconds: Int64, heartbeatMilliseconds: Int64,
+        livenessMilliseconds: Int64, maxDeliver: Int, backoffMilliseconds: [Int64], cursor: Int64, head: Int64
+    ) {
+        self.group = group
+        self.member = member
+        self.credit = credit
+        self.ackWaitMilliseconds = ackWaitMilliseconds
+        self.heartbeatMilliseconds = heartbeatMilliseconds
+        self.livenessMilliseconds = livenessMilliseconds
+        self.maxDeliver = maxDeliver
+        self.backoffMilliseconds = backoffMilliseconds
+        self.cursor = cursor
+        self.head = head
+    }
+}
+
+/// DELIVER (broker → member): one event, as delivery number `attempt`. The DELIVER's parent
+/// frame is the event's journaled header (the DELIVER is caused by it); metadata and content are
+/// the event's.
+public struct DeliverHeader: Codable, Sendable, Hashable {
+    public var group: String
+    public var busSeq: Int64
+    /// 1 for the first delivery of the event to this group.
+    public var attempt: Int
+    /// When the broker takes the event back if it is not settled (broker clock, RFC 3339).
+    public var deadline: String
+    public var ackWaitMilliseconds: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case group, busSeq = "bus_seq", attempt, deadline, ackWaitMilliseconds = "ack_wait_ms"
+    }
+
+    public init(group: String, busSeq: Int64, attempt: Int, deadline: String, ackWaitMilliseconds: Int64) {
+        self.group = group
+        self.busSeq = busSeq
+        self.attempt = attempt
+        self.deadline = deadline
+        self.ackWaitMilliseconds = ackWaitMilliseconds
+    }
+}
+
+/// ACK, NACK, TERM and PROGRESS (member → broker): how a member settles one delivery.
+public struct SettleHeader: Sendable, Hashable {
+    public enum Outcome: String, Sendable, Hashable {
+        /// Done: the side effect succeeded; never delivered to this group again.
+        case ack = "ACK"
+        /// Failed for now: deliver again after `delay` (or the group's back-off).
+        case nack = "NACK"
+        /// Failed for good: make it a dead letter now.
+        case term = "TERM"
+        /// Still working: extend the deadline by the ack wait.
+        case progress = "PROGRESS"
+    }
+
+    public var outcome: Outcome
+    public var group: String
+    public var busSeq: Int64
+    public var attempt: Int
+    /// NACK only: how long to wait before the next delivery, 0–86 400 000 ms.
+    public var delayMilliseconds: Int64?
+    /// NACK and TERM: why (lower-case word; TERM requires it).
+    public var code: String?
+    /// NACK and TERM: for people, at most 1000 characters; never a secret.
+    public var message: String?
+
+    public init(
+        _ outcome: Outcome, group: String, busSeq: Int64, attempt: Int, delayMilliseconds: Int64? = nil, code: String? = nil,
+        message: String? = nil
+    ) {
+        self.outcome = outcome
+        self.group = group
+        self.busSeq = busSeq
+        self.attempt = attempt
+        self.delayMilliseconds = delayMilliseconds
+        self.code = code
+        self.message = message
+    }
+
+    public static let maximumDelayMilliseconds: Int64 = 86_400_000
+
+    public init(_ outcome: Outcome, wire fields: [String: JSONValue]) throws(ProtocolError) {
+        let object = WireObject(fields: fields, frame: "header", code: .invalidHeader)
+        self.outcome = outcome
+        group = try object.string("group")
+        try GroupName.check(group)
+        busSeq = try object.integer("bus_seq")
+        guard busSeq >= 1 else { throw object.fail("bus_seq", "must be at least 1, got \(busSeq)") }
+        let attempt = try object.integer("attempt")
+        guard (1...1_000_000).contains(attempt) else { throw object.fail("attempt", "must be 1–1000000, got \(attempt)") }
+        self.attempt = Int(attempt)
+        delayMilliseconds = outcome == .nack ? try object.optionalInteger("delay_ms") : nil
+        if let delay = delayMilliseconds, !(0...Self.maximumDelayMilliseconds).contains(delay) {
+            throw object.fail("delay_ms", "must be 0–\(Self.maximumDelayMilliseconds), got \(delay)")
+        }
+        if outcome == .nack || outcome == .term {
+            code = try object.optionalString("code")
+            message = try object.optionalString("message")
+            if outcome == .term, code == nil { throw object.fail("code", "is required: a TERM says why") }
+            if let code, !Self.isValidCode(code) {
+                throw object.fail("code", "must be 1–64 of a–z 0–9 - starting with a letter, got '\(code.prefix(64))'")
+            }
+            if let message, message.count > 1000 { throw object.fail("message", "must be at most 1000 characters") }
+        }
+    }
+
+    static func isValidCode(_ code: String) -> Bool {
+        withUTF8Bytes(code) { bytes in
+            guard let first = bytes.first, (97...122).contains(first), bytes.count <= 64 else { return false }
+            return bytes.allSatisfy { c in (97...122).contains(c) || (48...57).contains(c) || c == 45 }
+        }
+    }
+
+    public func wireJSON() -> Data {
+        var fields: [String: JSONValue] = ["group": .string(group), "bus_seq": .integer(busSeq), "attempt": .integer(Int64(attempt))]
+        if let delayMilliseconds { fields["delay_ms"] = .integer(delayMilliseconds) }
+        if let code { fields["code"] = .string(code) }
+        if let message { fields["message"] = .string(message) }
+        return JSONValue.object(fields).compactData
+    }
+
+    public var command: Command {
+        switch outcome {
+        case .ack: .ack
+        case .nack: .nack
+        case .term: .term
+        case .progress: .progress
+        }
+    }
+}
+
+/// LEAVE (member → broker): the member leaves `group`; what it holds goes to others at once.
+public struct LeaveHeader: Codable, Sendable, Hashable {
+    public var group: String
+
+    public init(group: String) { self.group = group }
+}
+
+/// Reading the fields of group requests outside this module, with the same messages.
+public enum GroupFields {
+    /// A list of 1–32 type prefixes of 1–128 bytes, from `fields[key]`.
+    public static func topics(_ fields: [String: JSONValue], _ key: String = "topics", frame: String = "content") throws(ProtocolError)
+        -> [String]
+    {
+        try WireObject(fields: fields, frame: frame, code: .schemaViolation).topics(key)
+    }
+
+    /// An optional integer (integral floats count), from `fields[key]`.
+    public static func integer(_ fields: [String: JSONValue], _ key: String, frame: String = "content") throws(ProtocolError) -> Int64? {
+        try WireObject(fields: fields, frame: frame, code: .schemaViolation).optionalInteger(key)
+    }
+}
+
+extension WireObject {
+    /// A list of type prefixes: 1–32, each 1–128 bytes.
+    func topics(_ key: String) throws(ProtocolError) -> [String] {
+        guard case .array(let items)? = fields[key] else { throw fail(key, fields[key] == nil ? "is required" : "must be an array") }
+        var topics: [String] = []
+        for item in items {
+            guard case .string(let topic) = item, !topic.isEmpty, topic.utf8.count <= Topic.maximumLength else {
+                throw fail(key, "must hold 1–\(Topic.maximumLength)-byte type prefixes")
+            }
+            topics.append(topic)
+        }
+        guard (1...32).contains(topics.count) else { throw fail(key, "must hold 1–32 prefixes, got \(topics.count)") }
+        return topics
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON with sorted keys.
+    public var compactData: Data {
+        var writer = JSONWriter()
+        writer.value(self)
+        return writer.data
+    }
+}
