@@ -21,7 +21,8 @@ struct GroupStateTests {
 
     /// Settings where members never expire and NACKs back off a little, unless a test says otherwise.
     static func settings(
-        ackWait: Duration = .seconds(30), maxDeliver: Int = 5, backoff: [Duration] = [.seconds(1), .seconds(5), .seconds(30), .seconds(120)],
+        ackWait: Duration = .seconds(30), maxDeliver: Int = 5,
+        backoff: [Duration] = [.seconds(1), .seconds(5), .seconds(30), .seconds(120)],
         liveness: Duration = .seconds(3600), bufferLimit: Int = 10_000, maxCredit: Int = 1000
     ) -> ConsumerGroupSettings {
         ConsumerGroupSettings(
@@ -180,7 +181,10 @@ struct GroupStateTests {
         _ = try group.join(member: a, name: "worker-a", credit: 5, now: at(0))
         _ = group.offer(Self.events(1...1), through: 1, now: at(0))
         let actions = try group.nack(member: a, busSeq: 1, attempt: 1, now: at(10))
-        #expect(actions == [.deadLetter(DeadLetter(busSeq: 1, key: nil, attempts: 1, code: "nacked", message: "member worker-a NACKed attempt 1"))])
+        #expect(
+            actions == [
+                .deadLetter(DeadLetter(busSeq: 1, key: nil, attempts: 1, code: "nacked", message: "member worker-a NACKed attempt 1"))
+            ])
     }
 
     @Test("TERM makes a dead letter at once, whatever the count, and releases the key")
@@ -195,7 +199,10 @@ struct GroupStateTests {
                 .deliver(member: a, busSeq: 2, attempt: 1, deadline: at(30_005)),
             ])
         let second = try group.term(member: a, busSeq: 2, attempt: 1, now: at(6))
-        #expect(second == [.deadLetter(DeadLetter(busSeq: 2, key: "k", attempts: 1, code: "terminated", message: "member a terminated attempt 1"))])
+        #expect(
+            second == [
+                .deadLetter(DeadLetter(busSeq: 2, key: "k", attempts: 1, code: "terminated", message: "member a terminated attempt 1"))
+            ])
         #expect(group.cursor == 2)
         let changes = group.takeChanges()
         #expect(changes.cursor == 2)
@@ -253,14 +260,19 @@ struct GroupStateTests {
     @Test("restored counts that reached maxDeliver dead-letter before delivery, with the last error or max-deliver")
     func maxDeliverAtDispatch() throws {
         let snapshot = GroupSnapshot(
-            cursor: 0, attempts: [1: GroupAttempts(count: 3, lastFailure: GroupFailure(code: "member-lost", message: "x")), 2: GroupAttempts(count: 3)])
+            cursor: 0,
+            attempts: [
+                1: GroupAttempts(count: 3, lastFailure: GroupFailure(code: "member-lost", message: "x")), 2: GroupAttempts(count: 3),
+            ])
         var group = ConsumerGroupState(name: "g", settings: Self.settings(maxDeliver: 3), restoring: snapshot)
         _ = try group.join(member: a, name: "a", credit: 1, now: at(0))
         let actions = group.offer(Self.events(1...3), through: 3, now: at(0))
         #expect(
             actions == [
                 .deadLetter(DeadLetter(busSeq: 1, key: nil, attempts: 3, code: "member-lost", message: "x")),
-                .deadLetter(DeadLetter(busSeq: 2, key: nil, attempts: 3, code: "max-deliver", message: "bus_seq 2 was delivered 3 times (maxDeliver 3)")),
+                .deadLetter(
+                    DeadLetter(
+                        busSeq: 2, key: nil, attempts: 3, code: "max-deliver", message: "bus_seq 2 was delivered 3 times (maxDeliver 3)")),
                 .deliver(member: a, busSeq: 3, attempt: 1, deadline: at(30_000)),
             ])
         #expect(group.cursor == 2)
@@ -441,7 +453,8 @@ struct GroupStateTests {
     func restore() throws {
         let lost = GroupFailure(code: "member-lost", message: "gone")
         let snapshot = GroupSnapshot(
-            cursor: 5, settled: [7, 3], attempts: [6: GroupAttempts(count: 2, lastFailure: lost), 9: GroupAttempts(count: 1), 2: GroupAttempts(count: 1)],
+            cursor: 5, settled: [7, 3],
+            attempts: [6: GroupAttempts(count: 2, lastFailure: lost), 9: GroupAttempts(count: 1), 2: GroupAttempts(count: 1)],
             replays: [GroupCandidate(busSeq: 4, key: "k")])
         var group = ConsumerGroupState(name: "g", settings: Self.settings(), restoring: snapshot)
         #expect(group.cursor == 5 && group.readThrough == 5)
@@ -449,11 +462,19 @@ struct GroupStateTests {
         _ = try group.join(member: a, name: "a", credit: 10, now: at(0))
         #expect(group.status.pending == 1)
         let actions = group.offer(
-            [GroupCandidate(busSeq: 6, key: "k"), GroupCandidate(busSeq: 7), GroupCandidate(busSeq: 8), GroupCandidate(busSeq: 9)], through: 12, now: at(1))
+            [GroupCandidate(busSeq: 6, key: "k"), GroupCandidate(busSeq: 7), GroupCandidate(busSeq: 8), GroupCandidate(busSeq: 9)],
+            through: 12, now: at(1))
         // 6 waits for the replay of its key, 7 was settled.
-        #expect(actions == [.deliver(member: a, busSeq: 8, attempt: 1, deadline: at(30_001)), .deliver(member: a, busSeq: 9, attempt: 2, deadline: at(30_001))])
+        #expect(
+            actions == [
+                .deliver(member: a, busSeq: 8, attempt: 1, deadline: at(30_001)),
+                .deliver(member: a, busSeq: 9, attempt: 2, deadline: at(30_001)),
+            ])
         #expect(group.entries[6]?.lastFailure == lost)
-        #expect(try group.ack(member: a, busSeq: 4, attempt: 1, now: at(2)) == [.deliver(member: a, busSeq: 6, attempt: 3, deadline: at(30_002))])
+        #expect(
+            try group.ack(member: a, busSeq: 4, attempt: 1, now: at(2)) == [
+                .deliver(member: a, busSeq: 6, attempt: 3, deadline: at(30_002))
+            ])
         let changes = group.takeChanges()
         // 2 is a stale attempts row (at or below the cursor, no replay): it is deleted.
         #expect(changes.attemptsRemoved == [2])
@@ -465,7 +486,9 @@ struct GroupStateTests {
     func reopenReplay() throws {
         var group = ConsumerGroupState(name: "g", settings: Self.settings(maxDeliver: 1))
         _ = try group.join(member: a, name: "a", credit: 10, now: at(0))
-        _ = group.offer([GroupCandidate(busSeq: 1, key: "k"), GroupCandidate(busSeq: 2, key: "k"), GroupCandidate(busSeq: 3, key: "k")], through: 3, now: at(0))
+        _ = group.offer(
+            [GroupCandidate(busSeq: 1, key: "k"), GroupCandidate(busSeq: 2, key: "k"), GroupCandidate(busSeq: 3, key: "k")], through: 3,
+            now: at(0))
         _ = try group.term(member: a, busSeq: 1, attempt: 1, now: at(1))
         #expect(group.cursor == 1)
         _ = group.takeChanges()
@@ -474,9 +497,15 @@ struct GroupStateTests {
         #expect(group.reopen(busSeq: 1, key: "k", now: at(2)) == [])
         #expect(group.status.replays == 1)
         #expect(group.takeChanges().replaysAdded == [GroupCandidate(busSeq: 1, key: "k")])
-        #expect(try group.ack(member: a, busSeq: 2, attempt: 1, now: at(3)) == [.deliver(member: a, busSeq: 1, attempt: 1, deadline: at(30_003))])
+        #expect(
+            try group.ack(member: a, busSeq: 2, attempt: 1, now: at(3)) == [
+                .deliver(member: a, busSeq: 1, attempt: 1, deadline: at(30_003))
+            ])
         #expect(group.cursor == 2)
-        #expect(try group.ack(member: a, busSeq: 1, attempt: 1, now: at(4)) == [.deliver(member: a, busSeq: 3, attempt: 1, deadline: at(30_004))])
+        #expect(
+            try group.ack(member: a, busSeq: 1, attempt: 1, now: at(4)) == [
+                .deliver(member: a, busSeq: 3, attempt: 1, deadline: at(30_004))
+            ])
         #expect(group.cursor == 2)
         let changes = group.takeChanges()
         #expect(changes.replaysRemoved == [1])
@@ -537,7 +566,9 @@ struct GroupStateTests {
         simulation.expectEverySettledOnce()
     }
 
-    @Test("changes written and loaded again give a machine that delivers exactly the unsettled events", arguments: [11, 12, 13, 14, 15, 16] as [UInt64])
+    @Test(
+        "changes written and loaded again give a machine that delivers exactly the unsettled events",
+        arguments: [11, 12, 13, 14, 15, 16] as [UInt64])
     func snapshotEquivalence(seed: UInt64) throws {
         var simulation = Simulation(seed: seed, reopens: true)
         var store = Store()
@@ -551,9 +582,11 @@ struct GroupStateTests {
         let original = simulation.group
         #expect(store.cursor == original.cursor)
         #expect(store.settled == original.settledAbove)
-        #expect(store.attempts == original.entries.filter { $0.value.attempts > 0 || $0.value.lastFailure != nil }.mapValues {
-            GroupAttempts(count: $0.attempts, lastFailure: $0.lastFailure)
-        })
+        #expect(
+            store.attempts
+                == original.entries.filter { $0.value.attempts > 0 || $0.value.lastFailure != nil }.mapValues {
+                    GroupAttempts(count: $0.attempts, lastFailure: $0.lastFailure)
+                })
         #expect(Set(store.replays.keys) == Set(original.entries.filter(\.value.isReplay).keys))
 
         var restored = ConsumerGroupState(name: "sim", settings: original.settings, restoring: store.snapshot)
@@ -904,7 +937,7 @@ struct Simulation {
     }
 
     /// The machine-wide promises, after every step.
-    func check() {
+    mutating func check() {
         var keysInFlight: [String: Int] = [:]
         for entry in group.entries.values {
             if case .inFlight(let holder) = entry.phase {
@@ -914,7 +947,8 @@ struct Simulation {
         }
         #expect(keysInFlight.values.allSatisfy { $0 == 1 }, "two events of a key in flight: \(keysInFlight)")
         for member in group.members.values { #expect(member.inFlight.count <= member.credit) }
-        #expect(group.cursor >= lastCursor)
+        #expect(group.cursor >= lastCursor, "the cursor moved back")
+        lastCursor = group.cursor
         #expect(group.cursor <= group.readThrough)
         let lowestBuffered = offeredUnsettled.filter { $0 > group.cursor }.min()
         #expect(group.cursor == min(group.readThrough, (lowestBuffered ?? .max) - 1))

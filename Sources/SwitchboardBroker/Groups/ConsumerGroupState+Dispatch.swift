@@ -45,7 +45,9 @@ extension ConsumerGroupState {
     /// Rules 2 and 3: eligible events in bus_seq order (replays, all at or below the cursor,
     /// first), each to the member with free credit and the fewest in flight; an event that had
     /// its last delivery becomes a dead letter instead. Stops when no member has credit, before
-    /// looking at a candidate, so an input that frees no credit costs no heap work.
+    /// looking at a candidate, so an input that frees no credit costs no heap work. (Events
+    /// taken back after their last delivery are dead-lettered at once by `takeBack`; only counts
+    /// restored from a snapshot wait here for a member with credit.)
     mutating func dispatch(now: Instant, into actions: inout [GroupAction]) {
         while let busSeq = eligible.min, let member = memberForNextDelivery() {
             dispatchExaminations += 1

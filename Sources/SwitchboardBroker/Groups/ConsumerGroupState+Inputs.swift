@@ -214,7 +214,9 @@ extension ConsumerGroupState {
         guard let member = members[id] else {
             throw GroupRefusal(
                 code: .notMember,
-                message: "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(id): not a member of group \(name) (never joined, left or expired)")
+                message:
+                    "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(id): not a member of group \(name) (never joined, left or expired)"
+            )
         }
         heard(from: id, now: now)
         let what = "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(member.name)"
