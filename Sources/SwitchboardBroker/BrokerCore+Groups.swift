@@ -87,6 +87,11 @@ extension BrokerCore {
                 case .progress: try settle(identity, SettleHeader(.progress, wire: parsed.header), ref: &ref, now: now)
                 case .leave: try leave(identity, envelope.decodeHeader(LeaveHeader.self), now: now)
                 case .heartbeat:
+                    // A member that the broker no longer knows (a broker restart, a reconnection
+                    // under a new routing id, an expiry) learns it here and joins again.
+                    guard groups.connections[identity] != nil else {
+                        throw ProtocolError(.notMember, "this connection has joined no group: JOIN again")
+                    }
                     let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
                     reply(identity, try Envelope(command: .head, header: head), on: groupSocket)
                 case .request: groupRequest(identity, parsed, principal: message.userID, now: now)
@@ -269,7 +274,8 @@ extension BrokerCore {
     /// connection that is gone (ROUTER_MANDATORY says so) leaves its groups at once.
     func heartbeatMembers() {
         guard !groups.connections.isEmpty,
-            let envelope = try? Envelope(command: .head, header: HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID))
+            let envelope = try? Envelope(
+                command: .head, header: HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID))
         else { return }
         let now = ContinuousClock.now
         for (identity, names) in groups.connections {
@@ -323,7 +329,8 @@ extension BrokerCore {
                 groups.groups[group]?.members[member] = nil
                 groups.connections[member.rawValue]?.remove(group)
                 if groups.connections[member.rawValue]?.isEmpty == true { groups.connections[member.rawValue] = nil }
-                logger.warning("group member fell silent; its deliveries go to the others", metadata: ["group": "\(group)", "member": "\(member)"])
+                logger.warning(
+                    "group member fell silent; its deliveries go to the others", metadata: ["group": "\(group)", "member": "\(member)"])
             }
         }
     }

@@ -23,6 +23,7 @@ public final class BrokerFixture: Sendable {
         configuration.fanoutEndpoint = "tcp://127.0.0.1:*"
         configuration.replayEndpoint = "tcp://127.0.0.1:*"
         configuration.serviceEndpoint = "tcp://127.0.0.1:*"
+        configuration.groupsEndpoint = "tcp://127.0.0.1:*"
         configuration.dataDirectory = directory.path("broker")
         configuration.heartbeat = .milliseconds(100)
         configuration.insecure = true  // tests of security set keys and turn this off

@@ -52,6 +52,7 @@ struct UpCommand: AsyncParsableCommand {
         let fanout = "tcp://127.0.0.1:\(port + 1)"
         let replay = "tcp://127.0.0.1:\(port + 2)"
         let service = "tcp://127.0.0.1:\(port + 3)"
+        let groups = "tcp://127.0.0.1:\(port + 4)"
 
         // Secure by default: keys for the broker, the demo kiosk, the monitor and an operator
         // (for `switchboard status`) are made on first start and kept under <data-dir>/keys.
@@ -61,6 +62,7 @@ struct UpCommand: AsyncParsableCommand {
             name: "broker", executable: "switchboard-broker",
             arguments: [
                 "--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
+                "--groups", groups,
             ] + (keys?.brokerArguments ?? ["--insecure"]),
             errors: brokerLog)
         try broker.start()

@@ -30,7 +30,8 @@ struct Programs {
     /// Starts a broker process and waits until it has bound its endpoints.
     func broker(
         dataDirectory: String = "broker", ingest: String = "tcp://127.0.0.1:*", fanout: String = "tcp://127.0.0.1:*",
-        replay: String = "tcp://127.0.0.1:*", service: String = "tcp://127.0.0.1:*", log: String = "broker.log"
+        replay: String = "tcp://127.0.0.1:*", service: String = "tcp://127.0.0.1:*", groups: String = "tcp://127.0.0.1:*",
+        extra: [String] = [], log: String = "broker.log"
     ) async throws -> (ChildProcess, Endpoints) {
         let endpointsFile = directory.path("\(dataDirectory)/endpoints.json")
         try? FileManager.default.removeItem(atPath: endpointsFile)
@@ -39,8 +40,8 @@ struct Programs {
             [
                 "--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service",
                 service,
-                "--heartbeat", "200ms", "--insecure",
-            ],
+                "--groups", groups, "--heartbeat", "200ms", "--insecure",
+            ] + extra,
             log: log)
         try await waitUntil("the broker writes \(endpointsFile)", timeout: .seconds(30)) {
             guard process.isRunning else { throw WaitTimedOut(description: "the broker exited: \(read(log))") }
@@ -55,6 +56,7 @@ struct Programs {
         var fanout: String
         var replay: String
         var service: String
+        var groups: String
     }
 
     func journalCount(_ dataDirectory: String = "broker") -> Int {

@@ -1,0 +1,259 @@
+// A member of a consumer group (protocol/README.md, section 15), shaped like
+// swift-kafka-client's consumer: `run()` owns the connection (join, heartbeats, rejoin after a
+// broker silence or restart) and must run for as long as deliveries are wanted; `deliveries`
+// is the AsyncSequence the application reads. Settling goes through the delivery itself
+// (`ack()`, `nack(after:)`, `term(code:message:)`, `inProgress()`), so nothing is acknowledged
+// that the application did not say it finished.
+
+public import Foundation
+public import Logging
+public import SwitchboardProtocol
+import Synchronization
+public import ZeroMQ
+
+/// One event delivered to this member. Settle it exactly once with `ack`, `nack` or `term`;
+/// `inProgress` may come before, as often as needed.
+public struct GroupDelivery: Sendable {
+    public let group: String
+    public let busSeq: Int64
+    /// 1 for the first delivery of this event to the group.
+    public let attempt: Int
+    /// When the broker takes the event back if it is not settled (broker clock).
+    public let deadline: String
+    /// The event's journaled header (its `bus_seq` included).
+    public let header: EventHeader
+    public let rawHeader: Data
+    public let metadata: Data
+    public let content: Data
+    let consumer: GroupConsumer
+    let connection: Int
+
+    /// The side effect succeeded: the group never gets this event again.
+    public func ack() async throws { try await settle(SettleHeader(.ack, group: group, busSeq: busSeq, attempt: attempt)) }
+
+    /// It failed for now: deliver it again after `delay`, or after the group's back-off when nil.
+    public func nack(after delay: Duration? = nil, code: String? = nil, message: String? = nil) async throws {
+        let milliseconds = delay.map { delay in
+            max(0, min(Int64((delay / .milliseconds(1)).rounded()), SettleHeader.maximumDelayMilliseconds))
+        }
+        try await settle(
+            SettleHeader(
+                .nack, group: group, busSeq: busSeq, attempt: attempt, delayMilliseconds: milliseconds, code: code, message: message))
+    }
+
+    /// It can never succeed: make it a dead letter now, with this reason (no secret in it).
+    public func term(code: String, message: String) async throws {
+        try await settle(SettleHeader(.term, group: group, busSeq: busSeq, attempt: attempt, code: code, message: message))
+    }
+
+    /// Still working: the broker extends the deadline by its ack wait.
+    public func inProgress() async throws { try await settle(SettleHeader(.progress, group: group, busSeq: busSeq, attempt: attempt)) }
+
+    func settle(_ header: SettleHeader) async throws {
+        try await consumer.send(Envelope(command: header.command, header: header.wireJSON()), connection: connection)
+    }
+}
+
+/// A member of one consumer group. Thread-safe; use one `run()` per consumer.
+public final class GroupConsumer: Sendable {
+    public struct Settings: Sendable {
+        public var group: String
+        /// Type prefixes; must equal the group's filter when the group exists.
+        public var topics: [String]
+        /// Deliveries in flight to this member at once.
+        public var credit: Int
+        /// For the broker's logs and status (a process name: `filemaker@host-1`).
+        public var member: String?
+        /// Where a group this JOIN creates starts.
+        public var start: GroupStart
+        /// CURVE client options for a secure broker.
+        public var socketOptions: [SocketOption]
+        /// How long to wait for JOINED before trying again on a fresh socket.
+        public var joinTimeout: Duration
+
+        public init(
+            group: String, topics: [String], credit: Int = 16, member: String? = nil, start: GroupStart = .earliest,
+            socketOptions: [SocketOption] = [], joinTimeout: Duration = .seconds(5)
+        ) {
+            self.group = group
+            self.topics = topics
+            self.credit = credit
+            self.member = member
+            self.start = start
+            self.socketOptions = socketOptions
+            self.joinTimeout = joinTimeout
+        }
+    }
+
+    /// What a consumer tells about its connection, for tests and logs.
+    public enum Notice: Sendable, Hashable {
+        case joined(JoinedHeader)
+        /// The broker was silent past the liveness period, or said this connection is no member.
+        case rejoining(reason: String)
+        /// The broker refused a settle (a stale attempt after a redelivery, for example).
+        case refused(code: String, message: String)
+    }
+
+    public let settings: Settings
+    public let deliveries: AsyncStream<GroupDelivery>
+    public let notices: AsyncStream<Notice>
+    private let deliveryInput: AsyncStream<GroupDelivery>.Continuation
+    private let noticeInput: AsyncStream<Notice>.Continuation
+    private let io: IOThread
+    private let endpoint: String
+    private let logger: Logger
+    private let current = Mutex<(socket: AsyncSocket?, connection: Int, lastSent: ContinuousClock.Instant)>((nil, 0, .now))
+
+    public init(io: IOThread, endpoint: String, settings: Settings, logger: Logger) {
+        self.io = io
+        self.endpoint = endpoint
+        self.settings = settings
+        self.logger = logger
+        (deliveries, deliveryInput) = AsyncStream.makeStream(of: GroupDelivery.self)
+        (notices, noticeInput) = AsyncStream.makeStream(of: Notice.self, bufferingPolicy: .bufferingNewest(64))
+    }
+
+    /// Joins and serves the connection until the task is cancelled: heartbeats while idle, a
+    /// new socket and a new JOIN when the broker falls silent for its liveness period or says
+    /// this connection is not a member. On cancellation it sends LEAVE (what it holds goes to
+    /// other members at once), closes the socket and finishes `deliveries`.
+    public func run() async throws {
+        defer {
+            deliveryInput.finish()
+            noticeInput.finish()
+        }
+        var reason = ""
+        while !Task.isCancelled {
+            let socket: AsyncSocket
+            let joined: JoinedHeader
+            do {
+                (socket, joined) = try await connectAndJoin()
+            } catch is CancellationError {
+                return
+            } catch let error as ProtocolError
+                where error.code == .forbidden || error.code == .groupConflict || error.code == .invalidHeader
+            {
+                throw error
+            } catch {
+                logger.warning("could not join the group; trying again", metadata: ["group": "\(settings.group)", "error": "\(error)"])
+                try? await Task.sleep(for: .seconds(1))
+                continue
+            }
+            noticeInput.yield(.joined(joined))
+            reason = await serve(socket, joined: joined)
+            if Task.isCancelled {
+                let leave = try? Envelope(command: .leave, header: LeaveHeader(group: settings.group))
+                if let leave { try? await socket.send(leave.frames()) }
+                await socket.close()
+                return
+            }
+            await socket.close()
+            noticeInput.yield(.rejoining(reason: reason))
+            logger.notice("rejoining the group", metadata: ["group": "\(settings.group)", "reason": "\(reason)"])
+        }
+    }
+
+    private func connectAndJoin() async throws -> (AsyncSocket, JoinedHeader) {
+        let options = settings.socketOptions
+        let endpoint = self.endpoint
+        let socket = try await io.open(.dealer, linger: 0) { socket in
+            try socket.set(options + [.heartbeatInterval(milliseconds: 2000), .heartbeatTimeout(milliseconds: 6000)])
+            try socket.connect(endpoint)
+        }
+        let join = JoinHeader(
+            group: settings.group, topics: settings.topics, credit: settings.credit, member: settings.member, start: settings.start)
+        do {
+            try await socket.send(Envelope(command: .join, header: join.wireJSON()).frames())
+            let deadline = ContinuousClock.now + settings.joinTimeout
+            while ContinuousClock.now < deadline {
+                guard let message = try await socket.receive(timeout: ContinuousClock.now.duration(to: deadline)) else { break }
+                let envelope = try Envelope.decode(message.frames)
+                switch envelope.command {
+                case .joined:
+                    let joined = try envelope.decodeHeader(JoinedHeader.self)
+                    current.withLock { $0 = (socket, $0.connection + 1, .now) }
+                    return (socket, joined)
+                case .error:
+                    let error = try envelope.decodeHeader(ErrorHeader.self)
+                    throw ProtocolError(error.code, error.message)
+                default:
+                    continue
+                }
+            }
+            throw ProtocolError(.unavailable, "no JOINED from \(endpoint) within \(settings.joinTimeout)")
+        } catch {
+            await socket.close()
+            throw error
+        }
+    }
+
+    /// Serves one connection until the broker falls silent or disowns it; returns why it ended.
+    private func serve(_ socket: AsyncSocket, joined: JoinedHeader) async -> String {
+        let heartbeat = Duration.milliseconds(max(10, joined.heartbeatMilliseconds))
+        // The broker sends HEAD every heartbeat; silence for its member liveness means it is gone.
+        let silence = Duration.milliseconds(max(joined.livenessMilliseconds, 3 * joined.heartbeatMilliseconds))
+        let connection = current.withLock { $0.connection }
+        var lastHeard = ContinuousClock.now
+        while !Task.isCancelled {
+            let message: Message?
+            do {
+                message = try await socket.receive(timeout: heartbeat)
+            } catch {
+                return "the socket failed: \(error)"
+            }
+            let now = ContinuousClock.now
+            if let message {
+                lastHeard = now
+                if let reason = handle(message, connection: connection) { return reason }
+            } else if now - lastHeard >= silence {
+                return "the broker was silent for \(silence)"
+            }
+            if now - current.withLock({ $0.lastSent }) >= heartbeat {
+                try? await send(Envelope(command: .heartbeat, header: Envelope.emptyObject), connection: connection)
+            }
+        }
+        return "cancelled"
+    }
+
+    /// Handles one message from the broker; returns a reason to reconnect, or nil.
+    private func handle(_ message: Message, connection: Int) -> String? {
+        guard let envelope = try? Envelope.decode(message.frames) else {
+            logger.warning("unreadable message from the broker", metadata: ["group": "\(settings.group)"])
+            return nil
+        }
+        switch envelope.command {
+        case .deliver:
+            do {
+                let header = try envelope.decodeHeader(DeliverHeader.self)
+                let event = try JSONDecoder().decode(EventHeader.self, from: envelope.parent)
+                deliveryInput.yield(
+                    GroupDelivery(
+                        group: header.group, busSeq: header.busSeq, attempt: header.attempt, deadline: header.deadline, header: event,
+                        rawHeader: envelope.parent, metadata: envelope.metadata, content: envelope.content, consumer: self,
+                        connection: connection))
+            } catch {
+                logger.error("a DELIVER could not be read; the broker will redeliver it", metadata: ["error": "\(error)"])
+            }
+        case .error:
+            guard let error = try? envelope.decodeHeader(ErrorHeader.self) else { return nil }
+            if error.code == .notMember { return "the broker says this connection is not a member (\(error.message))" }
+            noticeInput.yield(.refused(code: error.code.rawValue, message: error.message))
+            logger.notice("the broker refused a settle", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
+        default:
+            break  // HEAD: a sign of life, counted by the caller.
+        }
+        return nil
+    }
+
+    /// Sends on the connection a delivery came from; a settle for a connection that has been
+    /// replaced is dropped (the broker took that delivery back when the old connection went).
+    func send(_ envelope: Envelope, connection: Int) async throws {
+        let socket = current.withLock { state -> AsyncSocket? in
+            guard state.connection == connection else { return nil }
+            state.lastSent = .now
+            return state.socket
+        }
+        guard let socket else { return }
+        try await socket.send(envelope.frames())
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import Logging
+import SwitchboardBroker
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardTesting
+import Synchronization
+import Testing
+import ZeroMQ
+
+/// What members did, in the order they did it: the evidence the tests hold the broker to.
+final class MemberLog: Sendable {
+    struct Entry: Sendable {
+        var member: Int
+        var busSeq: Int64
+        var key: String?
+        var attempt: Int
+        var start: ContinuousClock.Instant
+        var end: ContinuousClock.Instant
+        var outcome: String
+    }
+
+    private let entries = Mutex<[Entry]>([])
+    func add(_ entry: Entry) { entries.withLock { $0.append(entry) } }
+    var all: [Entry] { entries.withLock { $0 } }
+    var acked: Set<Int64> { Set(all.filter { $0.outcome == "ack" }.map(\.busSeq)) }
+}
+
+/// A flag tasks share.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
+}
+
+func quietLogger() -> Logger {
+    var logger = Logger(label: "test-member")
+    logger.logLevel = .critical
+    return logger
+}
+
+/// Publishes `count` check-ins through an outbox, keys `person-(i % keys)` (nil keys every
+/// `unkeyedEvery`-th), and waits until all are acknowledged.
+func publishCheckIns(_ fixture: BrokerFixture, producer: String, count: Int, keys: Int, key: (Int) -> String? = { _ in nil }) async throws {
+    let outbox = try fixture.outbox(producer)
+    try await outbox.enqueue(
+        (0..<count).map { i in
+            .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i), key: key(i) ?? "person-\(i % keys)")
+        })
+    let report = try await fixture.sender(outbox).deliver(until: .now + .seconds(120))
+    #expect(report.delivered == count)
+}
+
+@Suite("Consumer groups through real sockets")
+struct GroupConsumerTests {
+    @Test("4 members share 2,000 check-ins of 40 people: each acked once, a person's never overlap and follow bus_seq")
+    func fourMembersKeyOrder() async throws {
+        let fixture = try await BrokerFixture.start()
+        let total = 2_000
+        try await publishCheckIns(fixture, producer: "riverside-1", count: total, keys: 40)
+        let log = MemberLog()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for member in 0..<4 {
+                let consumer = GroupConsumer(
+                    io: fixture.io, endpoint: fixture.endpoints.groups,
+                    settings: .init(group: "filemaker", topics: ["checkin."], credit: 8, member: "member-\(member)"), logger: quietLogger())
+                group.addTask { try await consumer.run() }
+                group.addTask {
+                    for await delivery in consumer.deliveries {
+                        let start = ContinuousClock.now
+                        await Task.yield()
+                        let end = ContinuousClock.now
+                        log.add(
+                            .init(
+                                member: member, busSeq: delivery.busSeq, key: delivery.header.key, attempt: delivery.attempt, start: start,
+                                end: end, outcome: "ack"))
+                        try await delivery.ack()
+                    }
+                }
+            }
+            try await waitUntil("every check-in acked", timeout: .seconds(120)) { log.acked.count == total }
+            group.cancelAll()
+        }
+        let entries = log.all
+        #expect(entries.count == total, "\(entries.count - total) redeliveries")
+        #expect(Set(entries.map(\.member)).count == 4, "every member took part")
+        for (key, events) in Dictionary(grouping: entries, by: { $0.key ?? "" }) {
+            let ordered = events.sorted { $0.start < $1.start }
+            #expect(ordered.map(\.busSeq) == ordered.map(\.busSeq).sorted(), "\(key): delivered out of bus_seq order")
+            for (earlier, later) in zip(ordered, ordered.dropFirst()) {
+                #expect(earlier.end <= later.start, "\(key): \(earlier.busSeq) and \(later.busSeq) overlapped")
+            }
+        }
+        await fixture.stop()
+    }
+
+    @Test("a poison event is retried with back-off, becomes a dead letter after max_deliver while other keys flow, and replays once")
+    func poisonToDeadLetterAndReplay() async throws {
+        let fixture = try await BrokerFixture.start { configuration in
+            configuration.groupMaxDeliver = 3
+            configuration.groupBackoff = [.milliseconds(200), .milliseconds(400)]
+        }
+        try await publishCheckIns(fixture, producer: "riverside-1", count: 200, keys: 10) { $0 == 50 ? "poison" : nil }
+        let log = MemberLog()
+        let fixed = Flag()
+        let consumer = GroupConsumer(
+            io: fixture.io, endpoint: fixture.endpoints.groups, settings: .init(group: "eto", topics: ["checkin."], credit: 4),
+            logger: quietLogger())
+        let journal = fixture.directory.path("broker/journal.sqlite")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await consumer.run() }
+            group.addTask {
+                for await delivery in consumer.deliveries {
+                    let now = ContinuousClock.now
+                    let poison = delivery.header.key == "poison" && !fixed.isSet
+                    log.add(
+                        .init(
+                            member: 0, busSeq: delivery.busSeq, key: delivery.header.key, attempt: delivery.attempt, start: now, end: now,
+                            outcome: poison ? "nack" : "ack"))
+                    if poison {
+                        try await delivery.nack(code: "participant-unmatched", message: "no participant matches")
+                    } else {
+                        try await delivery.ack()
+                    }
+                }
+            }
+            try await waitUntil("199 acked and one dead letter", timeout: .seconds(60)) {
+                let letters = try JournalFile.contents(at: journal, type: "dlq.eto").count
+                return log.acked.count == 199 && letters == 1
+            }
+            // The fix arrives; an operator replays the dead letter.
+            fixed.set()
+            let letter = try #require(JSONValue.parse(Data(try JournalFile.contents(at: journal, type: "dlq.eto")[0].utf8))?.object)
+            #expect(letter["attempts"] == .integer(3))
+            #expect(letter["code"] == .string("participant-unmatched"))
+            #expect(letter["group"] == .string("eto"))
+            guard case .integer(let poisonSeq)? = letter["bus_seq"] else { throw WaitTimedOut(description: "no bus_seq in \(letter)") }
+            let admin = try await fixture.io.open(.dealer, linger: 0) { [endpoints = fixture.endpoints] in try $0.connect(endpoints.groups)
+            }
+            let request = try ServiceBody.requestBody(
+                RequestHeader(operation: "dlq.replay", timeoutMilliseconds: 5000),
+                content: JSONValue.object(["group": .string("eto"), "bus_seq": .integer(poisonSeq)]).compactData)
+            let reply = try await Events.exchange(admin, request)
+            #expect(try reply.decodeHeader(ReplyHeader.self).status == 200)
+            await admin.close()
+            try await waitUntil("the replayed dead letter acked", timeout: .seconds(30)) { log.acked.contains(poisonSeq) }
+            group.cancelAll()
+        }
+        let poisonDeliveries = log.all.filter { $0.key == "poison" }
+        #expect(poisonDeliveries.map(\.attempt) == [1, 2, 3, 1], "\(poisonDeliveries.map(\.attempt))")
+        // The back-off list: 200 ms after the first NACK, 400 ms after the second.
+        let gaps = zip(poisonDeliveries, poisonDeliveries.dropFirst()).prefix(2).map { $0.0.start.duration(to: $0.1.start) }
+        #expect(gaps.count == 2 && gaps[0] >= .milliseconds(200) && gaps[1] >= .milliseconds(400), "\(gaps)")
+        // Other keys were not held up: most of them were acked before the poison event died.
+        let deadAt = poisonDeliveries[2].start
+        #expect(log.all.filter { $0.outcome == "ack" && $0.start < deadAt && $0.key != "poison" }.count > 150)
+        // Committed at the end of the broker iteration that sent the redelivery.
+        try await waitUntil("the replay is audited") { try JournalFile.contents(at: journal, type: "groups.changed").count == 1 }
+        await fixture.stop()
+    }
+}
