@@ -74,7 +74,7 @@ var targets: [Target] = [
     ),
     .target(
         name: "SwitchboardSecurity",
-        dependencies: ["ZeroMQ", "SwitchboardProtocol"],
+        dependencies: ["ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime"],
         swiftSettings: swiftSettings
     ),
     .target(
@@ -144,6 +144,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardCredentials",
         dependencies: [
+            "SwitchboardRuntime",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ],
@@ -277,6 +278,7 @@ var targets: [Target] = [
         name: "SwitchboardBrokerTests",
         dependencies: [
             "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardSecurity",
+            "SwitchboardRuntime",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "GRDB", package: "GRDB.swift"),
         ],

@@ -4,10 +4,12 @@
 Every valid content vector must pass its JSON Schema; every invalid one marked "rule": "schema"
 must fail it ("semantic" ones break rules beyond JSON Schema, which receivers check in code).
 Every event header in a vector expected to be ACKed must pass event.header.v1.json. Service
-plane REQUEST/REPLY header vectors must pass or fail their schemas as they say.
+plane REQUEST/REPLY header vectors must pass or fail their schemas as they say. Auth vectors
+must pass or fail theirs, and every fingerprint must be its token's SHA-256 prefix.
 Needs the `jsonschema` package (pip install jsonschema).
 """
 import datetime
+import hashlib
 import json
 import pathlib
 import re
@@ -59,14 +61,29 @@ for path in sorted((root / "vectors" / "service").glob("*.json")):
         failures.append(f"{path.name}: invalid header passes its schema")
 
 # Auth service: token.get replies and auth.* event contents (protocol/README.md, section 14).
+# A fingerprint is the first 8 hexadecimal digits of its token's SHA-256 (14.1): every vector
+# holding both shows exactly that, except the one marked "semantic" that breaks this rule (and
+# an invalid one may show more digits, for a schema rule about the length).
 for path in sorted((root / "vectors" / "auth").glob("*.json")):
     vector = json.loads(path.read_text())
-    errors = list(jsonschema.Draft202012Validator(schemas[vector["schema"]]).iter_errors(vector["content"]))
+    content, expect = vector["content"], vector["expect"]
+    errors = list(jsonschema.Draft202012Validator(schemas[vector["schema"]]).iter_errors(content))
     count += 1
-    if vector["expect"]["valid"] and errors:
+    if expect["valid"] and errors:
         failures.append(f"{path.name}: valid content fails {vector['schema']}: {errors[0].message}")
-    if not vector["expect"]["valid"] and not errors:
+    if not expect["valid"] and expect.get("rule") != "semantic" and not errors:
         failures.append(f"{path.name}: invalid content passes {vector['schema']}")
+    if not expect["valid"] and expect.get("rule") not in ("schema", "semantic"):
+        failures.append(f"{path.name}: an invalid vector says which rule it breaks (schema or semantic)")
+    if isinstance(content.get("token"), str) and isinstance(content.get("fingerprint"), str):
+        digest = hashlib.sha256(content["token"].encode("utf-8")).hexdigest()
+        matches = content["fingerprint"] == digest[:8] if expect["valid"] else digest.startswith(content["fingerprint"])
+        if expect.get("rule") == "semantic":
+            if matches:
+                failures.append(f"{path.name}: a semantic vector passes the schema, so it must break the fingerprint rule")
+        elif not matches:
+            failures.append(
+                f"{path.name}: fingerprint {content['fingerprint']} is not its token's SHA-256 prefix {digest[:8]}")
 
 # Date-times (section 6): accepted ones match the header schema's pattern, are real calendar
 # instants, and carry the instant Python computes; refused ones fail the pattern or the calendar.

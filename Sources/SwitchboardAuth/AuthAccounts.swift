@@ -5,19 +5,8 @@ public import SwitchboardHTTP
 ///
 /// They come from a JSON file that only its owner may read (0600, like our certificates' secret
 /// files), or from the environment variable `SWITCHBOARD_AUTH_ACCOUNTS` holding the same JSON;
-/// never from flags, which every user of the machine can read in the process list.
-///
-/// ```json
-/// {"accounts": [
-///   {"backend": "filemaker", "account": "switchboard", "password": "…", "base_url": "https://fm.example.org",
-///    "options": {"database": "Shelter"}},
-///   {"backend": "eto", "account": "intake@example.org", "password": "…", "base_url": "https://services.etosoftware.com",
-///    "options": {"enterprise": "<guid>", "site": "101", "program": "792", "utc_offset": "-360"}},
-///   {"backend": "directory", "account": "outreach-team", "password": "…", "base_url": "https://dir.example.org"},
-///   {"backend": "sap", "account": "outreach1", "password": "…", "base_url": "https://mobile.example.org",
-///    "options": {"application": "org.riverside.outreach"}}
-/// ]}
-/// ```
+/// never from flags, which every user of the machine can read in the process list. The format
+/// is `AuthAccounts.example` (protocol/README.md, section 14.5).
 public struct AuthAccount: Codable, Sendable, Hashable, CustomStringConvertible {
     public var backend: String
     public var account: String
@@ -64,6 +53,43 @@ public struct AuthAccounts: Sendable {
 
     public static let environmentVariable = "SWITCHBOARD_AUTH_ACCOUNTS"
     public static let backends: Set<String> = ["eto", "filemaker", "directory", "sap"]
+
+    /// An accounts document with one account of each back end and made-up values, as
+    /// `switchboard-auth --help` and protocol/README.md (section 14.5) show it; a test holds it
+    /// to the parser and to the README. Lines stay under 80 characters for `--help`.
+    public static let example = """
+        {"accounts": [
+          {"backend": "filemaker", "account": "switchboard",
+           "password": "EXAMPLE-not-a-real-password",
+           "base_url": "https://filemaker.example.org",
+           "options": {"database": "Shelter"}},
+          {"backend": "eto", "account": "intake@example.org",
+           "password": "EXAMPLE-not-a-real-password",
+           "base_url": "https://eto.example.org/API",
+           "options": {"enterprise": "00000000-0000-0000-0000-000000000000",
+                       "site": "101", "program": "792", "utc_offset": "0"}},
+          {"backend": "directory", "account": "outreach-team",
+           "password": "EXAMPLE-not-a-real-password",
+           "base_url": "https://directory.example.org/directory"},
+          {"backend": "sap", "account": "outreach1",
+           "password": "EXAMPLE-not-a-real-password",
+           "base_url": "https://sap.example.org",
+           "options": {"application": "org.example.outreach"}}
+        ]}
+        """
+
+    /// What each field of an accounts document means, for `--help` (section 14.5 says the same).
+    public static let fields = """
+        backend: eto, filemaker, directory or sap. account: the back-end user name
+        (ETO: the e-mail address). password: its password. base_url: the back end's
+        http(s) root (FileMaker: the server; ETO: the API root, ending in /API;
+        Directory: the service root; SAP: the Mobile Services root). options, all
+        strings ("101", not 101): FileMaker database (required); ETO site (required,
+        a number), enterprise (the GUID; needed when the account has several),
+        program (a number), utc_offset (sent to SSOSiteLogin; default "0"); SAP
+        application (required); Directory none. Each backend/account pair at most
+        once; other fields are ignored.
+        """
 
     public init(accounts: [AuthAccount]) throws(AuthError) {
         var seen = Set<String>()
@@ -128,7 +154,8 @@ public struct AuthAccounts: Sendable {
             // Never echo the document: it holds passwords.
             throw AuthError(
                 .configuration,
-                "\(source) is not a valid accounts document ({\"accounts\": [{backend, account, password, base_url, options}]})")
+                "\(source) is not a valid accounts document ({\"accounts\": [{backend, account, password, base_url, options}]}, options' values strings; see switchboard-auth --help)"
+            )
         }
     }
 }

@@ -42,6 +42,13 @@ public final class AuthTokenProvider: Sendable {
                 throw AuthError(
                     AuthError.Code(rawValue: failure?.code ?? "auth-error"), failure?.message ?? "auth answered \(reply.status) for \(key)")
             }
+            // Checked against the schema first, so a reply whose fingerprint is not its token's
+            // never enters the cache (its messages name fields, never the token).
+            do throws(ProtocolError) {
+                try AuthContent.validateToken(reply.content)
+            } catch {
+                throw AuthError(.authUnavailable, "auth's token.get reply for \(key) is malformed: \(error.message)")
+            }
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .iso8601
             do {

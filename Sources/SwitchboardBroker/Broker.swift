@@ -123,9 +123,9 @@ public final class Broker: Sendable {
     /// - Throws: when the data directory, the journal or an endpoint cannot be set up; nothing
     ///   keeps running then.
     public func start() async throws -> BrokerEndpoints {
-        try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         let serviceEndpoint: String
         do {
+            try configuration.preparePrivateFiles()
             if let security {
                 // Before any server socket: with no handler, CURVE servers would accept any key.
                 let handler = try ZAPHandler.start(context: context, authenticate: security.authenticate)

@@ -51,7 +51,8 @@ public struct Credential: Hashable, Sendable, Codable {
     /// log, too little to recover or guess the token from.
     public var fingerprint: String { Self.fingerprint(of: token) }
 
-    static func fingerprint(of token: String) -> String {
+    /// The fingerprint of `token` (protocol/README.md, section 14.1).
+    public static func fingerprint(of token: String) -> String {
         SHA256.hash(data: Data(token.utf8)).prefix(4).map { byte in
             let hex = String(byte, radix: 16)
             return byte < 0x10 ? "0" + hex : hex

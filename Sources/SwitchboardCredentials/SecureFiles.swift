@@ -1,4 +1,5 @@
 import Foundation
+import SwitchboardRuntime
 
 #if canImport(Glibc)
 import Glibc
@@ -9,74 +10,32 @@ import Darwin
 /// The few POSIX calls the encrypted file needs, each turning `errno` into a
 /// `CredentialFileError` that names the path. Plain system calls rather than `FileManager`
 /// because the modes must be right from the first byte (`open` with `O_EXCL` and 0600, not a
-/// `chmod` afterwards) and permissions must be checked on the descriptor that is read.
+/// `chmod` afterwards) and permissions must be checked on the descriptor that is read. The
+/// directory and read checks are `SwitchboardRuntime.PrivateFiles`, which the broker's journal
+/// uses too.
 enum SecureFiles {
     static func failure(_ what: String, _ path: String, errno code: Int32 = errno) -> CredentialFileError {
         CredentialFileError(code: .io, message: "cannot \(what) \(path): \(String(cString: strerror(code)))", path: path, errno: code)
     }
 
-    /// Creates `path` as a directory of mode 0700 if it is missing (its parents with the
-    /// default mode); refuses a directory that group or others can enter, read or write.
-    ///
-    /// We refuse rather than tighten: a directory an operator made with a wider mode may be
-    /// shared on purpose, and changing it behind their back would hide the mistake that put
-    /// secrets there.
-    static func ensurePrivateDirectory(_ path: String) throws {
-        var info = stat()
-        if stat(path, &info) != 0 {
-            guard errno == ENOENT else { throw failure("inspect directory", path) }
-            let parent = (path as NSString).deletingLastPathComponent
-            if !parent.isEmpty, !FileManager.default.fileExists(atPath: parent) {
-                do {
-                    try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
-                } catch {
-                    throw CredentialFileError(code: .io, message: "cannot create directory \(parent): \(error)", path: parent)
-                }
-            }
-            // Another process may create it between the stat and here; that is fine as long
-            // as the mode check below passes.
-            guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw failure("create directory", path) }
-            guard stat(path, &info) == 0 else { throw failure("inspect directory", path) }
-        }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw CredentialFileError(code: .io, message: "\(path) is not a directory", path: path, errno: ENOTDIR)
-        }
-        let mode = info.st_mode & 0o777
-        guard mode & 0o077 == 0 else {
-            throw CredentialFileError(
-                code: .insecurePermissions,
-                message:
-                    "credential directory \(path) is open to group or others (mode \(String(mode, radix: 8))); run chmod 700 \(path)",
-                path: path)
+    /// Creates `path` as a directory of mode 0700 if it is missing; refuses a directory that
+    /// group or others can enter, read or write (`PrivateFiles`, shared with the broker).
+    static func ensurePrivateDirectory(_ path: String) throws(CredentialFileError) {
+        do {
+            try PrivateFiles.ensureDirectory(path, what: "credential directory")
+        } catch {
+            throw CredentialFileError(error)
         }
     }
 
     /// Opens `path` for reading and checks, on the open descriptor, that only its owner can
     /// read or write it. `nil` if it does not exist.
-    static func openPrivate(_ path: String, what: String) throws -> Int32? {
-        // Symbolic links are followed (a key mounted from a secret store usually is one); the
-        // mode checked is that of the file read.
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        if descriptor < 0 {
-            if errno == ENOENT { return nil }
-            throw failure("open \(what)", path)
+    static func openPrivate(_ path: String, what: String) throws(CredentialFileError) -> Int32? {
+        do {
+            return try PrivateFiles.openForReading(path, what: what)
+        } catch {
+            throw CredentialFileError(error)
         }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else {
-            let code = errno
-            close(descriptor)
-            throw failure("inspect \(what)", path, errno: code)
-        }
-        let mode = info.st_mode & 0o777
-        guard mode & 0o077 == 0 else {
-            close(descriptor)
-            throw CredentialFileError(
-                code: .insecurePermissions,
-                message:
-                    "\(what) \(path) is readable or writable by group or others (mode \(String(mode, radix: 8))); run chmod 600 \(path)",
-                path: path)
-        }
-        return descriptor
     }
 
     static func readAll(_ descriptor: Int32, path: String) throws -> Data {
@@ -144,5 +103,13 @@ enum SecureFiles {
         guard descriptor >= 0 else { return }
         _ = fsync(descriptor)
         close(descriptor)
+    }
+}
+
+extension CredentialFileError {
+    init(_ failure: PrivateFiles.Failure) {
+        self.init(
+            code: failure.code == .insecurePermissions ? .insecurePermissions : .io, message: failure.message, path: failure.path,
+            errno: failure.errno)
     }
 }

@@ -1,5 +1,6 @@
 public import Foundation
 public import SwitchboardProtocol
+import SwitchboardRuntime
 public import ZeroMQ
 
 #if canImport(Glibc)
@@ -82,11 +83,19 @@ public struct Certificate: Sendable, Hashable {
 
     // MARK: Files
 
-    /// Writes `<directory>/<name>.cert` (0644) and `<directory>/<name>.secret` (0600).
+    /// Writes `<directory>/<name>.cert` (0644) and `<directory>/<name>.secret` (0600), in a
+    /// directory of mode 0700 (created so when missing).
     /// - Returns: the two paths.
+    /// - Throws: `Failure` when `directory` exists and group or others can enter, read or write
+    ///   it (naming it and `chmod 700`): the secret key would sit where others can list it, or
+    ///   replace it.
     @discardableResult
     public func write(to directory: String) throws -> (public: String, secret: String) {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        do {
+            try PrivateFiles.ensureDirectory(directory, what: "key directory")
+        } catch {
+            throw Failure(error.message)
+        }
         let publicPath = (directory as NSString).appendingPathComponent("\(name).cert")
         let secretPath = (directory as NSString).appendingPathComponent("\(name).secret")
         for path in [publicPath, secretPath] where FileManager.default.fileExists(atPath: path) {

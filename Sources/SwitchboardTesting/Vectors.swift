@@ -137,6 +137,39 @@ public enum Vectors {
         }
     }
 
+    /// A `token.get` reply or an `auth.*` event content (`protocol/vectors/auth`).
+    public struct AuthContent: Sendable, CustomStringConvertible {
+        public var name: String
+        public var description: String
+        /// `auth.token.v1.json` or `auth.event.v1.json`.
+        public var schema: String
+        public var content: Data
+        public var token: String?
+        public var fingerprint: String?
+        public var valid: Bool
+        public var field: String?
+        /// `schema` when JSON Schema itself refuses it, `semantic` for the rules beyond it.
+        public var rule: String?
+    }
+
+    public static func auth() throws -> [AuthContent] {
+        try files(in: "auth").map { url in
+            let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any] ?? [:]
+            let content = object["content"] as? [String: Any] ?? [:]
+            let expect = object["expect"] as? [String: Any] ?? [:]
+            return AuthContent(
+                name: url.deletingPathExtension().lastPathComponent,
+                description: object["description"] as? String ?? "",
+                schema: object["schema"] as? String ?? "",
+                content: try JSONSerialization.data(withJSONObject: content, options: [.sortedKeys]),
+                token: content["token"] as? String,
+                fingerprint: content["fingerprint"] as? String,
+                valid: expect["valid"] as? Bool ?? false,
+                field: expect["field"] as? String,
+                rule: expect["rule"] as? String)
+        }
+    }
+
     private static func files(in folder: String) throws -> [URL] {
         try FileManager.default.contentsOfDirectory(
             at: directory.appendingPathComponent(folder), includingPropertiesForKeys: nil

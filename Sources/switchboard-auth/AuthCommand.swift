@@ -15,20 +15,34 @@ struct AuthCommand: AsyncParsableCommand {
         commandName: "switchboard-auth",
         abstract: "The auth/token manager: holds the back-end accounts and serves tokens to workers (service `auth`).",
         discussion: """
-            Accounts (with their passwords) come from --accounts FILE, which only its owner may read
-            (chmod 600), or from the environment variable SWITCHBOARD_AUTH_ACCOUNTS holding the same
-            JSON; never from flags. Operations: token.get, token.invalidate, status
-            (protocol/README.md section 14). Events: auth.token.issued, auth.token.refreshed,
-            auth.login.failed (no secrets). With --data-dir, tokens are also kept in an encrypted
-            file there (AES-GCM, key file 0600, directory 0700) and events go through an outbox.
-            SIGTERM or SIGINT: stop serving, log out of FileMaker (freeing its session slots), exit.
+            Accounts (with their passwords) come from --accounts FILE, which only its
+            owner may read (chmod 600), or from the environment variable
+            SWITCHBOARD_AUTH_ACCOUNTS holding the same JSON; never from flags.
+            Operations: token.get, token.invalidate, status (protocol/README.md section
+            14). Events: auth.token.issued, auth.token.refreshed, auth.login.failed (no
+            secrets), always written to an outbox under --data-dir (default
+            \(defaultDataDirectory) in the working directory, created 0700) before they
+            are sent to --ingest, so none is lost while the broker is away. Tokens are
+            kept there too, in an encrypted file (AES-GCM, key file 0600). A data
+            directory that group or others can reach is refused.
+            SIGTERM or SIGINT: stop serving, log out of FileMaker (freeing its session
+            slots), exit.
+
+            The accounts file (protocol/README.md section 14.5), with made-up values:
+
+            \(AuthAccounts.example)
+
+            \(AuthAccounts.fields)
             """)
 
-    @Option(help: "The accounts file (JSON, mode 0600).") var accounts: String?
+    /// Where state goes without --data-dir: the directory `switchboard up` gives auth.
+    static let defaultDataDirectory = ".switchboard/auth/state"
+
+    @Option(help: "The accounts file (JSON, mode 0600; format shown above).") var accounts: String?
     @Option(help: "The broker's service endpoint (Majordomo).") var service = "tcp://127.0.0.1:5563"
     @Option(help: "The broker's ingest endpoint, for auth.* events.") var ingest = "tcp://127.0.0.1:5560"
-    @Option(name: .customLong("data-dir"), help: "Directory for the encrypted token file and the event outbox (created 0700).")
-    var dataDirectory: String?
+    @Option(name: .customLong("data-dir"), help: "Directory for the event outbox and the encrypted token file (created 0700).")
+    var dataDirectory = AuthCommand.defaultDataDirectory
     @Option(name: .customLong("ca-file"), help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable.")
     var caFiles: [String] = []
     @Option(help: "Requests served at once.") var concurrency = 4
@@ -63,21 +77,23 @@ struct AuthCommand: AsyncParsableCommand {
             throw ValidationError("\(error)")
         }
 
-        var cache = CredentialCache(configuration: .init(logger: logger))
-        var outbox: Outbox?
-        if let dataDirectory {
-            do {
-                cache = try CredentialCache(
-                    configuration: .init(logger: logger), file: EncryptedCredentialFile(directory: dataDirectory), ifUnreadable: .startEmpty
-                )
-                outbox = try Outbox(path: dataDirectory + "/auth-outbox.sqlite", producer: credentials?.certificate.name ?? "auth")
-            } catch {
-                throw ValidationError("\(error)")
-            }
+        // Events always go through a durable outbox, as section 14.4 promises: without
+        // --data-dir it lives in the default directory rather than nowhere. Absolute, so the
+        // log says where.
+        let dataDirectory = URL(fileURLWithPath: self.dataDirectory).standardizedFileURL.path
+        let cache: CredentialCache
+        let outbox: Outbox
+        do {
+            cache = try CredentialCache(
+                configuration: .init(logger: logger), file: EncryptedCredentialFile(directory: dataDirectory), ifUnreadable: .startEmpty
+            )
+            outbox = try Outbox(path: dataDirectory + "/auth-outbox.sqlite", producer: credentials?.certificate.name ?? "auth")
+        } catch {
+            throw ValidationError("\(error) (the data directory is set with --data-dir)")
         }
         let service = AuthService(
             accounts: accounts, authenticators: standardAuthenticators(http: http, logger: logger), cache: cache,
-            events: outbox.map(AuthEvents.init), logger: logger)
+            events: AuthEvents(outbox: outbox), logger: logger)
 
         let context = try Context()
         let io = try IOThread(context: context)
@@ -88,17 +104,18 @@ struct AuthCommand: AsyncParsableCommand {
             service: "auth", io: io, endpoint: self.service, settings: settings, logger: logger, handler: service.handle)
         var senderSettings = OutboxSender.Settings()
         senderSettings.socketOptions = credentials?.socketOptions ?? []
-        let sender = outbox.map { OutboxSender(outbox: $0, io: io, endpoint: ingest, settings: senderSettings, logger: logger) }
+        let sender = OutboxSender(outbox: outbox, io: io, endpoint: ingest, settings: senderSettings, logger: logger)
         logger.info(
-            "auth serving", metadata: ["accounts": "\(accounts.accounts.map { "\($0.backend)/\($0.account)" }.joined(separator: ","))"])
+            "auth serving",
+            metadata: [
+                "accounts": "\(accounts.accounts.map { "\($0.backend)/\($0.account)" }.joined(separator: ","))", "outbox": "\(outbox.path)",
+            ])
         let keepAliveInterval = Duration.seconds(max(1, keepAlive))
         _ = try await untilInterrupted {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await worker.run() }
                 group.addTask { await service.keepAlive(every: keepAliveInterval) }
-                if let sender {
-                    group.addTask { _ = try await sender.deliver(keepWaiting: { true }) }
-                }
+                group.addTask { _ = try await sender.deliver(keepWaiting: { true }) }
                 try await group.next()
                 group.cancelAll()
             }

@@ -10,14 +10,19 @@ struct KeygenCommand: ParsableCommand {
         commandName: "keygen",
         abstract: "Make a certificate (CURVE key pair) for a principal.",
         discussion: """
-            Writes <out>/<name>.cert (public: copy it into the broker's certificate directory to
-            allow the principal) and <out>/<name>.secret (mode 0600: give it only to the principal's
-            program). Roles: kiosk, worker:<service>, auth, monitor, admin, broker.
+            Writes <out>/<name>.cert (public: copy it into the broker's certificate
+            directory to allow the principal) and <out>/<name>.secret (mode 0600: give
+            it only to the principal's program). Roles: kiosk, worker:<service>, auth,
+            monitor, admin, broker. --out is created with mode 0700 when missing. An
+            existing directory that group or others can enter, read or write is refused,
+            not changed (it may be shared on purpose): run chmod 700 on it, or name a
+            new directory.
             """)
 
     @Option(help: "The principal's name (a kiosk id, a worker name).") var name: String
     @Option(help: "kiosk, worker:<service>, auth, monitor, admin or broker.") var role: String
-    @Option(help: "Where the two files go.") var out = "."
+    @Option(help: "The directory the two files go to: created 0700; an existing one must be 0700 (no access for group or others).")
+    var out: String
     @Option(help: "Expiry, as an RFC 3339 time (2027-01-01T00:00:00Z).") var expires: String?
     @Option(help: "Expiry, in days from now.") var days: Int?
 

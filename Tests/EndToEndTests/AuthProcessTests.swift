@@ -103,6 +103,82 @@ struct AuthProcessTests {
         await client.close()
     }
 
+    @Test("without --data-dir, auth keeps its outbox in .switchboard/auth/state (0700) and its auth.token.issued reaches the journal")
+    func eventsWithoutDataDirectory() async throws {
+        let directory = try TemporaryDirectory("auth-default-dir")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let (broker, endpoints) = try await programs.broker()
+        let (emulator, base) = try await emulator(programs)
+        defer {
+            broker.signal(SIGKILL)
+            emulator.signal(SIGKILL)
+        }
+        let accounts = try writeAccounts(programs, base: base, mode: 0o600)
+        // The process runs in `directory`: the default data directory is relative to it.
+        let auth = try programs.start(
+            "switchboard-auth", ["--accounts", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest], log: "auth.log")
+        let state = directory.path(".switchboard/auth/state")
+        try await waitUntil("auth says where its outbox is") { programs.read("auth.log").contains("auth-outbox.sqlite") }
+        #expect(programs.read("auth.log").contains(state + "/auth-outbox.sqlite"), "\(programs.read("auth.log"))")
+        #expect((try FileManager.default.attributesOfItem(atPath: state)[.posixPermissions] as? NSNumber)?.intValue == 0o700)
+        #expect(
+            (try FileManager.default.attributesOfItem(atPath: state + "/auth-outbox.sqlite")[.posixPermissions] as? NSNumber)?.intValue
+                == 0o600)
+
+        let context = try Context()
+        let io = try IOThread(context: context)
+        var logger = Logger(label: "auth-process-test")
+        logger.logLevel = .critical
+        var settings = ServiceClient.Settings()
+        settings.timeout = .seconds(20)
+        let client = ServiceClient(io: io, endpoint: endpoints.service, settings: settings, logger: logger)
+        try await waitUntil("auth registers with the broker") { (try? await client.isAlive("auth")) == true }
+        let reply = try await client.request(
+            service: "auth", operation: "token.get", content: Data(#"{"backend":"filemaker","account":"switchboard"}"#.utf8),
+            idempotent: true)
+        #expect(reply.status == 200)
+        try await waitUntil("auth.token.issued is journaled") { programs.journalCount() >= 1 }
+        let producers = try JournalFile.rows(at: directory.path("broker/journal.sqlite")).map(\.producer)
+        #expect(producers == ["auth"])
+        auth.signal(SIGTERM)
+        #expect(await auth.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("auth.log"))")
+        await client.close()
+    }
+
+    @Test("switchboard-auth --help documents the default data directory and the accounts file, with an example")
+    func helpDocumentsDataDirectoryAndAccounts() async throws {
+        let directory = try TemporaryDirectory("auth-help")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let help = try programs.start("switchboard-auth", ["--help"], log: "help.log")
+        #expect(await help.waitForExit(timeout: .seconds(20)) == 0)
+        let text = programs.read("help.log")
+        for words in [
+            ".switchboard/auth/state", "auth.token.issued", #"{"accounts": ["#, #""backend": "filemaker""#, #""base_url""#,
+            #""options": {"database": "Shelter"}"#, "EXAMPLE-not-a-real-password", "utc_offset", "chmod 600",
+        ] {
+            #expect(text.contains(words), "--help does not say \(words)")
+        }
+        // The example in --help is a document switchboard-auth accepts: give it as the
+        // accounts and watch it start serving them.
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingPrefix(while: { $0 == " " }) }
+        let first = try #require(lines.firstIndex { $0.hasPrefix(#"{"accounts": ["#) })
+        let last = try #require(lines[first...].firstIndex { $0 == "]}" })
+        let example = lines[first...last].joined(separator: "\n")
+        let auth = try programs.start(
+            "switchboard-auth", ["--service", "tcp://127.0.0.1:9", "--ingest", "tcp://127.0.0.1:9"], log: "example.log",
+            environment: ["SWITCHBOARD_AUTH_ACCOUNTS": example])
+        try await waitUntil("auth serves the example's accounts") {
+            guard auth.isRunning else { throw WaitTimedOut(description: "auth exited: \(programs.read("example.log"))") }
+            return programs.read("example.log").contains("auth serving")
+        }
+        #expect(programs.read("example.log").contains("filemaker/switchboard,eto/intake@example.org,directory/outreach-team,sap/outreach1"))
+        // Its exit is not the point here (SIGTERM may beat its signal handler to it).
+        auth.signal(SIGKILL)
+        _ = await auth.waitForExit(timeout: .seconds(20))
+    }
+
     @Test("auth refuses an accounts file others may read, naming it and the fix")
     func refusesReadableAccounts() async throws {
         let directory = try TemporaryDirectory("auth-process")

@@ -12,12 +12,14 @@ struct Programs {
         ChildProcess.executableDirectory
     }
 
-    func start(_ name: String, _ arguments: [String], log: String) throws -> ChildProcess {
+    /// - Parameter environment: variables added to this process's environment.
+    func start(_ name: String, _ arguments: [String], log: String, environment: [String: String] = [:]) throws -> ChildProcess {
         let path = directory.path(log)
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         let child = ChildProcess(
             name: name, executable: Self.binaries.appendingPathComponent(name).path, arguments: arguments,
+            environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { $1 },
             directory: directory.url, output: handle, errors: handle)
         try child.start()
         return child

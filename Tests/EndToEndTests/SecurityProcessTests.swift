@@ -35,7 +35,8 @@ struct SecurityProcessTests {
                 "switchboard", ["keygen", "--name", name, "--role", role, "--out", directory.path("secrets")], log: "keygen-\(name).log")
             #expect(await keygen.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("keygen-\(name).log"))")
         }
-        let bad = try programs.start("switchboard", ["keygen", "--name", "x", "--role", "janitor"], log: "keygen-bad.log")
+        let bad = try programs.start(
+            "switchboard", ["keygen", "--name", "x", "--role", "janitor", "--out", directory.path("secrets")], log: "keygen-bad.log")
         #expect(await bad.waitForExit(timeout: .seconds(30)) != 0)
         #expect(programs.read("keygen-bad.log").contains("--role must be"))
         let secret = directory.path("secrets/riverside-1.secret")
@@ -118,5 +119,74 @@ struct SecurityProcessTests {
         context.terminate()
         #expect(await broker.stop() == 0)
         #expect(!programs.read("broker.log").contains(kiosk.secretKey.z85), "no secret in the log")
+    }
+
+    static func mode(_ path: String) throws -> Int? {
+        (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue
+    }
+
+    @Test("keygen makes --out 0700, refuses an existing one group or others can enter (naming it and chmod 700), and uses a 0700 one")
+    func keygenDirectoryIsPrivate() async throws {
+        let directory = try TemporaryDirectory("keygen-dir")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        func keygen(_ name: String, out: String) async throws -> (Int32?, String) {
+            let process = try programs.start(
+                "switchboard", ["keygen", "--name", name, "--role", "kiosk", "--out", out], log: "keygen-\(name).log")
+            return (await process.waitForExit(timeout: .seconds(30)), programs.read("keygen-\(name).log"))
+        }
+        let fresh = directory.path("new/keys")
+        let (made, madeLog) = try await keygen("k1", out: fresh)
+        #expect(made == 0, "\(madeLog)")
+        #expect(try Self.mode(fresh) == 0o700)
+        #expect(try Self.mode(fresh + "/k1.secret") == 0o600)
+
+        let shared = directory.path("shared")
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        chmod(shared, 0o755)
+        let (refused, refusedLog) = try await keygen("k2", out: shared)
+        #expect(refused != 0 && refused != nil)
+        #expect(refusedLog.contains(shared) && refusedLog.contains("chmod 700 \(shared)"), "\(refusedLog)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: shared).isEmpty, "nothing written")
+        #expect(try Self.mode(shared) == 0o755, "the directory is left as it was")
+
+        chmod(shared, 0o700)
+        let (fixed, fixedLog) = try await keygen("k3", out: shared)
+        #expect(fixed == 0, "\(fixedLog)")
+        #expect(FileManager.default.fileExists(atPath: shared + "/k3.secret"))
+
+        let withoutOut = try programs.start("switchboard", ["keygen", "--name", "k4", "--role", "kiosk"], log: "keygen-k4.log")
+        #expect(await withoutOut.waitForExit(timeout: .seconds(30)) != 0)
+        #expect(programs.read("keygen-k4.log").contains("--out"), "--out is required: \(programs.read("keygen-k4.log"))")
+    }
+
+    @Test("a broker process refuses a journal others can read, naming it and chmod 600; a fresh one's files are private")
+    func brokerRefusesAReadableJournal() async throws {
+        let directory = try TemporaryDirectory("broker-files")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let (first, _) = try await programs.broker()
+        let journal = directory.path("broker/journal.sqlite")
+        #expect(try Self.mode(directory.path("broker")) == 0o700)
+        for path in [journal, journal + "-wal", journal + "-shm"] {
+            #expect(try Self.mode(path) == 0o600, "\(path)")
+        }
+        #expect(await first.stop() == 0)
+
+        chmod(journal, 0o644)
+        let refused = try programs.start(
+            "switchboard-broker",
+            [
+                "--data-dir", directory.path("broker"), "--insecure", "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*",
+                "--replay", "tcp://127.0.0.1:*", "--service", "tcp://127.0.0.1:*",
+            ],
+            log: "refused.log")
+        #expect(await refused.waitForExit(timeout: .seconds(30)) != 0)
+        let log = programs.read("refused.log")
+        #expect(log.contains(journal) && log.contains("chmod 600 \(journal)"), "\(log)")
+
+        chmod(journal, 0o600)
+        let (fixed, _) = try await programs.broker(log: "fixed.log")
+        #expect(await fixed.stop() == 0)
     }
 }

@@ -181,6 +181,7 @@ import Testing
                 let object = try #require(try JSONSerialization.jsonObject(with: event.content) as? [String: Any])
                 #expect(Set(object.keys).isSubset(of: allowed), "\(object.keys)")
                 #expect(object["backend"] is String && object["account"] is String && object["at"] is String)
+                #expect(throws: Never.self, "\(event.type)") { try AuthContent.validateEvent(event.content) }
             }
             let logs = stack.logs.all
             #expect(!logs.isEmpty)
