@@ -107,6 +107,16 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
+    // A consumer-group member for the process tests; never shipped (no product).
+    .executableTarget(
+        name: "group-member",
+        dependencies: [
+            "SwitchboardBus", "SwitchboardProtocol", "ZeroMQ",
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        path: "Tests/Fixtures/group-member",
+        swiftSettings: swiftSettings
+    ),
     .executableTarget(
         name: "switchboard-monitor",
         dependencies: [

@@ -343,17 +343,44 @@ struct SecurityTests {
         await secure.stop()
     }
 
-    @Test("dead letters are replayed to an admin only; a monitor's FETCH skips them and still covers the range")
+    @Test("dead letters are made by the broker and replayed to an admin only; a monitor's FETCH skips them and still covers the range")
     func deadLettersForAdmins() async throws {
         let secure = try await SecureBroker.start(principals: Self.principals)
-        let worker = try await secure.dealer("eto-1", secure.fixture.endpoints.ingest)
-        let (_, letter) = try Events.frames(
-            producer: "eto-1", seq: 1, type: "dlq.eto.write-failed", schema: "dlq.eto.write-failed/1",
-            content: Data(#"{"attempts":5}"#.utf8))
-        #expect(try await Events.exchange(worker, letter, timeout: .seconds(10)).command == .ack)
-        let (_, event) = try Events.frames(
-            producer: "eto-1", seq: 2, type: "eto.sites.synced", schema: "eto.sites.synced/1", content: Data(#"{"sites":3}"#.utf8))
-        #expect(try await Events.exchange(worker, event, timeout: .seconds(10)).command == .ack)
+        let kiosk = try await secure.dealer("riverside-1", secure.fixture.endpoints.ingest)
+        #expect(try await Events.exchange(kiosk, try Self.checkIn(producer: "riverside-1"), timeout: .seconds(10)).command == .ack)
+        // A worker may no longer publish dead letters: only the broker makes them.
+        let etoIngest = try await secure.dealer("eto-1", secure.fixture.endpoints.ingest)
+        let (_, forged) = try Events.frames(
+            producer: "eto-1", seq: 1, type: "dlq.eto", schema: "dlq.eto/1", content: Data(#"{"attempts":5}"#.utf8))
+        let refusal = try await Events.exchange(etoIngest, forged, timeout: .seconds(10))
+        #expect(try refusal.decodeHeader(ErrorHeader.self).code == .forbidden)
+
+        // worker:eto joins group `eto` and gives up on the check-in: the broker journals dlq.eto.
+        let member = try await secure.dealer("eto-1", secure.fixture.endpoints.groups)
+        let join = JoinHeader(group: "eto", topics: ["checkin."], credit: 1)
+        #expect(
+            try await Events.exchange(member, Envelope(command: .join, header: join.wireJSON()).frames(), timeout: .seconds(10)).command
+                == .joined)
+        var delivery: DeliverHeader?
+        while delivery == nil {
+            let message = try #require(try await member.receive(timeout: .seconds(10)))
+            let envelope = try Envelope.decode(message.frames)
+            if envelope.command == .deliver { delivery = try envelope.decodeHeader(DeliverHeader.self) }
+        }
+        let term = SettleHeader(
+            .term, group: "eto", busSeq: delivery!.busSeq, attempt: delivery!.attempt, code: "bad-data", message: "no site 12")
+        try await member.send(Envelope(command: .term, header: term.wireJSON()).frames())
+        try await waitUntil("the dead letter is journaled") {
+            try JournalFile.contents(at: secure.fixture.directory.path("broker/journal.sqlite"), type: "dlq.eto").count == 1
+        }
+        // worker:eto may not join another service's group; a monitor may not join at all.
+        let stranger = try await secure.dealer("eto-1", secure.fixture.endpoints.groups)
+        let wrong = JoinHeader(group: "filemaker", topics: ["checkin."], credit: 1)
+        let answer = try await Events.exchange(stranger, Envelope(command: .join, header: wrong.wireJSON()).frames(), timeout: .seconds(10))
+        #expect(try answer.decodeHeader(ErrorHeader.self).code == .forbidden)
+        #expect(
+            try await secure.handshake(try secure.clientOptions("riverside-1"), secure.fixture.endpoints.groups) == .handshakeFailedAuth,
+            "a kiosk may not reach the groups endpoint")
 
         func fetch(as name: String) async throws -> (types: [String], through: Int64) {
             let client = try await secure.dealer(name, secure.fixture.endpoints.replay)
@@ -366,11 +393,12 @@ struct SecurityTests {
                 types.append(try envelope.decodeHeader(EventHeader.self).type)
             }
         }
+        let head = secure.fixture.broker.statistics.head
         let monitor = try await fetch(as: "ops-1")
-        #expect(monitor.types == ["eto.sites.synced"])
-        #expect(monitor.through == 2)
+        #expect(!monitor.types.contains("dlq.eto") && monitor.types.contains("checkin.recorded"), "\(monitor.types)")
+        #expect(monitor.through == head)
         let admin = try await fetch(as: "admin-1")
-        #expect(admin.types == ["dlq.eto.write-failed", "eto.sites.synced"])
+        #expect(admin.types.contains("dlq.eto") && admin.types.contains("checkin.recorded"), "\(admin.types)")
         await secure.stop()
     }
 }
