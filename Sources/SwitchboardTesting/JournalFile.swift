@@ -20,6 +20,11 @@ public enum JournalFile {
         try query(path, "SELECT CAST(header AS TEXT) FROM events ORDER BY bus_seq") { text($0, 0) }
     }
 
+    /// A consumer group's cursor as committed (nil: no such group).
+    public static func groupCursor(at path: String, group: String) throws -> Int64? {
+        try query(path, "SELECT cursor FROM groups WHERE name = '\(group)'") { sqlite3_column_int64($0, 0) }.first
+    }
+
     /// `SELECT COUNT(*) FROM <table>`; 0 if the file or table does not exist yet.
     public static func count(at path: String, table: String) -> Int {
         guard FileManager.default.fileExists(atPath: path) else { return 0 }

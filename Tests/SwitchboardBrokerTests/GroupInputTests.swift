@@ -1,0 +1,148 @@
+import Foundation
+import SwitchboardBroker
+import SwitchboardProtocol
+import SwitchboardTesting
+import Testing
+import ZeroMQ
+
+/// A raw member on the groups endpoint: frames in, envelopes out, nothing hidden.
+struct RawMember {
+    let socket: AsyncSocket
+
+    static func connect(_ fixture: BrokerFixture) async throws -> RawMember {
+        RawMember(
+            socket: try await fixture.io.open(.dealer, linger: 0) { [endpoints = fixture.endpoints] in try $0.connect(endpoints.groups) })
+    }
+
+    func send(_ command: Command, _ header: Data) async throws {
+        try await socket.send(Envelope(command: command, header: header).frames())
+    }
+
+    /// The next message that is not a HEAD.
+    func next(timeout: Duration = .seconds(10)) async throws -> Envelope {
+        while true {
+            guard let message = try await socket.receive(timeout: timeout) else {
+                throw WaitTimedOut(description: "nothing within \(timeout)")
+            }
+            let envelope = try Envelope.decode(message.frames)
+            if envelope.command != .head { return envelope }
+        }
+    }
+
+    func error(after command: Command, _ header: Data) async throws -> ErrorHeader {
+        try await send(command, header)
+        let answer = try await next()
+        #expect(answer.command == .error, "\(command): \(answer.command)")
+        return try answer.decodeHeader(ErrorHeader.self)
+    }
+
+    func join(_ group: String, credit: Int) async throws -> JoinedHeader {
+        try await send(.join, JoinHeader(group: group, topics: ["checkin."], credit: credit).wireJSON())
+        return try await next().decodeHeader(JoinedHeader.self)
+    }
+
+    func delivery() async throws -> DeliverHeader {
+        let envelope = try await next()
+        #expect(envelope.command == .deliver)
+        return try envelope.decodeHeader(DeliverHeader.self)
+    }
+}
+
+@Suite("Consumer groups: bad input")
+struct GroupInputTests {
+    static func json(_ fields: [String: JSONValue]) -> Data { JSONValue.object(fields).compactData }
+
+    @Test("every new command refuses bad input with the documented ERROR, and the group keeps serving its members")
+    func badInput() async throws {
+        let fixture = try await BrokerFixture.start()
+        let producer = try await fixture.producer()
+        for seq in 1...3 { #expect(try await Events.exchange(producer, try Events.frames(seq: Int64(seq)).1).command == .ack) }
+        let stranger = try await RawMember.connect(fixture)
+        let join: (String, JSONValue, String) -> [String: JSONValue] = { group, credit, topic in
+            ["group": .string(group), "topics": .array([.string(topic)]), "credit": credit]
+        }
+        // JOIN
+        var error = try await stranger.error(after: .join, Self.json(join("filemaker", .integer(0), "checkin.")))
+        #expect(error.code == .invalidHeader && error.message.contains("credit"), "\(error)")
+        error = try await stranger.error(after: .join, Self.json(join("filemaker", .integer(1001), "checkin.")))
+        #expect(error.code == .invalidHeader && error.message.contains("credit"), "\(error)")
+        error = try await stranger.error(after: .join, Self.json(join("FileMaker", .integer(1), "checkin.")))
+        #expect(error.code == .invalidHeader && error.message.contains("group"), "\(error)")
+        error = try await stranger.error(
+            after: .join, Self.json(["group": .string("filemaker"), "topics": .array([]), "credit": .integer(1)]))
+        #expect(error.code == .invalidHeader && error.message.contains("topics"), "\(error)")
+        var start = join("filemaker", .integer(1), "checkin.")
+        start["start"] = .string("tail")
+        error = try await stranger.error(after: .join, Self.json(start))
+        #expect(error.code == .invalidHeader && error.message.contains("start"), "\(error)")
+
+        // A real member joins and holds bus_seq 1.
+        let member = try await RawMember.connect(fixture)
+        let joined = try await member.join("filemaker", credit: 1)
+        #expect(joined.group == "filemaker" && joined.credit == 1 && joined.cursor == 0)
+        let first = try await member.delivery()
+        #expect(first.busSeq == 1 && first.attempt == 1)
+
+        error = try await stranger.error(after: .join, Self.json(join("filemaker", .integer(1), "person.")))
+        #expect(error.code == .groupConflict, "\(error)")
+        // Settles from a connection that is no member, for an unknown group, of an unknown delivery.
+        let ack = SettleHeader(.ack, group: "filemaker", busSeq: 1, attempt: 1)
+        error = try await stranger.error(after: .ack, ack.wireJSON())
+        #expect(error.code == .notMember && error.ref == "filemaker/1", "\(error)")
+        error = try await member.error(after: .ack, SettleHeader(.ack, group: "nosuch", busSeq: 1, attempt: 1).wireJSON())
+        #expect(error.code == .notMember, "\(error)")
+        error = try await member.error(after: .ack, SettleHeader(.ack, group: "filemaker", busSeq: 3, attempt: 1).wireJSON())
+        #expect(error.code == .notHeld, "\(error)")
+        error = try await member.error(after: .ack, SettleHeader(.ack, group: "filemaker", busSeq: 1, attempt: 2).wireJSON())
+        #expect(error.code == .notHeld && error.message.contains("attempt"), "\(error)")
+        // Another member may not settle what the first holds.
+        let other = try await RawMember.connect(fixture)
+        _ = try await other.join("filemaker", credit: 1)
+        let second = try await other.delivery()
+        #expect(second.busSeq == 2)
+        error = try await other.error(after: .ack, ack.wireJSON())
+        #expect(error.code == .notHeld, "\(error)")
+        // Malformed settles.
+        error = try await member.error(
+            after: .nack,
+            Self.json(["group": .string("filemaker"), "bus_seq": .integer(1), "attempt": .integer(1), "delay_ms": .integer(-1)]))
+        #expect(error.code == .invalidHeader && error.message.contains("delay_ms"), "\(error)")
+        error = try await member.error(
+            after: .term, Self.json(["group": .string("filemaker"), "bus_seq": .integer(1), "attempt": .integer(1)]))
+        #expect(error.code == .invalidHeader && error.message.contains("code"), "\(error)")
+        error = try await member.error(
+            after: .ack, Self.json(["group": .string("filemaker"), "bus_seq": .integer(0), "attempt": .integer(1)]))
+        #expect(error.code == .invalidHeader && error.message.contains("bus_seq"), "\(error)")
+        error = try await member.error(after: .leave, try WireJSON.encode(LeaveHeader(group: "eto")))
+        #expect(error.code == .notMember, "\(error)")
+        error = try await member.error(after: .fetch, try WireJSON.encode(FetchHeader(from: 1)))
+        #expect(error.code == .unknownCommand && error.command == "FETCH", "\(error)")
+        // Operators' requests with bad input.
+        func request(_ operation: String, _ content: [String: JSONValue]) async throws -> ReplyHeader {
+            try await stranger.socket.send(
+                ServiceBody.requestBody(RequestHeader(operation: operation, timeoutMilliseconds: 5000), content: Self.json(content)))
+            return try await stranger.next().decodeHeader(ReplyHeader.self)
+        }
+        var reply = try await request("groups.drop", [:])
+        #expect(reply.status == 404 && reply.error?.code == "unknown-operation")
+        reply = try await request("groups.create", ["group": .string("eto"), "topics": .string("checkin.")])
+        #expect(reply.status == 400 && reply.error?.message.contains("topics") == true, "\(reply)")
+        reply = try await request("dlq.show", ["group": .string("nosuch"), "bus_seq": .integer(1)])
+        #expect(reply.status == 404, "\(reply)")
+        reply = try await request("dlq.replay", ["group": .string("filemaker")])
+        #expect(reply.status == 400 && reply.error?.message.contains("bus_seq") == true, "\(reply)")
+
+        // Nobody was harmed: both members settle what they hold and get the rest.
+        // (`other` still holds 2 with credit 1, so 3 can only go to `member`.)
+        try await member.send(.ack, ack.wireJSON())
+        let third = try await member.delivery()
+        #expect(third.busSeq == 3)
+        try await other.send(.ack, SettleHeader(.ack, group: "filemaker", busSeq: 2, attempt: 1).wireJSON())
+        try await member.send(.ack, SettleHeader(.ack, group: "filemaker", busSeq: 3, attempt: 1).wireJSON())
+        try await waitUntil("the group's cursor reaches 3") {
+            try JournalFile.count(at: fixture.directory.path("broker/journal.sqlite"), table: "groups") == 1
+                && (try JournalFile.groupCursor(at: fixture.directory.path("broker/journal.sqlite"), group: "filemaker")) == 3
+        }
+        await fixture.stop()
+    }
+}
