@@ -216,6 +216,11 @@ extension BrokerCore {
         for name in groups.groups.keys.sorted() {
             for _ in 0..<4 {
                 guard var runtime = groups.groups[name], let from = runtime.state.wantsEvents, from <= journal.head else { break }
+                if from < journal.first, groups.refusalLog.allow() {
+                    logger.error(
+                        "retention removed events a group had not read (journal size limit)",
+                        metadata: ["group": "\(name)", "from": "\(from)", "first": "\(journal.first)"])
+                }
                 let room = max(1, min(1000, runtime.state.room))
                 let (events, through) = try journal.read(from: from, to: nil, topics: runtime.topics, limit: room)
                 var candidates: [GroupCandidate] = []

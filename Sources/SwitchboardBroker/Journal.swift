@@ -283,7 +283,9 @@ public final class Journal {
     /// Deletes events received before `olderThan` (Unix ms), then the oldest until the stored
     /// size is at most `maxBytes`; at most `chunk` rows per call, so the loop stays responsive.
     /// - Returns: how many events were deleted.
-    func prune(olderThan: Int64?, maxBytes: Int64?, chunk: Int = 10_000) throws -> Int {
+    /// - Parameter keepingAbove: age alone deletes nothing above this `bus_seq` (the lowest
+    ///   consumer-group cursor); size still may.
+    func prune(olderThan: Int64?, maxBytes: Int64?, chunk: Int = 10_000, keepingAbove: Int64? = nil) throws -> Int {
         guard count > 0 else { return 0 }
         var cutoff: Int64 = first - 1
         try queue.read { db in
@@ -295,8 +297,9 @@ public final class Journal {
                     arguments: [first, chunk])
                 while let row = try rows.next() {
                     let receivedAt: Int64 = row[1]
-                    guard receivedAt < olderThan else { break }
-                    cutoff = max(cutoff, row[0])
+                    let seq: Int64 = row[0]
+                    guard receivedAt < olderThan, seq <= keepingAbove ?? .max else { break }
+                    cutoff = max(cutoff, seq)
                 }
             }
             if let maxBytes, storedBytes > maxBytes {

@@ -66,6 +66,52 @@ struct JournalTests {
         #expect(reopened.first == 101)
     }
 
+    @Test("age never deletes what a consumer group has not settled; size does")
+    func retentionKeepsGroupWork() throws {
+        let directory = try TemporaryDirectory("journal")
+        defer { directory.remove() }
+        let journal = try Journal(path: directory.path("journal.sqlite"))
+        _ = try journal.append((1...100).map { event("k1", Int64($0)) })
+        // Everything is old; the slowest group has settled through 40.
+        #expect(try journal.prune(olderThan: .max, maxBytes: nil, keepingAbove: 40) == 40)
+        #expect(journal.first == 41)
+        #expect(try journal.prune(olderThan: .max, maxBytes: nil, keepingAbove: 40) == 0)
+        // A full disk outranks the group.
+        #expect(try journal.prune(olderThan: nil, maxBytes: 0, keepingAbove: 40) == 60)
+        try journal.close()
+    }
+
+    @Test("group rows survive a reopen: cursor, settled, attempts, replays and dead letters")
+    func groupRowsRoundTrip() throws {
+        let directory = try TemporaryDirectory("journal")
+        defer { directory.remove() }
+        let journal = try Journal(path: directory.path("journal.sqlite"))
+        _ = try journal.append((1...10).map { event("k1", Int64($0)) })
+        var changes = GroupChanges()
+        changes.cursor = 3
+        changes.settledAdded = [5, 6]
+        changes.attempts = [4: GroupAttempts(count: 2, lastFailure: GroupFailure(code: "nacked", message: "later"))]
+        changes.replaysAdded = [GroupCandidate(busSeq: 2, key: "person-2")]
+        let letter = DeadLetterRecord(
+            group: "eto", busSeq: 7, dlqSeq: nil, eventID: "e7", type: "checkin.recorded", key: "person-7", attempts: 5, code: "bad",
+            message: "no site", at: 1, state: .dead)
+        try journal.commitGroups([
+            .create(name: "eto", topics: ["checkin."], cursor: 0, createdAt: 1, start: "earliest"), .changes(group: "eto", changes),
+            .deadLetter(letter, eventIndex: nil),
+        ])
+        try journal.close()
+        let reopened = try Journal(path: directory.path("journal.sqlite"))
+        let group = try #require(try reopened.loadGroups().first)
+        #expect(group.name == "eto" && group.topics == ["checkin."])
+        #expect(group.snapshot.cursor == 3 && group.snapshot.settled == [5, 6])
+        #expect(group.snapshot.attempts[4]?.count == 2 && group.snapshot.attempts[4]?.lastFailure?.code == "nacked")
+        #expect(group.snapshot.replays == [GroupCandidate(busSeq: 2, key: "person-2")])
+        #expect(try reopened.deadLetters(group: "eto", state: .dead).map(\.busSeq) == [7])
+        try reopened.commitGroups([.delete(group: "eto")])
+        #expect(try reopened.loadGroups().isEmpty && reopened.deadLetters(group: "eto", state: nil).isEmpty)
+        try reopened.close()
+    }
+
     @Test("the stored header is the producer's bytes with bus_seq added, unknown fields kept; a sent bus_seq is replaced")
     func storedHeaderKeepsFields() throws {
         let raw = Data(#" {"event_id":"x","flavour":{"a":[1,2.5,"é"]}}"#.utf8)

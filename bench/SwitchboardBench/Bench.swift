@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--service | --security | --emulator [--nio-executor] | --client | --codec]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--service | --security | --groups | --emulator [--nio-executor] | --client | --codec]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -32,6 +32,10 @@ struct Bench {
         }
         if CommandLine.arguments.contains("--emulator") {
             try await emulatorBench(quick: quick, takeOver: CommandLine.arguments.contains("--nio-executor"))
+            return
+        }
+        if CommandLine.arguments.contains("--groups") {
+            try await groupBench(quick: quick)
             return
         }
         if CommandLine.arguments.contains("--codec") {
@@ -280,6 +284,7 @@ struct BrokerEndpointsFile: Decodable, Sendable {
     var fanout: String
     var replay: String
     var service: String
+    var groups: String
 }
 
 /// The real broker executable, started from the same build directory.
@@ -294,7 +299,7 @@ struct BrokerProcess {
             name: "broker", executable: "switchboard-broker",
             arguments: [
                 "--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*",
-                "--service", "tcp://127.0.0.1:*", "--log-level", "warning",
+                "--service", "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*", "--log-level", "warning",
             ] + security,
             errors: log)
         try process.start()

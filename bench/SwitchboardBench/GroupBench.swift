@@ -1,0 +1,138 @@
+// Consumer-group benchmarks (`--groups`): how fast a group delivers and collects ACKs next to
+// how fast the same broker ingests in the same run, and how long a dead member's deliveries
+// take to reach another member. Members are plain libzmq DEALERs on threads of this process
+// that ACK at once, so the figures measure the broker, not a client library.
+
+import Foundation
+import SwitchboardProtocol
+import SwitchboardTesting
+import Synchronization
+import ZeroMQ
+
+/// A member thread: joins `group`, ACKs every DELIVER at once until `total` distinct events
+/// were acked (or `quiet` passed without one). Returns the acked count and first/last instants.
+/// With `hold`, it ACKs nothing, keeps `credit` deliveries and returns once it holds them.
+func benchMember(
+    context: Context, endpoint: String, group: String, credit: Int, total: Int, hold: Bool = false, quiet: Duration = .seconds(5),
+    acked: Mutex<Set<Int64>>? = nil
+) throws -> (count: Int, first: ContinuousClock.Instant?, last: ContinuousClock.Instant, socket: Socket?) {
+    let dealer = try context.socket(.dealer, linger: 0)
+    try dealer.set([.receiveHighWaterMark(100_000), .sendHighWaterMark(100_000), .receiveTimeout(milliseconds: 200)])
+    try dealer.connect(endpoint)
+    let join = JoinHeader(group: group, topics: ["checkin."], credit: credit, start: .head)
+    try dealer.send(Envelope(command: .join, header: join.wireJSON()).frames())
+    var first: ContinuousClock.Instant?
+    var last = ContinuousClock.now
+    var count = 0
+    var lastHeard = ContinuousClock.now
+    var lastSent = ContinuousClock.now
+    while count < total, lastHeard.duration(to: .now) < quiet {
+        guard let message = try dealer.receive() else {
+            if lastSent.duration(to: .now) >= .milliseconds(500) {
+                try dealer.send(Envelope(command: .heartbeat, header: Envelope.emptyObject).frames())
+                lastSent = .now
+            }
+            continue
+        }
+        lastHeard = .now
+        guard message.frames.count >= 3, message.frames[1] == Data("DELIVER".utf8),
+            case .object(let header)? = JSONValue.parse(message.frames[2]),
+            case .integer(let seq)? = header["bus_seq"], case .integer(let attempt)? = header["attempt"]
+        else { continue }
+        if first == nil { first = .now }
+        count += 1
+        last = .now
+        if hold {
+            if count == credit { return (count, first, last, dealer) }
+            continue
+        }
+        acked?.withLock { _ = $0.insert(seq) }
+        try dealer.send(Envelope(command: .ack, header: SettleHeader(.ack, group: group, busSeq: seq, attempt: Int(attempt)).wireJSON()).frames())
+        lastSent = .now
+    }
+    dealer.close()
+    return (count, first, last, nil)
+}
+
+func groupBench(quick: Bool) async throws {
+    let scale = quick ? 10 : 1
+    let directory = try TemporaryDirectory("bench-groups")
+    defer { directory.remove() }
+    let broker = try await BrokerProcess.start(directory: directory.path("broker"))
+    let endpoint = broker.endpoints.groups
+    print("Switchboard group benchmarks, \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick)" : "")")
+    func row(_ name: String, _ value: String, _ note: String = "") {
+        print(String(format: "%-62@ %14@  %@", name as NSString, value as NSString, note as NSString))
+    }
+    let perProducer = 25_000 / scale
+    let total = perProducer * 4
+
+    // Baseline: ingest alone, 4 producers, window 1000.
+    let alone = try await ingest(broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "base")
+    row("durable-acked ingest alone, 4 producers (baseline)", Bench.rate(alone))
+
+    for members in [1, 4] {
+        let context = try Context()
+        let group = "bench\(members)"
+        let acked = Mutex<Set<Int64>>([])
+        let results = Mutex<[(Int, ContinuousClock.Instant?, ContinuousClock.Instant)]>([])
+        let threads = (0..<members).map { _ in
+            Thread {
+                if let result = try? benchMember(context: context, endpoint: endpoint, group: group, credit: 256, total: total, acked: acked) {
+                    results.withLock { $0.append((result.count, result.first, result.last)) }
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        // Members join at the head before the producers start.
+        try await Task.sleep(for: .milliseconds(500))
+        let start = ContinuousClock.now
+        let fed = try await ingest(broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "g\(members)-")
+        while acked.withLock({ $0.count }) < total, start.duration(to: .now) < .seconds(120) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let done = ContinuousClock.now
+        let count = acked.withLock { $0.count }
+        let seconds = Double(start.duration(to: done).wholeMilliseconds) / 1000
+        let through = Measured(count: count, seconds: seconds)
+        row(
+            "ingest while \(members) member\(members == 1 ? "" : "s") consume", Bench.rate(fed),
+            String(format: "%.2f× of ingest alone", fed.perSecond / alone.perSecond))
+        row(
+            "delivered and acked through the group, \(members) member\(members == 1 ? "" : "s")", Bench.rate(through),
+            String(format: "%.2f× of ingest in the same run (%d of %d acked)", through.perSecond / fed.perSecond, count, total))
+        // Members stop after 5 s without a delivery.
+        for _ in 0..<600 where results.withLock({ $0.count }) < members { try await Task.sleep(for: .milliseconds(20)) }
+        context.terminate()
+    }
+
+    // A member holding 100 deliveries dies (its connection drops, as with kill -9): how long
+    // until another member has all 100 again.
+    let context = try Context()
+    let held = Mutex<(count: Int, socket: Socket?)>((0, nil))
+    let holder = Thread {
+        if let result = try? benchMember(context: context, endpoint: endpoint, group: "failover", credit: 100, total: 100, hold: true) {
+            held.withLock { $0 = (result.count, result.socket) }
+        }
+    }
+    holder.start()
+    try await Task.sleep(for: .milliseconds(500))
+    _ = try await ingest(broker: broker.endpoints, producers: 1, perProducer: 100, window: 100, prefix: "fail")
+    while held.withLock({ $0.socket == nil }) { try await Task.sleep(for: .milliseconds(5)) }
+    let redelivered = Mutex<Set<Int64>>([])
+    let taker = Thread {
+        _ = try? benchMember(context: context, endpoint: endpoint, group: "failover", credit: 100, total: 100, quiet: .seconds(10), acked: redelivered)
+    }
+    taker.start()
+    try await Task.sleep(for: .milliseconds(500))
+    let killed = ContinuousClock.now
+    held.withLock { $0.socket?.close() }
+    while redelivered.withLock({ $0.count }) < 100, killed.duration(to: .now) < .seconds(30) { try await Task.sleep(for: .milliseconds(1)) }
+    let took = killed.duration(to: .now)
+    row(
+        "a member holding 100 drops: all 100 at another member after", String(format: "%.0f ms", Double(took.wholeMilliseconds)),
+        "heartbeat 1 s, member liveness 3 s (\(redelivered.withLock { $0.count }) of 100)")
+    try await Task.sleep(for: .milliseconds(200))
+    context.terminate()
+    await broker.stop()
+}
