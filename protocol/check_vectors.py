@@ -4,8 +4,9 @@
 Every valid content vector must pass its JSON Schema; every invalid one marked "rule": "schema"
 must fail it ("semantic" ones break rules beyond JSON Schema, which receivers check in code).
 Every event header in a vector expected to be ACKed must pass event.header.v1.json. Service
-plane REQUEST/REPLY header vectors must pass or fail their schemas as they say. Auth vectors
-must pass or fail theirs, and every fingerprint must be its token's SHA-256 prefix.
+plane REQUEST/REPLY header vectors must pass or fail their schemas as they say; so must the
+consumer-group header vectors (against commands.v1.json's $defs) and content vectors. Auth
+vectors must pass or fail theirs, and every fingerprint must be its token's SHA-256 prefix.
 Needs the `jsonschema` package (pip install jsonschema).
 """
 import datetime
@@ -84,6 +85,47 @@ for path in sorted((root / "vectors" / "auth").glob("*.json")):
         elif not matches:
             failures.append(
                 f"{path.name}: fingerprint {content['fingerprint']} is not its token's SHA-256 prefix {digest[:8]}")
+
+# Consumer groups (section 15): each header vector against its command's $defs schema in
+# commands.v1.json (an invalid one must fail, and an error must name its field), and the
+# content vectors of dlq.<group> and groups.changed events against their schemas.
+group_defs = {"JOIN": "join", "JOINED": "joined", "DELIVER": "deliver", "ACK": "settle", "PROGRESS": "settle",
+              "NACK": "settle-nack", "TERM": "settle-term", "LEAVE": "leave"}
+commands = schemas["commands.v1.json"]
+
+
+def names_field(error, field):
+    """Whether a schema error (or one of its sub-errors) is about `field`."""
+    if field in error.absolute_path or (error.validator == "required" and repr(field) in error.message):
+        return True
+    return any(names_field(sub, field) for sub in error.context or [])
+
+
+for path in sorted((root / "vectors" / "groups").glob("*.json")):
+    vector = json.loads(path.read_text())
+    expect = vector["expect"]
+    count += 1
+    if "command" in vector:
+        if vector["command"] not in group_defs:
+            failures.append(f"{path.name}: unknown command {vector['command']!r}")
+            continue
+        schema = dict(commands, **{"$ref": f"#/$defs/{group_defs[vector['command']]}"})
+        errors = list(jsonschema.Draft202012Validator(schema).iter_errors(vector["header"]))
+        if expect["valid"] and errors:
+            failures.append(f"{path.name}: valid header fails its schema: {errors[0].message}")
+        if not expect["valid"]:
+            if not errors:
+                failures.append(f"{path.name}: invalid header passes its schema")
+            elif not expect.get("field"):
+                failures.append(f"{path.name}: an invalid header vector names its field")
+            elif not any(names_field(error, expect["field"]) for error in errors):
+                failures.append(f"{path.name}: no schema error is about '{expect['field']}': {errors[0].message}")
+    else:
+        errors = list(jsonschema.Draft202012Validator(schemas[vector["schema"]]).iter_errors(vector["content"]))
+        if expect["valid"] and errors:
+            failures.append(f"{path.name}: valid content fails {vector['schema']}: {errors[0].message}")
+        if not expect["valid"] and not errors:
+            failures.append(f"{path.name}: invalid content passes {vector['schema']}")
 
 # Date-times (section 6): accepted ones match the header schema's pattern, are real calendar
 # instants, and carry the instant Python computes; refused ones fail the pattern or the calendar.

@@ -1,4 +1,5 @@
 public import Foundation
+import SwitchboardProtocol
 
 /// The protocol test vectors in `protocol/vectors/`, as files the tests load.
 public enum Vectors {
@@ -137,6 +138,7 @@ public enum Vectors {
         }
     }
 
+<<<<<<< HEAD
     /// A `token.get` reply or an `auth.*` event content (`protocol/vectors/auth`).
     public struct AuthContent: Sendable, CustomStringConvertible {
         public var name: String
@@ -167,6 +169,40 @@ public enum Vectors {
                 valid: expect["valid"] as? Bool ?? false,
                 field: expect["field"] as? String,
                 rule: expect["rule"] as? String)
+=======
+    /// A consumer-group header (`protocol/vectors/groups`, section 15): the command it belongs
+    /// to, the header, and whether a receiver accepts it (for refused ones, the field the error
+    /// names).
+    public struct GroupHeader: Sendable, CustomStringConvertible {
+        public var name: String
+        public var description: String
+        /// `JOIN`, `JOINED`, `DELIVER`, `ACK`, `NACK`, `TERM`, `PROGRESS` or `LEAVE`.
+        public var command: String
+        public var header: Data
+        public var valid: Bool
+        public var field: String?
+    }
+
+    /// The header vectors of `protocol/vectors/groups` (the files with a `command`; the
+    /// `dlq-*` and `groups-changed-*` content vectors are for `check_vectors.py`).
+    public static func groupHeaders() throws -> [GroupHeader] {
+        try files(in: "groups").compactMap { url in
+            // Read with the protocol's own JSON reader, so a header's `2.0` stays a float on
+            // the way to the codec (JSONSerialization would write it back as `2`).
+            guard case .object(let object)? = JSONValue.parse(try Data(contentsOf: url)) else {
+                throw BadVector(description: "\(url.lastPathComponent) is not a JSON object")
+            }
+            guard case .string(let command)? = object["command"] else { return nil }
+            guard case .object(let expect)? = object["expect"], case .bool(let valid)? = expect["valid"], let header = object["header"]
+            else { throw BadVector(description: "\(url.lastPathComponent) needs a header and expect.valid") }
+            var description = ""
+            if case .string(let text)? = object["description"] { description = text }
+            var field: String?
+            if case .string(let text)? = expect["field"] { field = text }
+            return GroupHeader(
+                name: url.deletingPathExtension().lastPathComponent, description: description, command: command,
+                header: header.compactData, valid: valid, field: field)
+>>>>>>> groups-spec
         }
     }
 
