@@ -15,7 +15,7 @@ struct GroupRequestFailure: Error {
     var code: String
     var message: String
 
-    static func badRequest(_ message: String) -> Self { Self(status: 400, code: "invalid-content", message: message) }
+    static func badRequest(_ message: String) -> Self { Self(status: 422, code: "invalid-content", message: message) }
     static func notFound(_ message: String) -> Self { Self(status: 404, code: "not-found", message: message) }
 }
 
@@ -36,6 +36,7 @@ extension BrokerCore {
         do {
             if let security = broker.security {
                 guard let role = security.role(of: principal) else {
+                    security.refused("revoked", principal: principal, endpoint: .groups, reason: "principal is no longer allowed")
                     throw GroupRequestFailure(status: 403, code: "forbidden", message: "principal '\(principal ?? "?")' is no longer allowed")
                 }
                 if let reason = Policy.groupOperation(role, operation: header.operation) {
@@ -45,6 +46,8 @@ extension BrokerCore {
             }
             guard case .object(let input) = parsed.content else { throw GroupRequestFailure.badRequest("content must be a JSON object") }
             let result = try runGroupOperation(header.operation, input, by: principal ?? "-", now: now)
+            // The change is on disk before the operator hears it is done.
+            try flushGroups()
             answer(identity, ReplyHeader(requestID: header.requestID, status: 200), parent: envelope.header, content: result.compactData)
         } catch let failure as GroupRequestFailure {
             let reply = ReplyHeader(
@@ -82,7 +85,7 @@ extension BrokerCore {
         func start() throws -> GroupStart {
             switch input["start"] {
             case nil: return .earliest
-            case .string(let text)?: if let start = GroupStart(text) { return start }
+            case .string(let text)? where text == "earliest" || text == "head": return GroupStart(text)!
             case .integer(let seq)?: if let start = GroupStart(String(seq)) { return start }
             default: break
             }
@@ -133,7 +136,7 @@ extension BrokerCore {
             }
             _ = fresh.state.takeChanges()
             groups.groups[name] = fresh
-            groups.writes.append(.reset(group: name, cursor: cursor))
+            groups.writes.append(.reset(group: name, cursor: cursor, start: start.description))
             audit("reset", group: name, by: admin, extra: ["start": .string(start.description)])
             try perform(actions, group: name, now: now)
             return try describeGroup(name)
@@ -186,13 +189,17 @@ extension BrokerCore {
                 throw GroupRequestFailure.notFound("group '\(name)' has no dead letter waiting\(seq.map { " for bus_seq \($0)" } ?? "")")
             }
             let replay = operation == "dlq.replay"
+            if replay {
+                // All or nothing: a replay that cannot be done changes nothing.
+                let retained = Set(try journal.events(letters.map(\.busSeq)).map(\.busSeq))
+                if let gone = letters.first(where: { !retained.contains($0.busSeq) }) {
+                    throw GroupRequestFailure(
+                        status: 409, code: "conflict",
+                        message: "bus_seq \(gone.busSeq) is no longer journaled (retention): it cannot be replayed")
+                }
+            }
             for letter in letters {
                 if replay {
-                    guard try !journal.events([letter.busSeq]).isEmpty else {
-                        throw GroupRequestFailure(
-                            status: 409, code: "conflict",
-                            message: "bus_seq \(letter.busSeq) is no longer journaled (retention): it cannot be replayed")
-                    }
                     if var runtime = groups.groups[name] {
                         let actions = runtime.state.reopen(busSeq: letter.busSeq, key: letter.key, now: now)
                         groups.groups[name] = runtime

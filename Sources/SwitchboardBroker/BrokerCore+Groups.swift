@@ -78,6 +78,14 @@ extension BrokerCore {
             do {
                 let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
                 command = envelope.command.rawValue
+                // Section 2's order: whether this endpoint takes the command, then the JSON frames.
+                let taken: Set<Command> = [.join, .ack, .nack, .term, .progress, .leave, .heartbeat, .request]
+                guard taken.contains(envelope.command) else {
+                    throw ProtocolError(
+                        .unknownCommand,
+                        "command \(envelope.command.rawValue) is not accepted on the groups endpoint (JOIN, ACK, NACK, TERM, PROGRESS, LEAVE, HEARTBEAT, REQUEST)"
+                    )
+                }
                 let parsed = try envelope.parsed(reference: &ref)
                 switch envelope.command {
                 case .join: try join(identity, JoinHeader(wire: parsed.header), principal: message.userID, now: now)
@@ -85,7 +93,10 @@ extension BrokerCore {
                 case .nack: try settle(identity, SettleHeader(.nack, wire: parsed.header), ref: &ref, now: now)
                 case .term: try settle(identity, SettleHeader(.term, wire: parsed.header), ref: &ref, now: now)
                 case .progress: try settle(identity, SettleHeader(.progress, wire: parsed.header), ref: &ref, now: now)
-                case .leave: try leave(identity, envelope.decodeHeader(LeaveHeader.self), now: now)
+                case .leave:
+                    let header = try envelope.decodeHeader(LeaveHeader.self)
+                    try GroupName.check(header.group)
+                    try leave(identity, header, now: now)
                 case .heartbeat:
                     // A member that the broker no longer knows (a broker restart, a reconnection
                     // under a new routing id, an expiry) learns it here and joins again.
@@ -95,11 +106,7 @@ extension BrokerCore {
                     let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
                     reply(identity, try Envelope(command: .head, header: head), on: groupSocket)
                 case .request: groupRequest(identity, parsed, principal: message.userID, now: now)
-                default:
-                    throw ProtocolError(
-                        .unknownCommand,
-                        "command \(envelope.command.rawValue) is not accepted on the groups endpoint (JOIN, ACK, NACK, TERM, PROGRESS, LEAVE, HEARTBEAT, REQUEST)"
-                    )
+                default: break
                 }
             } catch let error as ProtocolError {
                 refuse(identity, error, command: command, ref: ref, socket: groupSocket)
@@ -121,7 +128,11 @@ extension BrokerCore {
             }
         }
         if groups.groups[join.group] == nil {
-            try createGroup(join.group, topics: join.topics, start: join.start ?? .earliest)
+            let start = join.start ?? .earliest
+            try createGroup(join.group, topics: join.topics, start: start)
+            audit(
+                "created", group: join.group, by: principal ?? "-",
+                extra: ["topics": .array(join.topics.map(JSONValue.string)), "start": .string(start.description)])
         }
         guard var runtime = groups.groups[join.group] else { return }
         guard Set(runtime.topics) == Set(join.topics) else {
@@ -252,10 +263,13 @@ extension BrokerCore {
         do {
             outcomes = try journal.commit(events: events, groups: writes)
         } catch {
-            // Nothing of it is on disk; the machines already moved on. Keep the writes and try
-            // again next iteration rather than forget an ACK.
-            logger.error("group commit failed; retrying", metadata: ["error": "\(error)"])
-            throw error
+            // Nothing of it is on disk (a full disk, an I/O error). Keep every write and try again
+            // next iteration: the broker goes on delivering, and a crash before a commit only
+            // brings back what at-least-once allows.
+            if groups.refusalLog.allow() {
+                logger.error("group commit failed; kept for the next try", metadata: ["error": "\(error)", "writes": "\(writes.count)"])
+            }
+            return
         }
         groups.writes = []
         groups.letters = []

@@ -5,7 +5,9 @@ import SwitchboardSecurity
 import ZeroMQ
 
 extension BrokerCore {
-    /// What a principal may not replay: `dlq.*` unless it is an admin (no security: nothing hidden).
+    /// What a principal may not replay: `dlq.*` unless it is an admin (no security: nothing
+    /// hidden). Dead letters name the events that failed and why; only operators who may act on
+    /// them read them.
     static func replayExclusions(security: BrokerSecurity?, principal: String?) -> [String] {
         guard let security else { return [] }
         return security.role(of: principal) == .admin ? [] : ["dlq."]

@@ -52,7 +52,7 @@ enum GroupWrite: Sendable {
     case deadLetter(DeadLetterRecord, eventIndex: Int?)
     case deadLetterState(group: String, busSeq: Int64, state: DeadLetterRecord.State)
     /// Starts the group again at `cursor`: every settled, attempts and replay row goes.
-    case reset(group: String, cursor: Int64)
+    case reset(group: String, cursor: Int64, start: String)
     /// Removes the group and every row of it (its dead letters stay journaled as events).
     case delete(group: String)
 }
@@ -184,8 +184,8 @@ extension Journal {
             case .deadLetterState(let group, let busSeq, let state):
                 try db.execute(
                     sql: "UPDATE dead_letters SET state = ? WHERE grp = ? AND bus_seq = ?", arguments: [state.rawValue, group, busSeq])
-            case .reset(let group, let cursor):
-                try db.execute(sql: "UPDATE groups SET cursor = ? WHERE name = ?", arguments: [cursor, group])
+            case .reset(let group, let cursor, let start):
+                try db.execute(sql: "UPDATE groups SET cursor = ?, start = ? WHERE name = ?", arguments: [cursor, start, group])
                 for table in ["group_settled", "group_attempts", "group_replays"] {
                     try db.execute(sql: "DELETE FROM \(table) WHERE grp = ?", arguments: [group])
                 }

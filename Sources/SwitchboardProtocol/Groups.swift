@@ -13,7 +13,7 @@ public enum GroupName {
         }
     }
 
-    static func check(_ name: String, field: String = "group") throws(ProtocolError) {
+    public static func check(_ name: String, field: String = "group") throws(ProtocolError) {
         guard isValid(name) else {
             throw ProtocolError(
                 .invalidHeader, "header: field '\(field)' must be 1–64 of a–z 0–9 _ - starting with a letter, got '\(name.prefix(64))'")
@@ -96,8 +96,12 @@ public struct JoinHeader: Sendable, Hashable {
         switch fields["start"] {
         case nil: start = nil
         case .string(let text)? where text == "earliest" || text == "head": start = GroupStart(text)
-        case .integer(let seq)? where seq >= 1 && seq <= FetchHeader.maximumSequence: start = .sequence(seq)
-        default: throw object.fail("start", "must be \"earliest\", \"head\" or a bus_seq from 1 to 2^53")
+        case .string?: throw object.fail("start", "must be \"earliest\", \"head\" or a bus_seq from 1 to 2^53")
+        case .some:
+            guard let seq = try? object.optionalInteger("start"), seq >= 1, seq <= FetchHeader.maximumSequence else {
+                throw object.fail("start", "must be \"earliest\", \"head\" or a bus_seq from 1 to 2^53")
+            }
+            start = .sequence(seq)
         }
     }
 
@@ -235,7 +239,7 @@ public struct SettleHeader: Sendable, Hashable {
             if let code, !Self.isValidCode(code) {
                 throw object.fail("code", "must be 1–64 of a–z 0–9 - starting with a letter, got '\(code.prefix(64))'")
             }
-            if let message, message.count > 1000 { throw object.fail("message", "must be at most 1000 characters") }
+            if let message, message.unicodeScalars.count > 1000 { throw object.fail("message", "must be at most 1000 characters") }
         }
     }
 

@@ -138,7 +138,6 @@ public enum Vectors {
         }
     }
 
-<<<<<<< HEAD
     /// A `token.get` reply or an `auth.*` event content (`protocol/vectors/auth`).
     public struct AuthContent: Sendable, CustomStringConvertible {
         public var name: String
@@ -169,7 +168,9 @@ public enum Vectors {
                 valid: expect["valid"] as? Bool ?? false,
                 field: expect["field"] as? String,
                 rule: expect["rule"] as? String)
-=======
+        }
+    }
+
     /// A consumer-group header (`protocol/vectors/groups`, section 15): the command it belongs
     /// to, the header, and whether a receiver accepts it (for refused ones, the field the error
     /// names).
@@ -202,7 +203,6 @@ public enum Vectors {
             return GroupHeader(
                 name: url.deletingPathExtension().lastPathComponent, description: description, command: command,
                 header: header.compactData, valid: valid, field: field)
->>>>>>> groups-spec
         }
     }
 
