@@ -139,9 +139,9 @@ struct GroupInputTests {
         #expect(third.busSeq == 3)
         try await other.send(.ack, SettleHeader(.ack, group: "filemaker", busSeq: 2, attempt: 1).wireJSON())
         try await member.send(.ack, SettleHeader(.ack, group: "filemaker", busSeq: 3, attempt: 1).wireJSON())
-        try await waitUntil("the group's cursor reaches 3") {
-            try JournalFile.count(at: fixture.directory.path("broker/journal.sqlite"), table: "groups") == 1
-                && (try JournalFile.groupCursor(at: fixture.directory.path("broker/journal.sqlite"), group: "filemaker")) == 3
+        // (The cursor passes events the group does not take, such as the audit of its creation.)
+        try await waitUntil("the group's cursor passes 3") {
+            (try JournalFile.groupCursor(at: fixture.directory.path("broker/journal.sqlite"), group: "filemaker") ?? 0) >= 3
         }
         await fixture.stop()
     }
