@@ -23,6 +23,7 @@ public final class BrokerFixture: Sendable {
         configuration.fanoutEndpoint = "tcp://127.0.0.1:*"
         configuration.replayEndpoint = "tcp://127.0.0.1:*"
         configuration.serviceEndpoint = "tcp://127.0.0.1:*"
+        configuration.groupsEndpoint = "tcp://127.0.0.1:*"
         configuration.dataDirectory = directory.path("broker")
         configuration.heartbeat = .milliseconds(100)
         configuration.insecure = true  // tests of security set keys and turn this off
@@ -69,6 +70,19 @@ public final class BrokerFixture: Sendable {
 
     public func replayClient() async throws -> AsyncSocket {
         try await io.open(.dealer, linger: 0) { [endpoints] in try $0.connect(endpoints.replay) }
+    }
+
+    /// A DEALER connected to the groups endpoint: a raw group member (see `GroupWire`).
+    public func groupPeer(_ options: [SocketOption] = []) async throws -> AsyncSocket {
+        try await io.open(.dealer, linger: 0) { [endpoints] in
+            try $0.set(options)
+            try $0.connect(endpoints.groups)
+        }
+    }
+
+    /// An operator's client of the groups endpoint.
+    public func groupsClient(timeout: Duration = .seconds(5), socketOptions: [SocketOption] = []) -> GroupAdminClient {
+        GroupAdminClient(io: io, endpoint: endpoints.groups, settings: .init(timeout: timeout, socketOptions: socketOptions))
     }
 
     public func outbox(_ name: String) throws -> Outbox {

@@ -30,7 +30,8 @@ struct Programs {
     /// Starts a broker process and waits until it has bound its endpoints.
     func broker(
         dataDirectory: String = "broker", ingest: String = "tcp://127.0.0.1:*", fanout: String = "tcp://127.0.0.1:*",
-        replay: String = "tcp://127.0.0.1:*", service: String = "tcp://127.0.0.1:*", log: String = "broker.log"
+        replay: String = "tcp://127.0.0.1:*", service: String = "tcp://127.0.0.1:*", groups: String = "tcp://127.0.0.1:*",
+        log: String = "broker.log"
     ) async throws -> (ChildProcess, Endpoints) {
         let endpointsFile = directory.path("\(dataDirectory)/endpoints.json")
         try? FileManager.default.removeItem(atPath: endpointsFile)
@@ -38,7 +39,7 @@ struct Programs {
             "switchboard-broker",
             [
                 "--data-dir", directory.path(dataDirectory), "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service",
-                service,
+                service, "--groups", groups,
                 "--heartbeat", "200ms", "--insecure",
             ],
             log: log)
@@ -55,6 +56,7 @@ struct Programs {
         var fanout: String
         var replay: String
         var service: String
+        var groups: String
     }
 
     func journalCount(_ dataDirectory: String = "broker") -> Int {

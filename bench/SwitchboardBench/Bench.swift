@@ -294,7 +294,7 @@ struct BrokerProcess {
             name: "broker", executable: "switchboard-broker",
             arguments: [
                 "--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*",
-                "--service", "tcp://127.0.0.1:*", "--log-level", "warning",
+                "--service", "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*", "--log-level", "warning",
             ] + security,
             errors: log)
         try process.start()
