@@ -94,7 +94,9 @@ public final class GroupAdminClient: Sendable {
     /// status is 2xx.
     /// - Throws: `GroupAdminError`: `.refused` with the status, code and message of any other
     ///   REPLY; `.timeout` if no REPLY with this request's `request_id` comes within `timeout`.
-    public func request(_ operation: String, _ content: JSONValue = .object([:]), timeout: Duration? = nil)
+    public func request(
+        _ operation: String, _ content: JSONValue = .object([:]), timeout: Duration? = nil
+    )
         async throws(GroupAdminError) -> Data
     {
         let wait = timeout ?? settings.timeout
@@ -117,14 +119,17 @@ public final class GroupAdminClient: Sendable {
                 try $0.connect(endpoint)
             }
         } catch {
-            throw GroupAdminError(.connection, operation: operation, message: "cannot connect to the groups endpoint '\(endpoint)': \(error)")
+            throw GroupAdminError(
+                .connection, operation: operation, message: "cannot connect to the groups endpoint '\(endpoint)': \(error)")
         }
         let result = await exchange(on: socket, frames, header: header, deadline: .now + wait, wait: wait)
         await socket.close()
         return try result.get()
     }
 
-    private func exchange(on socket: AsyncSocket, _ frames: [Data], header: RequestHeader, deadline: ContinuousClock.Instant, wait: Duration)
+    private func exchange(
+        on socket: AsyncSocket, _ frames: [Data], header: RequestHeader, deadline: ContinuousClock.Instant, wait: Duration
+    )
         async -> Result<Data, GroupAdminError>
     {
         let operation = header.operation
@@ -158,7 +163,8 @@ public final class GroupAdminClient: Sendable {
                 case .error:
                     guard let error = try? envelope.decodeHeader(ErrorHeader.self) else { continue }
                     guard error.ref == nil || error.ref == header.requestID else { continue }
-                    return failure(.protocolViolation, "the broker refused the request '\(operation)': \(error.code.rawValue): \(error.message)")
+                    return failure(
+                        .protocolViolation, "the broker refused the request '\(operation)': \(error.code.rawValue): \(error.message)")
                 default:
                     continue  // HEAD, or a member's traffic that is not ours to read
                 }
@@ -169,7 +175,9 @@ public final class GroupAdminClient: Sendable {
     }
 
     /// `request`, with the content decoded as `T`.
-    private func request<T: Decodable>(_ operation: String, _ content: [String: JSONValue], as type: T.Type)
+    private func request<T: Decodable>(
+        _ operation: String, _ content: [String: JSONValue], as type: T.Type
+    )
         async throws(GroupAdminError) -> T
     {
         let data = try await request(operation, .object(content))
@@ -215,7 +223,9 @@ public final class GroupAdminClient: Sendable {
 
     /// `dlq.list`: the dead letters of `group` (every group when nil) in `state` (every state
     /// when nil), oldest first. No payloads: `deadLetter(group:busSeq:)` has the event.
-    public func deadLetters(group: String? = nil, state: DeadLetterInfo.State? = .dead) async throws(GroupAdminError)
+    public func deadLetters(
+        group: String? = nil, state: DeadLetterInfo.State? = .dead
+    ) async throws(GroupAdminError)
         -> [DeadLetterInfo]
     {
         var content: [String: JSONValue] = ["state": .string(state?.rawValue ?? "all")]

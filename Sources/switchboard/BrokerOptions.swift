@@ -106,9 +106,9 @@ struct BrokerOptions: ParsableArguments {
         case (.timeout, _):
             let keys =
                 usedKeys
-                ? "; if it runs, check that its key is the one given and that this certificate is on its allow-list"
-                : "; if it runs CURVE, give --certificate and --broker-key"
-            return "\(error) (is the broker running at that address?\(keys))"
+                ? "if it is, check that its key is the one given and that this certificate is on its allow-list"
+                : "if it runs CURVE, give --certificate and --broker-key"
+            return "\(error). Is a broker running there? \(keys.prefix(1).uppercased() + keys.dropFirst())."
         case (.refused, 403?):
             return "\(error); this needs an admin certificate (--certificate)"
         default:

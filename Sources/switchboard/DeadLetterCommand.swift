@@ -9,9 +9,9 @@ struct DeadLetterCommand: AsyncParsableCommand {
         commandName: "dlq",
         abstract: "List, show, replay and drop the dead letters of consumer groups.",
         discussion: """
-            A dead letter is an event a group gave up on: a member answered TERM, or it was
-            delivered max_deliver times without an ACK. Listing needs any certificate the broker
-            lets reach its groups endpoint; showing one (its event holds personal data), replaying
+            A dead letter is an event a group gave up on: a member answered TERM, or it was \
+            delivered max_deliver times without an ACK. Listing needs any certificate the broker \
+            lets reach its groups endpoint; showing one (its event holds personal data), replaying \
             and dropping need an admin one. Exits 1 when the broker refuses or does not answer.
             """,
         subcommands: [List.self, Show.self, Replay.self, Drop.self],
@@ -21,10 +21,10 @@ struct DeadLetterCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "list", abstract: "List dead letters (without their events), oldest first.")
 
-        @OptionGroup var broker: BrokerOptions
         @Argument(help: "Only this group's (default: every group's).") var group: String?
         @Option(help: "dead (waiting for an operator), replayed, dropped or all.") var state = "dead"
         @Flag(help: "Print them as JSON ({\"dead_letters\": [...]}, the broker's field names).") var json = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func validate() throws {
             if let group { try GroupsCommand.check(name: group) }
@@ -66,10 +66,10 @@ struct DeadLetterCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "show", abstract: "Show one dead letter with its event (admin only: the event holds personal data).")
 
-        @OptionGroup var broker: BrokerOptions
         @Argument(help: "The group.") var group: String
         @Argument(help: ArgumentHelp("The dead event's bus_seq.", valueName: "bus-seq")) var busSeq: Int64
         @Flag(help: "Print it as JSON (the dead letter's fields and \"event\": {header, content}).") var json = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func validate() throws {
             try GroupsCommand.check(name: group)
@@ -88,7 +88,8 @@ struct DeadLetterCommand: AsyncParsableCommand {
                         "content": try JSONSerialization.jsonObject(with: content, options: .fragmentsAllowed),
                     ]
                 }
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+                let data = try JSONSerialization.data(
+                    withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
                 print(String(decoding: data, as: UTF8.self))
                 return
             }
@@ -102,7 +103,8 @@ struct DeadLetterCommand: AsyncParsableCommand {
             ]
             for (name, value) in fields { text += "  " + name.padding(toLength: 9, withPad: " ", startingAt: 0) + " " + value + "\n" }
             if let header = detail.eventHeader, let content = detail.eventContent {
-                text += "Event header:\n" + DeadLetterCommand.pretty(header) + "\nEvent content:\n" + DeadLetterCommand.pretty(content) + "\n"
+                text +=
+                    "Event header:\n" + DeadLetterCommand.pretty(header) + "\nEvent content:\n" + DeadLetterCommand.pretty(content) + "\n"
             } else {
                 text += "The event is no longer journaled (retention removed it): it cannot be replayed.\n"
             }
@@ -116,10 +118,10 @@ struct DeadLetterCommand: AsyncParsableCommand {
             abstract: "Deliver dead letters to their group again, counting attempts from 1.",
             discussion: "Give the bus_seq of one dead letter, or --all for every one of the group still in state dead.")
 
-        @OptionGroup var broker: BrokerOptions
         @Argument(help: "The group.") var group: String
         @Argument(help: ArgumentHelp("The dead event's bus_seq.", valueName: "bus-seq")) var busSeq: Int64?
         @Flag(help: "Every dead letter of the group.") var all = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func validate() throws { try DeadLetterCommand.validate(group: group, busSeq: busSeq, all: all) }
 
@@ -138,10 +140,10 @@ struct DeadLetterCommand: AsyncParsableCommand {
             abstract: "Give up on dead letters for good: the group will not see them again.",
             discussion: "Give the bus_seq of one dead letter, or --all for every one of the group still in state dead.")
 
-        @OptionGroup var broker: BrokerOptions
         @Argument(help: "The group.") var group: String
         @Argument(help: ArgumentHelp("The dead event's bus_seq.", valueName: "bus-seq")) var busSeq: Int64?
         @Flag(help: "Every dead letter of the group.") var all = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func validate() throws { try DeadLetterCommand.validate(group: group, busSeq: busSeq, all: all) }
 

@@ -9,9 +9,9 @@ struct GroupsCommand: AsyncParsableCommand {
         commandName: "groups",
         abstract: "List, create, reset and delete the broker's consumer groups.",
         discussion: """
-            `switchboard groups` alone lists them. Reading needs any certificate the broker lets
-            reach its groups endpoint (admin, monitor, worker); creating, resetting and deleting
-            need an admin one (`switchboard up` makes <data-dir>/keys/secrets/operator.secret).
+            `switchboard groups` alone lists them. Reading needs any certificate the broker lets \
+            reach its groups endpoint (admin, monitor, worker); creating, resetting and deleting \
+            need an admin one (`switchboard up` makes <data-dir>/keys/secrets/operator.secret). \
             Exits 1 when the broker refuses or does not answer within --timeout.
             """,
         subcommands: [List.self, Create.self, Reset.self, Delete.self],
@@ -22,8 +22,8 @@ struct GroupsCommand: AsyncParsableCommand {
             commandName: "list",
             abstract: "Show every group: its topics, cursor, lag, deliveries in flight, dead letters and members.")
 
-        @OptionGroup var broker: BrokerOptions
         @Flag(help: "Print the groups as JSON ({\"groups\": [...]}, the broker's field names).") var json = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func run() async throws {
             let groups = try await broker.withGroups("switchboard groups") { client in try await client.groups() }
@@ -40,17 +40,17 @@ struct GroupsCommand: AsyncParsableCommand {
             commandName: "create",
             abstract: "Create a consumer group.",
             discussion: """
-                The group takes every event whose type starts with one of its --topic prefixes,
-                from --start on. Creating a group that exists with the same topics leaves it as it
+                The group takes every event whose type starts with one of its --topic prefixes, \
+                from --start on. Creating a group that exists with the same topics leaves it as it \
                 is; one that exists with other topics is refused (delete it first).
                 """)
 
-        @OptionGroup var broker: BrokerOptions
         @Argument(help: "The group's name: 1–64 of a–z 0–9 _ -, starting with a letter (a worker's service name).") var name: String
         @Option(name: .customLong("topic"), help: "A type prefix the group takes, e.g. checkin. (repeat for more; 1–32).")
         var topics: [String] = []
         @Option(help: "Where it starts: earliest (everything still journaled), head (only new events) or a bus_seq.")
         var start: String = "earliest"
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func validate() throws {
             try GroupsCommand.check(name: name)
@@ -81,14 +81,14 @@ struct GroupsCommand: AsyncParsableCommand {
             commandName: "reset",
             abstract: "Start a group again from another place in the journal.",
             discussion: """
-                Forgets what the group settled and what its members hold: events from --start on
-                are delivered again (an earlier start) or skipped (a later one). Members stay
+                Forgets what the group settled and what its members hold: events from --start on \
+                are delivered again (an earlier start) or skipped (a later one). Members stay \
                 joined; their answers about deliveries made before the reset are refused as stale.
                 """)
 
-        @OptionGroup var broker: BrokerOptions
         @Argument(help: "The group's name.") var name: String
         @Option(help: "Where it starts now: earliest, head or a bus_seq.") var start: String
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func validate() throws {
             try GroupsCommand.check(name: name)
@@ -109,12 +109,12 @@ struct GroupsCommand: AsyncParsableCommand {
             commandName: "delete",
             abstract: "Delete a consumer group.",
             discussion: """
-                Removes the group, its cursor and its dead-letter records; the dlq.<group> events
+                Removes the group, its cursor and its dead-letter records; the dlq.<group> events \
                 stay in the journal. Members still joined are refused from then on.
                 """)
 
-        @OptionGroup var broker: BrokerOptions
         @Argument(help: "The group's name.") var name: String
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func validate() throws { try GroupsCommand.check(name: name) }
 

@@ -13,18 +13,18 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show the services registered with the broker, their workers and queues, and its consumer groups.",
         discussion: """
-            Asks the broker's service endpoint (MMI, mmi.workers) and its groups endpoint
-            (groups.list) at once. The service endpoint is --service, else SWITCHBOARD_SERVICE, else
-            the one a local broker wrote to <data-dir>/broker/endpoints.json, else
-            tcp://127.0.0.1:5563; the groups endpoint is found the same way (--broker-groups,
-            SWITCHBOARD_GROUPS, endpoints.json, tcp://127.0.0.1:5564). Exits 1 if either does not
+            Asks the broker's service endpoint (MMI, mmi.workers) and its groups endpoint \
+            (groups.list) at once. The service endpoint is --service, else SWITCHBOARD_SERVICE, else \
+            the one a local broker wrote to <data-dir>/broker/endpoints.json, else \
+            tcp://127.0.0.1:5563; the groups endpoint is found the same way (--broker-groups, \
+            SWITCHBOARD_GROUPS, endpoints.json, tcp://127.0.0.1:5564). Exits 1 if either does not \
             answer within --timeout (what did answer is still printed).
             """)
 
     @Option(help: "The broker's service endpoint.") var service: String?
-    @OptionGroup var broker: BrokerOptions
     @Flag(help: "Print the broker's answer as JSON (mmi.workers' fields, and `groups` as `switchboard groups --json` lists them).")
     var json = false
+    @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
     var endpoint: String {
         broker.endpoint("service", given: service, environment: "SWITCHBOARD_SERVICE", fallback: "tcp://127.0.0.1:5563")

@@ -22,7 +22,8 @@ struct GroupsProcessTests {
         func run(_ arguments: [String], groups: String? = endpoints.groups) async throws -> (Int32?, String) {
             runs += 1
             let log = "cli-\(runs).log"
-            let process = try programs.start("switchboard", arguments + (groups.map { ["--broker-groups", $0, "--insecure"] } ?? []), log: log)
+            let process = try programs.start(
+                "switchboard", arguments + (groups.map { ["--broker-groups", $0, "--insecure"] } ?? []), log: log)
             let status = await process.waitForExit(timeout: .seconds(30))
             return (status, programs.read(log))
         }
@@ -107,8 +108,12 @@ struct GroupsProcessTests {
         (status, output) = try await run(["groups", "create", "FileMaker", "--topic", "checkin."])
         #expect(status != 0 && output.contains("must be 1–64 of a–z 0–9 _ - starting with a letter"), "\(output)")
         let port = try freePort()
-        (status, output) = try await run(["groups", "--timeout", "300ms", "--insecure", "--broker-groups", "tcp://127.0.0.1:\(port)"], groups: nil)
-        #expect(status == 1 && output.contains("no answer to 'groups.list' from the broker's groups endpoint tcp://127.0.0.1:\(port) within 300ms"), "\(output)")
+        (status, output) = try await run(
+            ["groups", "--timeout", "300ms", "--insecure", "--broker-groups", "tcp://127.0.0.1:\(port)"], groups: nil)
+        #expect(
+            status == 1
+                && output.contains("no answer to 'groups.list' from the broker's groups endpoint tcp://127.0.0.1:\(port) within 300ms"),
+            "\(output)")
 
         (status, output) = try await run(["groups", "delete", "filemaker"])
         #expect(status == 0 && output.contains("Deleted group 'filemaker'."), "\(output)")
@@ -127,7 +132,10 @@ struct GroupsProcessTests {
         defer { directory.remove() }
         let programs = Programs(directory: directory)
         let expected: [([String], [String])] = [
-            (["groups", "create", "--help"], ["--topic", "--start", "--broker-groups", "--timeout", "--certificate", "--broker-key", "--insecure", "--data-dir"]),
+            (
+                ["groups", "create", "--help"],
+                ["--topic", "--start", "--broker-groups", "--timeout", "--certificate", "--broker-key", "--insecure", "--data-dir"]
+            ),
             (["groups", "list", "--help"], ["--json", "--broker-groups"]),
             (["groups", "reset", "--help"], ["--start"]),
             (["dlq", "list", "--help"], ["--state", "--json", "<group>"]),

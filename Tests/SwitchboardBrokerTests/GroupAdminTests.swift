@@ -84,9 +84,10 @@ struct GroupAdminTests {
         // Every change is journaled, naming who asked ("-": no CURVE, no principal).
         try await waitUntil("five groups.changed events") { try Self.audits(fixture).count == 5 }
         let audits = try Self.audits(fixture)
-        #expect(audits.map { "\(Self.text($0, "action") ?? "?") \(Self.text($0, "group") ?? "?")" } == [
-            "created filemaker", "created eto", "reset eto", "reset filemaker", "deleted eto",
-        ])
+        #expect(
+            audits.map { "\(Self.text($0, "action") ?? "?") \(Self.text($0, "group") ?? "?")" } == [
+                "created filemaker", "created eto", "reset eto", "reset filemaker", "deleted eto",
+            ])
         #expect(audits.allSatisfy { Self.text($0, "by") == "-" && Self.text($0, "at") != nil })
         await fixture.stop()
     }
@@ -101,7 +102,10 @@ struct GroupAdminTests {
             ("groups.create", .object(["group": .string("File Maker"), "topics": .array([.string("checkin.")])]), "'group'"),
             ("groups.create", .object(["topics": .array([.string("checkin.")])]), "'group' is required"),
             ("groups.create", .object(["group": .string("eto"), "topics": .array([])]), "'topics'"),
-            ("groups.create", .object(["group": .string("eto"), "topics": .array([.string("checkin.")]), "start": .string("soon")]), "'start'"),
+            (
+                "groups.create", .object(["group": .string("eto"), "topics": .array([.string("checkin.")]), "start": .string("soon")]),
+                "'start'"
+            ),
             ("groups.reset", .object(["group": .string("filemaker"), "start": .integer(0)]), "'start'"),
             ("dlq.list", .object(["state": .string("zombie")]), "'state'"),
             ("dlq.list", .object(["state": .integer(1)]), "'state'"),
@@ -126,7 +130,8 @@ struct GroupAdminTests {
         await fixture.stop()
     }
 
-    @Test("a member's TERM makes a dead letter: dlq.list and dlq.show see it, dlq.replay delivers it again from attempt 1, dlq.drop ends it")
+    @Test(
+        "a member's TERM makes a dead letter: dlq.list and dlq.show see it, dlq.replay delivers it again from attempt 1, dlq.drop ends it")
     func deadLetters() async throws {
         let fixture = try await BrokerFixture.start()
         let published = try await Self.publish(fixture, count: 1)
@@ -138,7 +143,8 @@ struct GroupAdminTests {
         #expect(try JSONDecoder().decode(EventHeader.self, from: event.parent).eventID == published[0].eventID)
         try await member.send(
             GroupWire.settle(
-                SettleHeader(.term, group: "filemaker", busSeq: 1, attempt: 1, code: "bad-data", message: "date of birth is in the future")))
+                SettleHeader(.term, group: "filemaker", busSeq: 1, attempt: 1, code: "bad-data", message: "date of birth is in the future"))
+        )
 
         let admin = fixture.groupsClient()
         try await waitUntil("the dead letter is listed") { try await admin.deadLetters().count == 1 }
@@ -242,14 +248,16 @@ struct GroupAdminTests {
         #expect(Policy.groupOperation(.monitor, operation: "dlq.show")?.contains("personal data") == true)
     }
 
-    @Test("with CURVE: a monitor and a worker list groups and dead letters but get 403 for dlq.show and dlq.replay; admin may, and is named")
+    @Test(
+        "with CURVE: a monitor and a worker list groups and dead letters but get 403 for dlq.show and dlq.replay; admin may, and is named")
     func roles() async throws {
         let secure = try await SecureBroker.start(principals: [
             ("admin-1", .admin, nil), ("ops-1", .monitor, nil), ("eto-1", .worker(service: "eto"), nil), ("riverside-1", .kiosk, nil),
         ])
         let fixture = secure.fixture
         let kiosk = try await secure.dealer("riverside-1", fixture.endpoints.ingest)
-        #expect(try await Events.exchange(kiosk, try Events.frames(producer: "riverside-1", seq: 1).1, timeout: .seconds(10)).command == .ack)
+        #expect(
+            try await Events.exchange(kiosk, try Events.frames(producer: "riverside-1", seq: 1).1, timeout: .seconds(10)).command == .ack)
         let member = try await fixture.groupPeer(try secure.clientOptions("eto-1"))
         _ = try await GroupWire.joined(JoinHeader(group: "eto", topics: ["checkin."], credit: 1), on: member)
         let (delivery, _) = try await GroupWire.delivery(on: member)
