@@ -79,7 +79,7 @@ extension BrokerCore {
         }
         func existing() throws -> (String, GroupRuntime) {
             let name = try groupName()
-            guard let runtime = groups.groups[name] else { throw GroupRequestFailure.notFound("no group '\(name)'") }
+            guard let runtime = groups.groups[name] else { throw GroupRequestFailure.notFound("group '\(name)' not found") }
             return (name, runtime)
         }
         func start() throws -> GroupStart {
@@ -102,6 +102,8 @@ extension BrokerCore {
         }
         switch operation {
         case "groups.list":
+            // Dead letters made earlier in this loop iteration are counted only once committed.
+            try flushGroups()
             return .object(["groups": .array(try groups.groups.keys.sorted().map { try describeGroup($0) })])
         case "groups.create":
             let name = try groupName()
@@ -151,10 +153,11 @@ extension BrokerCore {
             audit("deleted", group: name, by: admin, extra: [:])
             return .object(["deleted": .string(name)])
         case "dlq.list":
-            let name: String? = input["group"] == nil ? nil : try groupName()
+            // A group that does not exist has no dead letters (deleting a group deletes them): say so.
+            let name: String? = input["group"] == nil ? nil : try existing().0
             var state: DeadLetterRecord.State? = .dead
-            if case .string(let text)? = input["state"] {
-                guard text == "all" || DeadLetterRecord.State(rawValue: text) != nil else {
+            if let given = input["state"] {
+                guard case .string(let text) = given, text == "all" || DeadLetterRecord.State(rawValue: text) != nil else {
                     throw GroupRequestFailure.badRequest("content: field 'state' must be dead, replayed, dropped or all")
                 }
                 state = DeadLetterRecord.State(rawValue: text)

@@ -61,11 +61,15 @@ public enum Policy {
     }
 
     /// Whether `role` may run the group operation `operation` (section 15.5): every role that
-    /// reaches the groups endpoint may read (`groups.list`, `dlq.list`, `dlq.show`); only an
-    /// admin may change anything.
+    /// reaches the groups endpoint may read the counts (`groups.list`, `dlq.list`, which carry no
+    /// payload); only an admin may see a dead event (`dlq.show` returns its content, personal
+    /// data, as section 13.3 keeps `dlq.*` replays for admins) or change anything.
     public static func groupOperation(_ role: Role, operation: String) -> String? {
-        let reads: Set<String> = ["groups.list", "dlq.list", "dlq.show"]
+        let reads: Set<String> = ["groups.list", "dlq.list"]
         if reads.contains(operation) || role == .admin { return nil }
+        if operation == "dlq.show" {
+            return "role \(role) may not run 'dlq.show' (only admin may see a dead letter's event: it holds personal data)"
+        }
         return "role \(role) may not run '\(operation)' (only admin may change groups and dead letters)"
     }
 

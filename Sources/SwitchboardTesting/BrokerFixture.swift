@@ -72,6 +72,19 @@ public final class BrokerFixture: Sendable {
         try await io.open(.dealer, linger: 0) { [endpoints] in try $0.connect(endpoints.replay) }
     }
 
+    /// A DEALER connected to the groups endpoint: a raw group member (see `GroupWire`).
+    public func groupPeer(_ options: [SocketOption] = []) async throws -> AsyncSocket {
+        try await io.open(.dealer, linger: 0) { [endpoints] in
+            try $0.set(options)
+            try $0.connect(endpoints.groups)
+        }
+    }
+
+    /// An operator's client of the groups endpoint.
+    public func groupsClient(timeout: Duration = .seconds(5), socketOptions: [SocketOption] = []) -> GroupAdminClient {
+        GroupAdminClient(io: io, endpoint: endpoints.groups, settings: .init(timeout: timeout, socketOptions: socketOptions))
+    }
+
     public func outbox(_ name: String) throws -> Outbox {
         try Outbox(path: directory.path("\(name)/outbox.sqlite"), producer: name)
     }

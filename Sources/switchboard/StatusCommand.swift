@@ -6,56 +6,28 @@ import SwitchboardRuntime
 import SwitchboardSecurity
 import ZeroMQ
 
-/// `switchboard status`: the live services and workers, from the broker's `mmi.workers`.
+/// `switchboard status`: the live services and workers, from the broker's `mmi.workers`, and
+/// the consumer groups, from its groups endpoint.
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the services registered with the broker, their workers and queues.",
+        abstract: "Show the services registered with the broker, their workers and queues, and its consumer groups.",
         discussion: """
-            Asks the broker's service endpoint (MMI, mmi.workers). The endpoint is --service, else
-            SWITCHBOARD_SERVICE, else the one a local broker wrote to <data-dir>/broker/endpoints.json,
-            else tcp://127.0.0.1:5563. Exits 1 if the broker does not answer within --timeout.
+            Asks the broker's service endpoint (MMI, mmi.workers) and its groups endpoint \
+            (groups.list) at once. The service endpoint is --service, else SWITCHBOARD_SERVICE, else \
+            the one a local broker wrote to <data-dir>/broker/endpoints.json, else \
+            tcp://127.0.0.1:5563; the groups endpoint is found the same way (--broker-groups, \
+            SWITCHBOARD_GROUPS, endpoints.json, tcp://127.0.0.1:5564). Exits 1 if either does not \
+            answer within --timeout (what did answer is still printed).
             """)
 
     @Option(help: "The broker's service endpoint.") var service: String?
-    @Option(name: .customLong("data-dir"), help: "Where `switchboard up` keeps its state.") var dataDirectory = ".switchboard"
-    @Option(help: "How long to wait for the broker.") var timeout = "3s"
-    @Flag(help: "Print the broker's answer as JSON.") var json = false
-    @Option(help: "A secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.") var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
-    var brokerKey: String?
-
-    func validate() throws {
-        do {
-            _ = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
-        } catch let failure as Certificate.Failure {
-            throw ValidationError(failure.description)
-        }
-        guard DurationText.parse(timeout) != nil else { throw ValidationError("--timeout: '\(timeout)' is not a duration") }
-    }
-
-    /// From the flags or environment; else the operator key `switchboard up` made, if any.
-    func credentials() throws -> ClientCredentials? {
-        if let given = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey) { return given }
-        let secrets = URL(fileURLWithPath: dataDirectory).appendingPathComponent("keys/secrets")
-        let operatorSecret = secrets.appendingPathComponent("operator.secret").path
-        let brokerCertificate = secrets.appendingPathComponent("broker.cert").path
-        guard FileManager.default.fileExists(atPath: operatorSecret), FileManager.default.fileExists(atPath: brokerCertificate) else {
-            return nil
-        }
-        return try ClientCredentials.load(certificate: operatorSecret, brokerKey: brokerCertificate, environment: [:])
-    }
+    @Flag(help: "Print the broker's answer as JSON (mmi.workers' fields, and `groups` as `switchboard groups --json` lists them).")
+    var json = false
+    @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
     var endpoint: String {
-        if let service { return service }
-        if let fromEnvironment = ProcessInfo.processInfo.environment["SWITCHBOARD_SERVICE"] { return fromEnvironment }
-        let file = URL(fileURLWithPath: dataDirectory).appendingPathComponent("broker/endpoints.json").path
-        if let endpoints = try? JSONDecoder().decode([String: String].self, from: Data(contentsOf: URL(fileURLWithPath: file))),
-            let service = endpoints["service"]
-        {
-            return service
-        }
-        return "tcp://127.0.0.1:5563"
+        broker.endpoint("service", given: service, environment: "SWITCHBOARD_SERVICE", fallback: "tcp://127.0.0.1:5563")
     }
 
     func run() async throws {
@@ -63,34 +35,75 @@ struct StatusCommand: AsyncParsableCommand {
         logger.logLevel = .error
         let context = try Context()
         let io = try IOThread(context: context)
+        let options = try broker.credentials()?.socketOptions ?? []
+        let wait = broker.wait
         var settings = ServiceClient.Settings()
-        settings.socketOptions = try credentials()?.socketOptions ?? []
+        settings.socketOptions = options
         let client = ServiceClient(io: io, endpoint: endpoint, settings: settings, logger: logger)
-        let result: Result<ServiceDirectory, ServiceClientError>
-        do {
-            result = .success(try await client.directory(timeout: DurationText.parse(timeout)))
-        } catch {
-            result = .failure(error)
-        }
+        let groupsClient = GroupAdminClient(
+            io: io, endpoint: broker.groupsEndpoint, settings: .init(timeout: wait, socketOptions: options))
+        async let directoryAnswer = Self.directory(client, timeout: wait)
+        async let groupsAnswer = Self.groups(groupsClient)
+        let (result, groups) = await (directoryAnswer, groupsAnswer)
         await client.close()
         await io.shutdown()
         context.terminate()
 
+        let directory: ServiceDirectory
         switch result {
         case .failure(.timeout):
-            FileHandle.standardError.write(Data("switchboard status: no answer from the broker at \(endpoint) within \(timeout)\n".utf8))
+            FileHandle.standardError.write(
+                Data("switchboard status: no answer from the broker at \(endpoint) within \(broker.timeout)\n".utf8))
             throw ExitCode(1)
         case .failure(let error):
             FileHandle.standardError.write(Data("switchboard status: \(error)\n".utf8))
             throw ExitCode(1)
-        case .success(let directory):
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                print(String(decoding: try encoder.encode(directory), as: UTF8.self))
-            } else {
-                print(Self.table(directory, endpoint: endpoint), terminator: "")
-            }
+        case .success(let answer):
+            directory = answer
+        }
+        if json {
+            try printJSON(Report(directory: directory, groups: try? groups.get()))
+        } else {
+            var text = Self.table(directory, endpoint: endpoint)
+            if case .success(let groups) = groups { text += "\n" + GroupsCommand.table(groups) }
+            print(text, terminator: "")
+        }
+        if case .failure(let error) = groups {
+            FileHandle.standardError.write(
+                Data("switchboard status: consumer groups: \(BrokerOptions.explain(error, usedKeys: !options.isEmpty))\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+
+    static func directory(_ client: ServiceClient, timeout: Duration) async -> Result<ServiceDirectory, ServiceClientError> {
+        do {
+            return .success(try await client.directory(timeout: timeout))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    static func groups(_ client: GroupAdminClient) async -> Result<[GroupInfo], GroupAdminError> {
+        do {
+            return .success(try await client.groups())
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// `mmi.workers`' answer with the groups beside it, under `groups` (absent when the groups
+    /// endpoint did not answer).
+    struct Report: Encodable {
+        var directory: ServiceDirectory
+        var groups: [GroupInfo]?
+
+        enum CodingKeys: String, CodingKey { case groups }
+
+        func encode(to encoder: any Encoder) throws {
+            // The directory's own keys first, then `groups` into the same JSON object.
+            try directory.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(groups, forKey: .groups)
         }
     }
 
@@ -110,13 +123,6 @@ struct StatusCommand: AsyncParsableCommand {
                 service.protocols.isEmpty ? "-" : service.protocols.joined(separator: ", "),
             ]
         }
-        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
-        for row in [header] + rows {
-            let cells = row.enumerated().map { column, cell in
-                cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
-            }
-            text += cells.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
-        }
-        return text
+        return text + TextTable.render(header, rows)
     }
 }

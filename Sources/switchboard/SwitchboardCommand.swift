@@ -9,7 +9,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard's front door.",
-        subcommands: [UpCommand.self, StatusCommand.self, KeygenCommand.self])
+        subcommands: [UpCommand.self, StatusCommand.self, GroupsCommand.self, DeadLetterCommand.self, KeygenCommand.self])
 }
 
 struct UpCommand: AsyncParsableCommand {
@@ -24,7 +24,7 @@ struct UpCommand: AsyncParsableCommand {
             """)
 
     @Option(name: .customLong("data-dir"), help: "Where state and logs go.") var dataDirectory = ".switchboard"
-    @Option(help: "First of four consecutive TCP ports (ingest, fan-out, replay, service) on 127.0.0.1.") var port: Int = 5560
+    @Option(help: "First of five consecutive TCP ports (ingest, fan-out, replay, service, groups) on 127.0.0.1.") var port: Int = 5560
     @Option(help: "Time between demo check-ins.") var interval = "2s"
     @Option(help: "Stop by itself after this long (e.g. 10s); default: until Ctrl-C.") var duration: String?
     @Flag(name: .customLong("no-demo"), help: "Start no demo kiosk.") var noDemo = false
@@ -32,9 +32,9 @@ struct UpCommand: AsyncParsableCommand {
     @Option(name: .customLong("emulator-port"), help: "Port of the back-end emulators (HTTPS on 127.0.0.1).") var emulatorPort: Int = 8480
 
     func validate() throws {
-        guard (1024...65_532).contains(port) else { throw ValidationError("--port must be 1024–65532") }
-        guard (1024...65_535).contains(emulatorPort), !(port...(port + 3)).contains(emulatorPort) else {
-            throw ValidationError("--emulator-port must be 1024–65535 and not one of the broker's four ports")
+        guard (1024...65_531).contains(port) else { throw ValidationError("--port must be 1024–65531") }
+        guard (1024...65_535).contains(emulatorPort), !(port...(port + 4)).contains(emulatorPort) else {
+            throw ValidationError("--emulator-port must be 1024–65535 and not one of the broker's five ports")
         }
         if let duration, DurationText.parse(duration) == nil { throw ValidationError("--duration: '\(duration)' is not a duration") }
         guard DurationText.parse(interval) != nil else { throw ValidationError("--interval: '\(interval)' is not a duration") }
@@ -55,7 +55,7 @@ struct UpCommand: AsyncParsableCommand {
         let groups = "tcp://127.0.0.1:\(port + 4)"
 
         // Secure by default: keys for the broker, the demo kiosk, the monitor and an operator
-        // (for `switchboard status`) are made on first start and kept under <data-dir>/keys.
+        // (for `switchboard status`, `groups` and `dlq`) are made on first start and kept under <data-dir>/keys.
         let keys = try insecure ? nil : LocalKeys.ensure(in: data.appendingPathComponent("keys"))
         let brokerLog = try openLog(logs.appendingPathComponent("broker.log"))
         let broker = ChildProcess(
@@ -82,7 +82,7 @@ struct UpCommand: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        say("broker: ingest \(ingest), fan-out \(fanout), replay \(replay), service \(service)")
+        say("broker: ingest \(ingest), fan-out \(fanout), replay \(replay), service \(service), groups \(groups)")
         if let keys {
             say("CURVE on every endpoint; keys and the allow-list in \(keys.directory.path)")
         } else {

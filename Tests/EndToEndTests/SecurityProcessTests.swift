@@ -55,7 +55,7 @@ struct SecurityProcessTests {
                 "--data-dir", directory.path("b0"), "--key", directory.path("secrets/broker.secret"), "--certificates",
                 directory.path("certs"),
                 "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
-                "tcp://127.0.0.1:*",
+                "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*",
             ],
             log: "refused.log")
         #expect(await refused.waitForExit(timeout: .seconds(30)) != 0)
@@ -68,7 +68,7 @@ struct SecurityProcessTests {
                 "--data-dir", directory.path("broker"), "--key", directory.path("secrets/broker.secret"), "--certificates",
                 directory.path("certs"),
                 "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
-                "tcp://127.0.0.1:*",
+                "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*",
             ],
             log: "broker.log")
         try await waitUntil("the broker is up") { FileManager.default.fileExists(atPath: directory.path("broker/endpoints.json")) }

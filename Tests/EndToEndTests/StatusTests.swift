@@ -15,9 +15,11 @@ struct StatusTests {
         let programs = Programs(directory: directory)
         let (broker, endpoints) = try await programs.broker()
 
-        let empty = try programs.start("switchboard", ["status", "--service", endpoints.service], log: "empty.log")
+        let empty = try programs.start(
+            "switchboard", ["status", "--service", endpoints.service, "--broker-groups", endpoints.groups], log: "empty.log")
         #expect(await empty.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("empty.log"))")
         #expect(programs.read("empty.log").contains("No services registered."))
+        #expect(programs.read("empty.log").contains("No consumer groups."))
 
         // Two services served by this test process: one with 3 sockets, one with 1.
         let context = try Context()
@@ -37,7 +39,8 @@ struct StatusTests {
         let client = ServiceClient(io: io, endpoint: endpoints.service, logger: logger)
         try await waitUntil("4 workers registered") { (try? await client.directory().workers) == 4 }
 
-        let table = try programs.start("switchboard", ["status", "--service", endpoints.service], log: "table.log")
+        let table = try programs.start(
+            "switchboard", ["status", "--service", endpoints.service, "--broker-groups", endpoints.groups], log: "table.log")
         #expect(await table.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("table.log"))")
         let lines = programs.read("table.log").split(separator: "\n").map(String.init)
         #expect(lines.first?.contains("4 workers") == true, "\(lines)")
@@ -46,7 +49,8 @@ struct StatusTests {
         #expect(row?[1] == "3" && row?[2] == "3" && row?[3] == "0", "\(lines)")
         #expect(lines.contains { $0.hasPrefix("auth.tokens") })
 
-        let json = try programs.start("switchboard", ["status", "--json", "--service", endpoints.service], log: "json.log")
+        let json = try programs.start(
+            "switchboard", ["status", "--json", "--service", endpoints.service, "--broker-groups", endpoints.groups], log: "json.log")
         #expect(await json.waitForExit(timeout: .seconds(30)) == 0)
         let decoded = try JSONDecoder().decode(ServiceDirectory.self, from: Data(programs.read("json.log").utf8))
         #expect(decoded.workers == 4)

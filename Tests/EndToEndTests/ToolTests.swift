@@ -97,7 +97,7 @@ struct ToolTests {
         let directory = try TemporaryDirectory("up")
         defer { directory.remove() }
         let programs = Programs(directory: directory)
-        let port = try freePort(count: 4)
+        let port = try freePort(count: 5)
         let emulatorPort = try freePort(count: 1)
         let up = try programs.start(
             "switchboard",

@@ -1,0 +1,385 @@
+// Operators' requests on the broker's groups endpoint (protocol/README.md, 12.3 and 15.6): one
+// REQUEST envelope sent as it is on a DEALER (no Majordomo framing, no empty delimiter: the
+// groups endpoint is the broker's own ROUTER, not the service plane), answered by one REPLY
+// with the same `request_id`.
+//
+// Each request gets a socket of its own, closed when it ends. Operators ask rarely, and a fresh
+// socket means a REPLY that comes after its request timed out can never be taken for the answer
+// to the next one. Members speak on the same endpoint, so anything that is not our REPLY (HEAD,
+// a stray message) is skipped rather than treated as an answer.
+
+public import Foundation
+public import SwitchboardProtocol
+import SwitchboardRuntime
+public import ZeroMQ
+
+/// Why a request on the groups endpoint did not succeed.
+public struct GroupAdminError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure; more may be added.
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case refused, timeout, protocolViolation = "protocol-violation", connection
+        }
+
+        private let base: Base
+
+        /// The broker answered with an error status; `status`, `code` and `message` say which.
+        public static let refused = Kind(base: .refused)
+        /// No answer in time: no broker at the endpoint, or it refused the CURVE handshake
+        /// (wrong keys, a principal not on its allow-list).
+        public static let timeout = Kind(base: .timeout)
+        /// The answer breaks the protocol, or the broker could not read the request (an ERROR).
+        public static let protocolViolation = Kind(base: .protocolViolation)
+        /// No socket: the endpoint is not a valid address, or the I/O thread has stopped.
+        public static let connection = Kind(base: .connection)
+
+        public var description: String { base.rawValue }
+    }
+
+    public var kind: Kind
+    /// The operation asked for (`groups.create`).
+    public var operation: String
+    /// The REPLY's status, when the broker answered (403, 404, …).
+    public var status: Int?
+    /// The REPLY's error code, when the broker answered (`not-found`, `forbidden`, …).
+    public var code: String?
+    /// For people: what went wrong, as the broker said it or as this client saw it.
+    public var message: String
+
+    public init(_ kind: Kind, operation: String, status: Int? = nil, code: String? = nil, message: String) {
+        self.kind = kind
+        self.operation = operation
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    /// `group 'x' not found (404 not-found)`.
+    public var description: String {
+        guard let status else { return message }
+        return "\(message) (\(status)\(code.map { " \($0)" } ?? ""))"
+    }
+}
+
+/// Sends operators' requests to the broker's consumer-group endpoint: groups to list, create,
+/// reset and delete, dead letters to list, show, replay and drop.
+///
+/// Safe to use from any task; requests may run concurrently (each has its own socket).
+public final class GroupAdminClient: Sendable {
+    public struct Settings: Sendable {
+        /// How long a request waits for its REPLY, unless the call gives its own time.
+        public var timeout: Duration = .seconds(5)
+        /// Set on every socket before it connects: CURVE client keys for a secure broker.
+        public var socketOptions: [SocketOption] = []
+
+        public init(timeout: Duration = .seconds(5), socketOptions: [SocketOption] = []) {
+            self.timeout = timeout
+            self.socketOptions = socketOptions
+        }
+    }
+
+    public let endpoint: String
+    private let io: IOThread
+    private let settings: Settings
+
+    public init(io: IOThread, endpoint: String, settings: Settings = Settings()) {
+        self.io = io
+        self.endpoint = endpoint
+        self.settings = settings
+    }
+
+    // MARK: Any operation
+
+    /// Sends `operation` with `content` and returns the REPLY's content (raw JSON) when its
+    /// status is 2xx.
+    /// - Throws: `GroupAdminError`: `.refused` with the status, code and message of any other
+    ///   REPLY; `.timeout` if no REPLY with this request's `request_id` comes within `timeout`.
+    public func request(
+        _ operation: String, _ content: JSONValue = .object([:]), timeout: Duration? = nil
+    )
+        async throws(GroupAdminError) -> Data
+    {
+        let wait = timeout ?? settings.timeout
+        let header = RequestHeader(operation: operation, timeoutMilliseconds: min(max(1, wait.wholeMilliseconds), 3_600_000))
+        do {
+            try header.validate()
+        } catch {
+            throw GroupAdminError(.protocolViolation, operation: operation, message: "the request is not valid: \(error.message)")
+        }
+        let frames: [Data]
+        do {
+            frames = Envelope(command: .request, header: try WireJSON.encode(header), content: content.compactData).frames()
+        } catch {
+            throw GroupAdminError(.protocolViolation, operation: operation, message: "the request could not be encoded: \(error)")
+        }
+        let socket: AsyncSocket
+        do {
+            socket = try await io.open(.dealer, linger: 0, inboxCapacity: 64) { [endpoint, options = settings.socketOptions] in
+                try $0.set([.maxMessageSize(1 << 20)] + options)
+                try $0.connect(endpoint)
+            }
+        } catch {
+            throw GroupAdminError(
+                .connection, operation: operation, message: "cannot connect to the groups endpoint '\(endpoint)': \(error)")
+        }
+        let result = await exchange(on: socket, frames, header: header, deadline: .now + wait, wait: wait)
+        await socket.close()
+        return try result.get()
+    }
+
+    private func exchange(
+        on socket: AsyncSocket, _ frames: [Data], header: RequestHeader, deadline: ContinuousClock.Instant, wait: Duration
+    )
+        async -> Result<Data, GroupAdminError>
+    {
+        let operation = header.operation
+        func failure(_ kind: GroupAdminError.Kind, _ message: String) -> Result<Data, GroupAdminError> {
+            .failure(GroupAdminError(kind, operation: operation, message: message))
+        }
+        do {
+            try await socket.send(frames)
+            while true {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                guard remaining > .zero, let message = try await socket.receive(timeout: remaining) else {
+                    return failure(
+                        .timeout,
+                        "no answer to '\(operation)' from the broker's groups endpoint \(endpoint) within \(DurationText.format(wait))")
+                }
+                guard let envelope = try? Envelope.decode(message.frames) else { continue }
+                switch envelope.command {
+                case .reply:
+                    guard let reply = try? envelope.decodeHeader(ReplyHeader.self) else { continue }
+                    // No request_id: the broker could not read our header; ours is the only request on this socket.
+                    guard reply.requestID == nil || reply.requestID == header.requestID else { continue }
+                    do {
+                        try reply.validate()
+                    } catch {
+                        return failure(.protocolViolation, "the REPLY to '\(operation)' is not valid: \(error.message)")
+                    }
+                    if (200...299).contains(reply.status) { return .success(envelope.content) }
+                    let error = reply.error ?? ServiceFailure(code: "unknown", message: "status \(reply.status)")
+                    return .failure(
+                        GroupAdminError(.refused, operation: operation, status: reply.status, code: error.code, message: error.message))
+                case .error:
+                    guard let error = try? envelope.decodeHeader(ErrorHeader.self) else { continue }
+                    guard error.ref == nil || error.ref == header.requestID else { continue }
+                    return failure(
+                        .protocolViolation, "the broker refused the request '\(operation)': \(error.code.rawValue): \(error.message)")
+                default:
+                    continue  // HEAD, or a member's traffic that is not ours to read
+                }
+            }
+        } catch {
+            return failure(.connection, "the socket to \(endpoint) failed: \(error)")
+        }
+    }
+
+    /// `request`, with the content decoded as `T`.
+    private func request<T: Decodable>(
+        _ operation: String, _ content: [String: JSONValue], as type: T.Type
+    )
+        async throws(GroupAdminError) -> T
+    {
+        let data = try await request(operation, .object(content))
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch {
+            throw GroupAdminError(
+                .protocolViolation, operation: operation, message: "the answer to '\(operation)' does not decode: \(error)")
+        }
+    }
+
+    // MARK: Groups
+
+    /// `groups.list`: every group, by name.
+    public func groups() async throws(GroupAdminError) -> [GroupInfo] {
+        try await request("groups.list", [:], as: GroupList.self).groups
+    }
+
+    /// `groups.create`: makes `name` reading `topics` from `start` (the broker's default:
+    /// earliest). Creating a group that exists with the same topics returns it unchanged; with
+    /// other topics it is refused (409 `conflict`).
+    public func createGroup(_ name: String, topics: [String], start: GroupStart? = nil) async throws(GroupAdminError) -> GroupInfo {
+        var content: [String: JSONValue] = ["group": .string(name), "topics": .array(topics.map(JSONValue.string))]
+        if let start { content["start"] = start.wireValue }
+        return try await request("groups.create", content, as: GroupInfo.self)
+    }
+
+    /// `groups.reset`: starts the group again at `start` (the broker's default: earliest),
+    /// forgetting what it settled and holds; its members stay.
+    public func resetGroup(_ name: String, start: GroupStart? = nil) async throws(GroupAdminError) -> GroupInfo {
+        var content: [String: JSONValue] = ["group": .string(name)]
+        if let start { content["start"] = start.wireValue }
+        return try await request("groups.reset", content, as: GroupInfo.self)
+    }
+
+    /// `groups.delete`: removes the group with its cursor and its dead letters' records (the
+    /// `dlq.<group>` events stay journaled).
+    public func deleteGroup(_ name: String) async throws(GroupAdminError) {
+        _ = try await request("groups.delete", ["group": .string(name)], as: Deleted.self)
+    }
+
+    // MARK: Dead letters
+
+    /// `dlq.list`: the dead letters of `group` (every group when nil) in `state` (every state
+    /// when nil), oldest first. No payloads: `deadLetter(group:busSeq:)` has the event.
+    public func deadLetters(
+        group: String? = nil, state: DeadLetterInfo.State? = .dead
+    ) async throws(GroupAdminError)
+        -> [DeadLetterInfo]
+    {
+        var content: [String: JSONValue] = ["state": .string(state?.rawValue ?? "all")]
+        if let group { content["group"] = .string(group) }
+        return try await request("dlq.list", content, as: DeadLetterList.self).deadLetters
+    }
+
+    /// `dlq.show`: one dead letter with the event it names (admin only: the event holds personal data).
+    public func deadLetter(group: String, busSeq: Int64) async throws(GroupAdminError) -> DeadLetterDetail {
+        let data = try await request("dlq.show", .object(["group": .string(group), "bus_seq": .integer(busSeq)]))
+        do {
+            let letter = try JSONDecoder().decode(DeadLetterInfo.self, from: data)
+            var header: Data?
+            var content: Data?
+            if case .object(let event)? = JSONValue.parse(data)?.object?["event"] {
+                header = event["header"]?.compactData
+                content = event["content"]?.compactData
+            }
+            return DeadLetterDetail(letter: letter, eventHeader: header, eventContent: content)
+        } catch {
+            throw GroupAdminError(.protocolViolation, operation: "dlq.show", message: "the answer to 'dlq.show' does not decode: \(error)")
+        }
+    }
+
+    /// `dlq.replay`: delivers dead letters to their group again, from attempt 1.
+    /// - Returns: the `bus_seq`s replayed.
+    public func replay(group: String, _ selection: DeadLetterSelection) async throws(GroupAdminError) -> [Int64] {
+        try await request("dlq.replay", selection.content(group: group), as: Replayed.self).replayed
+    }
+
+    /// `dlq.drop`: the group will not see these dead letters again.
+    /// - Returns: the `bus_seq`s dropped.
+    public func drop(group: String, _ selection: DeadLetterSelection) async throws(GroupAdminError) -> [Int64] {
+        try await request("dlq.drop", selection.content(group: group), as: Dropped.self).dropped
+    }
+
+    private struct GroupList: Decodable { var groups: [GroupInfo] }
+    private struct Deleted: Decodable { var deleted: String }
+    private struct Replayed: Decodable { var replayed: [Int64] }
+    private struct Dropped: Decodable { var dropped: [Int64] }
+    private struct DeadLetterList: Decodable {
+        var deadLetters: [DeadLetterInfo]
+        enum CodingKeys: String, CodingKey { case deadLetters = "dead_letters" }
+    }
+}
+
+/// Which dead letters of a group `dlq.replay` and `dlq.drop` act on.
+public enum DeadLetterSelection: Sendable, Hashable {
+    /// The one for this event.
+    case busSeq(Int64)
+    /// Every one waiting (state `dead`).
+    case all
+
+    func content(group: String) -> [String: JSONValue] {
+        switch self {
+        case .busSeq(let seq): ["group": .string(group), "bus_seq": .integer(seq)]
+        case .all: ["group": .string(group), "all": .bool(true)]
+        }
+    }
+}
+
+extension GroupStart {
+    /// As the `start` field of `groups.create` and `groups.reset`.
+    var wireValue: JSONValue {
+        switch self {
+        case .earliest: .string("earliest")
+        case .head: .string("head")
+        case .sequence(let seq): .integer(seq)
+        }
+    }
+}
+
+/// A consumer group as `groups.list`, `groups.create` and `groups.reset` describe it.
+public struct GroupInfo: Codable, Sendable, Hashable {
+    /// A member connection and what it holds.
+    public struct Member: Codable, Sendable, Hashable {
+        public var name: String
+        public var credit: Int
+        public var inFlight: Int
+
+        enum CodingKeys: String, CodingKey { case name, credit, inFlight = "in_flight" }
+    }
+
+    /// The group's dead letters by state.
+    public struct DeadLetterCounts: Codable, Sendable, Hashable {
+        public var dead: Int
+        public var replayed: Int
+        public var dropped: Int
+    }
+
+    public var name: String
+    /// The type prefixes it takes.
+    public var topics: [String]
+    /// Where it was created (or last reset) to start: `earliest`, `head` or a bus_seq.
+    public var start: String
+    /// Every matching event up to here is settled.
+    public var cursor: Int64
+    /// The journal's head when the broker answered.
+    public var head: Int64
+    /// Matching events journaled after the cursor.
+    public var lag: Int64
+    /// In flight to members.
+    public var pending: Int
+    /// Waiting out a NACK's back-off.
+    public var waiting: Int
+    /// Unsettled and deliverable once a member has credit (and its key allows).
+    public var ready: Int
+    /// Deliveries after the first, since the broker started.
+    public var redeliveries: Int
+    public var deadLetters: DeadLetterCounts
+    public var members: [Member]
+
+    enum CodingKeys: String, CodingKey {
+        case name, topics, start, cursor, head, lag, pending, waiting, ready, redeliveries, deadLetters = "dead_letters", members
+    }
+}
+
+/// A dead letter as `dlq.list` describes it: which event, why, and what became of it.
+public struct DeadLetterInfo: Codable, Sendable, Hashable {
+    public enum State: String, Codable, Sendable, Hashable, CaseIterable {
+        /// Waiting for an operator.
+        case dead
+        /// Put back to its group (a later failure makes it dead again).
+        case replayed
+        /// The group will not see it again.
+        case dropped
+    }
+
+    public var group: String
+    public var busSeq: Int64
+    public var eventID: String
+    public var type: String
+    public var key: String?
+    /// Deliveries made before the group gave up.
+    public var attempts: Int
+    /// Why, as the last failure said (`bad-data`, `ack-timeout`, …).
+    public var code: String
+    public var message: String
+    /// When it became a dead letter (RFC 3339).
+    public var at: String
+    public var state: State
+    /// The `dlq.<group>` event that reported it.
+    public var dlqSeq: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case group, busSeq = "bus_seq", eventID = "event_id", type, key, attempts, code, message, at, state, dlqSeq = "dlq_seq"
+    }
+}
+
+/// One dead letter with the event it names, from `dlq.show`.
+public struct DeadLetterDetail: Sendable, Hashable {
+    public var letter: DeadLetterInfo
+    /// The event's journaled header, raw JSON; nil when retention has removed the event.
+    public var eventHeader: Data?
+    /// The event's content, raw JSON; nil when retention has removed the event.
+    public var eventContent: Data?
+}

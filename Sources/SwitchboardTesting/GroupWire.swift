@@ -1,0 +1,45 @@
+public import Foundation
+public import SwitchboardProtocol
+public import ZeroMQ
+
+/// A consumer-group member spoken by hand on a raw DEALER (`BrokerFixture.groupPeer()`), for
+/// tests that check the groups endpoint's wire behaviour without a member library in between.
+public enum GroupWire {
+    public static func join(_ header: JoinHeader) -> [Data] {
+        Envelope(command: .join, header: header.wireJSON()).frames()
+    }
+
+    public static func settle(_ header: SettleHeader) -> [Data] {
+        Envelope(command: header.command, header: header.wireJSON()).frames()
+    }
+
+    /// The next message of `command` on `socket`, skipping HEAD and anything else; an ERROR
+    /// (when not what is awaited) fails with its code and message.
+    public static func next(_ command: Command, on socket: AsyncSocket, timeout: Duration = .seconds(10)) async throws -> Envelope {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero, let message = try await socket.receive(timeout: remaining) else {
+                throw WaitTimedOut(description: "no \(command.rawValue) within \(timeout)")
+            }
+            let envelope = try Envelope.decode(message.frames)
+            if envelope.command == command { return envelope }
+            if envelope.command == .error {
+                let error = try envelope.decodeHeader(ErrorHeader.self)
+                throw WaitTimedOut(description: "ERROR \(error.code.rawValue) instead of \(command.rawValue): \(error.message)")
+            }
+        }
+    }
+
+    /// Joins `group` and waits for JOINED.
+    public static func joined(_ header: JoinHeader, on socket: AsyncSocket) async throws -> JoinedHeader {
+        try await socket.send(join(header))
+        return try await next(.joined, on: socket).decodeHeader(JoinedHeader.self)
+    }
+
+    /// The next DELIVER, with its header.
+    public static func delivery(on socket: AsyncSocket, timeout: Duration = .seconds(10)) async throws -> (DeliverHeader, Envelope) {
+        let envelope = try await next(.deliver, on: socket, timeout: timeout)
+        return (try envelope.decodeHeader(DeliverHeader.self), envelope)
+    }
+}

@@ -1,0 +1,139 @@
+import ArgumentParser
+import Foundation
+import SwitchboardBus
+import SwitchboardRuntime
+import SwitchboardSecurity
+import ZeroMQ
+
+/// How the operator commands (`status`, `groups`, `dlq`) find a broker and the keys to reach it.
+///
+/// Endpoints: the flag, else an environment variable, else what a local broker wrote to
+/// `<data-dir>/broker/endpoints.json`, else the broker's default. Keys: `--certificate` and
+/// `--broker-key` (or `SWITCHBOARD_CERTIFICATE` and `SWITCHBOARD_BROKER_KEY`), else the
+/// operator key `switchboard up` made under `<data-dir>/keys`, else none; `--insecure` uses none.
+struct BrokerOptions: ParsableArguments {
+    @Option(
+        name: .customLong("broker-groups"),
+        help: ArgumentHelp(
+            "The broker's consumer-group endpoint (else SWITCHBOARD_GROUPS, else <data-dir>/broker/endpoints.json, else tcp://127.0.0.1:5564).",
+            valueName: "endpoint"))
+    var groups: String?
+    @Option(name: .customLong("data-dir"), help: "Where `switchboard up` keeps its state: its endpoints file and operator key.")
+    var dataDirectory = ".switchboard"
+    @Option(help: "How long to wait for the broker (e.g. 3s, 500ms).") var timeout = "3s"
+    @Option(help: "A secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.") var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
+    var brokerKey: String?
+    @Flag(help: "Connect without CURVE, even where keys are found: for a broker run with --insecure.") var insecure = false
+
+    func validate() throws {
+        if insecure {
+            guard certificate == nil && brokerKey == nil else {
+                throw ValidationError("--insecure connects without keys: give it, or --certificate and --broker-key, not both")
+            }
+        } else {
+            do {
+                _ = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+            } catch let failure as Certificate.Failure {
+                throw ValidationError(failure.description)
+            }
+        }
+        guard let wait = DurationText.parse(timeout), wait > .zero else {
+            throw ValidationError("--timeout: '\(timeout)' is not a duration (3s, 500ms)")
+        }
+    }
+
+    var wait: Duration { DurationText.parse(timeout) ?? .seconds(3) }
+
+    /// From the flags or environment; else the operator key `switchboard up` made, if any.
+    func credentials() throws -> ClientCredentials? {
+        if insecure { return nil }
+        if let given = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey) { return given }
+        let secrets = URL(fileURLWithPath: dataDirectory).appendingPathComponent("keys/secrets")
+        let operatorSecret = secrets.appendingPathComponent("operator.secret").path
+        let brokerCertificate = secrets.appendingPathComponent("broker.cert").path
+        guard FileManager.default.fileExists(atPath: operatorSecret), FileManager.default.fileExists(atPath: brokerCertificate) else {
+            return nil
+        }
+        return try ClientCredentials.load(certificate: operatorSecret, brokerKey: brokerCertificate, environment: [:])
+    }
+
+    /// One of the broker's endpoints: `given`, else `environment`, else `<data-dir>/broker/endpoints.json`'s `key`, else `fallback`.
+    func endpoint(_ key: String, given: String?, environment variable: String, fallback: String) -> String {
+        if let given { return given }
+        if let fromEnvironment = ProcessInfo.processInfo.environment[variable] { return fromEnvironment }
+        let file = URL(fileURLWithPath: dataDirectory).appendingPathComponent("broker/endpoints.json")
+        if let endpoints = try? JSONDecoder().decode([String: String].self, from: Data(contentsOf: file)), let found = endpoints[key] {
+            return found
+        }
+        return fallback
+    }
+
+    var groupsEndpoint: String {
+        endpoint("groups", given: groups, environment: "SWITCHBOARD_GROUPS", fallback: "tcp://127.0.0.1:5564")
+    }
+
+    /// Runs `body` with a client of the groups endpoint. A refusal or a silent broker is
+    /// printed to standard error as `<command>: <what went wrong>` and ends the command with
+    /// exit status 1.
+    func withGroups<T>(_ command: String, _ body: (GroupAdminClient) async throws -> T) async throws -> T {
+        let options = try credentials()?.socketOptions ?? []
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let client = GroupAdminClient(io: io, endpoint: groupsEndpoint, settings: .init(timeout: wait, socketOptions: options))
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body(client))
+        } catch {
+            result = .failure(error)
+        }
+        await io.shutdown()
+        context.terminate()
+        switch result {
+        case .success(let value):
+            return value
+        case .failure(let error as GroupAdminError):
+            FileHandle.standardError.write(Data("\(command): \(Self.explain(error, usedKeys: !options.isEmpty))\n".utf8))
+            throw ExitCode(1)
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    /// The error, with what an operator can do about it where that is clear.
+    static func explain(_ error: GroupAdminError, usedKeys: Bool) -> String {
+        switch (error.kind, error.status) {
+        case (.timeout, _):
+            let keys =
+                usedKeys
+                ? "if it is, check that its key is the one given and that this certificate is on its allow-list"
+                : "if it runs CURVE, give --certificate and --broker-key"
+            return "\(error). Is a broker running there? \(keys.prefix(1).uppercased() + keys.dropFirst())."
+        case (.refused, 403?):
+            return "\(error); this needs an admin certificate (--certificate)"
+        default:
+            return error.description
+        }
+    }
+}
+
+/// Columns padded to their widest cell, two spaces apart, trailing spaces trimmed.
+enum TextTable {
+    static func render(_ header: [String], _ rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+        var text = ""
+        for row in all {
+            let cells = row.enumerated().map { column, cell in cell.padding(toLength: widths[column], withPad: " ", startingAt: 0) }
+            text += cells.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
+        }
+        return text
+    }
+}
+
+/// JSON for people and scripts alike: pretty, keys sorted, slashes as they are.
+func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}

@@ -1,0 +1,188 @@
+import ArgumentParser
+import Foundation
+import SwitchboardBus
+import SwitchboardProtocol
+
+/// `switchboard dlq …`: the events consumer groups gave up on.
+struct DeadLetterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dlq",
+        abstract: "List, show, replay and drop the dead letters of consumer groups.",
+        discussion: """
+            A dead letter is an event a group gave up on: a member answered TERM, or it was \
+            delivered max_deliver times without an ACK. Listing needs any certificate the broker \
+            lets reach its groups endpoint; showing one (its event holds personal data), replaying \
+            and dropping need an admin one. Exits 1 when the broker refuses or does not answer.
+            """,
+        subcommands: [List.self, Show.self, Replay.self, Drop.self],
+        defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List dead letters (without their events), oldest first.")
+
+        @Argument(help: "Only this group's (default: every group's).") var group: String?
+        @Option(help: "dead (waiting for an operator), replayed, dropped or all.") var state = "dead"
+        @Flag(help: "Print them as JSON ({\"dead_letters\": [...]}, the broker's field names).") var json = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
+
+        func validate() throws {
+            if let group { try GroupsCommand.check(name: group) }
+            guard state == "all" || DeadLetterInfo.State(rawValue: state) != nil else {
+                throw ValidationError("--state must be dead, replayed, dropped or all, got '\(state)'")
+            }
+        }
+
+        func run() async throws {
+            let filter = DeadLetterInfo.State(rawValue: state)
+            let letters = try await broker.withGroups("switchboard dlq list") { client in
+                try await client.deadLetters(group: group, state: filter)
+            }
+            if json {
+                try printJSON(Listing(deadLetters: letters))
+                return
+            }
+            guard !letters.isEmpty else {
+                print("No dead letters\(group.map { " in group '\($0)'" } ?? "")\(state == "all" ? "" : " in state \(state)").")
+                return
+            }
+            let header = ["GROUP", "BUS_SEQ", "TYPE", "KEY", "ATTEMPTS", "CODE", "STATE", "AT", "MESSAGE"]
+            let rows = letters.map { letter in
+                [
+                    letter.group, String(letter.busSeq), letter.type, letter.key ?? "-", String(letter.attempts), letter.code,
+                    letter.state.rawValue, letter.at, letter.message.count > 60 ? String(letter.message.prefix(59)) + "…" : letter.message,
+                ]
+            }
+            print(TextTable.render(header, rows), terminator: "")
+        }
+
+        struct Listing: Encodable {
+            var deadLetters: [DeadLetterInfo]
+            enum CodingKeys: String, CodingKey { case deadLetters = "dead_letters" }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "show", abstract: "Show one dead letter with its event (admin only: the event holds personal data).")
+
+        @Argument(help: "The group.") var group: String
+        @Argument(help: ArgumentHelp("The dead event's bus_seq.", valueName: "bus-seq")) var busSeq: Int64
+        @Flag(help: "Print it as JSON (the dead letter's fields and \"event\": {header, content}).") var json = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
+
+        func validate() throws {
+            try GroupsCommand.check(name: group)
+            try DeadLetterCommand.check(busSeq: busSeq)
+        }
+
+        func run() async throws {
+            let detail = try await broker.withGroups("switchboard dlq show") { client in
+                try await client.deadLetter(group: group, busSeq: busSeq)
+            }
+            if json {
+                var object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(detail.letter)) as? [String: Any] ?? [:]
+                if let header = detail.eventHeader, let content = detail.eventContent {
+                    object["event"] = [
+                        "header": try JSONSerialization.jsonObject(with: header, options: .fragmentsAllowed),
+                        "content": try JSONSerialization.jsonObject(with: content, options: .fragmentsAllowed),
+                    ]
+                }
+                let data = try JSONSerialization.data(
+                    withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+                print(String(decoding: data, as: UTF8.self))
+                return
+            }
+            let letter = detail.letter
+            var text = "Dead letter of group '\(letter.group)', bus_seq \(letter.busSeq)"
+            text += letter.dlqSeq.map { " (reported as dlq.\(letter.group) event \($0))" } ?? ""
+            text += "\n"
+            let fields: [(String, String)] = [
+                ("state", letter.state.rawValue), ("event_id", letter.eventID), ("type", letter.type), ("key", letter.key ?? "-"),
+                ("attempts", String(letter.attempts)), ("code", letter.code), ("message", letter.message), ("at", letter.at),
+            ]
+            for (name, value) in fields { text += "  " + name.padding(toLength: 9, withPad: " ", startingAt: 0) + " " + value + "\n" }
+            if let header = detail.eventHeader, let content = detail.eventContent {
+                text +=
+                    "Event header:\n" + DeadLetterCommand.pretty(header) + "\nEvent content:\n" + DeadLetterCommand.pretty(content) + "\n"
+            } else {
+                text += "The event is no longer journaled (retention removed it): it cannot be replayed.\n"
+            }
+            print(text, terminator: "")
+        }
+    }
+
+    struct Replay: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "replay",
+            abstract: "Deliver dead letters to their group again, counting attempts from 1.",
+            discussion: "Give the bus_seq of one dead letter, or --all for every one of the group still in state dead.")
+
+        @Argument(help: "The group.") var group: String
+        @Argument(help: ArgumentHelp("The dead event's bus_seq.", valueName: "bus-seq")) var busSeq: Int64?
+        @Flag(help: "Every dead letter of the group.") var all = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
+
+        func validate() throws { try DeadLetterCommand.validate(group: group, busSeq: busSeq, all: all) }
+
+        func run() async throws {
+            let selection: DeadLetterSelection = busSeq.map { .busSeq($0) } ?? .all
+            let replayed = try await broker.withGroups("switchboard dlq replay") { client in
+                try await client.replay(group: group, selection)
+            }
+            print("Replayed \(DeadLetterCommand.describe(replayed)) of group '\(group)': the group delivers them again from attempt 1.")
+        }
+    }
+
+    struct Drop: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "drop",
+            abstract: "Give up on dead letters for good: the group will not see them again.",
+            discussion: "Give the bus_seq of one dead letter, or --all for every one of the group still in state dead.")
+
+        @Argument(help: "The group.") var group: String
+        @Argument(help: ArgumentHelp("The dead event's bus_seq.", valueName: "bus-seq")) var busSeq: Int64?
+        @Flag(help: "Every dead letter of the group.") var all = false
+        @OptionGroup(title: "Broker connection") var broker: BrokerOptions
+
+        func validate() throws { try DeadLetterCommand.validate(group: group, busSeq: busSeq, all: all) }
+
+        func run() async throws {
+            let selection: DeadLetterSelection = busSeq.map { .busSeq($0) } ?? .all
+            let dropped = try await broker.withGroups("switchboard dlq drop") { client in
+                try await client.drop(group: group, selection)
+            }
+            print("Dropped \(DeadLetterCommand.describe(dropped)) of group '\(group)'.")
+        }
+    }
+
+    static func check(busSeq: Int64) throws {
+        guard (1...FetchHeader.maximumSequence).contains(busSeq) else {
+            throw ValidationError("bus-seq must be 1–\(FetchHeader.maximumSequence), got \(busSeq)")
+        }
+    }
+
+    static func validate(group: String, busSeq: Int64?, all: Bool) throws {
+        try GroupsCommand.check(name: group)
+        switch (busSeq, all) {
+        case (nil, false): throw ValidationError("give the dead letter's bus-seq, or --all for every dead letter of '\(group)'")
+        case (_?, true): throw ValidationError("give a bus-seq or --all, not both")
+        case (let seq?, false): try check(busSeq: seq)
+        case (nil, true): break
+        }
+    }
+
+    static func describe(_ busSeqs: [Int64]) -> String {
+        busSeqs.count == 1
+            ? "the dead letter of bus_seq \(busSeqs[0])"
+            : "\(busSeqs.count) dead letters (bus_seq \(busSeqs.map(String.init).joined(separator: ", ")))"
+    }
+
+    static func pretty(_ json: Data) -> String {
+        guard let object = try? JSONSerialization.jsonObject(with: json, options: .fragmentsAllowed),
+            let data = try? JSONSerialization.data(
+                withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed])
+        else { return String(decoding: json, as: UTF8.self) }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
