@@ -92,7 +92,7 @@ struct GroupAdminTests {
         await fixture.stop()
     }
 
-    @Test("bad content is refused with 400 naming the field; an unknown operation is 404")
+    @Test("bad content is refused with 422 naming the field; an unknown operation is 404")
     func badContent() async throws {
         let fixture = try await BrokerFixture.start()
         let admin = fixture.groupsClient()
@@ -120,7 +120,7 @@ struct GroupAdminTests {
             let error = await #expect(throws: GroupAdminError.self, "\(operation) \(content)") {
                 _ = try await admin.request(operation, content)
             }
-            #expect(error?.status == 400 && error?.code == "invalid-content", "\(operation): \(String(describing: error))")
+            #expect(error?.status == 422 && error?.code == "invalid-content", "\(operation): \(String(describing: error))")
             #expect(error?.message.contains(expected) == true, "\(operation): \(String(describing: error))")
         }
         let unknown = await #expect(throws: GroupAdminError.self) { _ = try await admin.request("groups.rename") }
@@ -151,7 +151,7 @@ struct GroupAdminTests {
         let letter = try #require(try await admin.deadLetters(group: "filemaker").first)
         #expect(letter.group == "filemaker" && letter.busSeq == 1 && letter.eventID == published[0].eventID)
         #expect(letter.type == CheckIn.type && letter.attempts == 1 && letter.code == "bad-data" && letter.state == .dead)
-        #expect(letter.message == "date of birth is in the future" && letter.dlqSeq == 2 && Timestamp.parse(letter.at) != nil)
+        #expect(letter.message == "date of birth is in the future" && (letter.dlqSeq ?? 0) > 1 && Timestamp.parse(letter.at) != nil)
         let group = try #require(try await admin.groups().first)
         #expect(group.deadLetters.dead == 1 && group.pending == 0 && group.lag == 0, "\(group)")
         #expect(group.members.map { "\($0.name) \($0.inFlight)/\($0.credit)" } == ["fm-1 0/1"])
@@ -185,8 +185,10 @@ struct GroupAdminTests {
         #expect(try await admin.deadLetters(state: nil).map(\.state) == [.replayed, .dropped])
         #expect(Self.counts(try #require(try await admin.groups().first)) == [0, 1, 1])
 
-        try await waitUntil("the replay and the drop are journaled") { try Self.audits(fixture).count == 2 }
-        let audits = try Self.audits(fixture)
+        // The group's creation by the member's JOIN is audited too.
+        try await waitUntil("the replay and the drop are journaled") { try Self.audits(fixture).count == 3 }
+        let audits = Array(try Self.audits(fixture).dropFirst())
+        #expect(try Self.audits(fixture).first.map { Self.text($0, "action") } == "created")
         #expect(audits.map { Self.text($0, "action") } == ["dlq-replayed", "dlq-dropped"])
         #expect(audits.map { $0["bus_seq"] } == [.integer(1), .integer(next.busSeq)])
         #expect(audits.allSatisfy { Self.text($0, "group") == "filemaker" && Self.text($0, "by") == "-" })
@@ -289,8 +291,9 @@ struct GroupAdminTests {
         #expect(try await admin.replay(group: "eto", .busSeq(delivery.busSeq)) == [delivery.busSeq])
         let (again, _) = try await GroupWire.delivery(on: member)
         #expect(again.busSeq == delivery.busSeq && again.attempt == 1)
-        try await waitUntil("the replay is journaled") { try Self.audits(fixture).count == 1 }
-        #expect(try Self.audits(fixture).first.map { Self.text($0, "by") } == "admin-1")
+        try await waitUntil("the replay is journaled") { try Self.audits(fixture).count == 2 }
+        #expect(try Self.audits(fixture).first.map { Self.text($0, "by") } == "eto-1", "the JOIN that created the group names its member")
+        #expect(try Self.audits(fixture).last.map { Self.text($0, "by") } == "admin-1")
         let refusals = try JournalFile.contents(at: fixture.directory.path("broker/journal.sqlite"), type: "security.refused")
         #expect(refusals.contains { $0.contains("dlq.show") && $0.contains("ops-1") }, "\(refusals)")
         await kiosk.close()
