@@ -5,16 +5,24 @@
 
 import Foundation
 import SwitchboardProtocol
+import SwitchboardRuntime
 import SwitchboardTesting
 import Synchronization
 import ZeroMQ
+
+/// The bus_seqs members acked, shared by their threads.
+final class AckedSet: Sendable {
+    private let seqs = Mutex<Set<Int64>>([])
+    func insert(_ seq: Int64) { seqs.withLock { _ = $0.insert(seq) } }
+    var count: Int { seqs.withLock { $0.count } }
+}
 
 /// A member thread: joins `group`, ACKs every DELIVER at once until `total` distinct events
 /// were acked (or `quiet` passed without one). Returns the acked count and first/last instants.
 /// With `hold`, it ACKs nothing, keeps `credit` deliveries and returns once it holds them.
 func benchMember(
     context: Context, endpoint: String, group: String, credit: Int, total: Int, hold: Bool = false, quiet: Duration = .seconds(5),
-    acked: Mutex<Set<Int64>>? = nil
+    acked: AckedSet? = nil
 ) throws -> (count: Int, first: ContinuousClock.Instant?, last: ContinuousClock.Instant, socket: Socket?) {
     let dealer = try context.socket(.dealer, linger: 0)
     try dealer.set([.receiveHighWaterMark(100_000), .sendHighWaterMark(100_000), .receiveTimeout(milliseconds: 200)])
@@ -46,8 +54,9 @@ func benchMember(
             if count == credit { return (count, first, last, dealer) }
             continue
         }
-        acked?.withLock { _ = $0.insert(seq) }
-        try dealer.send(Envelope(command: .ack, header: SettleHeader(.ack, group: group, busSeq: seq, attempt: Int(attempt)).wireJSON()).frames())
+        acked?.insert(seq)
+        try dealer.send(
+            Envelope(command: .ack, header: SettleHeader(.ack, group: group, busSeq: seq, attempt: Int(attempt)).wireJSON()).frames())
         lastSent = .now
     }
     dealer.close()
@@ -60,7 +69,8 @@ func groupBench(quick: Bool) async throws {
     defer { directory.remove() }
     let broker = try await BrokerProcess.start(directory: directory.path("broker"))
     let endpoint = broker.endpoints.groups
-    print("Switchboard group benchmarks, \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick)" : "")")
+    print(
+        "Switchboard group benchmarks, \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick)" : "")")
     func row(_ name: String, _ value: String, _ note: String = "") {
         print(String(format: "%-62@ %14@  %@", name as NSString, value as NSString, note as NSString))
     }
@@ -74,11 +84,13 @@ func groupBench(quick: Bool) async throws {
     for members in [1, 4] {
         let context = try Context()
         let group = "bench\(members)"
-        let acked = Mutex<Set<Int64>>([])
+        let acked = AckedSet()
         let results = Mutex<[(Int, ContinuousClock.Instant?, ContinuousClock.Instant)]>([])
         let threads = (0..<members).map { _ in
             Thread {
-                if let result = try? benchMember(context: context, endpoint: endpoint, group: group, credit: 256, total: total, acked: acked) {
+                if let result = try? benchMember(
+                    context: context, endpoint: endpoint, group: group, credit: 256, total: total, acked: acked)
+                {
                     results.withLock { $0.append((result.count, result.first, result.last)) }
                 }
             }
@@ -88,11 +100,11 @@ func groupBench(quick: Bool) async throws {
         try await Task.sleep(for: .milliseconds(500))
         let start = ContinuousClock.now
         let fed = try await ingest(broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "g\(members)-")
-        while acked.withLock({ $0.count }) < total, start.duration(to: .now) < .seconds(120) {
+        while acked.count < total, start.duration(to: .now) < .seconds(120) {
             try await Task.sleep(for: .milliseconds(5))
         }
         let done = ContinuousClock.now
-        let count = acked.withLock { $0.count }
+        let count = acked.count
         let seconds = Double(start.duration(to: done).wholeMilliseconds) / 1000
         let through = Measured(count: count, seconds: seconds)
         row(
@@ -119,19 +131,20 @@ func groupBench(quick: Bool) async throws {
     try await Task.sleep(for: .milliseconds(500))
     _ = try await ingest(broker: broker.endpoints, producers: 1, perProducer: 100, window: 100, prefix: "fail")
     while held.withLock({ $0.socket == nil }) { try await Task.sleep(for: .milliseconds(5)) }
-    let redelivered = Mutex<Set<Int64>>([])
+    let redelivered = AckedSet()
     let taker = Thread {
-        _ = try? benchMember(context: context, endpoint: endpoint, group: "failover", credit: 100, total: 100, quiet: .seconds(10), acked: redelivered)
+        _ = try? benchMember(
+            context: context, endpoint: endpoint, group: "failover", credit: 100, total: 100, quiet: .seconds(10), acked: redelivered)
     }
     taker.start()
     try await Task.sleep(for: .milliseconds(500))
     let killed = ContinuousClock.now
     held.withLock { $0.socket?.close() }
-    while redelivered.withLock({ $0.count }) < 100, killed.duration(to: .now) < .seconds(30) { try await Task.sleep(for: .milliseconds(1)) }
+    while redelivered.count < 100, killed.duration(to: .now) < .seconds(30) { try await Task.sleep(for: .milliseconds(1)) }
     let took = killed.duration(to: .now)
     row(
         "a member holding 100 drops: all 100 at another member after", String(format: "%.0f ms", Double(took.wholeMilliseconds)),
-        "heartbeat 1 s, member liveness 3 s (\(redelivered.withLock { $0.count }) of 100)")
+        "heartbeat 1 s, member liveness 3 s (\(redelivered.count) of 100)")
     try await Task.sleep(for: .milliseconds(200))
     context.terminate()
     await broker.stop()
