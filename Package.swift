@@ -27,6 +27,8 @@ var products: [Product] = [
     .library(name: "SwitchboardAuth", targets: ["SwitchboardAuth"]),
     .executable(name: "switchboard-auth", targets: ["switchboard-auth"]),
     .executable(name: "switchboard-emulator", targets: ["switchboard-emulator"]),
+    .library(name: "SwitchboardWorkers", targets: ["SwitchboardWorkers"]),
+    .executable(name: "switchboard-filemaker", targets: ["switchboard-filemaker"]),
 ]
 
 var targets: [Target] = [
@@ -208,6 +210,41 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
+    // The workers' logic (FileMaker writer, ETO recorder and service, Directory syncer) and what
+    // they share: group membership as a Service, settlements as values, start-up, options.
+    .target(
+        name: "SwitchboardWorkers",
+        dependencies: [
+            "SwitchboardAuth", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
+            "SwitchboardRuntime", "SwitchboardSecurity", "ZeroMQ",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        exclude: ["README.md"],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard-filemaker",
+        dependencies: [
+            "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardProtocol", "SwitchboardRuntime",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardWorkersTests",
+        dependencies: [
+            "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBroker", "SwitchboardBus", "SwitchboardCredentials",
+            "SwitchboardEmulators", "SwitchboardHTTP", "SwitchboardProtocol", "SwitchboardTesting", "ZeroMQ",
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        swiftSettings: swiftSettings
+    ),
     // Local stand-ins for ETO, FileMaker Data API, Directory and SAP Mobile Services.
     .target(
         name: "SwitchboardEmulators",
@@ -307,7 +344,7 @@ var targets: [Target] = [
         name: "EndToEndTests",
         dependencies: [
             "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardRuntime", "SwitchboardSecurity",
-            "SwitchboardHTTP",
+            "SwitchboardHTTP", "SwitchboardBackends",
             .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings

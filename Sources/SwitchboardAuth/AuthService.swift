@@ -15,6 +15,8 @@ public protocol BackendAuthenticator: Sendable {
     /// end and account; `.backendUnavailable` when it cannot be reached). Never retries a
     /// refused log-in.
     func logIn(_ account: AuthAccount) async throws(AuthError) -> Credential
+    /// Logs in for one scope of the account (ETO: a site). Back ends without scopes refuse any.
+    func logIn(_ account: AuthAccount, scope: String) async throws(AuthError) -> Credential
     /// Keeps a live credential alive (FileMaker's idle clock). Returns the credential with its
     /// new expiry, or nil when the back end has no such notion. Throws when the credential is
     /// already dead.
@@ -24,6 +26,10 @@ public protocol BackendAuthenticator: Sendable {
 }
 
 extension BackendAuthenticator {
+    /// Most back ends have one token per account.
+    public func logIn(_ account: AuthAccount, scope: String) async throws(AuthError) -> Credential {
+        throw AuthError(.badRequest, "back end \(backend) has no scopes (token.get named scope '\(scope.prefix(40))')")
+    }
     /// Most back ends have no idle clock to keep running.
     public func keepAlive(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Credential? { nil }
     /// Most back ends have no session to end.
@@ -66,7 +72,7 @@ public final class AuthService: Sendable {
             switch request.operation {
             case "token.get":
                 let body = try Self.decode(KeyRequest.self, request)
-                let key = CredentialKey(backend: body.backend, account: body.account)
+                let key = CredentialKey(backend: body.backend, account: body.account, scope: body.scope)
                 // A worker whose token a back end refused names it, so auth never hands it back:
                 // the report and the request for a new token are one message, with no window
                 // in which another worker's token.get could fetch the dead token again.
@@ -74,7 +80,8 @@ public final class AuthService: Sendable {
                 return try encode(TokenReply(key: key, credential: try await token(for: key)))
             case "token.invalidate":
                 let body = try Self.decode(InvalidateRequest.self, request)
-                let invalidated = invalidate(CredentialKey(backend: body.backend, account: body.account), fingerprint: body.fingerprint)
+                let invalidated = invalidate(
+                    CredentialKey(backend: body.backend, account: body.account, scope: body.scope), fingerprint: body.fingerprint)
                 return try encode(["invalidated": invalidated])
             case "status":
                 return try encode(status())
@@ -99,7 +106,12 @@ public final class AuthService: Sendable {
         }
         return try await cache.credential(for: key) { [events, logger, self] key in
             do {
-                let credential = try await authenticator.logIn(account)
+                let credential: Credential
+                if let scope = key.scope {
+                    credential = try await authenticator.logIn(account, scope: scope)
+                } else {
+                    credential = try await authenticator.logIn(account)
+                }
                 let first = self.issued.withLock { $0.insert(key).inserted }
                 logger.info(
                     "logged in",
@@ -149,8 +161,7 @@ public final class AuthService: Sendable {
     }
 
     public func keepAliveOnce(window: TimeInterval) async {
-        for account in accounts.accounts {
-            let key = CredentialKey(backend: account.backend, account: account.account)
+        for (account, key) in heldKeys() {
             guard let credential = cache.cached(key), let expires = credential.expiresAt, expires.timeIntervalSince(now()) < window,
                 let authenticator = authenticators[account.backend]
             else { continue }
@@ -170,11 +181,18 @@ public final class AuthService: Sendable {
 
     /// Logs every held session out (FileMaker frees its slot); called on shutdown.
     public func logOutAll() async {
-        for account in accounts.accounts {
-            let key = CredentialKey(backend: account.backend, account: account.account)
+        for (account, key) in heldKeys() {
             guard let credential = cache.remove(key), let authenticator = authenticators[account.backend] else { continue }
             await authenticator.logOut(credential, account: account)
             logger.info("logged out", metadata: ["backend": "\(key.backend)", "account": "\(key.account)"])
+        }
+    }
+
+    /// Every key the cache holds a credential for, with its account (each scope of an account
+    /// is a key of its own).
+    private func heldKeys() -> [(AuthAccount, CredentialKey)] {
+        cache.snapshot().compactMap { entry in
+            accounts.account(backend: entry.key.backend, account: entry.key.account).map { ($0, entry.key) }
         }
     }
 
@@ -215,6 +233,8 @@ public final class AuthService: Sendable {
 struct KeyRequest: Codable {
     var backend: String
     var account: String
+    /// Which part of the back end (ETO: a site id); absent for the account's default.
+    var scope: String?
     /// The fingerprint of a token a back end rejected (token.get only).
     var rejected: String?
 }
@@ -222,6 +242,7 @@ struct KeyRequest: Codable {
 struct InvalidateRequest: Codable {
     var backend: String
     var account: String
+    var scope: String?
     var fingerprint: String
 }
 

@@ -27,10 +27,12 @@ public final class AuthTokenProvider: Sendable {
     }
 
     /// A usable credential for the account, from the cache or from `auth`.
-    public func credential(backend: String, account: String) async throws -> Credential {
-        try await cache.credential(for: CredentialKey(backend: backend, account: account)) { [client, timeout, self] key in
+    /// - Parameter scope: which part of the back end (ETO: a site id); nil for the account's default.
+    public func credential(backend: String, account: String, scope: String? = nil) async throws -> Credential {
+        try await cache.credential(for: CredentialKey(backend: backend, account: account, scope: scope)) { [client, timeout, self] key in
             let rejected = self.rejections.withLock { $0[key] }
-            let body = try JSONEncoder().encode(KeyRequest(backend: key.backend, account: key.account, rejected: rejected))
+            let body = try JSONEncoder().encode(
+                KeyRequest(backend: key.backend, account: key.account, scope: key.scope, rejected: rejected))
             let reply: ServiceReply
             do {
                 reply = try await client.request(service: "auth", operation: "token.get", content: body, timeout: timeout, idempotent: true)
@@ -62,20 +64,21 @@ public final class AuthTokenProvider: Sendable {
     /// Reports a credential the back end rejected: it leaves this worker's cache (if still the
     /// current one) and the next token.get names it to `auth`. Returns whether it was current.
     @discardableResult
-    public func rejected(_ credential: Credential, backend: String, account: String) -> Bool {
-        let key = CredentialKey(backend: backend, account: account)
+    public func rejected(_ credential: Credential, backend: String, account: String, scope: String? = nil) -> Bool {
+        let key = CredentialKey(backend: backend, account: account, scope: scope)
         rejections.withLock { $0[key] = credential.fingerprint }
         return cache.invalidate(key, rejected: credential)
     }
 
     /// A credential provider in the shape `SwitchboardHTTP.AuthenticatedExecutor` and the
     /// back-end clients take: `forceRefresh` with the rejected credential asks for a new one.
-    public func provider(backend: String, account: String) -> @Sendable (Bool, Credential?) async throws -> Credential {
+    public func provider(backend: String, account: String, scope: String? = nil) -> @Sendable (Bool, Credential?) async throws -> Credential
+    {
         { [self] forceRefresh, rejected in
             if forceRefresh, let rejected {
-                self.rejected(rejected, backend: backend, account: account)
+                self.rejected(rejected, backend: backend, account: account, scope: scope)
             }
-            return try await self.credential(backend: backend, account: account)
+            return try await self.credential(backend: backend, account: account, scope: scope)
         }
     }
 }

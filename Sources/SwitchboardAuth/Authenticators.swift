@@ -93,9 +93,46 @@ public struct ETOAuthenticator: BackendAuthenticator {
         guard let site = Int(try account.option("site")) else {
             throw AuthError(.configuration, "account eto/\(account.account): options.site must be a number")
         }
+        return try await logIn(account, site: site, program: account.options["program"].flatMap { Int($0) })
+    }
+
+    /// A site token for another site of the account's enterprise: the scope is the site id.
+    /// One account serves every site it may log in to; each site's token is cached apart.
+    public func logIn(_ account: AuthAccount, scope: String) async throws(AuthError) -> Credential {
+        guard let site = Int(scope), site > 0 else {
+            throw AuthError(.badRequest, "an eto scope is a site id (a positive number), got '\(scope.prefix(40))'")
+        }
+        return try await logIn(account, site: site, program: nil)
+    }
+
+    /// The UTC offset sent at site log-in, in minutes east of UTC: `options.utc_offset` when
+    /// set, else the offset now of `options.time_zone` (an IANA name), else of this host's zone.
+    public static func utcOffset(_ account: AuthAccount, at date: Date = Date()) throws(AuthError) -> Int {
+        if let text = account.options["utc_offset"] {
+            guard let minutes = Int(text), (-14 * 60...14 * 60).contains(minutes) else {
+                throw AuthError(
+                    .configuration, "account eto/\(account.account): options.utc_offset must be minutes from UTC (-840…840), got '\(text)'")
+            }
+            return minutes
+        }
+        let zone: TimeZone
+        if let name = account.options["time_zone"] {
+            guard let named = TimeZone(identifier: name) else {
+                throw AuthError(
+                    .configuration,
+                    "account eto/\(account.account): options.time_zone '\(name)' is not a time zone name (e.g. America/Los_Angeles)")
+            }
+            zone = named
+        } else {
+            zone = TimeZone.current
+        }
+        return zone.secondsFromGMT(for: date) / 60
+    }
+
+    func logIn(_ account: AuthAccount, site: Int, program: Int?) async throws(AuthError) -> Credential {
         let chain = ETO.Account(
             email: account.account, password: account.password, enterpriseGuid: account.options["enterprise"], siteID: site,
-            programID: account.options["program"].flatMap { Int($0) }, utcOffset: account.options["utc_offset"].flatMap { Int($0) } ?? 0)
+            programID: program, utcOffset: try Self.utcOffset(account))
         do {
             let session = try await ETOClient(http: http, baseURL: account.baseURL, logger: logger).logIn(chain)
             var attributes = ["enterprise": session.enterpriseGuid, "site": String(session.siteID), "account": session.email]
@@ -193,6 +230,38 @@ extension AuthTokenProvider {
         return { forceRefresh, rejected in
             let credential = try await provider(forceRefresh, rejected.map(Credential.init))
             return FileMaker.Session(credential, account: account, database: database)
+        }
+    }
+}
+
+extension ETO.SiteSession {
+    /// The site session behind an ETO credential from `auth` (its attributes name the
+    /// enterprise, site and program).
+    public init(_ credential: Credential, account: String, site: Int) {
+        self.init(
+            enterpriseGuid: credential.headers["enterpriseGuid"] ?? credential.attributes["enterprise"] ?? "",
+            securityToken: credential.token, siteID: Int(credential.attributes["site"] ?? "") ?? site,
+            programID: credential.attributes["program"].flatMap { Int($0) }, email: account, issuedAt: credential.issuedAt)
+    }
+}
+
+extension Credential {
+    /// The credential an ETO site session stands for (matched by token on a rejection).
+    public init(_ session: ETO.SiteSession) {
+        self.init(
+            token: session.securityToken, issuedAt: session.issuedAt,
+            headers: ["enterpriseGuid": session.enterpriseGuid, "securityToken": session.securityToken])
+    }
+}
+
+extension AuthTokenProvider {
+    /// A provider of ETO site sessions for `site`, one token per site (`token.get` with the site
+    /// as its scope), backed by this worker's cache and the auth service.
+    public func eto(account: String, site: Int) -> CredentialProvider<ETO.SiteSession> {
+        let provider = self.provider(backend: "eto", account: account, scope: String(site))
+        return { forceRefresh, rejected in
+            let credential = try await provider(forceRefresh, rejected.map(Credential.init))
+            return ETO.SiteSession(credential, account: account, site: site)
         }
     }
 }

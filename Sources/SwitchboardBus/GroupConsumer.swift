@@ -20,6 +20,9 @@ public struct GroupDelivery: Sendable {
     public let attempt: Int
     /// When the broker takes the event back if it is not settled (broker clock).
     public let deadline: String
+    /// How long the broker waits for a settle, counted from receipt: a member whose work may take
+    /// longer sends `inProgress()` before it runs out.
+    public let ackWait: Duration
     /// The event's journaled header (its `bus_seq` included).
     public let header: EventHeader
     public let rawHeader: Data
@@ -228,7 +231,8 @@ public final class GroupConsumer: Sendable {
                 let event = try JSONDecoder().decode(EventHeader.self, from: envelope.parent)
                 deliveryInput.yield(
                     GroupDelivery(
-                        group: header.group, busSeq: header.busSeq, attempt: header.attempt, deadline: header.deadline, header: event,
+                        group: header.group, busSeq: header.busSeq, attempt: header.attempt, deadline: header.deadline,
+                        ackWait: .milliseconds(max(0, header.ackWaitMilliseconds)), header: event,
                         rawHeader: envelope.parent, metadata: envelope.metadata, content: envelope.content, consumer: self,
                         connection: connection))
             } catch {

@@ -8,13 +8,17 @@ public struct CredentialKey: Hashable, Codable, Sendable, CustomStringConvertibl
     public var backend: String
     /// The account the credential was issued to.
     public var account: String
+    /// Which part of the back end the credential opens, when one account opens several with
+    /// different tokens (ETO: a site id). nil: the account's default.
+    public var scope: String?
 
-    public init(backend: String, account: String) {
+    public init(backend: String, account: String, scope: String? = nil) {
         self.backend = backend
         self.account = account
+        self.scope = scope
     }
 
-    public var description: String { "\(backend)/\(account)" }
+    public var description: String { scope.map { "\(backend)/\(account)[\($0)]" } ?? "\(backend)/\(account)" }
 }
 
 /// A back-end token with what a client needs to use it: the headers to send and when it expires.

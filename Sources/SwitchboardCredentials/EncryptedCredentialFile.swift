@@ -26,7 +26,7 @@ import Darwin
 /// file's purpose, so neither the header nor a file written for another purpose with the same
 /// key passes as this one. The key id lets a wrong key be told apart from tampering without
 /// revealing the key. The JSON body is
-/// `{"written_at": <seconds since 1970>, "credentials": [{"backend", "account", "credential"}]}`
+/// `{"written_at": <seconds since 1970>, "credentials": [{"backend", "account", "scope"?, "credential"}]}`
 /// with credentials as `Credential`'s `Codable` form.
 ///
 /// The key file holds the 256-bit key in base64 on one line. It is created if missing, mode
@@ -98,7 +98,7 @@ public struct EncryptedCredentialFile: Sendable {
         }
         var entries: [CredentialKey: Credential] = [:]
         for entry in contents.credentials where entry.credential.isUsable(at: now) {
-            entries[CredentialKey(backend: entry.backend, account: entry.account)] = entry.credential
+            entries[CredentialKey(backend: entry.backend, account: entry.account, scope: entry.scope)] = entry.credential
         }
         return entries
     }
@@ -107,8 +107,8 @@ public struct EncryptedCredentialFile: Sendable {
     public func save(_ entries: [CredentialKey: Credential], now: Date = Date()) throws {
         let contents = Contents(
             writtenAt: now,
-            credentials: entries.sorted { ($0.key.backend, $0.key.account) < ($1.key.backend, $1.key.account) }.map {
-                Contents.Entry(backend: $0.key.backend, account: $0.key.account, credential: $0.value)
+            credentials: entries.sorted { $0.key.description < $1.key.description }.map {
+                Contents.Entry(backend: $0.key.backend, account: $0.key.account, scope: $0.key.scope, credential: $0.value)
             })
         let body: Data
         do {
@@ -225,6 +225,8 @@ public struct EncryptedCredentialFile: Sendable {
         struct Entry: Codable {
             var backend: String
             var account: String
+            /// Absent in files written before scopes existed.
+            var scope: String?
             var credential: Credential
         }
         var writtenAt: Date

@@ -54,8 +54,19 @@ public struct APIProfile: Sendable {
 /// perform I/O. ``AuthenticatedExecutor`` asks it after every response.
 public struct ExpiryDetector: Sendable {
     public var isExpired: @Sendable (HTTPRequest, HTTPResponse) -> Bool
+    /// For a response ``isExpired`` accepted: whether it proves the server refused the request
+    /// before acting on it (a 401 from the authentication layer). Only then is a request that is
+    /// not idempotent sent again after re-authentication; otherwise the caller gets
+    /// ``HTTPError/Code/notResent`` and must look before writing again.
+    public var provesNotActedOn: @Sendable (HTTPRequest, HTTPResponse) -> Bool
 
-    public init(_ isExpired: @escaping @Sendable (HTTPRequest, HTTPResponse) -> Bool) { self.isExpired = isExpired }
+    public init(
+        _ isExpired: @escaping @Sendable (HTTPRequest, HTTPResponse) -> Bool,
+        provesNotActedOn: @escaping @Sendable (HTTPRequest, HTTPResponse) -> Bool = { _, _ in true }
+    ) {
+        self.isExpired = isExpired
+        self.provesNotActedOn = provesNotActedOn
+    }
 
     /// HTTP 401.
     public static let unauthorized = ExpiryDetector { _, response in response.status == 401 }
@@ -66,10 +77,15 @@ public struct ExpiryDetector: Sendable {
         response.status == 401 || VendorError.parse(response.body)?.code == "952"
     }
 
-    /// ETO: HTTP 401 or 403, or an HTML page (the web log-in form) where JSON was expected.
-    public static let eto = ExpiryDetector { _, response in
-        response.status == 401 || response.status == 403 || (!response.body.isEmpty && response.looksLikeHTML)
-    }
+    /// ETO: HTTP 401 or 403 (a WCF fault from the authentication layer: the call was not run),
+    /// or the web log-in form served where JSON was expected (a 2xx or 3xx HTML page). An HTML
+    /// page with a 4xx or 5xx status is a server error page, not an expiry. After the log-in
+    /// form, whether a write went through is unknown: it is not sent again blind.
+    public static let eto = ExpiryDetector(
+        { _, response in
+            response.status == 401 || response.status == 403 || (response.status < 400 && !response.body.isEmpty && response.looksLikeHTML)
+        },
+        provesNotActedOn: { _, response in response.status == 401 || response.status == 403 })
 
     /// SAP Mobile Services' connection check (`GET {base}/{appId}` or
     /// `GET …/Connections('{id}')`): 404 means the application connection is no longer valid;

@@ -15,7 +15,9 @@ public import Logging
 /// 2. if the request's ``ExpiryDetector`` (``HTTPRequest/expiry``, else the API's) says the
 ///    credential was rejected, asks the provider **once** for a fresh one
 ///    (`forceRefresh: true, rejected: <the rejected credential>`) and sends the request once
-///    more;
+///    more — unless the request is not idempotent and the rejection does not prove the server
+///    left it alone (``ExpiryDetector/provesNotActedOn``): then it throws
+///    ``HTTPError/Code/notResent`` and the caller looks before it writes again;
 /// 3. if that response is judged expired too, throws ``HTTPError/Code/credentialRejected``.
 ///    There is no third attempt and no loop.
 ///
@@ -59,6 +61,15 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
                 "http.api": "\(request.api.name)", "http.operation": "\(request.operation)", "http.status": "\(response.status)",
             ])
         let fresh = try await credential(forceRefresh: true, rejected: first, for: request)
+        guard request.idempotent || detector.provesNotActedOn(authorized, response) else {
+            // The fresh credential is in the provider's cache for the caller's next call; this
+            // one is not repeated, because the server may have acted on it already.
+            var error = HTTPError(response: response)
+            error.code = .notResent
+            error.message =
+                "credential rejected (HTTP \(response.status)) in a way that does not show whether the server acted; re-authenticated, not sent again: look before writing again"
+            throw error
+        }
         authorized.authorizer = authorizer(fresh)
         var retried = try await client.response(for: authorized, logger: logger)
         retried.attempts += response.attempts

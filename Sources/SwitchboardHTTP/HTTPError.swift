@@ -26,6 +26,10 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         public static let responseTooLarge = Code("responseTooLarge")
         /// The credential was rejected, a fresh one was fetched, and it was rejected too.
         public static let credentialRejected = Code("credentialRejected")
+        /// A request that is not idempotent met a rejection that does not show whether the server
+        /// acted on it (ETO's log-in page): a fresh credential was fetched but the request was not
+        /// sent again. Look (list, find) before writing again.
+        public static let notResent = Code("notResent")
         /// A log-in call refused the account's own credentials (a wrong password, an unknown
         /// account): neither retrying nor refreshing can help until someone fixes the
         /// configuration. The message names the account, never the password.

@@ -408,6 +408,71 @@ struct HTTPClientTests {
         }
     }
 
+    @Test("an ETO write answered with the log-in page is not sent again blind: the credential is refreshed and the caller told to look")
+    func etoWriteAfterLoginPageIsNotResent() async throws {
+        let router = Router()
+        let posts = Counter()
+        router.post("TouchPoint.svc/TouchPointResponseAdd") { _, _ -> Response in
+            posts.next("post")
+            return .text(.ok, "<!DOCTYPE html><html><form action=\"login\"></form></html>", contentType: "text/html")
+        }
+        try await withServer(router) { port in
+            try await withClient { client, _ in
+                let refreshes = Counter()
+                let executor = AuthenticatedExecutor<String>(
+                    client: client,
+                    provider: { forceRefresh, _ in
+                        guard forceRefresh else { return "token-1" }
+                        refreshes.next("refresh")
+                        return "token-2"
+                    },
+                    authorizer: { HeaderAuthorizer.eto(enterpriseGuid: "ent-guid", securityToken: $0) })
+                let add = OutRequest(
+                    .post, base(port), path: ["TouchPoint.svc", "TouchPointResponseAdd"], body: try .json(["TouchPointID": 54]), api: .eto,
+                    operation: "touchPoint.add")
+                for _ in 0..<2 {
+                    do throws(SwitchboardHTTP.HTTPError) {
+                        _ = try await executor.execute(add)
+                        Issue.record("the log-in page was taken for success")
+                    } catch {
+                        #expect(error.code == .notResent, "\(error)")
+                    }
+                }
+                #expect(posts.count("post") == 2, "each call sent its write once, never twice")
+                #expect(refreshes.count("refresh") == 2)
+            }
+        }
+    }
+
+    @Test("an HTML error page with a 5xx status is a server error, not an expired ETO session")
+    func etoHTMLServerErrorIsNotExpiry() async throws {
+        let router = Router()
+        router.get("Actor.svc/participant/:id") { _, _ -> Response in
+            .text(.internalServerError, "<!DOCTYPE html><html><body>Runtime Error</body></html>", contentType: "text/html")
+        }
+        try await withServer(router) { port in
+            try await withClient { client, _ in
+                let refreshes = Counter()
+                let executor = AuthenticatedExecutor<String>(
+                    client: client,
+                    provider: { forceRefresh, _ in
+                        if forceRefresh { refreshes.next("refresh") }
+                        return "token-1"
+                    },
+                    authorizer: { HeaderAuthorizer.eto(enterpriseGuid: "ent-guid", securityToken: $0) })
+                let get = OutRequest(.get, base(port), path: ["Actor.svc", "participant", 7], api: .eto, operation: "participant.get")
+                do throws(SwitchboardHTTP.HTTPError) {
+                    _ = try await executor.execute(get)
+                    Issue.record("a 500 page was taken for success")
+                } catch {
+                    #expect(error.status == 500)
+                    #expect(error.code != .credentialRejected)
+                }
+                #expect(refreshes.count("refresh") == 0, "no re-authentication for a server error page")
+            }
+        }
+    }
+
     @Test func sapConnectionCheck404MeansRegisterAgain() async throws {
         let router = Router()
         router.get("app") { request, _ -> Response in

@@ -140,6 +140,18 @@ public enum ETO {
         public var caseNumber: String?
         public var programStartDate: WCFDate?
 
+        public init(
+            clid: Int, firstName: String, lastName: String, dateOfBirth: WCFDate? = nil, caseNumber: String? = nil,
+            programStartDate: WCFDate? = nil
+        ) {
+            self.clid = clid
+            self.firstName = firstName
+            self.lastName = lastName
+            self.dateOfBirth = dateOfBirth
+            self.caseNumber = caseNumber
+            self.programStartDate = programStartDate
+        }
+
         enum CodingKeys: String, CodingKey {
             case clid = "CLID"
             case firstName = "FName"

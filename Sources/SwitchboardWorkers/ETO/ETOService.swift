@@ -1,0 +1,166 @@
+// `switchboard-eto`'s service half: the `eto` service on the service plane, so kiosks and other
+// programs can ask ETO questions without an ETO account (protocol/README.md section 16). Every
+// operation only reads (section 13 lets kiosks call them), and every answer is built from ETO's
+// own data through this worker's site sessions.
+
+public import Foundation
+public import Logging
+public import SwitchboardBackends
+public import SwitchboardBus
+import SwitchboardHTTP
+import SwitchboardProtocol
+
+public struct ETOService: Sendable {
+    public let eto: ETOSiteAccess
+    /// A session opening the account's SSO level (`token.get` scope `sso`), for the site list.
+    let sso: @Sendable (_ forceRefresh: Bool) async throws -> (token: ETO.SSOToken, enterprise: String)
+    let logger: Logger
+
+    public init(
+        eto: ETOSiteAccess, sso: @escaping @Sendable (_ forceRefresh: Bool) async throws -> (token: ETO.SSOToken, enterprise: String),
+        logger: Logger
+    ) {
+        self.eto = eto
+        self.sso = sso
+        self.logger = logger
+    }
+
+    public static let operations = ["sites.list", "programs.list", "participants.search", "participant.get"]
+
+    // MARK: Bodies (protocol section 16)
+
+    public struct Site: Codable, Sendable, Hashable {
+        public var siteID: Int
+        public var name: String
+        enum CodingKeys: String, CodingKey { case siteID = "site_id", name }
+    }
+
+    public struct Program: Codable, Sendable, Hashable {
+        public var programID: Int
+        public var name: String
+        enum CodingKeys: String, CodingKey { case programID = "program_id", name }
+    }
+
+    public struct Participant: Codable, Sendable, Hashable {
+        public var participantID: Int
+        public var firstName: String
+        public var lastName: String
+        /// `YYYY-MM-DD`, when ETO has it.
+        public var dateOfBirth: String?
+        enum CodingKeys: String, CodingKey {
+            case participantID = "participant_id", firstName = "first_name", lastName = "last_name", dateOfBirth = "date_of_birth"
+        }
+    }
+
+    struct SiteQuery: Decodable {
+        var siteID: Int
+        enum CodingKeys: String, CodingKey { case siteID = "site_id" }
+    }
+
+    struct SearchQuery: Decodable {
+        var siteID: Int
+        var programID: Int
+        var firstName: String
+        var lastName: String
+        var dateOfBirth: String?
+        enum CodingKeys: String, CodingKey {
+            case siteID = "site_id", programID = "program_id", firstName = "first_name", lastName = "last_name", dateOfBirth =
+                "date_of_birth"
+        }
+    }
+
+    struct ParticipantQuery: Decodable {
+        var siteID: Int
+        var participantID: Int
+        enum CodingKeys: String, CodingKey { case siteID = "site_id", participantID = "participant_id" }
+    }
+
+    // MARK: Handling
+
+    /// The handler a `ServiceWorker` for service `eto` runs.
+    public func handle(_ request: ServiceRequest, _ partials: PartialReplies) async throws -> Data {
+        do {
+            switch request.operation {
+            case "sites.list":
+                return try WireJSON.encode(["sites": try await sites()])
+            case "programs.list":
+                let query = try Self.decode(SiteQuery.self, request, needs: "{site_id}")
+                let programs = try await eto.client.programs(siteID: query.siteID, auth: eto.session(query.siteID))
+                return try WireJSON.encode(["programs": programs.map { Program(programID: $0.id, name: $0.name) }])
+            case "participants.search":
+                let query = try Self.decode(
+                    SearchQuery.self, request, needs: "{site_id, program_id, first_name, last_name, date_of_birth?}")
+                guard !query.lastName.trimmingCharacters(in: .whitespaces).isEmpty,
+                    !query.firstName.trimmingCharacters(in: .whitespaces).isEmpty
+                else {
+                    throw ServiceError(
+                        status: ServiceStatus.badRequest, code: "bad-request", message: "first_name and last_name must not be blank")
+                }
+                if let dob = query.dateOfBirth, Timestamp.parseDate(dob) == nil {
+                    throw ServiceError(status: ServiceStatus.badRequest, code: "bad-request", message: "date_of_birth must be YYYY-MM-DD")
+                }
+                let hits = try await eto.client.search(programID: query.programID, text: query.lastName, auth: eto.session(query.siteID))
+                let matches = ETOCheckInRecorder.matches(hits, first: query.firstName, last: query.lastName, dateOfBirth: query.dateOfBirth)
+                return try WireJSON.encode([
+                    "participants": matches.map {
+                        Participant(
+                            participantID: $0.clid, firstName: $0.firstName, lastName: $0.lastName,
+                            dateOfBirth: $0.dateOfBirth.map(Self.day))
+                    }
+                ])
+            case "participant.get":
+                let query = try Self.decode(ParticipantQuery.self, request, needs: "{site_id, participant_id}")
+                let p = try await eto.client.participant(id: query.participantID, auth: eto.session(query.siteID))
+                return try WireJSON.encode(
+                    Participant(participantID: p.id, firstName: p.firstName, lastName: p.lastName, dateOfBirth: p.dateOfBirth.map(Self.day))
+                )
+            default:
+                throw ServiceError(
+                    status: ServiceStatus.notFound, code: "unknown-operation",
+                    message: "eto has no operation '\(request.operation.prefix(60))' (it has \(Self.operations.joined(separator: ", ")))")
+            }
+        } catch let error as HTTPError {
+            throw Self.serviceError(error)
+        }
+    }
+
+    func sites() async throws -> [Site] {
+        let (token, enterprise) = try await sso(false)
+        do throws(HTTPError) {
+            return try await eto.client.sites(sso: token, enterpriseGuid: enterprise).map { Site(siteID: $0.id, name: $0.name) }
+        } catch {
+            guard error.status == 401 || error.status == 403 else { throw error }
+        }
+        let (fresh, freshEnterprise) = try await sso(true)
+        return try await eto.client.sites(sso: fresh, enterpriseGuid: freshEnterprise).map { Site(siteID: $0.id, name: $0.name) }
+    }
+
+    static func day(_ date: WCFDate) -> String {
+        let milliseconds = Int64((date.date.timeIntervalSince1970 * 1000).rounded()) + 12 * 3_600_000
+        let days = Int(floor(Double(milliseconds) / 86_400_000))
+        let formatted = Timestamp.format(milliseconds: Int64(days) * 86_400_000)
+        return String(formatted.prefix(10))
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ request: ServiceRequest, needs: String) throws -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: request.content)
+        } catch {
+            throw ServiceError(status: ServiceStatus.badRequest, code: "bad-request", message: "\(request.operation) needs \(needs)")
+        }
+    }
+
+    /// ETO's refusals in service terms: a 400/404 from ETO is the caller's (an unknown site,
+    /// program or participant), the rest is ETO being unavailable.
+    static func serviceError(_ error: HTTPError) -> ServiceError {
+        let detail = error.vendorMessage ?? error.message
+        if let status = error.status, status == 400 || status == 404 {
+            return ServiceError(status: ServiceStatus.notFound, code: "not-found", message: "ETO: \(detail)")
+        }
+        if error.code == .credentialUnavailable || error.code == .invalidCredentials {
+            return ServiceError(
+                status: ServiceStatus.unavailable, code: "eto-unavailable", message: "no ETO session: \(detail)", retryable: true)
+        }
+        return ServiceError(status: ServiceStatus.badGateway, code: "eto-error", message: "ETO failed: \(error)", retryable: true)
+    }
+}

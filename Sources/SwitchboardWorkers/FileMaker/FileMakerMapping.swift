@@ -1,0 +1,252 @@
+// Which FileMaker field gets which part of a check-in. Shelter files differ (a field is called
+// `CheckedInAt` in one and `Arrival` in another), so the mapping is configuration, a JSON file,
+// with defaults for the seed's `Shelter` file. It is checked twice at start: against the event's
+// known fields (a typo in a source is an error, not an empty field), and against the layout's
+// metadata on the server (a missing field or a wrong type stops the worker with the setting
+// named, instead of dead-lettering every check-in later).
+
+import Foundation
+public import SwitchboardBackends
+public import SwitchboardProtocol
+
+/// The `--mapping` file of `switchboard-filemaker`. Documented in its `--help` and in
+/// `Sources/SwitchboardWorkers/README.md`.
+public struct FileMakerMapping: Codable, Sendable, Hashable {
+    public struct CheckIns: Codable, Sendable, Hashable {
+        /// The layout check-ins are written through.
+        public var layout: String
+        /// The text field that holds the bus event id, with "unique value" validation ideally:
+        /// it makes writes idempotent.
+        public var eventIDField: String
+        /// FileMaker field → source in the event (see ``FileMakerMapping/sources``).
+        public var fields: [String: String]
+        /// The time zone FileMaker timestamps are written in (IANA name); FileMaker's are local.
+        public var timeZone: String
+
+        enum CodingKeys: String, CodingKey {
+            case layout, fields
+            case eventIDField = "event_id_field"
+            case timeZone = "time_zone"
+        }
+
+        public init(layout: String, eventIDField: String, fields: [String: String], timeZone: String) {
+            self.layout = layout
+            self.eventIDField = eventIDField
+            self.fields = fields
+            self.timeZone = timeZone
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            layout = try c.decode(String.self, forKey: .layout)
+            eventIDField = try c.decode(String.self, forKey: .eventIDField)
+            fields = try c.decode([String: String].self, forKey: .fields)
+            timeZone = try c.decodeIfPresent(String.self, forKey: .timeZone) ?? "UTC"
+        }
+    }
+
+    public var checkins: CheckIns
+
+    public init(checkins: CheckIns) { self.checkins = checkins }
+
+    /// The seed's `Shelter` file: layout `CheckIns`.
+    public static let `default` = FileMakerMapping(
+        checkins: CheckIns(
+            layout: "CheckIns", eventIDField: "EventID",
+            fields: [
+                "ParticipantID": "participant.eto_participant_id", "FirstName": "participant.first_name",
+                "LastName": "participant.last_name", "CheckedInAt": "checked_in_at", "Notes": "notes",
+            ],
+            timeZone: "UTC"))
+
+    /// What a source yields, which decides the FileMaker field types it may go to.
+    public enum Kind: String, Sendable {
+        case text, number, date, timestamp
+
+        /// The FileMaker field result types (`text`, `number`, `date`, `time`, `timeStamp`) a
+        /// value of this kind can be written to.
+        var targets: Set<String> {
+            switch self {
+            case .text: ["text"]
+            case .number: ["number", "text"]
+            case .date: ["date", "text"]
+            case .timestamp: ["timeStamp", "text"]
+            }
+        }
+    }
+
+    /// Every source a mapping may name: a check-in's content fields by their JSON path, and the
+    /// event header's by `$name`.
+    public static let sources: [String: Kind] = [
+        "$event_id": .text, "$bus_seq": .number, "$producer": .text, "$time": .timestamp, "$key": .text,
+        "participant.eto_participant_id": .number, "participant.first_name": .text, "participant.last_name": .text,
+        "participant.date_of_birth": .date, "site_id": .number, "program_id": .number, "kiosk_id": .text,
+        "checked_in_at": .timestamp, "location.latitude": .number, "location.longitude": .number,
+        "location.accuracy_m": .number, "notes": .text,
+    ]
+
+    /// Reads a mapping file; errors name the file and what is wrong in it.
+    public static func load(path: String) throws(WorkerConfigurationError) -> FileMakerMapping {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw WorkerConfigurationError("--mapping: cannot read \(path): \(error.localizedDescription)")
+        }
+        let mapping: FileMakerMapping
+        do { mapping = try JSONDecoder().decode(FileMakerMapping.self, from: data) } catch let error as DecodingError {
+            throw WorkerConfigurationError("--mapping: \(path) is not a valid mapping: \(Self.describe(error))")
+        } catch {
+            throw WorkerConfigurationError("--mapping: \(path) is not a valid mapping: \(error)")
+        }
+        try mapping.validate(source: path)
+        return mapping
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            let at = path(context)
+            return "field '\(at.isEmpty ? "" : at + ".")\(key.stringValue)' is missing"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "field '\(path(context))' has the wrong type (\(context.debugDescription))"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty
+                ? "not JSON (\(context.debugDescription))" : "field '\(path(context))': \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    /// Checks what can be checked without the server: sources, names, the time zone.
+    public func validate(source: String = "the default mapping") throws(WorkerConfigurationError) {
+        let c = checkins
+        guard !c.layout.isEmpty else { throw WorkerConfigurationError("--mapping: \(source): checkins.layout is empty") }
+        guard !c.eventIDField.isEmpty else { throw WorkerConfigurationError("--mapping: \(source): checkins.event_id_field is empty") }
+        guard TimeZone(identifier: c.timeZone) != nil else {
+            throw WorkerConfigurationError(
+                "--mapping: \(source): checkins.time_zone '\(c.timeZone)' is not a time zone name (e.g. America/Los_Angeles)")
+        }
+        if c.fields[c.eventIDField] != nil {
+            throw WorkerConfigurationError(
+                "--mapping: \(source): checkins.fields.\(c.eventIDField) is the event id field already (event_id_field); remove it from fields"
+            )
+        }
+        for (field, path) in c.fields.sorted(by: { $0.key < $1.key }) {
+            guard !field.isEmpty else { throw WorkerConfigurationError("--mapping: \(source): checkins.fields has an empty field name") }
+            guard Self.sources[path] != nil else {
+                throw WorkerConfigurationError(
+                    "--mapping: \(source): checkins.fields.\(field): unknown source '\(path)' (known: \(Self.sources.keys.sorted().joined(separator: ", ")))"
+                )
+            }
+        }
+    }
+
+    /// Checks the mapping against the layout as the server describes it: every field exists,
+    /// takes the source's kind, and can be written by a create (not global, not a container).
+    public func validate(against metadata: FileMaker.LayoutMetadata) throws(WorkerConfigurationError) {
+        let c = checkins
+        var byName: [String: FileMaker.FieldMetadata] = [:]
+        for field in metadata.fieldMetaData { byName[field.name] = field }
+        func check(_ field: String, kind: Kind, what: String) throws(WorkerConfigurationError) {
+            guard let meta = byName[field] else {
+                throw WorkerConfigurationError(
+                    "--mapping: \(what): layout '\(c.layout)' has no field '\(field)' (it has: \(byName.keys.sorted().joined(separator: ", ")))"
+                )
+            }
+            if meta.global == true {
+                throw WorkerConfigurationError(
+                    "--mapping: \(what): field '\(field)' of layout '\(c.layout)' is a global field; records cannot hold it")
+            }
+            let result = meta.result ?? "text"
+            guard kind.targets.contains(result) else {
+                throw WorkerConfigurationError(
+                    "--mapping: \(what): field '\(field)' of layout '\(c.layout)' is of type \(result), which cannot take a \(kind.rawValue) value"
+                )
+            }
+        }
+        try check(c.eventIDField, kind: .text, what: "checkins.event_id_field")
+        for (field, path) in c.fields.sorted(by: { $0.key < $1.key }) {
+            try check(field, kind: Self.sources[path] ?? .text, what: "checkins.fields.\(field)")
+        }
+    }
+}
+
+extension FileMakerMapping {
+    /// The field data of one check-in's record (the event id field left to the writer). Sources
+    /// the event does not carry (no notes, no location) are left out: the field keeps its default.
+    /// - Parameter textFields: the mapped fields the layout declares as text (numbers go to them
+    ///   as text).
+    public func fieldData(for checkIn: CheckIn, header: EventHeader, textFields: Set<String> = []) -> [String: FileMaker.FieldValue] {
+        let zone = TimeZone(identifier: checkins.timeZone) ?? TimeZone(secondsFromGMT: 0)!
+        var data: [String: FileMaker.FieldValue] = [:]
+        for (field, path) in checkins.fields {
+            guard let kind = Self.sources[path], let value = Self.value(of: path, in: checkIn, header: header) else { continue }
+            // A text field takes the value as the event carries it (an RFC 3339 time stays one);
+            // number, date and timeStamp fields take FileMaker's own formats.
+            switch (textFields.contains(field), value) {
+            case (true, .text(let text)): data[field] = .text(text)
+            case (true, .number(let number)):
+                data[field] = .text(number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number))
+            case (false, _): data[field] = Self.convert(value, kind: kind, zone: zone)
+            }
+        }
+        return data
+    }
+
+    /// The mapped fields whose type is text on the server, from its layout metadata.
+    public func textFields(in metadata: FileMaker.LayoutMetadata) -> Set<String> {
+        Set(metadata.fieldMetaData.filter { ($0.result ?? "text") == "text" && checkins.fields[$0.name] != nil }.map(\.name))
+    }
+
+    enum Value {
+        case text(String)
+        case number(Double)
+    }
+
+    static func value(of path: String, in checkIn: CheckIn, header: EventHeader) -> Value? {
+        switch path {
+        case "$event_id": .text(header.eventID)
+        case "$bus_seq": header.busSeq.map { .number(Double($0)) }
+        case "$producer": .text(header.producer)
+        case "$time": .text(header.time)
+        case "$key": header.key.map { .text($0) }
+        case "participant.eto_participant_id": checkIn.participant.etoParticipantID.map { .number(Double($0)) }
+        case "participant.first_name": checkIn.participant.firstName.map { .text($0) }
+        case "participant.last_name": checkIn.participant.lastName.map { .text($0) }
+        case "participant.date_of_birth": checkIn.participant.dateOfBirth.map { .text($0) }
+        case "site_id": .number(Double(checkIn.siteID))
+        case "program_id": .number(Double(checkIn.programID))
+        case "kiosk_id": .text(checkIn.kioskID)
+        case "checked_in_at": .text(checkIn.checkedInAt)
+        case "location.latitude": checkIn.location.map { .number($0.latitude) }
+        case "location.longitude": checkIn.location.map { .number($0.longitude) }
+        case "location.accuracy_m": checkIn.location.map { .number($0.accuracyMeters) }
+        case "notes": checkIn.notes.map { .text($0) }
+        default: nil
+        }
+    }
+
+    /// FileMaker's own formats: dates `MM/DD/YYYY`, timestamps `MM/DD/YYYY hh:mm:ss` in `zone`.
+    static func convert(_ value: Value, kind: Kind, zone: TimeZone) -> FileMaker.FieldValue {
+        switch (value, kind) {
+        case (.number(let number), _):
+            return .number(number)
+        case (.text(let text), .date):
+            let parts = text.split(separator: "-")
+            guard parts.count == 3 else { return .text(text) }
+            return .text("\(parts[1])/\(parts[2])/\(parts[0])")
+        case (.text(let text), .timestamp):
+            guard let milliseconds = Timestamp.parse(text) else { return .text(text) }
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = zone
+            let date = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+            func two(_ n: Int?) -> String { n.map { $0 < 10 ? "0\($0)" : "\($0)" } ?? "00" }
+            return .text("\(two(c.month))/\(two(c.day))/\(c.year ?? 0) \(two(c.hour)):\(two(c.minute)):\(two(c.second))")
+        case (.text(let text), _):
+            return .text(text)
+        }
+    }
+}

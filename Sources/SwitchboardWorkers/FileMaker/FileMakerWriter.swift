@@ -1,0 +1,164 @@
+// `switchboard-filemaker`'s logic: one FileMaker record per check-in, exactly once. Delivery is
+// at least once, so every write looks first: find the record by the event id, create it only if
+// absent (FileMakerClient.createIfAbsent; a unique-value 504 from a concurrent writer means
+// "already there"). Then `filemaker.record.written` goes to the outbox, and only then is the
+// event acknowledged: a crash anywhere in between makes the event come again, find its record,
+// and publish (with `created: false`) what the crash interrupted.
+
+import Foundation
+public import Logging
+public import SwitchboardBackends
+public import SwitchboardHTTP
+import SwitchboardProtocol
+
+/// The content of `filemaker.record.written` (schema `filemaker.record.written/1`).
+public struct FileMakerRecordWritten: Codable, Sendable, Hashable {
+    public static let type = "filemaker.record.written"
+    public static let schema = "filemaker.record.written/1"
+
+    /// The event the record was written for.
+    public var eventID: String
+    public var busSeq: Int64?
+    public var database: String
+    public var layout: String
+    public var recordID: String
+    /// Whether this delivery created the record (false: it was there already, from an earlier
+    /// delivery whose acknowledgement was lost, or from another writer).
+    public var created: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case eventID = "event_id", busSeq = "bus_seq", database, layout, recordID = "record_id", created
+    }
+
+    public init(eventID: String, busSeq: Int64?, database: String, layout: String, recordID: String, created: Bool) {
+        self.eventID = eventID
+        self.busSeq = busSeq
+        self.database = database
+        self.layout = layout
+        self.recordID = recordID
+        self.created = created
+    }
+}
+
+/// Writes check-ins to FileMaker. Thread-safe; one per process.
+public struct FileMakerWriter: EventHandler {
+    public let client: FileMakerClient
+    public let mapping: FileMakerMapping
+    let session: CredentialSource<FileMaker.Session>
+    let textFields: Set<String>
+    let publish: @Sendable (FileMakerRecordWritten, _ key: String?) async throws -> Void
+    let logger: Logger
+
+    /// - Parameters:
+    ///   - textFields: the mapped fields that are text on the server (``FileMakerMapping/textFields(in:)``).
+    ///   - publish: puts a `filemaker.record.written` event in the worker's outbox.
+    public init(
+        client: FileMakerClient, mapping: FileMakerMapping, session: CredentialSource<FileMaker.Session>, textFields: Set<String> = [],
+        logger: Logger, publish: @escaping @Sendable (FileMakerRecordWritten, _ key: String?) async throws -> Void
+    ) {
+        self.client = client
+        self.mapping = mapping
+        self.session = session
+        self.textFields = textFields
+        self.logger = logger
+        self.publish = publish
+    }
+
+    /// Reads the layout's metadata from the server and checks the mapping against it; returns
+    /// the mapped fields that are text. Errors name the setting.
+    public static func checkLayout(
+        client: FileMakerClient, mapping: FileMakerMapping, session: CredentialSource<FileMaker.Session>
+    ) async throws(WorkerConfigurationError) -> Set<String> {
+        let metadata: FileMaker.LayoutMetadata
+        do {
+            metadata = try await client.layoutMetadata(layout: mapping.checkins.layout, auth: session)
+        } catch {
+            if error.vendorCode == "105" {
+                throw WorkerConfigurationError(
+                    "--mapping: checkins.layout: database '\(client.database)' has no layout '\(mapping.checkins.layout)'")
+            }
+            throw WorkerConfigurationError(
+                "cannot read layout '\(mapping.checkins.layout)' of '\(client.database)' to check --mapping: \(error)", retryable: true)
+        }
+        try mapping.validate(against: metadata)
+        return mapping.textFields(in: metadata)
+    }
+
+    public func handle(_ event: WorkerEvent) async -> Settlement {
+        guard event.header.type == CheckIn.type else {
+            return .deadLetter(code: "unsupported-type", message: "switchboard-filemaker does not write '\(event.header.type)' events")
+        }
+        guard event.header.schema == CheckIn.schema else {
+            return .deadLetter(code: "unsupported-schema", message: "schema '\(event.header.schema)' is not \(CheckIn.schema)")
+        }
+        let checkIn: CheckIn
+        do {
+            checkIn = try JSONDecoder().decode(CheckIn.self, from: event.content)
+        } catch {
+            return .deadLetter(code: "invalid-content", message: "the check-in cannot be read: \(FileMakerMapping.describeShort(error))")
+        }
+        let layout = mapping.checkins.layout
+        let fields = mapping.fieldData(for: checkIn, header: event.header, textFields: textFields)
+        do {
+            let (record, created) = try await client.createIfAbsent(
+                layout: layout, uniqueField: mapping.checkins.eventIDField, value: event.eventID, fieldData: fields, auth: session)
+            let written = FileMakerRecordWritten(
+                eventID: event.eventID, busSeq: event.header.busSeq, database: client.database, layout: layout, recordID: record.recordId,
+                created: created)
+            do {
+                try await publish(written, event.header.key)
+            } catch {
+                // The record is there; the event comes again, finds it, and publishes then.
+                return .retry(
+                    after: .seconds(1), code: "outbox", message: "the record is written but its event could not be saved: \(error)")
+            }
+            logger.info(
+                created ? "check-in written" : "check-in was already there",
+                metadata: ["event_id": "\(event.eventID)", "filemaker.layout": "\(layout)", "filemaker.record": "\(record.recordId)"])
+            return .done
+        } catch {
+            return Self.settlement(for: error)
+        }
+    }
+
+    /// How a FileMaker failure is settled: what another try can fix is retried (with the group's
+    /// back-off), what it cannot is a dead letter carrying the FileMaker code.
+    public static func settlement(for error: HTTPError) -> Settlement {
+        let text = error.description
+        switch error.code {
+        case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .cancelled, .shutDown:
+            return .retry(after: nil, code: "filemaker-\(error.code)", message: text)
+        case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
+            return .deadLetter(code: "filemaker-\(error.code)", message: text)
+        default:
+            break
+        }
+        if let code = error.vendorCode, let number = Int(code) {
+            // 952 (token), 802 (file not open), 812 (session limit), 8xx host trouble, 10 (auth
+            // header): the server or the session, not the record. 500–599: a field validation
+            // refused this record's values; 100–199: a layout, field or record that does not
+            // exist; 1708/1710: a request FileMaker cannot read. None of those change by retrying.
+            switch number {
+            case 952, 10, 800...899: return .retry(after: nil, code: "filemaker-\(code)", message: text)
+            case 100...199, 500...599, 1700...1799, 200...299:
+                return .deadLetter(code: "filemaker-\(code)", message: text)
+            default: break
+            }
+        }
+        if let status = error.status {
+            if status >= 500 || status == 429 || status == 408 {
+                return .retry(after: nil, code: "filemaker-http-\(status)", message: text)
+            }
+            return .deadLetter(code: "filemaker-http-\(status)", message: text)
+        }
+        return .retry(after: nil, code: "filemaker-\(error.code)", message: text)
+    }
+}
+
+extension FileMakerMapping {
+    /// A decoding error in one line, naming the field.
+    static func describeShort(_ error: any Error) -> String {
+        if let error = error as? DecodingError { return describe(error) }
+        return "\(error)"
+    }
+}

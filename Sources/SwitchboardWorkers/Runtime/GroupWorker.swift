@@ -1,0 +1,114 @@
+// The consumer-group half of a worker process: takes deliveries from a `GroupConsumer`, hands
+// each to the worker's `EventHandler`, and settles it the way the handler decided. It is a
+// `Service`, so a worker's `ServiceGroup` runs and stops it like everything else:
+//
+// - graceful shutdown (SIGTERM): take nothing new, let the handlers in hand finish and settle,
+//   then leave the group (the broker gives what was delivered but not started to other members
+//   at once);
+// - cancellation: stop at once; whatever was not settled comes again (at-least-once), and the
+//   handlers' look-before-write makes that harmless.
+
+public import Logging
+public import ServiceLifecycle
+public import SwitchboardBus
+import SwitchboardProtocol
+import Synchronization
+
+/// Counts a worker keeps about its group, for logs, status and tests.
+public struct GroupWorkerCounts: Sendable, Hashable {
+    public var handled = 0
+    public var done = 0
+    public var retried = 0
+    public var deadLettered = 0
+    /// Settles the broker never got (the connection went away first); it redelivers those.
+    public var unsettled = 0
+}
+
+public final class GroupWorker: Service, Sendable {
+    public let consumer: GroupConsumer
+    private let handler: any EventHandler
+    private let logger: Logger
+    private let state = Mutex(GroupWorkerCounts())
+
+    public init(consumer: GroupConsumer, handler: any EventHandler, logger: Logger) {
+        self.consumer = consumer
+        self.handler = handler
+        self.logger = logger
+    }
+
+    public var counts: GroupWorkerCounts { state.withLock { $0 } }
+
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.consumer.run() }
+            group.addTask { await self.handleUntilShutdown() }
+            // Either the consumer failed for good (a refused JOIN), or the handlers are done
+            // after a graceful shutdown: in both cases the other half stops now. Cancelling the
+            // consumer sends LEAVE, after every settle of the handlers has been sent.
+            try await group.next()
+            group.cancelAll()
+            try await group.waitForAll()
+        }
+    }
+
+    private func handleUntilShutdown() async {
+        await withTaskGroup(of: Void.self) { handlers in
+            // The broker sends at most `credit` deliveries before they are settled, so this never
+            // runs more handlers at once than the member's credit.
+            for await delivery in consumer.deliveries.cancelOnGracefulShutdown() {
+                handlers.addTask { await self.process(delivery) }
+            }
+            await handlers.waitForAll()
+        }
+    }
+
+    private func process(_ delivery: GroupDelivery) async {
+        let event = WorkerEvent(header: delivery.header, content: delivery.content, attempt: delivery.attempt)
+        let settlement = await withTaskGroup(of: Settlement?.self) { group in
+            group.addTask { await self.handler.handle(event) }
+            // Work that outlasts half the ack wait tells the broker it is still going, so the
+            // event is not handed to another member while this one writes it.
+            group.addTask {
+                let every = max(delivery.ackWait / 2, .milliseconds(100))
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: every)
+                    if Task.isCancelled { break }
+                    try? await delivery.inProgress()
+                }
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let settlement, !Task.isCancelled else { return }
+        let metadata: Logger.Metadata = [
+            "group": "\(delivery.group)", "bus_seq": "\(delivery.busSeq)", "event_id": "\(delivery.header.eventID)",
+            "attempt": "\(delivery.attempt)",
+        ]
+        do {
+            switch settlement {
+            case .done:
+                try await delivery.ack()
+            case .retry(let delay, let code, let message):
+                logger.notice("will try again", metadata: metadata.merging(["code": "\(code)", "reason": "\(message)"]) { $1 })
+                try await delivery.nack(after: delay, code: code, message: message)
+            case .deadLetter(let code, let message):
+                logger.warning(
+                    "cannot be done: dead letter", metadata: metadata.merging(["code": "\(code)", "reason": "\(message)"]) { $1 })
+                try await delivery.term(code: code, message: message)
+            }
+            state.withLock { counts in
+                counts.handled += 1
+                switch settlement {
+                case .done: counts.done += 1
+                case .retry: counts.retried += 1
+                case .deadLetter: counts.deadLettered += 1
+                }
+            }
+        } catch {
+            state.withLock { $0.unsettled += 1 }
+            logger.warning("could not settle; the broker will deliver it again", metadata: metadata.merging(["error": "\(error)"]) { $1 })
+        }
+    }
+}

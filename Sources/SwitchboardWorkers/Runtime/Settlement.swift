@@ -1,0 +1,59 @@
+// How a worker answers the broker about one event (protocol/README.md section 15): the handler
+// decides, as a value; `GroupWorker` does the talking. Keeping the decision a value is what lets
+// the back-end rules ("a 5xx is worth another try, a FileMaker 102 never is") be tested without
+// a socket.
+
+public import Foundation
+public import SwitchboardProtocol
+
+/// One event a worker was handed: its journaled header and its content. Built from a group
+/// delivery, or directly in tests.
+public struct WorkerEvent: Sendable {
+    public var header: EventHeader
+    public var content: Data
+    /// 1 for the first delivery of this event to the group.
+    public var attempt: Int
+
+    public init(header: EventHeader, content: Data, attempt: Int = 1) {
+        self.header = header
+        self.content = content
+        self.attempt = attempt
+    }
+
+    public var eventID: String { header.eventID }
+}
+
+/// What a handler decided about one event.
+public enum Settlement: Sendable, Hashable, CustomStringConvertible {
+    /// The effect is in place (now, or from an earlier delivery): ACK.
+    case done
+    /// It failed for now: NACK, delivered again after `delay` (nil: the group's back-off).
+    case retry(after: Duration?, code: String, message: String)
+    /// It can never succeed as it is: TERM, so it becomes a dead letter an operator can read.
+    /// The message names what is wrong and never holds a secret.
+    case deadLetter(code: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .done: "done"
+        case .retry(let delay, let code, let message): "retry after \(delay.map { "\($0)" } ?? "back-off") (\(code): \(message))"
+        case .deadLetter(let code, let message): "dead letter (\(code): \(message))"
+        }
+    }
+
+    /// The code a dead letter or retry carries, for logs and counts.
+    public var code: String? {
+        switch self {
+        case .done: nil
+        case .retry(_, let code, _), .deadLetter(let code, _): code
+        }
+    }
+}
+
+/// A worker's logic for one kind of event. `handle` must be safe to call again for an event it
+/// already handled (delivery is at least once): it looks before it writes.
+public protocol EventHandler: Sendable {
+    /// Acts on the event and says how it went. Throwing is not an option: every failure is
+    /// classified as a retry or a dead letter, so nothing reaches the broker unexplained.
+    func handle(_ event: WorkerEvent) async -> Settlement
+}

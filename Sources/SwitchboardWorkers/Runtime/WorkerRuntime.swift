@@ -1,0 +1,188 @@
+// What every worker process has, whatever its back end: the settings it shares with the others
+// (`WorkerOptions`, one `--help` vocabulary for all three), and the parts built from them
+// (`WorkerRuntime`): its own CURVE identity, its own credential cache fed by `auth` over the
+// service plane, its own durable event outbox, one HTTP client, and its group membership.
+// A worker never holds a password: `auth` does, and hands out tokens.
+
+public import ArgumentParser
+import Foundation
+public import Logging
+public import ServiceLifecycle
+public import SwitchboardAuth
+public import SwitchboardBus
+import SwitchboardCredentials
+public import SwitchboardHTTP
+import SwitchboardProtocol
+import SwitchboardRuntime
+public import SwitchboardSecurity
+import Synchronization
+public import ZeroMQ
+
+/// The settings every worker takes, with the same names and defaults in each.
+public struct WorkerOptions: ParsableArguments, Sendable {
+    @Option(help: "The broker's consumer-group endpoint.") public var groups = "tcp://127.0.0.1:5564"
+    @Option(help: "The broker's service endpoint (Majordomo), where `auth` answers token.get.") public var service = "tcp://127.0.0.1:5563"
+    @Option(help: "The broker's ingest endpoint, for the events this worker publishes.") public var ingest = "tcp://127.0.0.1:5560"
+    @Option(
+        help: "This program's secret certificate (role worker:<service>) for a secure broker; or SWITCHBOARD_CERTIFICATE.")
+    public var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key; or SWITCHBOARD_BROKER_KEY.")
+    public var brokerKey: String?
+    @Option(
+        name: .customLong("data-dir"),
+        help: "Directory for this worker's event outbox and its own state (created 0700; one open to others is refused).")
+    public var dataDirectory: String?
+    @Option(name: .customLong("ca-file"), help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable.")
+    public var caFiles: [String] = []
+    @Option(help: "Events in flight to this worker at once (its credit in the group).") public var credit = 16
+    @Option(help: "This member's name in the broker's logs and `switchboard groups` (default: <service>:<host>-<pid>).")
+    public var member: String?
+    @Option(name: .customLong("auth-timeout"), help: "Seconds to wait for the auth service's answer to token.get.")
+    public var authTimeout = 30
+    @Option(name: .customLong("log-format"), help: "text or json.") public var logFormat: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") public var logLevel: String?
+
+    public init() {}
+
+    public func validate() throws {
+        guard (1...10_000).contains(credit) else { throw ValidationError("--credit must be between 1 and 10000, got \(credit)") }
+        guard (1...3600).contains(authTimeout) else {
+            throw ValidationError("--auth-timeout must be between 1 and 3600 seconds, got \(authTimeout)")
+        }
+        for (name, value) in [("--groups", groups), ("--service", service), ("--ingest", ingest)] {
+            guard value.hasPrefix("tcp://") || value.hasPrefix("ipc://") || value.hasPrefix("inproc://") else {
+                throw ValidationError("\(name) must be a ZeroMQ endpoint (tcp://host:port, ipc://path), got '\(value)'")
+            }
+        }
+    }
+}
+
+/// A failure to start a worker, naming the setting that is wrong.
+public struct WorkerConfigurationError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    /// A peer that is not there yet (auth, the back end), rather than a wrong setting: worth
+    /// another try at start.
+    public var retryable: Bool
+    public init(_ description: String, retryable: Bool = false) {
+        self.description = description
+        self.retryable = retryable
+    }
+}
+
+/// The parts of one worker process, built once at start.
+public final class WorkerRuntime: Sendable {
+    /// The service and group this worker serves (`filemaker`, `eto`, `directory`).
+    public let service: String
+    public let options: WorkerOptions
+    public let credentials: ClientCredentials?
+    public let context: Context
+    public let io: IOThread
+    /// The client to the service plane: `auth` for tokens.
+    public let serviceClient: ServiceClient
+    public let tokens: AuthTokenProvider
+    public let outbox: Outbox
+    public let http: SwitchboardHTTPClient
+    public let dataDirectory: String
+    public let logger: Logger
+    /// The name this worker's events carry: its certificate's principal under CURVE (the broker
+    /// checks the two are the same), else `<service>-worker`.
+    public var producer: String { credentials?.certificate.name ?? "\(service)-worker" }
+
+    /// Builds the parts; every failure names the setting to fix.
+    public init(service: String, options: WorkerOptions, logger: Logger) throws(WorkerConfigurationError) {
+        self.service = service
+        self.options = options
+        self.logger = logger
+        do {
+            credentials = try ClientCredentials.load(certificate: options.certificate, brokerKey: options.brokerKey)
+        } catch {
+            throw WorkerConfigurationError("--certificate/--broker-key: \(error)")
+        }
+        if let credentials, credentials.certificate.role != .worker(service: service) {
+            throw WorkerConfigurationError(
+                "--certificate: \(credentials.certificate.name) has role \(credentials.certificate.role), but this program needs role worker:\(service)"
+            )
+        }
+        let directory = URL(fileURLWithPath: options.dataDirectory ?? ".switchboard/\(service)").standardizedFileURL.path
+        do {
+            try PrivateFiles.ensureDirectory(directory, what: "\(service) worker data directory (--data-dir)")
+        } catch {
+            throw WorkerConfigurationError(error.description)
+        }
+        dataDirectory = directory
+        do {
+            outbox = try Outbox(path: directory + "/events-outbox.sqlite", producer: credentials?.certificate.name ?? "\(service)-worker")
+        } catch {
+            throw WorkerConfigurationError("--data-dir: cannot open the event outbox in \(directory): \(error)")
+        }
+        do {
+            http = try SwitchboardHTTPClient(configuration: .init(extraCAFiles: options.caFiles), logger: logger)
+        } catch {
+            throw WorkerConfigurationError("--ca-file: \(error)")
+        }
+        do {
+            context = try Context()
+            io = try IOThread(context: context)
+        } catch {
+            throw WorkerConfigurationError("cannot start ZeroMQ: \(error)")
+        }
+        var clientSettings = ServiceClient.Settings()
+        clientSettings.socketOptions = credentials?.socketOptions ?? []
+        clientSettings.timeout = .seconds(options.authTimeout)
+        serviceClient = ServiceClient(io: io, endpoint: options.service, settings: clientSettings, logger: logger)
+        tokens = AuthTokenProvider(
+            client: serviceClient, cache: CredentialCache(configuration: .init(logger: logger)), timeout: .seconds(options.authTimeout))
+    }
+
+    /// This worker's member of its group, filtered to `topics`.
+    public func consumer(topics: [String]) -> GroupConsumer {
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host"
+        let settings = GroupConsumer.Settings(
+            group: service, topics: topics, credit: options.credit, member: options.member ?? "\(service):\(host)-\(getpid())",
+            socketOptions: credentials?.socketOptions ?? [])
+        return GroupConsumer(io: io, endpoint: options.groups, settings: settings, logger: logger)
+    }
+
+    /// Writes an event to this worker's outbox; the outbox service sends it to the broker and
+    /// keeps it until the broker has it on disk.
+    public func publish(type: String, schema: String, content: some Encodable, key: String? = nil) async throws {
+        let data = try WireJSON.encode(content)
+        _ = try await outbox.enqueue([Outbox.NewEvent(type: type, schema: schema, content: data, key: key)])
+    }
+
+    /// Sends the outbox's events to the broker for as long as the process runs; on graceful
+    /// shutdown it stops once nothing is left to send (the service group's deadline cuts a wait
+    /// for an absent broker short; what is left stays in the outbox for the next start).
+    public func outboxService() -> some Service {
+        var settings = OutboxSender.Settings()
+        settings.socketOptions = credentials?.socketOptions ?? []
+        return OutboxService(sender: OutboxSender(outbox: outbox, io: io, endpoint: options.ingest, settings: settings, logger: logger))
+    }
+
+    /// Releases the sockets and the HTTP client; call after the service group ended.
+    public func close() async {
+        await serviceClient.close()
+        try? await http.shutdown()
+    }
+}
+
+/// An `OutboxSender` as a service of the worker's group.
+struct OutboxService: Service {
+    let sender: OutboxSender
+
+    func run() async throws {
+        let stopping = StopFlag()
+        try await withGracefulShutdownHandler {
+            _ = try await sender.deliver(keepWaiting: { !stopping.isSet })
+        } onGracefulShutdown: {
+            stopping.set()
+        }
+    }
+}
+
+/// A flag one task sets and others read.
+final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
+}

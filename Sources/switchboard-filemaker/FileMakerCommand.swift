@@ -1,0 +1,139 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import SwitchboardAuth
+import SwitchboardBackends
+import SwitchboardProtocol
+import SwitchboardRuntime
+import SwitchboardWorkers
+import UnixSignals
+
+@main
+struct FileMakerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard-filemaker",
+        abstract: "The FileMaker writer: one FileMaker record per check-in, exactly once (consumer group `filemaker`).",
+        discussion: """
+            Joins the consumer group `filemaker` for checkin.recorded events and writes each
+            one to a layout of a FileMaker database through the Data API, idempotently: it
+            finds the record by the event id before creating it, so a redelivered event is
+            written once. Then it publishes filemaker.record.written (event id, layout,
+            record id, created) and acknowledges the event.
+
+            It holds no password: the FileMaker session comes from the auth service
+            (token.get for backend filemaker and --account), kept in this worker's own
+            cache and asked for again only when FileMaker rejects it (code 952).
+
+            Failures: connection errors, 5xx, 429, 952 after one refresh and 8xx host
+            errors are retried with the group's back-off; FileMaker 1xx (missing layout,
+            field or record), 2xx (access), 5xx validation codes and 17xx (bad request)
+            become dead letters carrying the code (`switchboard dlq list`).
+
+            The mapping (--mapping FILE, JSON) says which field gets which part of the
+            check-in; without it, the seed's Shelter file:
+
+            \(FileMakerMappingHelp.example)
+
+            Sources: \(FileMakerMapping.sources.keys.sorted().joined(separator: ", ")).
+            $-names come from the event header; the rest from the check-in. Numbers may go
+            to number or text fields, dates (YYYY-MM-DD) to date or text, timestamps to
+            timeStamp (written in time_zone, default UTC) or text. At start the mapping is
+            checked against the layout on the server: a missing field or a field of the
+            wrong type stops the worker with the setting named.
+
+            SIGTERM or SIGINT: take no new check-ins, finish the ones in hand, leave the
+            group (the broker gives anything else to other members), send the events
+            waiting in the outbox, exit.
+            """)
+
+    @OptionGroup var worker: WorkerOptions
+    @Option(help: "The FileMaker server's base URL (https://host[:port]).") var url = "https://127.0.0.1:8480"
+    @Option(help: "The FileMaker database (file) name.") var database = "Shelter"
+    @Option(help: "The FileMaker account whose session auth hands out (auth holds its password).") var account = "switchboard"
+    @Option(help: "The field mapping file (JSON, shown above); default: the seed's CheckIns layout.") var mapping: String?
+    @Option(
+        name: .customLong("start-timeout"),
+        help: "Seconds to keep trying to reach auth and FileMaker at start before giving up.")
+    var startTimeout = 60
+
+    func validate() throws {
+        guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+            throw ValidationError("--url must be an http(s) URL, got '\(url)'")
+        }
+        guard !database.isEmpty else { throw ValidationError("--database must not be empty") }
+        guard !account.isEmpty else { throw ValidationError("--account must not be empty") }
+        guard startTimeout >= 1 else { throw ValidationError("--start-timeout must be at least 1 second") }
+    }
+
+    func run() async throws {
+        do {
+            try StructuredLogHandler.bootstrap(formatOption: worker.logFormat, levelOption: worker.logLevel)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let logger = Logger(label: "filemaker")
+        let mapping: FileMakerMapping
+        let runtime: WorkerRuntime
+        do throws(WorkerConfigurationError) {
+            if let path = self.mapping {
+                mapping = try FileMakerMapping.load(path: path)
+            } else {
+                mapping = .default
+            }
+            runtime = try WorkerRuntime(service: "filemaker", options: worker, logger: logger)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let client = FileMakerClient(http: runtime.http, serverURL: url, database: database, logger: logger)
+        let session = CredentialSource<FileMaker.Session>.provider(runtime.tokens.fileMaker(account: account, database: database))
+        let textFields: Set<String>
+        do throws(WorkerConfigurationError) {
+            textFields = try await WorkerStart.retrying(for: .seconds(startTimeout), logger: logger) {
+                () throws(WorkerConfigurationError) in
+                try await FileMakerWriter.checkLayout(client: client, mapping: mapping, session: session)
+            }
+        } catch {
+            await runtime.close()
+            throw ValidationError("\(error)")
+        }
+        let writer = FileMakerWriter(client: client, mapping: mapping, session: session, textFields: textFields, logger: logger) {
+            [runtime] written, key in
+            try await runtime.publish(type: FileMakerRecordWritten.type, schema: FileMakerRecordWritten.schema, content: written, key: key)
+        }
+        let consumer = runtime.consumer(topics: [CheckIn.type])
+        logger.info(
+            "filemaker writer starting",
+            metadata: [
+                "database": "\(database)", "layout": "\(mapping.checkins.layout)", "groups": "\(worker.groups)",
+                "data_dir": "\(runtime.dataDirectory)",
+            ])
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(service: runtime.outboxService()),
+                    .init(service: WorkerStart.ReadyLog(consumer: consumer, logger: logger)),
+                    .init(service: GroupWorker(consumer: consumer, handler: writer, logger: logger)),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("filemaker writer failed", metadata: ["error": "\(error)"])
+            await runtime.close()
+            throw error
+        }
+        await runtime.close()
+        logger.info("filemaker writer stopped")
+    }
+}
+
+enum FileMakerMappingHelp {
+    static var example: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data = (try? encoder.encode(FileMakerMapping.default)) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}

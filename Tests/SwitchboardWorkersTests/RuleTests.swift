@@ -1,0 +1,120 @@
+import Foundation
+import SwitchboardBackends
+import SwitchboardHTTP
+import SwitchboardProtocol
+import Testing
+
+@testable import SwitchboardWorkers
+
+/// The workers' decisions as values: which failure is retried, which becomes a dead letter, what
+/// a mapping accepts. No socket, no server.
+@Suite("Worker rules")
+struct RuleTests {
+    func error(_ code: HTTPError.Code, status: Int? = nil, vendor: String? = nil, api: APIProfile = .fileMaker) -> HTTPError {
+        HTTPError(
+            code, context: .init(api: api, operation: "records.create", method: "POST", redactedURL: "https://fm/records"), status: status,
+            vendorCode: vendor, message: "test")
+    }
+
+    func isRetry(_ settlement: Settlement) -> Bool {
+        if case .retry = settlement { return true }
+        return false
+    }
+
+    @Test(
+        "FileMaker: connection trouble, 5xx, 429, 952 and host errors are retried; missing fields, validation and 4xx are dead letters with the code"
+    )
+    func fileMakerSettlements() {
+        for retried in [
+            error(.connectionFailed), error(.timeout), error(.credentialRejected, status: 401, vendor: "952"),
+            error(.httpStatus, status: 503), error(.httpStatus, status: 502), error(.httpStatus, status: 429),
+            error(.vendor, status: 500, vendor: "812"), error(.vendor, status: 500, vendor: "802"), error(.credentialUnavailable),
+        ] {
+            #expect(
+                isRetry(FileMakerWriter.settlement(for: retried)), "\(retried.code) \(retried.status ?? 0) \(retried.vendorCode ?? "-")")
+        }
+        let cases: [(HTTPError, String)] = [
+            (error(.vendor, status: 500, vendor: "102"), "filemaker-102"), (error(.vendor, status: 500, vendor: "105"), "filemaker-105"),
+            (error(.vendor, status: 500, vendor: "507"), "filemaker-507"), (error(.vendor, status: 400, vendor: "1708"), "filemaker-1708"),
+            (error(.httpStatus, status: 404), "filemaker-http-404"), (error(.invalidRequest), "filemaker-invalidRequest"),
+        ]
+        for (failure, code) in cases {
+            #expect(FileMakerWriter.settlement(for: failure) == .deadLetter(code: code, message: failure.description))
+        }
+    }
+
+    @Test("ETO: a write not sent again after the log-in page is retried (it looks first next time); a 400 fault is a dead letter")
+    func etoSettlements() {
+        #expect(isRetry(ETOCheckInRecorder.settlement(for: error(.notResent, status: 200, api: .eto))))
+        #expect(isRetry(ETOCheckInRecorder.settlement(for: error(.httpStatus, status: 503, api: .eto))))
+        #expect(isRetry(ETOCheckInRecorder.settlement(for: error(.connectionFailed, api: .eto))))
+        #expect(ETOCheckInRecorder.settlement(for: error(.vendor, status: 400, api: .eto)).code == "eto-http-400")
+    }
+
+    @Test("a FileMaker mapping is refused for an unknown source, a bad time zone, or the event id field mapped twice, naming the setting")
+    func mappingValidation() throws {
+        try FileMakerMapping.default.validate()
+        var mapping = FileMakerMapping.default
+        mapping.checkins.fields["Shoe"] = "participant.shoe_size"
+        #expect(throws: WorkerConfigurationError.self) { try mapping.validate() }
+        do { try mapping.validate() } catch {
+            #expect(error.description.contains("checkins.fields.Shoe: unknown source 'participant.shoe_size'"))
+        }
+        mapping = .default
+        mapping.checkins.timeZone = "Mars/Olympus"
+        do { try mapping.validate() } catch { #expect(error.description.contains("time_zone 'Mars/Olympus'")) }
+        mapping = .default
+        mapping.checkins.fields["EventID"] = "$event_id"
+        do { try mapping.validate() } catch { #expect(error.description.contains("event_id_field")) }
+    }
+
+    @Test(
+        "check-in values reach FileMaker in its formats: dates MM/DD/YYYY, timestamps in the mapping's zone, numbers as text in text fields"
+    )
+    func mappingConversion() throws {
+        var mapping = FileMakerMapping.default
+        mapping.checkins.timeZone = "America/Los_Angeles"
+        mapping.checkins.fields["Shelter"] = "site_id"
+        mapping.checkins.fields["Bed"] = "participant.date_of_birth"
+        let checkIn = CheckIn(
+            participant: .init(etoParticipantID: 1000, firstName: "Ana", lastName: "Ortiz", dateOfBirth: "1976-02-22"), siteID: 101,
+            programID: 792, kioskID: "riverside-1", checkedInAt: "2026-11-22T05:04:00.123456Z")
+        let header = EventHeader(type: CheckIn.type, producer: "riverside-1", producerSeq: 1, schema: CheckIn.schema, session: "s")
+        let data = mapping.fieldData(for: checkIn, header: header, textFields: ["Shelter", "FirstName", "LastName", "Notes", "Bed"])
+        #expect(data["CheckedInAt"] == .text("11/21/2026 21:04:00"), "05:04 UTC is 21:04 the evening before in Los Angeles")
+        #expect(data["ParticipantID"] == .number(1000))
+        #expect(data["Shelter"] == .text("101"))
+        #expect(data["Bed"] == .text("1976-02-22"), "a date into a text field stays as written")
+        #expect(data["Notes"] == nil, "no notes: the field keeps its default")
+        #expect(FileMakerMapping.convert(.text("1976-02-22"), kind: .date, zone: .gmt) == .text("02/22/1976"))
+    }
+
+    @Test("a TouchPoint configuration is refused for a duplicate element, an unknown source or a date element fed a name")
+    func touchPointValidation() throws {
+        try ETOTouchPointConfiguration.default.validate()
+        var configuration = ETOTouchPointConfiguration.default
+        configuration.elements.append(.init(id: 822, type: 5, source: "notes"))
+        do { try configuration.validate() } catch { #expect(error.description.contains("822 is used twice")) }
+        configuration = .default
+        configuration.elements.append(.init(id: 819, type: 9, source: "participant.first_name"))
+        do { try configuration.validate() } catch {
+            #expect(error.description.contains("a date element (type 9) needs a date or timestamp source"))
+        }
+        configuration = .default
+        configuration.elements.append(.init(id: 814, type: 4, source: "notes"))
+        do { try configuration.validate() } catch { #expect(error.description.contains("type 4 is not supported")) }
+    }
+
+    @Test("participant matching: exact names ignoring case and spaces, and the date of birth when given")
+    func participantMatching() {
+        func hit(_ id: Int, _ first: String, _ last: String, _ born: String) -> ETO.SearchHit {
+            let days = Timestamp.parseDate(born)!
+            return ETO.SearchHit(
+                clid: id, firstName: first, lastName: last, dateOfBirth: WCFDate(Date(timeIntervalSince1970: Double(days) * 86_400)))
+        }
+        let hits = [hit(1, "Ana", "Ortiz", "1976-02-22"), hit(2, "Ana", "Ortiz", "1980-01-01"), hit(3, "Anabel", "Ortiz", "1976-02-22")]
+        #expect(ETOCheckInRecorder.matches(hits, first: " ana ", last: "ORTIZ", dateOfBirth: nil).map(\.clid) == [1, 2])
+        #expect(ETOCheckInRecorder.matches(hits, first: "Ana", last: "Ortiz", dateOfBirth: "1980-01-01").map(\.clid) == [2])
+        #expect(ETOCheckInRecorder.matches(hits, first: "Ana", last: "Ortiz", dateOfBirth: "1999-09-09").isEmpty)
+    }
+}
