@@ -135,8 +135,14 @@ public final class Emulator: Sendable {
         let path = request.uri.path
         // The path is split and decoded once, here, for dispatch and for the handler.
         let segments = Exchange.segments(of: path)
+        let listening = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        let origin = Exchange.origin(
+            secure: configuration.tls != nil, host: request.head.authority,
+            fallback: "\(listening):\(boundPort ?? configuration.port)")
         func exchange(_ body: Data) -> Exchange {
-            Exchange(method: request.method, path: path, segments: segments, query: request.uri.query, headers: request.headers, body: body)
+            Exchange(
+                method: request.method, path: path, segments: segments, query: request.uri.query, headers: request.headers, body: body,
+                origin: origin)
         }
         if segments.first == "_emulator" {
             let body = try await request.body.collect(upTo: configuration.maxBodyBytes)

@@ -82,6 +82,23 @@ public struct EmulatorSeed: Codable, Sendable {
             for layout in database.layouts where !tables.contains(layout.table) {
                 throw EmulatorError("filemaker layout \(layout.name) names table \(layout.table), which does not exist")
             }
+            let fields = Dictionary(database.tables.map { ($0.name, Set($0.fields.map(\.name))) }, uniquingKeysWith: { a, _ in a })
+            for layout in database.layouts {
+                let portals = layout.portals ?? []
+                try unique(portals.map(\.name), "filemaker portal of layout \(layout.name):")
+                for portal in portals {
+                    let what = "filemaker portal \(portal.name) of layout \(layout.name)"
+                    guard let related = fields[portal.table] else {
+                        throw EmulatorError("\(what) names table \(portal.table), which does not exist")
+                    }
+                    guard fields[layout.table]?.contains(portal.matchField) == true else {
+                        throw EmulatorError("\(what) matches on \(layout.table)::\(portal.matchField), which does not exist")
+                    }
+                    guard related.contains(portal.relatedField) else {
+                        throw EmulatorError("\(what) matches on \(portal.table)::\(portal.relatedField), which does not exist")
+                    }
+                }
+            }
             try unique(database.layouts.map(\.name), "filemaker layout")
         }
         try unique(directory.users.map(\.name), "directory user name")
@@ -240,6 +257,21 @@ public struct FileMakerSeed: Codable, Sendable {
     public struct Layout: Codable, Sendable {
         public var name: String
         public var table: String
+        /// Portals on the layout, in the order the layout shows them; absent when it has none.
+        public var portals: [Portal]?
+    }
+
+    /// A portal: the records of `table` whose `relatedField` equals the layout record's
+    /// `matchField` (an equi-join, as a FileMaker relationship with one `=` predicate).
+    public struct Portal: Codable, Sendable {
+        /// Its name in `portalData`, `portalMetaData` and the `portal` parameter.
+        public var name: String
+        /// The related table; its fields show as `Table::Field` in the portal's rows.
+        public var table: String
+        /// A field of the layout's table.
+        public var matchField: String
+        /// A field of the related table.
+        public var relatedField: String
     }
 
     public struct Script: Codable, Sendable {

@@ -43,8 +43,10 @@ public struct APIProfile: Sendable {
     /// The Directory service: expiry is HTTP 401; errors are Spring Boot bodies.
     public static let directory = APIProfile(name: "directory", expiry: .unauthorized)
 
-    /// SAP Mobile Services: expiry is HTTP 401; its connection check sets
-    /// ``ExpiryDetector/sapConnectionCheck`` on the request, where 404 also means expiry.
+    /// SAP Mobile Services: expiry is HTTP 401 unless the request says otherwise. The SAP client
+    /// sets a detector on every call that carries a connection id, because there a 401 is the
+    /// user's password (never cured by registering again); its service-root call sets
+    /// ``ExpiryDetector/sapConnectionCheck``.
     public static let sapMobileServices = APIProfile(name: "sap", expiry: .unauthorized)
 }
 
@@ -88,9 +90,10 @@ public struct ExpiryDetector: Sendable {
         provesNotActedOn: { _, response in response.status == 401 || response.status == 403 })
 
     /// SAP Mobile Services' connection check (`GET {base}/{appId}` or
-    /// `GET …/Connections('{id}')`): 404 means the application connection is no longer valid;
-    /// 401 means the credentials are.
-    public static let sapConnectionCheck = ExpiryDetector { _, response in response.status == 404 || response.status == 401 }
+    /// `GET …/Connections('{id}')`): 404 means the application connection is no longer valid
+    /// and a new registration is due. A 401 is not expiry: it refuses the user's credentials,
+    /// which a new registration with the same password would not change.
+    public static let sapConnectionCheck = ExpiryDetector { _, response in response.status == 404 }
 
     /// Never: for calls with no credential.
     public static let never = ExpiryDetector { _, _ in false }

@@ -99,7 +99,8 @@ import Testing
             #expect(people.count == 3)
             let sap = try await stack.tokens.credential(backend: "sap", account: "outreach1")
             let status = try await SAPMobileServicesClient(
-                http: stack.http, baseURL: stack.emulator.baseURL, applicationID: "org.riverside.outreach", logger: stack.logs.logger
+                http: stack.http, baseURL: stack.emulator.baseURL, applicationID: "org.riverside.outreach",
+                credentials: SAP.UserCredentials(user: "outreach1", password: "sap-demo-Passw0rd!"), logger: stack.logs.logger
             ).check(SAP.ConnectionID(sap.token))
             #expect(status == .valid)
             let fileMaker = try await stack.tokens.credential(backend: "filemaker", account: "switchboard")

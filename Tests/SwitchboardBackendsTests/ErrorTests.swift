@@ -217,6 +217,71 @@ struct ErrorTests {
         }
     }
 
+    @Test("SAP: check, service root and delete carry the user's credentials, at once or on the challenge")
+    func sapCallsWithAConnectionAuthenticateTheUser() async throws {
+        try await withHarness { h async throws in
+            let id = try await h.sap.register(user: Seed.sapUser, password: Seed.sapPassword).id
+            try await h.clearRequests()
+            // Preemptive: one request each.
+            #expect(try await h.sap.check(id) == .valid)
+            #expect(try await h.sap.serviceRoot(auth: .fixed(id)).contains("Beds"))
+            let sent = try await h.requests("sap")
+            #expect(sent.map { $0["status"] as? Int } == [200, 200])
+
+            // On the challenge: the 401 with `WWW-Authenticate: Basic` is answered once, and succeeds.
+            try await h.clearRequests()
+            let waiting = h.sap(SAP.UserCredentials(user: Seed.sapUser, password: Seed.sapPassword, mode: .onChallenge))
+            #expect(try await waiting.check(id) == .valid)
+            #expect(try await waiting.connection(id)?.userName == Seed.sapUser)
+            #expect(try await waiting.delete(id))
+            #expect(try await waiting.check(id) == .gone)
+            let challenged = try await h.requests("sap")
+            #expect(challenged.map { $0["status"] as? Int } == [401, 200, 401, 200, 401, 200, 401, 404])
+        }
+    }
+
+    @Test("SAP: wrong or missing credentials on a connection call are invalidCredentials, never retried or re-registered")
+    func sapWrongCredentialsOnConnectionCalls() async throws {
+        try await withHarness { h async throws in
+            let id = try await h.sap.register(user: Seed.sapUser, password: Seed.sapPassword).id
+            let wrongPassword = "sap-Wrong-Passw0rd!"
+            for mode in [BasicAuthorizer.Mode.preemptive, .onChallenge] {
+                let wrong = h.sap(SAP.UserCredentials(user: Seed.sapUser, password: wrongPassword, mode: mode))
+                try await h.clearRequests()
+                for call in 0..<3 {
+                    let error = await #expect(throws: HTTPError.self) {
+                        switch call {
+                        case 0: _ = try await wrong.check(id)
+                        case 1: _ = try await wrong.connection(id)
+                        default: try await wrong.delete(id)
+                        }
+                    }
+                    #expect(error?.code == .invalidCredentials && error?.api == "sap" && error?.status == 401)
+                    let text = String(describing: error)
+                    #expect(text.contains(Seed.sapUser) && !text.contains(wrongPassword))
+                }
+                // One request per call when sent at once; the bare one and one answer on the challenge.
+                #expect(try await h.requests("sap").count == (mode == .preemptive ? 3 : 6))
+            }
+            // No credentials at all: the challenge cannot be answered.
+            let error = await #expect(throws: HTTPError.self) { try await h.sap(nil).check(id) }
+            #expect(error?.code == .invalidCredentials)
+
+            // Through a provider a 401 is not a dead connection: nobody registers again.
+            let sap = h.sap
+            let slot = CountingProvider { try await sap.register(user: Seed.sapUser, password: Seed.sapPassword).id }
+            let wrong = h.sap(SAP.UserCredentials(user: Seed.sapUser, password: wrongPassword))
+            try await h.clearRequests()
+            let rootError = await #expect(throws: HTTPError.self) { try await wrong.serviceRoot(auth: .provider(slot.provider)) }
+            #expect(rootError?.code == .invalidCredentials)
+            #expect(slot.logIns == 1)
+            #expect(try await h.count("sap", path: "Connections") == 1)
+            #expect(try await h.requests("sap").count == 2, "one registration, one service-root call")
+            // The connection survived every refused call.
+            #expect(try await h.sap.check(id) == .valid)
+        }
+    }
+
     @Test("SAP: a deleted connection is registered again once through the provider")
     func sapExpiryThroughProvider() async throws {
         try await withHarness { h async throws in

@@ -47,6 +47,48 @@ struct FlowTests {
         }
     }
 
+    @Test("FileMaker: portal rows decode into the record model, in get, range and find, with their windows")
+    func fileMakerPortals() async throws {
+        try await withHarness { h async throws in
+            let fm = h.fileMaker()
+            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            for n in 1...3 {
+                _ = try await fm.create(
+                    layout: "CheckIns", fieldData: ["EventID": .text("portal-\(n)"), "ParticipantID": 1000, "Bed": .text("Bed \(n)")],
+                    auth: auth)
+            }
+            let ana = try await fm.record(layout: "Participants", id: "1", auth: auth)
+            let rows = try #require(ana.portalData["CheckIns"])
+            #expect(rows.count == 4)
+            #expect(rows[0].recordId == "1" && rows[0].modId == "0")
+            #expect(rows[0]["CheckIns::EventID"] == "0190a1b2-0000-7000-8000-000000000000")
+            #expect(rows[0]["CheckIns::ParticipantID"] == 1000)
+            #expect(rows.dropFirst().map { $0["CheckIns::Bed"] } == ["Bed 1", "Bed 2", "Bed 3"])
+            #expect(rows.allSatisfy { $0.fieldData.keys.allSatisfy { $0.hasPrefix("CheckIns::") } })
+            #expect(ana.portalDataInfo?.first?.foundCount == 4 && ana.portalDataInfo?.first?.table == "CheckIns")
+
+            let window = try await fm.record(layout: "Participants", id: "1", portals: [.init("CheckIns", offset: 2, limit: 2)], auth: auth)
+            #expect(window.portalData["CheckIns"]?.map { $0["CheckIns::Bed"] } == ["Bed 1", "Bed 2"])
+            #expect(window.portalDataInfo?.first?.returnedCount == 2)
+            let none = try await fm.record(layout: "Participants", id: "1", portals: [], auth: auth)
+            #expect(none.portalData.isEmpty && none.portalDataInfo == nil)
+
+            let range = try await fm.records(layout: "Participants", limit: 2, portals: [.init("CheckIns", limit: 1)], auth: auth)
+            #expect(range.data.map { $0.portalData["CheckIns"]?.count } == [1, 1])
+            let found = try await fm.find(
+                layout: "Participants", [.matching(("ParticipantID", "1000"))], portals: [.init("CheckIns", offset: 4)], auth: auth)
+            #expect(found.data.first?.portalData["CheckIns"]?.map(\.recordId) == [rows[3].recordId])
+
+            // The model round-trips through JSON, portal rows flat as on the wire.
+            let copy = try JSONDecoder().decode(FileMaker.Record.self, from: try JSONEncoder().encode(ana))
+            #expect(copy == ana)
+            // A layout without portals decodes to none; its metadata lists none either.
+            #expect(try await fm.record(layout: "CheckIns", id: "1", auth: auth).portalData.isEmpty)
+            let metadata = try await fm.layoutMetadata(layout: "Participants", auth: auth)
+            #expect(metadata.portalMetaData?["CheckIns"]?.contains { $0.name == "CheckIns::EventID" } == true)
+        }
+    }
+
     @Test("FileMaker: createIfAbsent turns the unique field's 504 into the existing record")
     func createIfAbsentRace() async throws {
         try await withHarness { h async throws in

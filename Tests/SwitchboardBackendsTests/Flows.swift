@@ -136,9 +136,11 @@ enum Flows {
             layout: "CheckIns", id: reference.recordId, field: "Photo", data: photo, filename: "photo.png", contentType: "image/png",
             auth: auth)
         #expect(uploaded == "2")
-        let streamPath = try #require(try await fm.record(layout: "CheckIns", id: reference.recordId, auth: auth)["Photo"]?.text)
+        // The field holds an absolute URL, fetched as it is.
+        let streamURL = try #require(try await fm.record(layout: "CheckIns", id: reference.recordId, auth: auth)["Photo"]?.text)
+        #expect(streamURL.hasPrefix(h.base + "/fmi/data/streaming/"))
         let streamed = try await h.http.execute(
-            SwitchboardHTTP.HTTPRequest(.get, h.base + streamPath, api: .fileMaker, operation: "container.stream"))
+            SwitchboardHTTP.HTTPRequest(.get, streamURL, api: .fileMaker, operation: "container.stream"))
         #expect(streamed.body == photo)
 
         #expect(try await fm.layouts(auth: auth).map(\.name).contains("CheckIns"))

@@ -60,6 +60,15 @@ struct RedactionTests {
             await record { _ = try await h.eto.programs(siteID: 101, auth: .fixed(eto)) }
             try await h.fault(["api": "sap", "kind": "status", "status": 500, "count": 1])
             await record { _ = try await h.sap.check(connection.id) }
+            // Connection calls with a wrong password, sent at once and on the challenge.
+            for mode in [BasicAuthorizer.Mode.preemptive, .onChallenge] {
+                let wrongUser = h.sap(SAP.UserCredentials(user: Seed.sapUser, password: wrong[3], mode: mode))
+                texts.append(String(describing: SAP.UserCredentials(user: Seed.sapUser, password: wrong[3], mode: mode)))
+                await record { _ = try await wrongUser.check(connection.id) }
+                await record { _ = try await wrongUser.connection(connection.id) }
+                await record { _ = try await wrongUser.serviceRoot(auth: .fixed(connection.id)) }
+                await record { try await wrongUser.delete(connection.id) }
+            }
             return (secrets, texts)
         }
         let lines = logs.all

@@ -19,8 +19,11 @@ struct Harness: Sendable {
         FileMakerClient(http: http, serverURL: base, database: "Shelter", version: version, logger: logs.logger)
     }
     var directory: DirectoryClient { DirectoryClient(http: http, baseURL: base + "/directory", logger: logs.logger) }
-    var sap: SAPMobileServicesClient {
-        SAPMobileServicesClient(http: http, baseURL: base, applicationID: "org.riverside.outreach", logger: logs.logger)
+    /// The outreach application's client, with the seed user's credentials (sent at once).
+    var sap: SAPMobileServicesClient { sap(SAP.UserCredentials(user: Seed.sapUser, password: Seed.sapPassword)) }
+    func sap(_ credentials: SAP.UserCredentials?) -> SAPMobileServicesClient {
+        SAPMobileServicesClient(
+            http: http, baseURL: base, applicationID: "org.riverside.outreach", credentials: credentials, logger: logs.logger)
     }
 
     // MARK: Control API (through our own HTTP client, so no other client is needed)

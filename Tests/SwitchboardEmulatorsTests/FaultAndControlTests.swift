@@ -264,6 +264,23 @@ import Testing
                 #expect(answer.status == 200)
                 let localhost = "https://localhost:\(emulator.port)"
                 #expect(try await Wire(base: localhost, client: trusted).call(.GET, "/_emulator/health").status == 200)
+
+                // A container's streaming URL is https, with the host the client used.
+                let wire = Wire(base: localhost, client: trusted)
+                let auth = [Wire.bearer(try await wire.fileMakerLogIn())]
+                let boundary = "sb-tls"
+                let body = Data(
+                    "--\(boundary)\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"a.txt\"\r\n\r\nphoto\r\n--\(boundary)--\r\n"
+                        .utf8)
+                let uploaded = try await wire.call(
+                    .POST, Wire.fm + "/layouts/CheckIns/records/3/containers/Photo/1", headers: auth, body: body,
+                    contentType: "multipart/form-data; boundary=\(boundary)")
+                #expect(uploaded.code == "0")
+                let record = try await wire.call(.GET, Wire.fm + "/layouts/CheckIns/records/3", headers: auth)
+                let url = try #require(
+                    ((record.response["data"] as? [[String: Any]])?.first?["fieldData"] as? [String: Any])?["Photo"] as? String)
+                #expect(url == "\(localhost)/fmi/data/streaming/Shelter/CheckIns/3/Photo")
+                #expect(try await wire.fetch(url).text == "photo")
                 await #expect(throws: (any Error).self) {
                     try await Wire(base: emulator.baseURL, client: strangers).call(.GET, "/fmi/data/v1/productInfo")
                 }

@@ -340,10 +340,28 @@ import Testing
             #expect(uploaded.response["modId"] as? String == "1")
             let record = try await wire.call(.GET, checkIns + "/records/1", headers: auth)
             let fields = try #require((record.response["data"] as? [[String: Any]])?.first?["fieldData"] as? [String: Any])
+            // An absolute URL of the host and port the client used, fetchable as it is, with
+            // no credential (what a client that knows nothing of the emulator does with it).
             let url = try #require(fields["Photo"] as? String)
-            let fetched = try await wire.call(.GET, url)
+            #expect(url == "\(emulator.baseURL)/fmi/data/streaming/Shelter/CheckIns/1/Photo")
+            let fetched = try await wire.fetch(url)
+            #expect(fetched.status == 200)
             #expect(fetched.body == photo)
             #expect(fetched.header("Content-Type") == "image/jpeg")
+
+            // The Host the client sent decides the authority; one that is not a plain host[:port]
+            // is not echoed, the listening address stands in.
+            func photoURL(host: String) async throws -> String? {
+                let answer = try await wire.call(.GET, checkIns + "/records/1", headers: auth + [("Host", host)])
+                return ((answer.response["data"] as? [[String: Any]])?.first?["fieldData"] as? [String: Any])?["Photo"] as? String
+            }
+            #expect(
+                try await photoURL(host: "localhost:\(emulator.port)")
+                    == "http://localhost:\(emulator.port)/fmi/data/streaming/Shelter/CheckIns/1/Photo")
+            #expect(try await photoURL(host: "evil.example/x?y") == url)
+            // A record without an upload shows an empty container.
+            let other = try await wire.call(.GET, checkIns + "/records/2", headers: auth)
+            #expect(((other.response["data"] as? [[String: Any]])?.first?["fieldData"] as? [String: Any])?["Photo"] as? String == "")
 
             let wrongPart = Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--\(boundary)--\r\n".utf8)
             #expect(

@@ -18,6 +18,9 @@ struct SAPContractTests {
         "/odata/applications/\(version)/\(app)/Connections('\(id)')"
     }
 
+    /// The outreach user's Basic credentials: every call on a non-anonymous application needs them.
+    static var basic: (String, String) { Wire.basic(user, password) }
+
     static var device: [String: Any] { ["DeviceType": "iPhone", "DeviceModel": "iPhone 15", "UserName": "outreach1"] }
 
     /// The value of the `Set-Cookie` line that sets `name`, without its attributes.
@@ -139,14 +142,14 @@ struct SAPContractTests {
         try await withEmulator { emulator in
             let wire = Wire(emulator)
             let id = try await wire.register()
-            let byHeader = try await wire.call(.GET, Self.connection(id), headers: [("X-SMP-APPCID", id)])
+            let byHeader = try await wire.call(.GET, Self.connection(id), headers: [Self.basic, ("X-SMP-APPCID", id)])
             #expect(byHeader.status == 200)
             #expect(try byHeader.value["d"]?["ApplicationConnectionId"] == .string(id))
-            let byCookie = try await wire.call(.GET, Self.connection(id), headers: [("Cookie", "X-SMP-APPCID=\(id)")])
+            let byCookie = try await wire.call(.GET, Self.connection(id), headers: [Self.basic, ("Cookie", "X-SMP-APPCID=\(id)")])
             #expect(byCookie.status == 200)
             #expect(try byCookie.value["d"]?["ApplicationConnectionId"] == .string(id))
             let amongCookies = try await wire.call(
-                .GET, Self.connection(id), headers: [("Cookie", "X-SMP-SESSID=abc; X-SMP-APPCID=\(id)")])
+                .GET, Self.connection(id), headers: [Self.basic, ("Cookie", "X-SMP-SESSID=abc; X-SMP-APPCID=\(id)")])
             #expect(amongCookies.status == 200)
         }
     }
@@ -155,11 +158,11 @@ struct SAPContractTests {
         try await withEmulator { emulator in
             let wire = Wire(emulator)
             let id = try await wire.register()
-            #expect(try await wire.call(.GET, Self.connection(id)).status == 403)
-            #expect(try await wire.call(.GET, "/\(Self.app)").status == 403)
-            #expect(try await wire.call(.DELETE, Self.connection(id)).status == 403)
+            #expect(try await wire.call(.GET, Self.connection(id), headers: [Self.basic]).status == 403)
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [Self.basic]).status == 403)
+            #expect(try await wire.call(.DELETE, Self.connection(id), headers: [Self.basic]).status == 403)
             // Nothing was deleted.
-            #expect(try await wire.call(.GET, Self.connection(id), headers: [("X-SMP-APPCID", id)]).status == 200)
+            #expect(try await wire.call(.GET, Self.connection(id), headers: [Self.basic, ("X-SMP-APPCID", id)]).status == 200)
         }
     }
 
@@ -168,12 +171,12 @@ struct SAPContractTests {
             let wire = Wire(emulator)
             let id = try await wire.register()
             let long = String(repeating: "a", count: 129)
-            #expect(try await wire.call(.GET, Self.connection(id), headers: [("X-SMP-APPCID", long)]).status == 400)
-            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [("X-SMP-APPCID", long)]).status == 400)
-            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [("Cookie", "X-SMP-APPCID=\(long)")]).status == 400)
+            #expect(try await wire.call(.GET, Self.connection(id), headers: [Self.basic, ("X-SMP-APPCID", long)]).status == 400)
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [Self.basic, ("X-SMP-APPCID", long)]).status == 400)
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [Self.basic, ("Cookie", "X-SMP-APPCID=\(long)")]).status == 400)
             // 128 characters is allowed: it is merely unknown.
             let limit = String(repeating: "a", count: 128)
-            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [("X-SMP-APPCID", limit)]).status == 404)
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [Self.basic, ("X-SMP-APPCID", limit)]).status == 404)
         }
     }
 
@@ -181,9 +184,10 @@ struct SAPContractTests {
         try await withEmulator { emulator in
             let wire = Wire(emulator)
             let id = try await wire.register()
-            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [("X-SMP-APPCID", id)]).status == 200)
-            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [("Cookie", "X-SMP-APPCID=\(id)")]).status == 200)
-            let unknown = try await wire.call(.GET, "/\(Self.app)", headers: [("X-SMP-APPCID", UUID().uuidString.lowercased())])
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [Self.basic, ("X-SMP-APPCID", id)]).status == 200)
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [Self.basic, ("Cookie", "X-SMP-APPCID=\(id)")]).status == 200)
+            let unknown = try await wire.call(
+                .GET, "/\(Self.app)", headers: [Self.basic, ("X-SMP-APPCID", UUID().uuidString.lowercased())])
             #expect(unknown.status == 404)
         }
     }
@@ -192,7 +196,7 @@ struct SAPContractTests {
         try await withEmulator { emulator in
             let wire = Wire(emulator)
             let id = try await wire.register()
-            let headers = [("X-SMP-APPCID", id)]
+            let headers = [Self.basic, ("X-SMP-APPCID", id)]
             let deleted = try await wire.call(.DELETE, Self.connection(id), headers: headers)
             #expect(deleted.status == 200)
             #expect(deleted.body.isEmpty)
@@ -211,12 +215,62 @@ struct SAPContractTests {
             #expect(answer.status == 201)
             let id = try #require(Self.cookie(answer, "X-SMP-APPCID"))
             #expect(answer.header("Location")?.hasSuffix("Connections('\(id)')") == true)
-            let headers = [("X-SMP-APPCID", id)]
+            let headers = [Self.basic, ("X-SMP-APPCID", id)]
             #expect(try await wire.call(.GET, Self.connection(id, version: "v1"), headers: headers).status == 200)
             #expect(try await wire.call(.GET, Self.connection(id, version: "latest"), headers: headers).status == 200)
             #expect(try await wire.call(.GET, Self.connection(id, version: "v2"), headers: headers).status == 404)
             #expect(try await wire.call(.DELETE, Self.connection(id, version: "latest"), headers: headers).status == 200)
             #expect(try await wire.call(.GET, Self.connection(id, version: "v1"), headers: headers).status == 404)
+        }
+    }
+
+    @Test("Check, service root and delete challenge for missing or wrong credentials, then answer with them")
+    func connectionCallsChallengeLikeRegistration() async throws {
+        try await withEmulator { emulator in
+            let wire = Wire(emulator)
+            let id = try await wire.register()
+            let appcid = ("X-SMP-APPCID", id)
+            let wrong = Wire.basic(Self.user, "wrong-Passw0rd!")
+            for (method, path) in [(HTTPMethod.GET, Self.connection(id)), (.GET, "/\(Self.app)"), (.DELETE, Self.connection(id))] {
+                let bare = try await wire.call(method, path, headers: [appcid])
+                Self.expectChallenge(bare)
+                #expect(bare.header("WWW-Authenticate") == "Basic realm=\"Riverside Outreach\"")
+                #expect(try bare.value["error"]?["code"] == .string("401"))
+                Self.expectChallenge(try await wire.call(method, path, headers: [wrong, appcid]))
+                Self.expectChallenge(try await wire.call(method, path, headers: [("Authorization", "Basic !!!"), appcid]))
+                Self.expectChallenge(try await wire.call(method, path, headers: [Wire.bearer(id), appcid]))
+                // Credentials come first, as on the real server: no id and no credentials is a challenge too.
+                Self.expectChallenge(try await wire.call(method, path))
+            }
+            // None of those deleted anything; the challenge answered with credentials succeeds.
+            #expect(try await wire.call(.GET, Self.connection(id), headers: [Self.basic, appcid]).status == 200)
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [Self.basic, appcid]).status == 200)
+            #expect(try await wire.call(.DELETE, Self.connection(id), headers: [Self.basic, appcid]).status == 200)
+        }
+    }
+
+    @Test func anotherUsersCredentialsAre403() async throws {
+        try await withEmulator { emulator in
+            let wire = Wire(emulator)
+            let id = try await wire.register()
+            let auditor = [Wire.basic("auditor", "sap-audit-Passw0rd!"), ("X-SMP-APPCID", id)]
+            #expect(try await wire.call(.GET, Self.connection(id), headers: auditor).status == 403)
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: auditor).status == 403)
+            #expect(try await wire.call(.DELETE, Self.connection(id), headers: auditor).status == 403)
+            #expect(try await wire.call(.GET, Self.connection(id), headers: [Self.basic, ("X-SMP-APPCID", id)]).status == 200)
+        }
+    }
+
+    @Test func anonymousApplicationNeedsNoCredentialsButRefusesWrongOnes() async throws {
+        try await withEmulator { emulator in
+            let wire = Wire(emulator)
+            let kiosk = "/odata/applications/v1/org.riverside.kiosk/Connections"
+            let registered = try await wire.call(.POST, kiosk, json: Self.device)
+            let id = try #require(Self.cookie(registered, "X-SMP-APPCID"))
+            #expect(try await wire.call(.GET, "/org.riverside.kiosk", headers: [("X-SMP-APPCID", id)]).status == 200)
+            Self.expectChallenge(
+                try await wire.call(.GET, "/org.riverside.kiosk", headers: [Wire.basic("someone", "x"), ("X-SMP-APPCID", id)]))
+            #expect(try await wire.call(.DELETE, kiosk + "('\(id)')", headers: [("X-SMP-APPCID", id)]).status == 200)
         }
     }
 
@@ -226,13 +280,15 @@ struct SAPContractTests {
         try await withEmulator { emulator in
             let wire = Wire(emulator)
             let id = try await wire.register()
-            let headers = [("X-SMP-APPCID", id)]
+            let headers = [Self.basic, ("X-SMP-APPCID", id)]
             #expect(try await wire.call(.GET, Self.connection(id), headers: headers).status == 200)
-            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [("Cookie", "X-SMP-APPCID=\(id)")]).status == 200)
+            #expect(try await wire.call(.GET, "/\(Self.app)", headers: [Self.basic, ("Cookie", "X-SMP-APPCID=\(id)")]).status == 200)
             #expect(try await wire.call(.DELETE, Self.connection(id), headers: headers).status == 200)
             #expect(try await wire.call(.GET, Self.connection(id), headers: headers).status == 404)
             Self.expectChallenge(
                 try await wire.call(.POST, Self.connections, headers: [Wire.basic(Self.user, "wrong-Passw0rd!")], json: Self.device))
+            Self.expectChallenge(
+                try await wire.call(.GET, "/\(Self.app)", headers: [Wire.basic(Self.user, "wrong-Passw0rd!"), ("X-SMP-APPCID", id)]))
 
             let log = try await wire.requestLogText(api: "sap")
             expectNoSecrets([Self.password, "wrong-Passw0rd!", id], in: log)

@@ -68,6 +68,11 @@ struct Wire {
         return Answer(status: Int(response.status.code), headers: response.headers, body: Data(buffer: bytes))
     }
 
+    /// A GET of an absolute URL an answer gave (a container's streaming URL), exactly as given.
+    func fetch(_ url: String, headers: [(String, String)] = []) async throws -> Answer {
+        try await Wire(base: "", client: client).call(.GET, url, headers: headers)
+    }
+
     static func basic(_ user: String, _ password: String) -> (String, String) {
         ("Authorization", "Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
     }

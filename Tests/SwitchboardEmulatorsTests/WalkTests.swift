@@ -79,11 +79,12 @@ struct WalkTests {
             #expect(registered.status == 201)
             let id = try #require(try registered.value["d"]?["ApplicationConnectionId"]?.stringValue)
             let connection = "\(base)('\(id)')"
+            let headers = [Wire.basic("outreach1", "sap-demo-Passw0rd!"), ("X-SMP-APPCID", id)]
 
-            #expect(try await wire.call(.GET, connection, headers: [("X-SMP-APPCID", id)]).status == 200)
-            let deleted = try await wire.call(.DELETE, connection, headers: [("X-SMP-APPCID", id)])
+            #expect(try await wire.call(.GET, connection, headers: headers).status == 200)
+            let deleted = try await wire.call(.DELETE, connection, headers: headers)
             #expect(deleted.status == 200)
-            #expect(try await wire.call(.GET, connection, headers: [("X-SMP-APPCID", id)]).status == 404)
+            #expect(try await wire.call(.GET, connection, headers: headers).status == 404)
         }
     }
 }

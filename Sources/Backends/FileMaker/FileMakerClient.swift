@@ -118,9 +118,27 @@ public struct FileMakerClient: Sendable {
 
     // MARK: Records
 
+    /// The query items of a read's portals: `portal` (a JSON list of names) and each portal's
+    /// `_offset.<name>` and `_limit.<name>`. None for `nil` (the server shows every portal).
+    private static func portalQuery(_ portals: [FileMaker.Portal]?) -> [(name: String, value: String?)] {
+        guard let portals else { return [] }
+        // Encoding a list of strings cannot fail.
+        let names = (try? JSONEncoder().encode(portals.map(\.name))).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
+        var query: [(name: String, value: String?)] = [("portal", names)]
+        for portal in portals {
+            if let offset = portal.offset { query.append(("_offset.\(portal.name)", String(offset))) }
+            if let limit = portal.limit { query.append(("_limit.\(portal.name)", String(limit))) }
+        }
+        return query
+    }
+
     /// `GET …/records?_offset=&_limit=&_sort=`: a range of records (offset 1-based).
+    ///
+    /// - Parameter portals: the portals to return and their windows; `nil` returns every
+    ///   portal of the layout with the server's default window, `[]` none.
     public func records(
-        layout: String, offset: Int = 1, limit: Int = 100, sort: [FileMaker.SortField] = [], auth: CredentialSource<FileMaker.Session>
+        layout: String, offset: Int = 1, limit: Int = 100, sort: [FileMaker.SortField] = [], portals: [FileMaker.Portal]? = nil,
+        auth: CredentialSource<FileMaker.Session>
     ) async throws(HTTPError) -> FileMaker.FoundSet {
         var query: [(name: String, value: String?)] = [("_offset", String(offset)), ("_limit", String(limit))]
         if !sort.isEmpty {
@@ -130,13 +148,18 @@ public struct FileMakerClient: Sendable {
             }
             query.append(("_sort", text))
         }
+        query += Self.portalQuery(portals)
         return try await send(
             make(.get, layoutRoot(layout) + ["records"], "records.range", query: query), auth, as: FileMaker.FoundSet.self)
     }
 
     /// `GET …/records/{recordId}`.
-    public func record(layout: String, id: String, auth: CredentialSource<FileMaker.Session>) async throws(HTTPError) -> FileMaker.Record {
-        let request = make(.get, layoutRoot(layout) + ["records", .plain(id)], "records.get")
+    ///
+    /// - Parameter portals: as in ``records(layout:offset:limit:sort:portals:auth:)``.
+    public func record(
+        layout: String, id: String, portals: [FileMaker.Portal]? = nil, auth: CredentialSource<FileMaker.Session>
+    ) async throws(HTTPError) -> FileMaker.Record {
+        let request = make(.get, layoutRoot(layout) + ["records", .plain(id)], "records.get", query: Self.portalQuery(portals))
         let found = try await send(request, auth, as: FileMaker.FoundSet.self)
         guard let record = found.data.first else { throw .invalid(request, "the server answered without the record") }
         return record
@@ -193,20 +216,48 @@ public struct FileMakerClient: Sendable {
     /// `POST …/_find`. Requests are OR'd, criteria within one AND'd, omit requests remove their
     /// matches. No match is an **empty** found set, not an error. A find only reads, so it is
     /// retried like a GET.
+    ///
+    /// - Parameter portals: as in ``records(layout:offset:limit:sort:portals:auth:)``; in a find
+    ///   they are body members (`portal`, `offset.<name>`, `limit.<name>`).
     public func find(
         layout: String, _ requests: [FileMaker.FindRequest], sort: [FileMaker.SortField] = [], offset: Int? = nil, limit: Int? = nil,
-        auth: CredentialSource<FileMaker.Session>
+        portals: [FileMaker.Portal]? = nil, auth: CredentialSource<FileMaker.Session>
     ) async throws(HTTPError) -> FileMaker.FoundSet {
         struct Body: Encodable {
             var query: [FileMaker.FindRequest]
             var sort: [FileMaker.SortField]?
             var offset: String?
             var limit: String?
+            var portals: [FileMaker.Portal]?
+
+            struct Key: CodingKey {
+                var stringValue: String
+                var intValue: Int? { nil }
+                init(_ name: String) { stringValue = name }
+                init(stringValue: String) { self.stringValue = stringValue }
+                init?(intValue: Int) { nil }
+            }
+
+            func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: Key.self)
+                try c.encode(query, forKey: Key("query"))
+                try c.encodeIfPresent(sort, forKey: Key("sort"))
+                try c.encodeIfPresent(offset, forKey: Key("offset"))
+                try c.encodeIfPresent(limit, forKey: Key("limit"))
+                guard let portals else { return }
+                try c.encode(portals.map(\.name), forKey: Key("portal"))
+                for portal in portals {
+                    try c.encodeIfPresent(portal.offset.map(String.init), forKey: Key("offset.\(portal.name)"))
+                    try c.encodeIfPresent(portal.limit.map(String.init), forKey: Key("limit.\(portal.name)"))
+                }
+            }
         }
         let path = layoutRoot(layout) + ["_find"]
         guard !requests.isEmpty else { throw .invalid(make(.post, path, "records.find"), "a find needs at least one request") }
         let body = try Self.json(
-            Body(query: requests, sort: sort.isEmpty ? nil : sort, offset: offset.map(String.init), limit: limit.map(String.init)),
+            Body(
+                query: requests, sort: sort.isEmpty ? nil : sort, offset: offset.map(String.init), limit: limit.map(String.init),
+                portals: portals),
             for: make(.post, path, "records.find"))
         let request = make(.post, path, "records.find", body: body, idempotent: true)
         let response = try await transport.send(request, auth) { BearerAuthorizer(token: $0.token) }

@@ -63,8 +63,46 @@ public enum FileMaker {
         }
     }
 
-    /// One record of a found set.
+    /// One record of a found set, with the rows of the layout's portals.
     public struct Record: Codable, Hashable, Sendable {
+        public var recordId: String
+        public var modId: String
+        public var fieldData: [String: FieldValue]
+        /// Portal name → its rows (related records), as the server returned them: only the
+        /// portals asked for, and only the rows of each portal's window.
+        public var portalData: [String: [PortalRecord]]
+        /// Per portal, how many related records there are and how many came; `nil` when the
+        /// server sent none (older servers, layouts without portals).
+        public var portalDataInfo: [PortalDataInfo]?
+
+        public init(
+            recordId: String, modId: String, fieldData: [String: FieldValue], portalData: [String: [PortalRecord]] = [:],
+            portalDataInfo: [PortalDataInfo]? = nil
+        ) {
+            self.recordId = recordId
+            self.modId = modId
+            self.fieldData = fieldData
+            self.portalData = portalData
+            self.portalDataInfo = portalDataInfo
+        }
+
+        enum CodingKeys: String, CodingKey { case recordId, modId, fieldData, portalData, portalDataInfo }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            recordId = try c.decode(FileMakerID.self, forKey: .recordId).value
+            modId = try c.decode(FileMakerID.self, forKey: .modId).value
+            fieldData = try c.decodeIfPresent([String: FieldValue].self, forKey: .fieldData) ?? [:]
+            portalData = try c.decodeIfPresent([String: [PortalRecord]].self, forKey: .portalData) ?? [:]
+            portalDataInfo = try c.decodeIfPresent([PortalDataInfo].self, forKey: .portalDataInfo)
+        }
+
+        public subscript(field: String) -> FieldValue? { fieldData[field] }
+    }
+
+    /// One row of a portal: a related record. Its fields are named as the portal shows them,
+    /// `Table::Field` (the related table occurrence's name first).
+    public struct PortalRecord: Codable, Hashable, Sendable {
         public var recordId: String
         public var modId: String
         public var fieldData: [String: FieldValue]
@@ -75,16 +113,59 @@ public enum FileMaker {
             self.fieldData = fieldData
         }
 
-        enum CodingKeys: String, CodingKey { case recordId, modId, fieldData }
+        /// On the wire a row is flat: `{"recordId":"7","CheckIns::Bed":"Bed 3",…,"modId":"0"}`.
+        private struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+            static let recordId = Key(stringValue: "recordId")
+            static let modId = Key(stringValue: "modId")
+        }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.container(keyedBy: Key.self)
             recordId = try c.decode(FileMakerID.self, forKey: .recordId).value
             modId = try c.decode(FileMakerID.self, forKey: .modId).value
-            fieldData = try c.decodeIfPresent([String: FieldValue].self, forKey: .fieldData) ?? [:]
+            var fields: [String: FieldValue] = [:]
+            for key in c.allKeys where key.stringValue != "recordId" && key.stringValue != "modId" {
+                fields[key.stringValue] = try c.decode(FieldValue.self, forKey: key)
+            }
+            fieldData = fields
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: Key.self)
+            try c.encode(recordId, forKey: .recordId)
+            for (name, value) in fieldData { try c.encode(value, forKey: Key(stringValue: name)) }
+            try c.encode(modId, forKey: .modId)
         }
 
         public subscript(field: String) -> FieldValue? { fieldData[field] }
+    }
+
+    /// A portal's counts in one record: `foundCount` related records, `returnedCount` of them
+    /// in ``Record/portalData``.
+    public struct PortalDataInfo: Codable, Hashable, Sendable {
+        public var portalObjectName: String?
+        public var database: String?
+        public var table: String?
+        public var foundCount: Int
+        public var returnedCount: Int
+    }
+
+    /// A portal a read asks for, with the window of its rows (`offset` 1-based; the server's
+    /// defaults when `nil`).
+    public struct Portal: Hashable, Sendable {
+        public var name: String
+        public var offset: Int?
+        public var limit: Int?
+
+        public init(_ name: String, offset: Int? = nil, limit: Int? = nil) {
+            self.name = name
+            self.offset = offset
+            self.limit = limit
+        }
     }
 
     /// What a create or a duplicate returns.
@@ -265,5 +346,7 @@ public enum FileMaker {
     /// `GET …/layouts/{layout}`.
     public struct LayoutMetadata: Codable, Hashable, Sendable {
         public var fieldMetaData: [FieldMetadata]
+        /// Portal name → the fields it shows (`Table::Field`).
+        public var portalMetaData: [String: [FieldMetadata]]?
     }
 }

@@ -1,8 +1,11 @@
 // The SAP Mobile Services client follows scpms.md: register an application connection with
-// Basic credentials, then send its id (`X-SMP-APPCID`) on every request. A 401 at registration
-// is a wrong password and is reported, never retried; a 404 from the check means the
-// connection is gone and the caller registers again. Errors come as OData bodies, which this
-// client's profile reads.
+// Basic credentials, then send its id (`X-SMP-APPCID`) on every request. The server
+// authenticates the user on every call, not only at registration, so check, service-root and
+// delete calls carry the user's credentials too (at once, or in answer to the server's Basic
+// challenge). A 401 anywhere is a wrong password and is reported as invalid credentials, never
+// retried and never a reason to register again; a 404 from the check means the connection is
+// gone and the caller registers again. Errors come as OData bodies, which this client's profile
+// reads.
 
 import Foundation
 public import Logging
@@ -62,6 +65,25 @@ public enum SAP {
         }
     }
 
+    /// A user's credentials for calls that carry a connection id: SAP authenticates the user on
+    /// every call; the connection id only says which device registration the call belongs to.
+    public struct UserCredentials: Sendable, CustomStringConvertible {
+        public var user: String
+        public var password: String
+        /// ``BasicAuthorizer/Mode/preemptive`` (the default) sends them on the first attempt;
+        /// ``BasicAuthorizer/Mode/onChallenge`` only in answer to the server's `401` with
+        /// `WWW-Authenticate: Basic`, once.
+        public var mode: BasicAuthorizer.Mode
+
+        public init(user: String, password: String, mode: BasicAuthorizer.Mode = .preemptive) {
+            self.user = user
+            self.password = password
+            self.mode = mode
+        }
+
+        public var description: String { "SAP.UserCredentials(\(user), \(redactedText))" }
+    }
+
     /// The answer of a connection check.
     public enum ConnectionStatus: Sendable, Hashable {
         case valid
@@ -94,15 +116,23 @@ public struct SAPMobileServicesClient: Sendable {
     public let applicationID: String
     /// `v1` or `latest` in the registration path.
     public let apiVersion: String
+    /// Sent with every call that carries a connection id; `nil` for an anonymous application.
+    public let credentials: SAP.UserCredentials?
     private let transport: BackendTransport
 
     /// - Parameters:
     ///   - baseURL: the service's root, e.g. `https://mobile.example.hana.ondemand.com`.
     ///   - applicationID: e.g. `org.riverside.outreach`.
-    public init(http: SwitchboardHTTPClient, baseURL: String, applicationID: String, apiVersion: String = "v1", logger: Logger) {
+    ///   - credentials: the user's, for check, service-root and delete calls (registration takes
+    ///     its own); `nil` only for an application configured for anonymous access.
+    public init(
+        http: SwitchboardHTTPClient, baseURL: String, applicationID: String, apiVersion: String = "v1",
+        credentials: SAP.UserCredentials? = nil, logger: Logger
+    ) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.applicationID = applicationID
         self.apiVersion = apiVersion
+        self.credentials = credentials
         self.transport = BackendTransport(http: http, logger: logger)
     }
 
@@ -117,8 +147,25 @@ public struct SAPMobileServicesClient: Sendable {
             secrets: secrets)
     }
 
-    private static func authorizer(_ id: SAP.ConnectionID) -> any HTTPAuthorizer {
-        HeaderAuthorizer.sapMobileServices(applicationConnectionID: id.value)
+    /// Sends a call that carries a connection id, with the user's credentials. The request's
+    /// expiry detector decides what counts as a dead connection; a 401 never does: it is the
+    /// user's password, reported as ``HTTPError/Code/invalidCredentials`` after at most one
+    /// answered challenge.
+    private func send(_ request: HTTPRequest, _ source: CredentialSource<SAP.ConnectionID>) async throws(HTTPError) -> HTTPResponse {
+        let credentials = credentials
+        let response = try await transport.send(request, source) { id in
+            ConnectionAuthorizer(
+                connection: .sapMobileServices(applicationConnectionID: id.value),
+                user: credentials.map { BasicAuthorizer(username: $0.user, password: $0.password, mode: $0.mode) })
+        }
+        guard response.status == 401 else { return response }
+        guard let credentials else {
+            throw .loginRefused(
+                response, account: "(none)",
+                detail: "\(applicationID) asks for user credentials on \(request.operation) and this client has none (HTTP 401)")
+        }
+        throw .loginRefused(
+            response, account: credentials.user, detail: "wrong user name or password on \(request.operation) (HTTP 401)")
     }
 
     /// `POST …/Connections` with Basic credentials (sent at once). Not retried.
@@ -162,10 +209,12 @@ public struct SAPMobileServicesClient: Sendable {
 
     /// `GET {base}/{appId}` with the id, as SAP's tutorial checks a connection: `.valid` on
     /// 200, `.gone` on 404 (register again).
+    ///
+    /// - Throws: ``HTTPError`` with code ``HTTPError/Code/invalidCredentials`` on 401.
     public func check(_ id: SAP.ConnectionID) async throws(HTTPError) -> SAP.ConnectionStatus {
-        let response = try await transport.send(
-            make(.get, [.plain(applicationID)], "connections.check"), .fixed(id), authorizer: Self.authorizer)
-        return try Self.status(response)
+        var request = make(.get, [.plain(applicationID)], "connections.check")
+        request.expiry = .never
+        return try Self.status(try await send(request, .fixed(id)))
     }
 
     private static func status(_ response: HTTPResponse) throws(HTTPError) -> SAP.ConnectionStatus {
@@ -175,19 +224,26 @@ public struct SAPMobileServicesClient: Sendable {
     }
 
     /// `GET …/Connections('{id}')`: the connection's settings, or `nil` when it is gone (404).
+    ///
+    /// - Throws: ``HTTPError`` with code ``HTTPError/Code/invalidCredentials`` on 401.
     public func connection(_ id: SAP.ConnectionID) async throws(HTTPError) -> SAP.Connection? {
         struct Answer: Decodable { var d: SAP.Connection }
-        let response = try await transport.send(make(.get, connectionPath(id), "connections.get"), .fixed(id), authorizer: Self.authorizer)
+        var request = make(.get, connectionPath(id), "connections.get")
+        request.expiry = .never
+        let response = try await send(request, .fixed(id))
         if response.status == 404 { return nil }
         try response.requireSuccess()
         return try response.decode(Answer.self).d
     }
 
     /// `DELETE …/Connections('{id}')`. Returns `false` when the connection was already gone.
+    ///
+    /// - Throws: ``HTTPError`` with code ``HTTPError/Code/invalidCredentials`` on 401.
     @discardableResult
     public func delete(_ id: SAP.ConnectionID) async throws(HTTPError) -> Bool {
-        let response = try await transport.send(
-            make(.delete, connectionPath(id), "connections.delete"), .fixed(id), authorizer: Self.authorizer)
+        var request = make(.delete, connectionPath(id), "connections.delete")
+        request.expiry = .never
+        let response = try await send(request, .fixed(id))
         if response.status == 404 { return false }
         try response.requireSuccess()
         transport.logger.info("sap connection deleted", metadata: ["sap.application": "\(applicationID)"])
@@ -195,8 +251,11 @@ public struct SAPMobileServicesClient: Sendable {
     }
 
     /// `GET {base}/{appId}`: the proxied service root, with the connection id. Through a
-    /// provider, a 404 (connection gone) or 401 makes the provider register again, once.
-    /// Returns the entity sets the service document lists.
+    /// provider, a 404 (connection gone) makes the provider register again, once. Returns the
+    /// entity sets the service document lists.
+    ///
+    /// - Throws: ``HTTPError`` with code ``HTTPError/Code/invalidCredentials`` on 401 (a new
+    ///   registration with the same password would not help, so none is made).
     public func serviceRoot(auth: CredentialSource<SAP.ConnectionID>) async throws(HTTPError) -> [String] {
         struct Answer: Decodable {
             struct D: Decodable { var EntitySets: [String] }
@@ -204,8 +263,24 @@ public struct SAPMobileServicesClient: Sendable {
         }
         var request = make(.get, [.plain(applicationID)], "service.root")
         request.expiry = .sapConnectionCheck
-        let response = try await transport.send(request, auth, authorizer: Self.authorizer)
+        let response = try await send(request, auth)
         try response.requireSuccess()
         return try response.decode(Answer.self).d.EntitySets
+    }
+}
+
+/// The connection id and, when the client has them, the user's Basic credentials on one
+/// request; a challenge is answered by the Basic part (at most once, see ``HTTPAuthorizer``).
+private struct ConnectionAuthorizer: HTTPAuthorizer {
+    var connection: HeaderAuthorizer
+    var user: BasicAuthorizer?
+
+    func authorize(_ request: inout HTTPRequest) {
+        connection.authorize(&request)
+        user?.authorize(&request)
+    }
+
+    func answerChallenge(_ response: HTTPResponse, request: inout HTTPRequest) -> Bool {
+        user?.answerChallenge(response, request: &request) ?? false
     }
 }

@@ -167,7 +167,7 @@ final class FileMakerEmulator: EmulatedAPI {
             switch method {
             case .get:
                 return authorized(exchange, database) { model, name, token in
-                    self.getRecord(model, model.databases[name]!, layout, id, token)
+                    self.getRecord(exchange, model, model.databases[name]!, layout, id, token)
                 }
             case .patch:
                 return withJSONBody(exchange) { body in
@@ -189,7 +189,9 @@ final class FileMakerEmulator: EmulatedAPI {
         case (1, "_find"):
             guard method == .post else { return Self.wrongMethod }
             return withJSONBody(exchange) { body in
-                authorized(exchange, database) { model, name, token in self.find(body, model, model.databases[name]!, layout, token) }
+                authorized(exchange, database) { model, name, token in
+                    self.find(body, exchange, model, model.databases[name]!, layout, token)
+                }
             }
         case (2, "script"):
             guard method == .get else { return Self.wrongMethod }
@@ -330,15 +332,22 @@ final class FileMakerEmulator: EmulatedAPI {
 
     private static func layoutMetadata(_ db: FileMakerModel.Database, _ layout: String) -> Reply {
         guard let tableName = db.layouts[layout], let table = db.tables[tableName] else { return layoutMissing }
-        let fields: [JSON] = table.fields.map { field in
-            [
-                "name": .string(field.name), "type": "normal", "displayType": field.type == "container" ? "container" : "editText",
-                "result": .string(field.type), "global": .bool(field.global), "autoEnter": .bool(field.autoEnter != nil),
-                "fourDigitYear": false, "maxRepeat": 1, "maxCharacters": 0, "notEmpty": false,
-                "numeric": .bool(field.type == "number"), "timeOfDay": false, "repetitionStart": 1, "repetitionEnd": 1,
-            ]
+        func metadata(_ table: FileMakerModel.Table, prefix: String) -> JSON {
+            .array(
+                table.fields.map { field in
+                    [
+                        "name": .string(prefix + field.name), "type": "normal",
+                        "displayType": field.type == "container" ? "container" : "editText", "result": .string(field.type),
+                        "global": .bool(field.global), "autoEnter": .bool(field.autoEnter != nil), "fourDigitYear": false, "maxRepeat": 1,
+                        "maxCharacters": 0, "notEmpty": false, "numeric": .bool(field.type == "number"), "timeOfDay": false,
+                        "repetitionStart": 1, "repetitionEnd": 1,
+                    ]
+                })
         }
-        return success(["fieldMetaData": .array(fields), "portalMetaData": [:], "valueLists": []])
+        let portals: [(String, JSON)] = (db.portals[layout] ?? []).compactMap { portal in
+            db.tables[portal.table].map { (portal.name, metadata($0, prefix: "\(portal.table)::")) }
+        }
+        return success(["fieldMetaData": metadata(table, prefix: ""), "portalMetaData": .object(portals), "valueLists": []])
     }
 
     // MARK: Records
@@ -347,55 +356,186 @@ final class FileMakerEmulator: EmulatedAPI {
         db.layouts[layout].flatMap { db.tables[$0] }
     }
 
-    private func recordJSON(
-        _ record: FileMakerModel.Record, _ table: FileMakerModel.Table, _ globals: [String: JSON], _ db: String
-    )
-        -> JSON
-    {
-        var fieldData: [(String, JSON)] = []
-        fieldData.reserveCapacity(table.fields.count)
-        for field in table.fields {
-            if field.global {
-                fieldData.append((field.name, globals["\(table.name)::\(field.name)"] ?? ""))
-            } else if field.type == "container" {
-                let url = record.containers[field.name].map { _ in "/fmi/data/streaming/\(db)/\(table.name)/\(record.id)/\(field.name)" }
-                fieldData.append((field.name, .string(url ?? "")))
-            } else {
-                fieldData.append((field.name, record.values[field.name] ?? ""))
-            }
+    /// What a record shows in one field: a global's session value, a container's absolute
+    /// streaming URL (empty when nothing was uploaded), else the stored value.
+    private static func fieldJSON(
+        _ field: FileMakerModel.Field, _ record: FileMakerModel.Record, _ table: FileMakerModel.Table, _ context: RenderContext
+    ) -> JSON {
+        if field.global { return context.globals["\(table.name)::\(field.name)"] ?? "" }
+        if field.type == "container" {
+            guard record.containers[field.name] != nil else { return "" }
+            let path = [context.database, table.name, String(record.id), field.name].map(Exchange.encodePathSegment).joined(separator: "/")
+            return .string("\(context.origin)/fmi/data/streaming/\(path)")
         }
-        return [
-            "fieldData": .object(fieldData), "portalData": [:], "recordId": .string(String(record.id)),
-            "modId": .string(String(record.modId)),
-        ]
+        return record.values[field.name] ?? ""
     }
 
-    private func foundSet(
-        _ records: [FileMakerModel.Record], found: Int, _ table: FileMakerModel.Table, _ layout: String, _ db: String,
-        globals: [String: JSON]
+    /// What every record of one answer shares.
+    private struct RenderContext {
+        var database: String
+        var origin: String
+        var globals: [String: JSON]
+    }
+
+    /// One portal of an answer: which rows it shows, and the related records of every record of
+    /// the page, found in one pass over the related table.
+    private struct PortalRows {
+        var window: PortalWindow
+        var related: FileMakerModel.Table
+        /// Folded match value → related record ids in creation order.
+        var groups: [String: [Int]]
+
+        init?(_ window: PortalWindow, page: [FileMakerModel.Record], db: FileMakerModel.Database) {
+            guard let related = db.tables[window.portal.table] else { return nil }
+            self.window = window
+            self.related = related
+            let keys = Set(page.compactMap { FileMakerModel.Table.fold($0.values[window.portal.matchField]) })
+            var groups: [String: [Int]] = [:]
+            if !keys.isEmpty {
+                for id in related.order {
+                    guard let key = FileMakerModel.Table.fold(related.records[id]?.values[window.portal.relatedField]),
+                        keys.contains(key)
+                    else { continue }
+                    groups[key, default: []].append(id)
+                }
+            }
+            self.groups = groups
+        }
+
+        func ids(for record: FileMakerModel.Record) -> [Int] {
+            FileMakerModel.Table.fold(record.values[window.portal.matchField]).flatMap { groups[$0] } ?? []
+        }
+    }
+
+    private static func recordJSON(
+        _ record: FileMakerModel.Record, _ table: FileMakerModel.Table, _ portals: [PortalRows], _ context: RenderContext
+    ) -> JSON {
+        var fieldData: [(String, JSON)] = []
+        fieldData.reserveCapacity(table.fields.count)
+        for field in table.fields { fieldData.append((field.name, fieldJSON(field, record, table, context))) }
+        var members: [(String, JSON)] = [("fieldData", .object(fieldData))]
+        var portalData: [(String, JSON)] = []
+        var portalInfo: [JSON] = []
+        for portal in portals {
+            let ids = portal.ids(for: record)
+            let rows: [JSON] = ids.dropFirst(portal.window.start - 1).prefix(portal.window.count).compactMap { id in
+                guard let row = portal.related.records[id] else { return nil }
+                var members: [(String, JSON)] = [("recordId", .string(String(row.id)))]
+                for field in portal.related.fields {
+                    members.append(("\(portal.related.name)::\(field.name)", fieldJSON(field, row, portal.related, context)))
+                }
+                members.append(("modId", .string(String(row.modId))))
+                return .object(members)
+            }
+            portalData.append((portal.window.portal.name, .array(rows)))
+            portalInfo.append([
+                "portalObjectName": .string(portal.window.portal.name), "database": .string(context.database),
+                "table": .string(portal.related.name), "foundCount": .number(ids.count), "returnedCount": .number(rows.count),
+            ])
+        }
+        members.append(("portalData", .object(portalData)))
+        if !portals.isEmpty { members.append(("portalDataInfo", .array(portalInfo))) }
+        members += [("recordId", .string(String(record.id))), ("modId", .string(String(record.modId)))]
+        return .object(members)
+    }
+
+    private static func foundSet(
+        _ records: [FileMakerModel.Record], found: Int, _ table: FileMakerModel.Table, _ layout: String, _ db: FileMakerModel.Database,
+        portals windows: [PortalWindow], _ context: RenderContext
     ) -> Reply {
-        Self.success([
+        let portals = windows.compactMap { PortalRows($0, page: records, db: db) }
+        return success([
             "dataInfo": [
-                "database": .string(db), "layout": .string(layout), "table": .string(table.name),
+                "database": .string(db.name), "layout": .string(layout), "table": .string(table.name),
                 "totalRecordCount": .number(table.records.count), "foundCount": .number(found), "returnedCount": .number(records.count),
             ],
-            "data": .array(records.map { recordJSON($0, table, globals, db) }),
+            "data": .array(records.map { recordJSON($0, table, portals, context) }),
         ])
     }
 
     /// A 1-based offset and a limit from query or body text; nil with a reply when invalid.
-    private static func window(offset: JSON?, limit: JSON?) -> Result<(Int, Int), Reply> {
+    /// `name` tells a portal's parameters (`offset.CheckIns`) from the found set's.
+    private static func window(offset: JSON?, limit: JSON?, defaultLimit: Int = 100, name: String = "") -> Result<(Int, Int), Reply> {
         var start = 1
-        var count = 100
+        var count = defaultLimit
         if let offset {
-            guard let value = offset.integer, value >= 1 else { return .failure(invalidParameter("offset must be a whole number ≥ 1")) }
+            guard let value = offset.integer, value >= 1 else {
+                return .failure(invalidParameter("offset\(name) must be a whole number ≥ 1"))
+            }
             start = value
         }
         if let limit {
-            guard let value = limit.integer, value >= 1 else { return .failure(invalidParameter("limit must be a whole number ≥ 1")) }
+            guard let value = limit.integer, value >= 1 else {
+                return .failure(invalidParameter("limit\(name) must be a whole number ≥ 1"))
+            }
             count = value
         }
         return .success((start, count))
+    }
+
+    /// The rows one portal shows: 1-based `start`, at most `count`.
+    private struct PortalWindow {
+        var portal: FileMakerModel.Portal
+        var start: Int
+        var count: Int
+    }
+
+    /// Rows a portal shows when the request names no `limit.<portal>`.
+    static let defaultPortalLimit = 50
+
+    /// The portals an answer shows: those named by `selection` (a JSON list of portal names), or
+    /// every portal of the layout without one; `parameters` holds `offset.<portal>` and
+    /// `limit.<portal>` values. A name the layout has no portal for is 1708.
+    private static func portalWindows(
+        _ db: FileMakerModel.Database, layout: String, selection: JSON?, parameters: [String: JSON]
+    ) -> Result<[PortalWindow], Reply> {
+        let declared = db.portals[layout] ?? []
+        func declaredPortal(_ name: String) -> FileMakerModel.Portal? { declared.first { $0.name == name } }
+        var chosen = declared
+        if let selection {
+            guard let items = selection.elements else { return .failure(invalidParameter("portal must be a list of portal names")) }
+            chosen = []
+            for item in items {
+                guard let name = item.string else { return .failure(invalidParameter("portal must be a list of portal names")) }
+                guard let portal = declaredPortal(name) else { return .failure(invalidParameter("layout \(layout) has no portal \(name)")) }
+                if !chosen.contains(where: { $0.name == name }) { chosen.append(portal) }
+            }
+        }
+        for key in parameters.keys {
+            let name = key.hasPrefix("offset.") ? key.dropFirst("offset.".count) : key.dropFirst("limit.".count)
+            guard declaredPortal(String(name)) != nil else { return .failure(invalidParameter("layout \(layout) has no portal \(name)")) }
+        }
+        var windows: [PortalWindow] = []
+        for portal in chosen {
+            switch window(
+                offset: parameters["offset.\(portal.name)"], limit: parameters["limit.\(portal.name)"], defaultLimit: defaultPortalLimit,
+                name: ".\(portal.name)")
+            {
+            case .failure(let reply): return .failure(reply)
+            case .success(let (start, count)): windows.append(PortalWindow(portal: portal, start: start, count: count))
+            }
+        }
+        return .success(windows)
+    }
+
+    /// The portal part of a GET's query: `portal` (JSON text, so 1710 when it is not JSON) and
+    /// `_offset.<portal>`/`_limit.<portal>`, read with or without the underscore as `_offset`
+    /// and `_limit` are (the underscored one wins).
+    private static func portalWindows(
+        _ exchange: Exchange, _ db: FileMakerModel.Database, layout: String
+    ) -> Result<[PortalWindow], Reply> {
+        var selection: JSON?
+        if let text = exchange.query["portal"] {
+            guard let parsed = JSON.parse(Data(text.utf8)) else { return .failure(invalidJSON) }
+            selection = parsed
+        }
+        var parameters: [String: JSON] = [:]
+        for (key, value) in exchange.query {
+            let plain = key.hasPrefix("_") ? String(key.dropFirst()) : key
+            guard plain.hasPrefix("offset.") || plain.hasPrefix("limit.") else { continue }
+            if key.hasPrefix("_") || parameters[plain] == nil { parameters[plain] = .string(value) }
+        }
+        return portalWindows(db, layout: layout, selection: selection, parameters: parameters)
     }
 
     private static func sortSpec(_ json: JSON?, _ table: FileMakerModel.Table) -> Result<[(String, Bool)], Reply> {
@@ -447,17 +587,31 @@ final class FileMakerEmulator: EmulatedAPI {
         case .failure(let reply): return reply
         case .success(let s): spec = s
         }
+        let portals: [PortalWindow]
+        switch Self.portalWindows(exchange, db, layout: layout) {
+        case .failure(let reply): return reply
+        case .success(let windows): portals = windows
+        }
         let all = Self.sorted(table.order.compactMap { table.records[$0] }, by: spec)
         let page = Array(all.dropFirst(start - 1).prefix(count))
-        return foundSet(page, found: all.count, table, layout, db.name, globals: model.sessions[token]?.globals ?? [:])
+        return Self.foundSet(page, found: all.count, table, layout, db, portals: portals, context(exchange, model, db, token))
+    }
+
+    private func context(_ exchange: Exchange, _ model: FileMakerModel, _ db: FileMakerModel.Database, _ token: String) -> RenderContext {
+        RenderContext(database: db.name, origin: exchange.origin, globals: model.sessions[token]?.globals ?? [:])
     }
 
     private func getRecord(
-        _ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int, _ token: String
+        _ exchange: Exchange, _ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ id: Int, _ token: String
     ) -> Reply {
         guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
         guard let record = table.records[id] else { return Self.recordMissing }
-        return foundSet([record], found: 1, table, layout, db.name, globals: model.sessions[token]?.globals ?? [:])
+        let portals: [PortalWindow]
+        switch Self.portalWindows(exchange, db, layout: layout) {
+        case .failure(let reply): return reply
+        case .success(let windows): portals = windows
+        }
+        return Self.foundSet([record], found: 1, table, layout, db, portals: portals, context(exchange, model, db, token))
     }
 
     /// Checks and converts `fieldData` for a write; globals go to the session.
@@ -532,8 +686,10 @@ final class FileMakerEmulator: EmulatedAPI {
     }
 
     private func create(_ body: JSON, _ model: inout FileMakerModel, _ name: String, _ layout: String, _ token: String) -> Reply {
+        // Writing related records through a portal is not emulated: create them on their own
+        // layout. An empty `portalData` is what clients send by default, and is fine.
         if let portal = body["portalData"], portal.members.map({ !$0.isEmpty }) ?? true {
-            return Self.invalidParameter("layout \(layout) has no portals")
+            return Self.invalidParameter("the emulator does not write portal rows; create related records on their own layout")
         }
         var globals: [String: JSON] = [:]
         let reply =
@@ -598,7 +754,7 @@ final class FileMakerEmulator: EmulatedAPI {
     }
 
     private func find(
-        _ body: JSON, _ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
+        _ body: JSON, _ exchange: Exchange, _ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
     ) -> Reply {
         guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
         guard let requests = body["query"]?.elements, !requests.isEmpty else {
@@ -636,6 +792,17 @@ final class FileMakerEmulator: EmulatedAPI {
         case .failure(let reply): return reply
         case .success(let s): spec = s
         }
+        // In a find the portal parameters are body members: `portal` a JSON list,
+        // `offset.<portal>` and `limit.<portal>` text or numbers like `offset` and `limit`.
+        let portals: [PortalWindow]
+        let portalParameters = (body.members ?? []).filter { $0.0.hasPrefix("offset.") || $0.0.hasPrefix("limit.") }
+        switch Self.portalWindows(
+            db, layout: layout, selection: body["portal"],
+            parameters: Dictionary(portalParameters, uniquingKeysWith: { a, _ in a }))
+        {
+        case .failure(let reply): return reply
+        case .success(let windows): portals = windows
+        }
         // Requests run in order: a find request adds its matches to the found set, an omit
         // request takes its matches out. A leading omit starts from every record.
         var found = Set<Int>()
@@ -663,7 +830,7 @@ final class FileMakerEmulator: EmulatedAPI {
         let all = Self.sorted(found.sorted().compactMap { table.records[$0] }, by: spec)
         let page = Array(all.dropFirst(start - 1).prefix(count))
         guard !page.isEmpty else { return Self.noRecords }
-        return foundSet(page, found: all.count, table, layout, db.name, globals: model.sessions[token]?.globals ?? [:])
+        return Self.foundSet(page, found: all.count, table, layout, db, portals: portals, context(exchange, model, db, token))
     }
 
     private static func runScript(

@@ -89,6 +89,14 @@ struct FileMakerModel {
         }
     }
 
+    /// A layout's portal: rows of `table` whose `relatedField` equals the record's `matchField`.
+    struct Portal {
+        var name: String
+        var table: String
+        var matchField: String
+        var relatedField: String
+    }
+
     struct Database {
         var name: String
         var accounts: [String: String]
@@ -98,6 +106,8 @@ struct FileMakerModel {
         /// Layout name → table name.
         var layouts: [String: String]
         var layoutOrder: [String]
+        /// Layout name → its portals in layout order (absent: none).
+        var portals: [String: [Portal]]
         var scripts: [String: FileMakerSeed.Script]
         var scriptOrder: [String]
     }
@@ -153,6 +163,17 @@ struct FileMakerModel {
                 tables: tables, tableOrder: database.tables.map(\.name),
                 layouts: Dictionary(database.layouts.map { ($0.name, $0.table) }, uniquingKeysWith: { a, _ in a }),
                 layoutOrder: database.layouts.map(\.name),
+                portals: Dictionary(
+                    database.layouts.compactMap { layout in
+                        layout.portals.map { portals in
+                            (
+                                layout.name,
+                                portals.map {
+                                    Portal(name: $0.name, table: $0.table, matchField: $0.matchField, relatedField: $0.relatedField)
+                                }
+                            )
+                        }
+                    }, uniquingKeysWith: { a, _ in a }),
                 scripts: Dictionary(database.scripts.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }),
                 scriptOrder: database.scripts.map(\.name))
             databaseOrder.append(database.name)
@@ -193,7 +214,15 @@ struct FileMakerModel {
                             },
                             nextRecordID: table.nextRecordID, nextSerial: table.nextSerial)
                     },
-                    layouts: database.layoutOrder.map { .init(name: $0, table: database.layouts[$0] ?? "") },
+                    layouts: database.layoutOrder.map { name in
+                        .init(
+                            name: name, table: database.layouts[name] ?? "",
+                            portals: database.portals[name].map { portals in
+                                portals.map {
+                                    .init(name: $0.name, table: $0.table, matchField: $0.matchField, relatedField: $0.relatedField)
+                                }
+                            })
+                    },
                     scripts: database.scriptOrder.compactMap { database.scripts[$0] })
             })
     }

@@ -3,10 +3,13 @@ import HTTPTypes
 import Synchronization
 
 /// SAP Mobile Services' registration API under `/odata/applications/{v1|latest}/{appId}/…` and
-/// the proxied service root `/{appId}`, as `scpms.md` describes them. Decided where the record is
-/// silent: check and delete need no Basic credentials (the connection id is the credential); a
-/// user marked `canRegister: false` is refused with 403; an id longer than 128 characters is 400;
-/// errors carry an OData body `{"error":{"code","message":{"lang","value"}}}`.
+/// the proxied service root `/{appId}`, as `scpms.md` describes them. Every call authenticates
+/// the user as registration does: Basic credentials of a user of the application, or none on an
+/// anonymous application; missing or wrong ones get 401 with `WWW-Authenticate: Basic realm=…`,
+/// the challenge URLSession-like clients wait for. Decided where the record is silent: a user
+/// marked `canRegister: false` is refused registration with 403; a connection used with another
+/// user's credentials is 403; an id longer than 128 characters is 400; errors carry an OData body
+/// `{"error":{"code","message":{"lang","value"}}}`.
 final class SAPEmulator: EmulatedAPI {
     let name = "sap"
     private let model: Mutex<SAPSeed>
@@ -120,17 +123,14 @@ final class SAPEmulator: EmulatedAPI {
             }
             let application = model.applications[index]
             var userName = body["UserName"]?.string ?? ""
-            switch exchange.authorization {
-            case .basic(let user, let password):
-                guard let account = application.users.first(where: { $0.username == user && $0.password == password }) else {
-                    return .refused(Self.challenge(application))
+            switch Self.authenticate(application, exchange) {
+            case .failure(let reply): return .refused(reply)
+            case .success(nil): break
+            case .success(let user?):
+                guard application.users.contains(where: { $0.username == user && $0.canRegister }) else {
+                    return .refused(Self.error(403, "User \(user) may not register devices"))
                 }
-                guard account.canRegister else { return .refused(Self.error(403, "User \(user) may not register devices")) }
                 userName = user
-            case .none where application.anonymous:
-                break
-            default:
-                return .refused(Self.challenge(application))
             }
             let connection = SAPSeed.Connection(
                 id: id, user: userName, deviceType: body["DeviceType"]?.string ?? "Unknown",
@@ -153,6 +153,22 @@ final class SAPEmulator: EmulatedAPI {
         }
     }
 
+    /// The user a request authenticates as (nil: none, on an anonymous application), or the
+    /// 401 challenge for credentials that are missing, malformed or wrong.
+    private static func authenticate(_ application: SAPSeed.Application, _ exchange: Exchange) -> Result<String?, Reply> {
+        switch exchange.authorization {
+        case .basic(let user, let password):
+            guard application.users.contains(where: { $0.username == user && $0.password == password }) else {
+                return .failure(challenge(application))
+            }
+            return .success(user)
+        case .none where application.anonymous:
+            return .success(nil)
+        default:
+            return .failure(challenge(application))
+        }
+    }
+
     private static func challenge(_ application: SAPSeed.Application) -> Reply {
         var reply = error(401, "Authentication required")
         reply.headers.append(("WWW-Authenticate", "Basic realm=\"\(application.name)\""))
@@ -168,42 +184,57 @@ final class SAPEmulator: EmulatedAPI {
         return .success(id)
     }
 
-    private func connection(appID: String, id: String, version: String, _ exchange: Exchange) -> Reply {
-        if case .failure(let reply) = Self.presented(exchange) { return reply }
-        return model.withLock { model in
-            guard let application = model.applications.first(where: { $0.id == appID }) else {
+    /// Runs `body` on the connection a check, delete or service-root call names (`id`, or the
+    /// presented `X-SMP-APPCID` when nil), after the same checks in the real server's order: the
+    /// application (404), the user's credentials (401 challenge), the presented id (403/400),
+    /// the connection (404 `missing`), its owner (403).
+    private func withConnection(
+        appID: String, id: String?, missing: String, _ exchange: Exchange, _ body: (inout SAPSeed, Int, Int) -> Reply
+    ) -> Reply {
+        model.withLock { model in
+            guard let app = model.applications.firstIndex(where: { $0.id == appID }) else {
                 return Self.error(404, "Application \(appID) does not exist")
             }
-            guard let connection = application.connections.first(where: { $0.id == id }) else {
-                return Self.error(404, "The application connection is no longer valid. Register again.")
+            let user: String?
+            switch Self.authenticate(model.applications[app], exchange) {
+            case .failure(let reply): return reply
+            case .success(let name): user = name
             }
-            return .json(200, Self.connectionJSON(connection, appID: appID, version: version))
+            let presented: String
+            switch Self.presented(exchange) {
+            case .failure(let reply): return reply
+            case .success(let value): presented = value
+            }
+            let wanted = id ?? presented
+            guard let index = model.applications[app].connections.firstIndex(where: { $0.id == wanted }) else {
+                return Self.error(404, missing)
+            }
+            if let user, model.applications[app].connections[index].user != user {
+                return Self.error(403, "The application connection belongs to another user")
+            }
+            return body(&model, app, index)
+        }
+    }
+
+    private func connection(appID: String, id: String, version: String, _ exchange: Exchange) -> Reply {
+        withConnection(appID: appID, id: id, missing: "The application connection is no longer valid. Register again.", exchange) {
+            model, app, index in
+            .json(200, Self.connectionJSON(model.applications[app].connections[index], appID: appID, version: version))
         }
     }
 
     private func delete(appID: String, id: String, _ exchange: Exchange) -> Reply {
-        if case .failure(let reply) = Self.presented(exchange) { return reply }
-        return model.withLock { model in
-            guard let index = model.applications.firstIndex(where: { $0.id == appID }),
-                let position = model.applications[index].connections.firstIndex(where: { $0.id == id })
-            else { return Self.error(404, "The application connection is unknown") }
-            model.applications[index].connections.remove(at: position)
+        withConnection(appID: appID, id: id, missing: "The application connection is unknown", exchange) { model, app, index in
+            model.applications[app].connections.remove(at: index)
             return .empty(200)
         }
     }
 
     private func serviceRoot(appID: String, _ exchange: Exchange) -> Reply {
         guard exchange.method == .get else { return Self.error(405, "Method not allowed") }
-        let id: String
-        switch Self.presented(exchange) {
-        case .failure(let reply): return reply
-        case .success(let value): id = value
-        }
-        return model.withLock { model in
-            guard let application = model.applications.first(where: { $0.id == appID }),
-                application.connections.contains(where: { $0.id == id })
-            else { return Self.error(404, "The application connection is no longer valid. Register again.") }
-            return .json(200, ["d": ["EntitySets": ["Shelters", "Beds", "Outreach"]]])
+        return withConnection(appID: appID, id: nil, missing: "The application connection is no longer valid. Register again.", exchange) {
+            _, _, _ in
+            .json(200, ["d": ["EntitySets": ["Shelters", "Beds", "Outreach"]]])
         }
     }
 }

@@ -8,6 +8,15 @@ struct Exchange: Sendable {
     var method: HTTPRequest.Method
     /// The path as sent, before decoding.
     var rawPath: String
+    /// `http(s)://` and the `Host` the client sent, or `fallback` (the listening address) when
+    /// it sent none or one that is not a plain `host[:port]` (nothing a client sends ends up
+    /// in an answer unchecked).
+    static func origin(secure: Bool, host: String?, fallback: String) -> String {
+        let allowed: Set<Character> = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:[]")
+        let authority = host.flatMap { !$0.isEmpty && $0.count <= 255 && $0.allSatisfy(allowed.contains) ? $0 : nil } ?? fallback
+        return (secure ? "https://" : "http://") + authority
+    }
+
     /// Path segments, percent-decoded, empty ones (from `//` or a trailing `/`) dropped.
     var segments: [String]
     /// Query parameters, decoded (`+` is a space, as servlet containers and WCF read it); the
@@ -15,9 +24,19 @@ struct Exchange: Sendable {
     var query: [String: String]
     var headers: HTTPFields
     var body: Data
+    /// `scheme://host[:port]` as the client reached the server: the scheme from whether TLS is
+    /// on, the authority from the request's `Host`. Absolute URLs in answers (FileMaker's
+    /// container streaming URLs) start with it.
+    var origin: String
 
-    /// - Parameter segments: `path` already split by `segments(of:)`, when the caller has it.
-    init(method: HTTPRequest.Method, path: String, segments: [String]? = nil, query: String?, headers: HTTPFields, body: Data) {
+    /// - Parameters:
+    ///   - segments: `path` already split by `segments(of:)`, when the caller has it.
+    ///   - origin: see ``origin``; `Exchange.origin(secure:host:fallback:)` builds it.
+    init(
+        method: HTTPRequest.Method, path: String, segments: [String]? = nil, query: String?, headers: HTTPFields, body: Data,
+        origin: String = "http://127.0.0.1"
+    ) {
+        self.origin = origin
         self.method = method
         self.rawPath = path
         self.segments = segments ?? Exchange.segments(of: path)
@@ -39,6 +58,14 @@ struct Exchange: Sendable {
             $0.contains("%") ? (String($0).removingPercentEncoding ?? String($0)) : String($0)
         }
     }
+
+    /// Percent-encodes all but RFC 3986's unreserved characters, for a segment of a path the
+    /// emulator writes into an answer (the inverse of `segments(of:)`).
+    static func encodePathSegment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
+    }
+
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
     static func decodeQueryComponent(_ part: Substring) -> String {
         let spaced = part.replacingOccurrences(of: "+", with: " ")
