@@ -29,6 +29,7 @@ var products: [Product] = [
     .executable(name: "switchboard-emulator", targets: ["switchboard-emulator"]),
     .library(name: "SwitchboardWorkers", targets: ["SwitchboardWorkers"]),
     .executable(name: "switchboard-filemaker", targets: ["switchboard-filemaker"]),
+    .executable(name: "switchboard-eto", targets: ["switchboard-eto"]),
 ]
 
 var targets: [Target] = [
@@ -229,6 +230,18 @@ var targets: [Target] = [
         name: "switchboard-filemaker",
         dependencies: [
             "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardProtocol", "SwitchboardRuntime",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard-eto",
+        dependencies: [
+            "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
+            "SwitchboardSecurity",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

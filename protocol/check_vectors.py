@@ -96,7 +96,7 @@ commands = schemas["commands.v1.json"]
 
 def names_field(error, field):
     """Whether a schema error (or one of its sub-errors) is about `field`."""
-    if field in error.absolute_path or (error.validator == "required" and repr(field) in error.message):
+    if field in error.absolute_path or (error.validator in ("required", "additionalProperties") and repr(field) in error.message):
         return True
     return any(names_field(sub, field) for sub in error.context or [])
 
@@ -161,6 +161,24 @@ for name, accepted in (("accepted.json", True), ("refused.json", False)):
             failures.append(f"timestamp/{name}: {case['text']!r} gives {got}, the vector says {case['unix_ms']}")
         if not accepted and got is not None:
             failures.append(f"timestamp/{name}: {case['text']!r} is a valid date-time")
+
+# Workers (section 16): filemaker.record.written contents and the eto service's bodies, each
+# against its schema, or one $defs entry of it ("def"); an invalid one must name its field.
+for path in sorted((root / "vectors" / "workers").glob("*.json")):
+    vector = json.loads(path.read_text())
+    schema = schemas[vector["schema"]]
+    if "def" in vector:
+        schema = {"$ref": "#/$defs/" + vector["def"], "$defs": schema["$defs"]}
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(vector["content"]))
+    count += 1
+    if vector["expect"]["valid"] and errors:
+        failures.append(f"workers/{path.name}: valid content fails: {errors[0].message}")
+    if not vector["expect"]["valid"]:
+        field = vector["expect"].get("field")
+        if not errors:
+            failures.append(f"workers/{path.name}: invalid content passes its schema")
+        elif field and not any(names_field(e, field) or any(names_field(c, field) for c in (e.context or [])) for e in errors):
+            failures.append(f"workers/{path.name}: the errors do not name {field!r}: {[e.message for e in errors]}")
 
 # Majordomo vectors: well-formed files with a known reaction.
 for path in sorted((root / "vectors" / "majordomo").glob("*.json")):

@@ -67,7 +67,8 @@ public struct AuthAccounts: Sendable {
            "password": "EXAMPLE-not-a-real-password",
            "base_url": "https://eto.example.org/API",
            "options": {"enterprise": "00000000-0000-0000-0000-000000000000",
-                       "site": "101", "program": "792", "utc_offset": "0"}},
+                       "site": "101", "program": "792",
+                       "time_zone": "America/Los_Angeles"}},
           {"backend": "directory", "account": "outreach-team",
            "password": "EXAMPLE-not-a-real-password",
            "base_url": "https://directory.example.org/directory"},
@@ -86,9 +87,10 @@ public struct AuthAccounts: Sendable {
         Directory: the service root; SAP: the Mobile Services root). options, all
         strings ("101", not 101): FileMaker database (required); ETO site (required,
         a number), enterprise (the GUID; needed when the account has several),
-        program (a number), utc_offset (sent to SSOSiteLogin; default "0"); SAP
-        application (required); Directory none. Each backend/account pair at most
-        once; other fields are ignored.
+        program (a number), time_zone (an IANA name: its offset in minutes is sent
+        to SSOSiteLogin; default: this host's zone), utc_offset (minutes, overrides
+        time_zone); SAP application (required); Directory none. Each
+        backend/account pair at most once; other fields are ignored.
         """
 
     public init(accounts: [AuthAccount]) throws(AuthError) {

@@ -98,11 +98,37 @@ public struct ETOAuthenticator: BackendAuthenticator {
 
     /// A site token for another site of the account's enterprise: the scope is the site id.
     /// One account serves every site it may log in to; each site's token is cached apart.
+    /// Scope `sso` is the account's SSO token itself (the enterprise level, for the site list).
     public func logIn(_ account: AuthAccount, scope: String) async throws(AuthError) -> Credential {
+        if scope == "sso" { return try await ssoLogIn(account) }
         guard let site = Int(scope), site > 0 else {
-            throw AuthError(.badRequest, "an eto scope is a site id (a positive number), got '\(scope.prefix(40))'")
+            throw AuthError(.badRequest, "an eto scope is a site id (a positive number) or 'sso', got '\(scope.prefix(40))'")
         }
         return try await logIn(account, site: site, program: nil)
+    }
+
+    func ssoLogIn(_ account: AuthAccount) async throws(AuthError) -> Credential {
+        let client = ETOClient(http: http, baseURL: account.baseURL, logger: logger)
+        do {
+            let sso = try await client.authenticate(email: account.account, password: account.password)
+            let enterprise: String
+            if let named = account.options["enterprise"] {
+                enterprise = named
+            } else {
+                let all = try await client.enterprises(sso: sso)
+                guard all.count == 1, let only = all.first else {
+                    throw AuthError(.configuration, "account eto/\(account.account) has \(all.count) enterprises; set options.enterprise")
+                }
+                enterprise = only.guid
+            }
+            return Credential(token: sso.token, issuedAt: sso.issuedAt, attributes: ["enterprise": enterprise, "account": sso.email])
+        } catch let error as HTTPError {
+            throw AuthError.from(error, backend: backend, account: account.account)
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError(.backendUnavailable, "eto log-in for account \(account.account) failed")
+        }
     }
 
     /// The UTC offset sent at site log-in, in minutes east of UTC: `options.utc_offset` when
@@ -263,5 +289,19 @@ extension AuthTokenProvider {
             let credential = try await provider(forceRefresh, rejected.map(Credential.init))
             return ETO.SiteSession(credential, account: account, site: site)
         }
+    }
+}
+
+extension AuthTokenProvider {
+    /// The account's ETO SSO token and enterprise (`token.get` scope `sso`), for calls above the
+    /// site level (the site list). `forceRefresh` reports the current one rejected first.
+    public func etoSSO(account: String, forceRefresh: Bool) async throws -> (token: ETO.SSOToken, enterprise: String) {
+        if forceRefresh, let current = cache.cached(CredentialKey(backend: "eto", account: account, scope: "sso")) {
+            rejected(current, backend: "eto", account: account, scope: "sso")
+        }
+        let credential = try await credential(backend: "eto", account: account, scope: "sso")
+        return (
+            ETO.SSOToken(token: credential.token, email: account, issuedAt: credential.issuedAt), credential.attributes["enterprise"] ?? ""
+        )
     }
 }

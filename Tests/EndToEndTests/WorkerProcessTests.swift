@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SwitchboardBackends
 import SwitchboardHTTP
+import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardTesting
 import Testing
@@ -11,6 +12,8 @@ import Testing
 @Suite("Workers (processes)", .serialized, .timeLimit(.minutes(5)))
 struct WorkerProcessTests {
     static let fileMakerPassword = "fm-demo-Passw0rd!"
+    static let etoEmail = "intake@riverside.example"
+    static let etoPassword = "eto-demo-Passw0rd!"
 
     struct Stack {
         let programs: Programs
@@ -32,6 +35,47 @@ struct WorkerProcessTests {
                     "--groups", endpoints.groups, "--service", endpoints.service, "--ingest", endpoints.ingest, "--url", base,
                     "--data-dir", programs.directory.path("filemaker-state"), "--credit", "16",
                 ] + extra, log: log)
+        }
+
+        /// Starts `switchboard-eto` against this stack.
+        func eto(_ log: String, extra: [String] = []) throws -> ChildProcess {
+            try programs.start(
+                "switchboard-eto",
+                [
+                    "--groups", endpoints.groups, "--service", endpoints.service, "--ingest", endpoints.ingest, "--url", base + "/API",
+                    "--data-dir", programs.directory.path("eto-state"), "--credit", "16",
+                ] + extra, log: log)
+        }
+
+        /// Runs `switchboard` against this broker (no keys: the test broker is insecure).
+        func switchboard(_ arguments: [String], log: String) async throws -> (Int32?, String) {
+            let process = try programs.start("switchboard", arguments + ["--broker-groups", endpoints.groups, "--insecure"], log: log)
+            let status = await process.waitForExit(timeout: .seconds(30))
+            return (status, programs.read(log))
+        }
+
+        /// Every TouchPoint 54 response's event id (element 822), for the given participants,
+        /// read through the ETO API with a session of our own per site.
+        func touchPointEventIDs(_ participants: [SeedParticipant]) async throws -> [String] {
+            let http = try SwitchboardHTTPClient(logger: Logger(label: "reader"))
+            let client = ETOClient(http: http, baseURL: base + "/API", logger: Logger(label: "reader"))
+            do {
+                var ids: [String] = []
+                for (site, people) in Dictionary(grouping: participants, by: \.site) {
+                    let session = try await client.logIn(
+                        ETO.Account(email: WorkerProcessTests.etoEmail, password: WorkerProcessTests.etoPassword, siteID: site))
+                    for person in people {
+                        let responses = try await client.touchPointResponses(
+                            subjectID: person.subject, touchPointID: 54, auth: .fixed(session))
+                        ids += responses.flatMap { $0.elements.filter { $0.elementID == 822 }.compactMap(\.value) }
+                    }
+                }
+                try await http.shutdown()
+                return ids
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
         }
 
         /// Posts a fault rule to the emulator's control API.
@@ -106,7 +150,9 @@ struct WorkerProcessTests {
         let accounts = directory.path("accounts.json")
         let text = """
             {"accounts": [{"backend": "filemaker", "account": "switchboard", "password": "\(Self.fileMakerPassword)", "base_url": "\(url)",
-              "options": {"database": "Shelter"}}]}
+              "options": {"database": "Shelter"}},
+              {"backend": "eto", "account": "\(Self.etoEmail)", "password": "\(Self.etoPassword)", "base_url": "\(url)/API",
+              "options": {"site": "101", "time_zone": "America/Los_Angeles"}}]}
             """
         _ = FileManager.default.createFile(atPath: accounts, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
         let auth = try programs.start(
@@ -116,68 +162,6 @@ struct WorkerProcessTests {
                 directory.path("auth-state"), "--keep-alive", "3600",
             ], log: "auth.log")
         return Stack(programs: programs, broker: broker, endpoints: endpoints, emulator: emulator, base: url, auth: auth)
-    }
-
-    @Test(
-        "two kiosks record 600 check-ins while the FileMaker writer is killed -9 and restarted, with 10 % 503s and a session expiry: exactly 600 records, no duplicate EventID"
-    )
-    func fileMakerExactlyOnce() async throws {
-        let directory = try TemporaryDirectory("worker-filemaker")
-        defer { directory.remove() }
-        let stack = try await stack(directory)
-        let programs = stack.programs
-        defer { Task { await stack.stop() } }
-        let seeded = Set(try await stack.checkInEventIDs())
-        try await stack.fault(
-            #"{"api": "filemaker", "method": "POST", "path": "/*/records", "kind": "status", "status": 503, "rate": 0.1}"#)
-
-        var writer = try stack.fileMaker("filemaker-1.log")
-        let kiosks = try (1...2).map { n in
-            try programs.start(
-                "switchboard-kiosk",
-                [
-                    "import", try programs.writeCSV("day-\(n).csv", rows: 300), "--kiosk", "riverside-\(n)", "--outbox",
-                    directory.path("kiosk-\(n)/outbox.sqlite"), "--broker", stack.endpoints.ingest, "--wait", "120s",
-                ], log: "kiosk-\(n).log")
-        }
-        let journal = directory.path("broker/journal.sqlite")
-        try await waitUntil("the writer has written 150 records", timeout: .seconds(120)) {
-            guard writer.isRunning else { throw WaitTimedOut(description: "the writer exited: \(programs.read("filemaker-1.log"))") }
-            return ((try? JournalFile.contents(at: journal, type: "filemaker.record.written"))?.count ?? 0) >= 150
-        }
-        writer.signal(SIGKILL)
-        #expect(await writer.waitForExit(timeout: .seconds(10)) != nil)
-        // The FileMaker session dies while the writer is down: the next one must notice (952),
-        // get a fresh token from auth once, and carry on.
-        try await stack.control(.post, "expire", body: #"{"api": "filemaker"}"#)
-        writer = try stack.fileMaker("filemaker-2.log")
-        for (n, kiosk) in kiosks.enumerated() {
-            #expect(await kiosk.waitForExit(timeout: .seconds(150)) == 0, "kiosk \(n + 1): \(programs.read("kiosk-\(n + 1).log"))")
-        }
-        let checkIns = Set(try JournalFile.rows(at: journal).filter { $0.producer.hasPrefix("riverside-") }.map(\.eventID))
-        #expect(checkIns.count == 600)
-        try await waitUntil("every check-in is in FileMaker", timeout: .seconds(120)) {
-            let written = Set(try await stack.checkInEventIDs()).subtracting(seeded)
-            return written.isSuperset(of: checkIns)
-        }
-        let all = try await stack.checkInEventIDs().filter { !seeded.contains($0) }
-        #expect(all.count == 600, "\(all.count - 600) records more than check-ins")
-        #expect(Set(all) == checkIns, "records for exactly the journaled check-ins")
-
-        writer.signal(SIGTERM)
-        #expect(await writer.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("filemaker-2.log"))")
-        // Log-ins: auth's, counted at FileMaker. One at start, one after the expiry; a few more
-        // at most if a refresh raced a restart. Never one per request.
-        let logins = try await stack.requests("filemaker").filter {
-            ($0["method"] as? String) == "POST" && (($0["path"] as? String) ?? "").hasSuffix("/sessions")
-                && ($0["credential"] as? String) == "basic switchboard"
-        }.count
-        #expect(logins >= 2 && logins <= 4, "\(logins) FileMaker log-ins for 600 check-ins")
-        // Secrets: the worker never saw the password; its log holds no token either.
-        for log in ["filemaker-1.log", "filemaker-2.log"] {
-            #expect(!programs.read(log).contains(Self.fileMakerPassword))
-        }
-        #expect(programs.read("filemaker-2.log").contains("ready: joined the group"))
     }
 
     @Test("switchboard-filemaker refuses a mapping naming a field the layout lacks, or a source it does not know, naming the setting")
@@ -216,5 +200,170 @@ struct WorkerProcessTests {
         let fourth = try stack.fileMaker("bad-4.log", extra: ["--credit", "0"])
         #expect(await fourth.waitForExit(timeout: .seconds(20)) != 0)
         #expect(programs.read("bad-4.log").contains("--credit must be between 1 and 10000"))
+    }
+}
+
+/// A participant of the emulator's seed, as a kiosk would record them.
+struct SeedParticipant: Sendable, Hashable {
+    var id: Int
+    var subject: Int
+    var first: String
+    var last: String
+    var dateOfBirth: String
+    var site: Int
+    var programs: [Int]
+
+    /// The seed's enabled participants.
+    static func all() throws -> [SeedParticipant] {
+        let url = Vectors.packageRoot.appendingPathComponent("Sources/SwitchboardEmulators/Resources/seed.json")
+        let seed = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        let eto = try #require(seed["eto"] as? [String: Any])
+        let people = try #require(eto["participants"] as? [[String: Any]])
+        return people.compactMap { p -> SeedParticipant? in
+            guard p["disabled"] as? Bool != true, let id = p["id"] as? Int, let subject = p["subjectID"] as? Int,
+                let first = p["firstName"] as? String, let last = p["lastName"] as? String, let born = p["dateOfBirth"] as? Int64,
+                let site = p["siteID"] as? Int, let enrollments = p["enrollments"] as? [[String: Any]]
+            else { return nil }
+            let day = String(Timestamp.format(milliseconds: born).prefix(10))
+            return SeedParticipant(
+                id: id, subject: subject, first: first, last: last, dateOfBirth: day, site: site,
+                programs: enrollments.compactMap { $0["programID"] as? Int })
+        }
+    }
+}
+
+extension WorkerProcessTests {
+    /// Check-ins by name and date of birth of seed participants, at their site, in a program
+    /// they are enrolled in; `extra` rows are added as written.
+    func writeSeedCSV(
+        _ programs: Programs, _ name: String, rows: Int, offset: Int, people: [SeedParticipant], extra: [String] = []
+    ) throws -> String {
+        var text = "first_name,last_name,date_of_birth,site_id,program_id,notes\n"
+        for i in 0..<rows {
+            let p = people[(offset + i) % people.count]
+            text += "\(p.first),\(p.last),\(p.dateOfBirth),\(p.site),\(p.programs[(offset + i) % p.programs.count]),row \(offset + i)\n"
+        }
+        text += extra.map { $0 + "\n" }.joined()
+        let path = programs.directory.path(name)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test(
+        "1,000 check-ins from two kiosks land in FileMaker and ETO exactly once while each worker is killed -9 and restarted, with 10 % 503s and a session expiry per back end; an unmatched participant is a dead letter until fixed and replayed"
+    )
+    func bothWorkersExactlyOnce() async throws {
+        let directory = try TemporaryDirectory("worker-both")
+        defer { directory.remove() }
+        let stack = try await stack(directory)
+        let programs = stack.programs
+        defer { Task { await stack.stop() } }
+        let people = try SeedParticipant.all()
+        // Participant 1003 is enrolled in program 792 only: a check-in to 793 finds no one.
+        let stranger = try #require(people.first { $0.id == 1003 })
+        let seededFileMaker = Set(try await stack.checkInEventIDs())
+        try await stack.fault(
+            #"{"api": "filemaker", "method": "POST", "path": "/*/records", "kind": "status", "status": 503, "rate": 0.1}"#)
+        try await stack.fault(
+            #"{"api": "eto", "method": "POST", "path": "/*TouchPointResponseAdd*", "kind": "status", "status": 503, "rate": 0.1}"#)
+
+        var fileMaker = try stack.fileMaker("filemaker-1.log")
+        var eto = try stack.eto("eto-1.log")
+        let unmatched = "\(stranger.first),\(stranger.last),\(stranger.dateOfBirth),\(stranger.site),793,not enrolled here"
+        let kiosks = try (1...2).map { n in
+            try programs.start(
+                "switchboard-kiosk",
+                [
+                    "import",
+                    try writeSeedCSV(
+                        programs, "day-\(n).csv", rows: n == 1 ? 499 : 500, offset: n * 1000, people: people,
+                        extra: n == 1 ? [unmatched] : []),
+                    "--kiosk", "shelter-\(n)", "--outbox", directory.path("kiosk-\(n)/outbox.sqlite"), "--broker", stack.endpoints.ingest,
+                    "--wait", "180s",
+                ], log: "kiosk-\(n).log")
+        }
+        let journal = directory.path("broker/journal.sqlite")
+        try await waitUntil("the FileMaker writer has written 250", timeout: .seconds(120), interval: .milliseconds(200)) {
+            guard fileMaker.isRunning else { throw WaitTimedOut(description: "the writer exited: \(programs.read("filemaker-1.log"))") }
+            return ((try? JournalFile.contents(at: journal, type: "filemaker.record.written"))?.count ?? 0) >= 250
+        }
+        fileMaker.signal(SIGKILL)
+        #expect(await fileMaker.waitForExit(timeout: .seconds(10)) != nil)
+        try await stack.control(.post, "expire", body: #"{"api": "filemaker"}"#)
+        fileMaker = try stack.fileMaker("filemaker-2.log")
+        try await waitUntil("the ETO worker has recorded 250", timeout: .seconds(120), interval: .milliseconds(200)) {
+            guard eto.isRunning else { throw WaitTimedOut(description: "the eto worker exited: \(programs.read("eto-1.log"))") }
+            return programs.read("eto-1.log").components(separatedBy: "check-in recorded").count > 250
+        }
+        eto.signal(SIGKILL)
+        #expect(await eto.waitForExit(timeout: .seconds(10)) != nil)
+        try await stack.control(.post, "expire", body: #"{"api": "eto"}"#)
+        eto = try stack.eto("eto-2.log")
+        for (n, kiosk) in kiosks.enumerated() {
+            #expect(await kiosk.waitForExit(timeout: .seconds(200)) == 0, "kiosk \(n + 1): \(programs.read("kiosk-\(n + 1).log"))")
+        }
+        let rows = try JournalFile.rows(at: journal).filter { $0.producer.hasPrefix("shelter-") }
+        let checkIns = Set(rows.map(\.eventID))
+        #expect(checkIns.count == 1_000)
+
+        try await waitUntil("every check-in is in FileMaker", timeout: .seconds(180), interval: .milliseconds(500)) {
+            Set(try await stack.checkInEventIDs()).subtracting(seededFileMaker).isSuperset(of: checkIns)
+        }
+        let written = try await stack.checkInEventIDs().filter { !seededFileMaker.contains($0) }
+        #expect(written.count == 1_000 && Set(written) == checkIns, "FileMaker: \(written.count) records, \(Set(written).count) distinct")
+
+        // ETO: every check-in but the stranger's, each once; the stranger's is a dead letter.
+        try await waitUntil("999 check-ins are in ETO", timeout: .seconds(180), interval: .milliseconds(500)) {
+            try await stack.touchPointEventIDs(people).filter(checkIns.contains).count >= 999
+        }
+        var (status, output) = try await stack.switchboard(["dlq", "list", "eto", "--json"], log: "dlq-list.log")
+        let listed = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
+        let letters = try #require(listed["dead_letters"] as? [[String: Any]])
+        #expect(status == 0 && letters.count == 1, "\(output)")
+        let letter = try #require(letters.first)
+        #expect(letter["code"] as? String == "participant-unmatched")
+        #expect(
+            (letter["message"] as? String ?? "").contains("named \(stranger.first) \(stranger.last) born \(stranger.dateOfBirth)"),
+            "\(letter)")
+        let busSeq = "\(try #require(letter["bus_seq"] as? Int))"
+        var recorded = try await stack.touchPointEventIDs(people).filter(checkIns.contains)
+        #expect(recorded.count == 999 && Set(recorded).count == 999, "ETO: \(recorded.count) responses, \(Set(recorded).count) distinct")
+
+        // The fix: enroll the stranger in 793, replay the dead letter; it is recorded once.
+        let http = try SwitchboardHTTPClient(logger: Logger(label: "fixer"))
+        let client = ETOClient(http: http, baseURL: stack.base + "/API", logger: Logger(label: "fixer"))
+        let session = try await client.logIn(ETO.Account(email: Self.etoEmail, password: Self.etoPassword, siteID: stranger.site))
+        _ = try await client.enroll(participantID: stranger.id, programID: 793, startDate: Date(), auth: .fixed(session))
+        try await http.shutdown()
+        (status, output) = try await stack.switchboard(["dlq", "replay", "eto", busSeq], log: "dlq-replay.log")
+        #expect(status == 0, "\(output)")
+        try await waitUntil("the replayed check-in is in ETO", timeout: .seconds(60), interval: .milliseconds(500)) {
+            try await stack.touchPointEventIDs(people).filter(checkIns.contains).count >= 1_000
+        }
+        recorded = try await stack.touchPointEventIDs(people).filter(checkIns.contains)
+        #expect(recorded.count == 1_000 && Set(recorded) == checkIns, "ETO: \(recorded.count) responses, \(Set(recorded).count) distinct")
+
+        fileMaker.signal(SIGTERM)
+        eto.signal(SIGTERM)
+        #expect(await fileMaker.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("filemaker-2.log"))")
+        #expect(await eto.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("eto-2.log"))")
+        // Log-ins, counted at the back ends: auth's, never one per request.
+        let fileMakerLogins = try await stack.requests("filemaker").filter {
+            ($0["method"] as? String) == "POST" && (($0["path"] as? String) ?? "").hasSuffix("/sessions")
+                && ($0["credential"] as? String) == "basic switchboard"
+        }.count
+        #expect(fileMakerLogins >= 2 && fileMakerLogins <= 4, "\(fileMakerLogins) FileMaker log-ins")
+        // ETO log-ins are auth's events (the test's own reader logs in too, so the request log
+        // cannot tell them apart): one per site at first, one per site after the expiry, and a
+        // few more at most where a rejection raced a restart.
+        let authEvents = ["auth.token.issued", "auth.token.refreshed"].flatMap { (try? JournalFile.contents(at: journal, type: $0)) ?? [] }
+        let etoLogins = authEvents.filter { $0.contains(#""backend":"eto""#) }.count
+        #expect(etoLogins >= 3 && etoLogins <= 9, "\(etoLogins) ETO site log-ins by auth for 3 sites")
+        #expect(programs.read("filemaker-2.log").contains("ready: joined the group"))
+        #expect(programs.read("eto-2.log").contains("ready: joined the group"))
+        for log in ["filemaker-1.log", "filemaker-2.log", "eto-1.log", "eto-2.log", "auth.log"] {
+            let text = programs.read(log)
+            #expect(!text.contains(Self.fileMakerPassword) && !text.contains(Self.etoPassword), "\(log) shows a password")
+        }
     }
 }

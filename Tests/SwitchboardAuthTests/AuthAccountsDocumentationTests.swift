@@ -18,7 +18,7 @@ struct AuthAccountsDocumentationTests {
             }
             #expect(account.password.contains("EXAMPLE"), "the example's passwords are obviously fake")
         }
-        #expect(accounts.account(backend: "eto", account: "intake@example.org")?.options["utc_offset"] == "0")
+        #expect(accounts.account(backend: "eto", account: "intake@example.org")?.options["time_zone"] == "America/Los_Angeles")
         // Every line fits an 80-column terminal, so --help shows it unwrapped.
         #expect(AuthAccounts.example.split(separator: "\n").allSatisfy { $0.count < 80 })
         #expect(AuthAccounts.fields.split(separator: "\n").allSatisfy { $0.count < 80 })

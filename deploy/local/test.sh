@@ -17,11 +17,14 @@ grep -q "Build complete" "$log" || { echo "test: the build failed" >&2; tail -40
 # minutes; the suite takes well under one) and prints every thread's stack, instead of running
 # until CI's own limit with nothing to show.
 limit=${SWITCHBOARD_TEST_LIMIT:-1200}
-# Two phases over the same build. The ZeroMQ, broker, bus and process tests measure heartbeats
+# Three phases over the same build. The ZeroMQ, broker, bus and process tests measure heartbeats
 # and liveness in tens of milliseconds; the HTTP suites (emulators, HTTP client, back ends, auth,
 # credentials) start a server per test, 160 of them at once. Run together on two cores, the
 # second starve the first's timers; each phase alone is well inside its margins.
-http_suites="SwitchboardEmulatorsTests|SwitchboardHTTPTests|SwitchboardBackendsTests|SwitchboardAuthTests|SwitchboardCredentialsTests"
+http_suites="SwitchboardEmulatorsTests|SwitchboardHTTPTests|SwitchboardBackendsTests|SwitchboardAuthTests|SwitchboardCredentialsTests|SwitchboardWorkersTests"
+# The workers' end-to-end runs (a broker, the emulator, auth, kiosks and workers as processes, two
+# cores busy for their length) run last and alone, so they measure the workers, not a neighbour.
+solo_suites="WorkerProcessTests"
 run_phase() {
     swift test --skip-build "$@" &
     local runner=$!
@@ -40,5 +43,6 @@ run_phase() {
     fi
     wait "$runner"
 }
-run_phase --skip "$http_suites"
+run_phase --skip "$http_suites|$solo_suites"
 run_phase --filter "$http_suites"
+run_phase --filter "$solo_suites"

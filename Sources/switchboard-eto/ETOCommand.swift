@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import SwitchboardAuth
+import SwitchboardBackends
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardRuntime
+import SwitchboardSecurity
+import SwitchboardWorkers
+import UnixSignals
+
+@main
+struct ETOCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard-eto",
+        abstract: "The ETO worker: records check-ins as TouchPoint responses (group `eto`) and serves the `eto` service.",
+        discussion: """
+            Check-ins: joins the consumer group `eto` for checkin.recorded events and
+            records each as one response to a TouchPoint, exactly once: the event id goes
+            into a text element, and before adding, the worker lists the participant's
+            responses to that TouchPoint and skips the write if the id is there. The
+            participant is the check-in's ETO id, else the one participant of the
+            program at the site with that first and last name (and date of birth when
+            given); none or several is a dead letter `participant-unmatched` naming the
+            candidates (`switchboard dlq list eto`), never a guess.
+
+            Service `eto` (read-only; kiosks may call it): sites.list, programs.list
+            {site_id}, participants.search {site_id, program_id, first_name, last_name,
+            date_of_birth?}, participant.get {site_id, participant_id} (protocol section
+            16.2).
+
+            It holds no password: each site's session comes from the auth service
+            (token.get for backend eto, --account, scope = the site id), kept in this
+            worker's cache until ETO rejects it. ETO's log-in page in answer to a write
+            never makes the write go twice: the worker looks first.
+
+            The TouchPoint configuration (--touchpoint FILE, JSON); without it, the
+            seed's "Shelter Check-In":
+
+            \(TouchPointHelp.example)
+
+            Element types: 5 (text) and 9 (date, MM/dd/yyyy, the day in time_zone).
+            Sources as in switchboard-filemaker --help.
+
+            SIGTERM or SIGINT: take no new work, finish what is in hand, leave the group,
+            stop serving, exit.
+            """)
+
+    @OptionGroup var worker: WorkerOptions
+    @Option(help: "ETO's API root (ending in /API).") var url = "https://127.0.0.1:8480/API"
+    @Option(help: "The ETO account (e-mail) whose sessions auth hands out (auth holds its password).")
+    var account = "intake@riverside.example"
+    @Option(help: "The TouchPoint configuration file (JSON, shown above); default: TouchPoint 54 of the seed.") var touchpoint: String?
+    @Option(help: "Service requests answered at once.") var concurrency = 4
+    @Flag(name: .customLong("no-service"), help: "Record check-ins only; do not serve `eto` on the service plane.") var noService = false
+    @Flag(name: .customLong("no-group"), help: "Serve `eto` only; do not join the group `eto`.") var noGroup = false
+
+    func validate() throws {
+        guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+            throw ValidationError("--url must be an http(s) URL, got '\(url)'")
+        }
+        guard !account.isEmpty else { throw ValidationError("--account must not be empty") }
+        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64, got \(concurrency)") }
+        guard !(noService && noGroup) else { throw ValidationError("--no-service and --no-group together leave nothing to do") }
+    }
+
+    func run() async throws {
+        do {
+            try StructuredLogHandler.bootstrap(formatOption: worker.logFormat, levelOption: worker.logLevel)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let logger = Logger(label: "eto")
+        let configuration: ETOTouchPointConfiguration
+        let runtime: WorkerRuntime
+        do throws(WorkerConfigurationError) {
+            if let path = touchpoint {
+                configuration = try ETOTouchPointConfiguration.load(path: path)
+            } else {
+                configuration = .default
+            }
+            runtime = try WorkerRuntime(service: "eto", options: worker, logger: logger)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let client = ETOClient(http: runtime.http, baseURL: url, logger: logger)
+        let tokens = runtime.tokens
+        let account = self.account
+        let access = ETOSiteAccess(client: client) { site in .provider(tokens.eto(account: account, site: site)) }
+
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: runtime.outboxService())]
+        if !noService {
+            let service = ETOService(
+                eto: access, sso: { force in try await tokens.etoSSO(account: account, forceRefresh: force) }, logger: logger)
+            var settings = ServiceWorker.Settings()
+            settings.concurrency = concurrency
+            settings.socketOptions = runtime.credentials?.socketOptions ?? []
+            let serviceWorker = ServiceWorker(
+                service: "eto", io: runtime.io, endpoint: worker.service, settings: settings, logger: logger, handler: service.handle)
+            services.append(.init(service: ServiceWorkerService(worker: serviceWorker)))
+        }
+        if !noGroup {
+            let consumer = runtime.consumer(topics: [CheckIn.type])
+            let recorder = ETOCheckInRecorder(eto: access, configuration: configuration, logger: logger)
+            services.append(.init(service: WorkerStart.ReadyLog(consumer: consumer, logger: logger)))
+            services.append(.init(service: GroupWorker(consumer: consumer, handler: recorder, logger: logger)))
+        }
+        logger.info(
+            "eto worker starting",
+            metadata: [
+                "touchpoint": "\(configuration.touchPointID)", "group": "\(!noGroup)", "service": "\(!noService)",
+                "data_dir": "\(runtime.dataDirectory)",
+            ])
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("eto worker failed", metadata: ["error": "\(error)"])
+            await runtime.close()
+            throw error
+        }
+        await runtime.close()
+        logger.info("eto worker stopped")
+    }
+}
+
+enum TouchPointHelp {
+    static var example: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data = (try? encoder.encode(ETOTouchPointConfiguration.default)) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import SwitchboardTesting
+import Testing
+
+@testable import SwitchboardWorkers
+
+/// `protocol/vectors/workers` (section 16) against the Swift types: what the schema accepts,
+/// the workers read; a missing required field or a wrong type, they refuse.
+@Suite("Worker vectors")
+struct VectorTests {
+    struct Vector {
+        var name: String
+        var schema: String
+        var def: String?
+        var content: Data
+        var valid: Bool
+        var field: String?
+    }
+
+    func vectors() throws -> [Vector] {
+        let folder = Vectors.directory.appendingPathComponent("workers")
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".json") }.sorted()
+        return try names.map { name in
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: folder.appendingPathComponent(name))) as? [String: Any])
+            let expect = try #require(object["expect"] as? [String: Any])
+            return Vector(
+                name: name, schema: try #require(object["schema"] as? String), def: object["def"] as? String,
+                content: try JSONSerialization.data(withJSONObject: try #require(object["content"])),
+                valid: expect["valid"] as? Bool ?? false,
+                field: expect["field"] as? String)
+        }
+    }
+
+    func decodes<T: Decodable>(_ type: T.Type, _ content: Data) -> Bool { (try? JSONDecoder().decode(T.self, from: content)) != nil }
+
+    @Test("every workers vector is read by the worker's own type; a missing required field or a wrong type is refused")
+    func vectorsAgainstTypes() throws {
+        let all = try vectors()
+        #expect(all.count >= 12)
+        for vector in all {
+            let reads: Bool
+            switch (vector.schema, vector.def) {
+            case ("filemaker.record.written.v1.json", _): reads = decodes(FileMakerRecordWritten.self, vector.content)
+            case (_, "participants.search-request"?): reads = decodes(ETOService.SearchQuery.self, vector.content)
+            case (_, "participants.search-reply"?): reads = decodes([String: [ETOService.Participant]].self, vector.content)
+            case (_, "sites.list-reply"?): reads = decodes([String: [ETOService.Site]].self, vector.content)
+            case (_, "programs.list-request"?): reads = decodes(ETOService.SiteQuery.self, vector.content)
+            case (_, "participant.get-request"?): reads = decodes(ETOService.ParticipantQuery.self, vector.content)
+            default:
+                Issue.record("\(vector.name): no Swift type for \(vector.schema) \(vector.def ?? "")")
+                continue
+            }
+            // Presence and types are the decoder's; blank names and extra fields are the
+            // schema's and the handler's rules (the service tests cover those).
+            if vector.valid || ["record_id", "site_id"].contains(vector.field ?? "") {
+                #expect(reads == vector.valid, "\(vector.name)")
+            }
+        }
+    }
+
+    @Test("what switchboard-filemaker publishes has exactly the schema's fields")
+    func recordWrittenFields() throws {
+        let written = FileMakerRecordWritten(
+            eventID: "0190a1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b", busSeq: 42, database: "Shelter", layout: "CheckIns", recordID: "147",
+            created: true)
+        let object = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(written)) as? [String: Any])
+        let schema = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: Vectors.packageRoot.appendingPathComponent("protocol/schemas/filemaker.record.written.v1.json")))
+                as? [String: Any])
+        let properties = try #require(schema["properties"] as? [String: Any])
+        #expect(Set(object.keys) == Set(properties.keys))
+    }
+}
