@@ -133,7 +133,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard",
         dependencies: [
-            "SwitchboardRuntime", "SwitchboardBus", "ZeroMQ", "SwitchboardSecurity", "SwitchboardProtocol",
+            "SwitchboardRuntime", "SwitchboardBus", "ZeroMQ", "SwitchboardSecurity", "SwitchboardProtocol", "SwitchboardEmulators",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ],

@@ -370,21 +370,53 @@ struct DemoCommand: AsyncParsableCommand {
 
     @OptionGroup var options: KioskOptions
     @Option(help: "Time between check-ins, e.g. 2s.") var interval: String = "2s"
+    @Option(
+        help:
+            "A CSV of people to check in, in turn (the columns of `import`; checked_in_at is now). Without it, made-up people who match no back end."
+    )
+    var roster: String?
+
+    /// The roster's rows as named fields, checked once: a bad row stops the demo before it starts.
+    func readRoster(_ path: String, kioskID: String) throws -> [[String: String]] {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw ValidationError("--roster: cannot read \(path) as UTF-8 text")
+        }
+        let rows: [(line: Int, fields: [String])]
+        do { rows = try CheckInForm.parseCSV(text) } catch { throw ValidationError("--roster: \(path): \(error)") }
+        guard let header = rows.first, rows.count > 1 else { throw ValidationError("--roster: \(path) has no rows") }
+        let names = header.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if let unknown = names.first(where: { !CheckInForm.columns.contains($0) }) {
+            throw ValidationError("--roster: \(path) line 1: unknown column '\(unknown)'")
+        }
+        return try rows.dropFirst().map { row in
+            guard row.fields.count == names.count else {
+                throw ValidationError("--roster: \(path) line \(row.line): \(row.fields.count) fields, the header has \(names.count)")
+            }
+            let values = Dictionary(zip(names, row.fields), uniquingKeysWith: { a, _ in a })
+            do { _ = try CheckInForm.make(values, kioskID: kioskID) } catch {
+                throw ValidationError("--roster: \(path) line \(row.line): \(error)")
+            }
+            return values
+        }
+    }
 
     func run() async throws {
         guard let interval = DurationText.parse(interval), interval > .zero else {
             throw ValidationError("--interval: '\(interval)' is not a duration")
         }
-        let (outbox, logger) = try options.open()
         let kioskID = options.kioskID
+        let people = try roster.map { try readRoster($0, kioskID: kioskID) }
         let options = options
+        let (outbox, logger) = try options.open()
         print("Demo kiosk \(kioskID): one check-in every \(interval) to \(options.ingestEndpoint). Ctrl-C stops.")
         _ = try await untilInterrupted {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     var index = Int.random(in: 0..<1000)
                     while true {
-                        let checkIn = SyntheticCheckIns.make(index: index, kioskID: kioskID)
+                        let checkIn =
+                            try people.map { try CheckInForm.make($0[index % $0.count], kioskID: kioskID) }
+                            ?? SyntheticCheckIns.make(index: index, kioskID: kioskID)
                         try await outbox.enqueue([
                             .init(
                                 type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))

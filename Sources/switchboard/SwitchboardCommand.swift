@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import SwitchboardEmulators
+import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
 import ZeroMQ
@@ -16,11 +18,14 @@ struct UpCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "up",
         abstract:
-            "Run everything on this machine: a broker, the back-end emulators, the auth manager, a demo kiosk sending check-ins, and a monitor.",
+            "Run everything on this machine: a broker, the back-end emulators, the auth manager, the FileMaker and ETO workers, a demo kiosk sending check-ins, and a monitor.",
         discussion: """
-            State lives under --data-dir (default .switchboard in the working directory); the
-            broker's log goes to <data-dir>/logs/broker.log. Ctrl-C stops everything cleanly:
-            the kiosk and monitor first, then the broker, so no acknowledged check-in is lost.
+            State lives under --data-dir (default .switchboard in the working directory); each
+            program's log goes to <data-dir>/logs/<program>.log. The demo kiosk checks in the
+            emulator's seed participants in turn, so each check-in becomes a FileMaker record
+            (filemaker.record.written in the monitor) and an ETO TouchPoint response. Ctrl-C
+            stops everything cleanly: the kiosk, workers and monitor first, then the broker, so
+            no acknowledged check-in is lost.
             """)
 
     @Option(name: .customLong("data-dir"), help: "Where state and logs go.") var dataDirectory = ".switchboard"
@@ -140,6 +145,24 @@ struct UpCommand: AsyncParsableCommand {
         children.append(auth)
         say("auth: service `auth` for FileMaker, ETO, Directory and SAP (log: \(logs.appendingPathComponent("auth.log").path))")
 
+        // The workers, each with its own key, data directory and log; their tokens come from auth.
+        let caFile = tlsDirectory.appendingPathComponent("ca.pem").path
+        for (name, url) in [("filemaker", backends), ("eto", backends + "/API")] {
+            let log = try openLog(logs.appendingPathComponent("\(name).log"))
+            let worker = ChildProcess(
+                name: name, executable: "switchboard-\(name)",
+                arguments: [
+                    "--groups", groups, "--service", service, "--ingest", ingest, "--url", url, "--ca-file", caFile, "--data-dir",
+                    data.appendingPathComponent(name).path,
+                ] + (keys?.clientArguments(name) ?? []),
+                output: log, errors: log)
+            try worker.start()
+            children.append(worker)
+        }
+        say(
+            "workers: switchboard-filemaker (group filemaker → FileMaker CheckIns), switchboard-eto (group eto → TouchPoint 54; service eto) (logs: \(logs.path)/{filemaker,eto}.log)"
+        )
+
         let monitor = ChildProcess(
             name: "monitor", executable: "switchboard-monitor",
             arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"] + (keys?.clientArguments("monitor") ?? []))
@@ -147,11 +170,12 @@ struct UpCommand: AsyncParsableCommand {
         children.append(monitor)
         if !noDemo {
             let kioskLog = try openLog(logs.appendingPathComponent("kiosk.log"))
+            let roster = try DemoRoster.write(in: data.appendingPathComponent("kiosk"))
             let kiosk = ChildProcess(
                 name: "kiosk", executable: "switchboard-kiosk",
                 arguments: [
                     "demo", "--kiosk", "demo-kiosk-1", "--broker", ingest, "--interval", interval,
-                    "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path,
+                    "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path, "--roster", roster,
                 ] + (keys?.clientArguments("demo-kiosk-1") ?? []),
                 output: kioskLog, errors: kioskLog)
             try kiosk.start()
@@ -171,8 +195,10 @@ struct UpCommand: AsyncParsableCommand {
             }
         }
         let died = all.filter { !$0.isRunning }.map(\.name)
-        // Producers and readers first, then the broker: it drains and closes the journal.
-        for child in children { await child.stop() }
+        // In the reverse of the start: the kiosk and monitor, the workers (they finish what they
+        // hold and leave their groups while auth and the back ends still answer), auth, the
+        // emulators; the broker last: it drains and closes the journal.
+        for child in children.reversed() { await child.stop() }
         let brokerStatus = await broker.stop(grace: .seconds(20))
         if !died.isEmpty {
             say("Stopped because \(died.joined(separator: ", ")) exited unexpectedly; see \(logs.path).")
@@ -207,6 +233,7 @@ struct LocalKeys {
 
     static let principals: [(String, Role)] = [
         ("broker", .broker), ("demo-kiosk-1", .kiosk), ("monitor", .monitor), ("operator", .admin), ("auth", .auth),
+        ("filemaker", .worker(service: "filemaker")), ("eto", .worker(service: "eto")),
     ]
 
     static func ensure(in directory: URL) throws -> LocalKeys {
@@ -254,7 +281,7 @@ enum DemoAccounts {
                 ],
                 [
                     "backend": "eto", "account": "intake@riverside.example", "password": "eto-demo-Passw0rd!", "base_url": base + "/API",
-                    "options": ["site": "101", "program": "792", "utc_offset": "0"],
+                    "options": ["site": "101", "program": "792", "time_zone": "UTC"],
                 ],
                 ["backend": "directory", "account": "outreach-team", "password": "dir-demo-Passw0rd!", "base_url": base + "/directory"],
                 [
@@ -266,6 +293,32 @@ enum DemoAccounts {
         let data = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
         try? fileManager.removeItem(atPath: path)
         guard fileManager.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600]) else {
+            throw ValidationError("cannot write \(path)")
+        }
+        return path
+    }
+}
+
+/// The demo kiosk's roster: the emulator seed's ETO participants (enabled ones, each at their site
+/// in an enabled program they are enrolled in), so the demo's check-ins match in ETO and land in
+/// both back ends. Written anew at each start, 0600 (it names people, if made-up ones).
+enum DemoRoster {
+    static func write(in directory: URL) throws -> String {
+        let seed = try EmulatorSeed.bundled()
+        var enabled: Set<Int> = []
+        for site in seed.eto.enterprises.flatMap(\.sites) {
+            for program in site.programs where !program.disabled { enabled.insert(program.id) }
+        }
+        var text = "first_name,last_name,date_of_birth,site_id,program_id\n"
+        for person in seed.eto.participants where !person.disabled {
+            guard let program = person.enrollments.map(\.programID).first(where: enabled.contains) else { continue }
+            let day = String(Timestamp.format(milliseconds: person.dateOfBirth).prefix(10))
+            text += "\(person.firstName),\(person.lastName),\(day),\(person.siteID),\(program)\n"
+        }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let path = directory.appendingPathComponent("roster.csv").path
+        try? FileManager.default.removeItem(atPath: path)
+        guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
             throw ValidationError("cannot write \(path)")
         }
         return path

@@ -92,7 +92,9 @@ struct ToolTests {
         #expect(await broker.stop() == 0)
     }
 
-    @Test("switchboard up starts broker, emulators, auth, demo kiosk and monitor, and stops them cleanly")
+    @Test(
+        "switchboard up starts broker, emulators, auth, the workers, demo kiosk and monitor; check-ins reach FileMaker and ETO; all stop cleanly"
+    )
     func up() async throws {
         let directory = try TemporaryDirectory("up")
         defer { directory.remove() }
@@ -101,11 +103,18 @@ struct ToolTests {
         let emulatorPort = try freePort(count: 1)
         let up = try programs.start(
             "switchboard",
-            ["up", "--duration", "3s", "--interval", "200ms", "--port", String(port), "--emulator-port", String(emulatorPort)],
+            ["up", "--duration", "8s", "--interval", "200ms", "--port", String(port), "--emulator-port", String(emulatorPort)],
             log: "up.log")
-        #expect(await up.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("up.log"))")
+        #expect(await up.waitForExit(timeout: .seconds(90)) == 0, "\(programs.read("up.log"))")
         let output = programs.read("up.log")
         #expect(output.contains("checkin.recorded  demo-kiosk-1"))
+        // The demo's check-ins are seed participants: both workers act on them.
+        #expect(output.contains("filemaker.record.written  filemaker"), "\(output)")
+        let fileMakerLog = programs.read(".switchboard/logs/filemaker.log")
+        let etoLog = programs.read(".switchboard/logs/eto.log")
+        #expect(fileMakerLog.contains("check-in written") && fileMakerLog.contains("filemaker writer stopped"), "\(fileMakerLog)")
+        #expect(etoLog.contains("check-in recorded") && etoLog.contains("eto worker stopped"), "\(etoLog)")
+        #expect(!etoLog.contains("participant-unmatched"))
         #expect(output.contains("Switchboard stopped cleanly."))
         #expect(output.contains("emulators: ETO, FileMaker, Directory and SAP at https://127.0.0.1:\(emulatorPort)"))
         #expect(output.contains("auth: service `auth`"))
@@ -117,7 +126,7 @@ struct ToolTests {
         // Secure by default: keys were made, secrets private, the allow-list holds the clients.
         #expect(output.contains("CURVE on every endpoint"))
         let allowed = try FileManager.default.contentsOfDirectory(atPath: directory.path(".switchboard/keys/allowed")).sorted()
-        #expect(allowed == ["auth.cert", "demo-kiosk-1.cert", "monitor.cert", "operator.cert"])
+        #expect(allowed == ["auth.cert", "demo-kiosk-1.cert", "eto.cert", "filemaker.cert", "monitor.cert", "operator.cert"])
         let mode = try FileManager.default.attributesOfItem(atPath: directory.path(".switchboard/keys/secrets/broker.secret"))[
             .posixPermissions]
         #expect((mode as? NSNumber)?.intValue == 0o600)

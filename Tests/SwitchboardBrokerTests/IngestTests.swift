@@ -144,9 +144,12 @@ struct IngestTests {
         try await outbox.enqueue(
             (0..<total).map { i in .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i)) })
         let sender = fixture.sender(outbox, resendAfter: .milliseconds(300))
-        let delivery = Task { try await sender.deliver(until: .now + .seconds(3)) }
-        try await waitUntil("the broker journals 1000 events") { fixture.broker.statistics.journaled >= 1000 }
+        // The sender runs until the broker is stopped under it (a fixed deadline of a few
+        // seconds was too short on a loaded 2-core machine: the sender gave up before 1,000).
+        let delivery = Task { try await sender.deliver(until: .now + .seconds(120)) }
+        try await waitUntil("the broker journals 1000 events", timeout: .seconds(60)) { fixture.broker.statistics.journaled >= 1000 }
         await fixture.broker.stop()
+        delivery.cancel()
         _ = try? await delivery.value
 
         // What the outbox no longer holds was ACKed; all of it must be on disk.
