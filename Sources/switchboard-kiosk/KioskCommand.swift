@@ -20,15 +20,23 @@ struct KioskCommand: AsyncParsableCommand {
         discussion: """
             Every check-in is saved in the kiosk's outbox before anything is sent, and stays
             there until the broker confirms it is on disk; a later run sends whatever is waiting.
-            Environment: SWITCHBOARD_KIOSK_ID, SWITCHBOARD_INGEST, SWITCHBOARD_KIOSK_OUTBOX.
+            `lookup` and `sites` ask ETO through the service `eto` (switchboard-eto); `checkin`
+            asks it for the participant id when given a name, and records by name when ETO does
+            not answer in time or finds no single match.
+            Environment: SWITCHBOARD_KIOSK_ID, SWITCHBOARD_INGEST, SWITCHBOARD_SERVICE,
+            SWITCHBOARD_KIOSK_OUTBOX.
             """,
-        subcommands: [CheckInCommand.self, ImportCommand.self, LoadCommand.self, FlushCommand.self, StatusCommand.self, DemoCommand.self])
+        subcommands: [
+            CheckInCommand.self, LookupCommand.self, SitesCommand.self, ImportCommand.self, LoadCommand.self, FlushCommand.self,
+            StatusCommand.self, DemoCommand.self,
+        ])
 }
 
 /// Options every kiosk command shares.
 struct KioskOptions: ParsableArguments {
     @Option(help: "This kiosk's id (the producer name), e.g. riverside-1.") var kiosk: String?
     @Option(help: "The broker's ingest endpoint.") var broker: String?
+    @Option(help: "The broker's service endpoint, for the `eto` service (lookups).") var service: String?
     @Option(help: "The outbox file.") var outbox: String?
     @Option(name: .customLong("log-level"), help: "Log level for diagnostics on standard error.") var logLevel: String = "warning"
     @Option(help: "This kiosk's secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.")
@@ -52,6 +60,31 @@ struct KioskOptions: ParsableArguments {
 
     var ingestEndpoint: String {
         broker ?? ProcessInfo.processInfo.environment["SWITCHBOARD_INGEST"] ?? "tcp://127.0.0.1:5560"
+    }
+
+    var serviceEndpoint: String {
+        service ?? ProcessInfo.processInfo.environment["SWITCHBOARD_SERVICE"] ?? "tcp://127.0.0.1:5563"
+    }
+
+    /// Runs `body` with the `eto` service's client on this kiosk's credentials, then closes it.
+    func withLookup<T: Sendable>(_ body: (ETOLookup) async throws -> T) async throws -> T {
+        let context = try Context()
+        let io = try IOThread(context: context)
+        var settings = ServiceClient.Settings()
+        settings.socketOptions = credentials?.socketOptions ?? []
+        let client = ServiceClient(io: io, endpoint: serviceEndpoint, settings: settings, logger: Logger(label: "kiosk.lookup"))
+        do {
+            let result = try await body(ETOLookup(client: client))
+            await client.close()
+            await io.shutdown()
+            context.terminate()
+            return result
+        } catch {
+            await client.close()
+            await io.shutdown()
+            context.terminate()
+            throw error
+        }
     }
 
     var outboxPath: String {
@@ -154,6 +187,10 @@ struct CheckInCommand: AsyncParsableCommand {
     @Option(help: "Location accuracy in metres.") var accuracy: String?
     @Option(help: "Notes (at most 2000 characters).") var notes: String?
     @Option(help: "How long to try sending now, e.g. 5s.") var wait: String = "5s"
+    @Option(
+        name: .customLong("lookup-wait"),
+        help: "How long to wait for ETO's participant id when given a name (0s: do not ask); offline, the check-in is recorded by name.")
+    var lookupWait: String = "2s"
 
     func run() async throws {
         let wait = try parseWait(wait)
@@ -167,11 +204,32 @@ struct CheckInCommand: AsyncParsableCommand {
             "site_id": "--site", "program_id": "--program", "latitude": "--latitude", "longitude": "--longitude",
             "accuracy_m": "--accuracy", "notes": "--notes", "checked_in_at": "time",
         ]
-        let checkIn: CheckIn
+        var checkIn: CheckIn
         do {
             checkIn = try CheckInForm.make(values, kioskID: options.kioskID) { flags[$0] ?? $0 }
         } catch {
             throw ValidationError(error.description)
+        }
+        let lookupWait = try parseWait(self.lookupWait)
+        if checkIn.participant.etoParticipantID == nil, lookupWait > .zero, let first = checkIn.participant.firstName,
+            let last = checkIn.participant.lastName, let site = Int(exactly: checkIn.siteID), let program = Int(exactly: checkIn.programID)
+        {
+            let query = ETOServiceContent.SearchQuery(
+                siteID: site, programID: program, firstName: first, lastName: last, dateOfBirth: checkIn.participant.dateOfBirth)
+            let found: Result<[ETOServiceContent.Participant], ETOLookup.Failure> = try await options.withLookup { lookup in
+                do throws(ETOLookup.Failure) { return .success(try await lookup.search(query, timeout: lookupWait)) } catch {
+                    return .failure(error)
+                }
+            }
+            switch found {
+            case .success(let matches) where matches.count == 1:
+                checkIn.participant.etoParticipantID = Int64(matches[0].participantID)
+                print("ETO knows this person: participant \(matches[0].participantID).")
+            case .success(let matches):
+                print("ETO has \(matches.isEmpty ? "no" : "\(matches.count)") matching participants; recording by name.")
+            case .failure(let failure):
+                print("No answer from ETO (\(failure)); recording by name.")
+            }
         }
         let (outbox, logger) = try options.open()
         let entry = try await outbox.enqueue([
@@ -463,5 +521,68 @@ enum SyntheticCheckIns {
             checkedInAt: Timestamp.now(),
             location: outreach ? .init(latitude: 47.6 + Double(index % 100) / 1000, longitude: -122.33, accuracyMeters: 15) : nil,
             notes: outreach ? "Street outreach contact." : nil)
+    }
+}
+
+struct LookupCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lookup", abstract: "Find a person in ETO by name and date of birth, through the eto service.")
+
+    @OptionGroup var options: KioskOptions
+    @Option(help: "First name.") var first: String
+    @Option(help: "Last name.") var last: String
+    @Option(help: "Date of birth, YYYY-MM-DD.") var dob: String?
+    @Option(help: "ETO site id.") var site: Int
+    @Option(help: "ETO program id.") var program: Int
+    @Option(help: "How long to wait for an answer, e.g. 5s.") var wait: String = "5s"
+
+    func validate() throws {
+        if let dob, Timestamp.parseDate(dob) == nil { throw ValidationError("--dob: '\(dob)' is not a date YYYY-MM-DD") }
+        guard site >= 1 else { throw ValidationError("--site must be a positive number") }
+        guard program >= 1 else { throw ValidationError("--program must be a positive number") }
+    }
+
+    func run() async throws {
+        let wait = try parseWait(wait)
+        let query = ETOServiceContent.SearchQuery(siteID: site, programID: program, firstName: first, lastName: last, dateOfBirth: dob)
+        let matches = try await options.withLookup { lookup in
+            do throws(ETOLookup.Failure) { return try await lookup.search(query, timeout: wait) } catch {
+                throw ValidationError(error.description)
+            }
+        }
+        guard !matches.isEmpty else {
+            print("No participant of program \(program) at site \(site) matches \(first) \(last)\(dob.map { " born \($0)" } ?? "").")
+            throw ExitCode(1)
+        }
+        for match in matches {
+            print("participant \(match.participantID)  \(match.firstName) \(match.lastName)  born \(match.dateOfBirth ?? "-")")
+        }
+    }
+}
+
+struct SitesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sites", abstract: "List ETO's sites and their programs (disabled ones left out), through the eto service.")
+
+    @OptionGroup var options: KioskOptions
+    @Option(help: "How long to wait for each answer, e.g. 5s.") var wait: String = "5s"
+
+    func run() async throws {
+        let wait = try parseWait(wait)
+        let listing = try await options.withLookup { lookup in
+            do throws(ETOLookup.Failure) {
+                var result: [(ETOServiceContent.Site, [ETOServiceContent.Program])] = []
+                for site in try await lookup.sites(timeout: wait) {
+                    result.append((site, try await lookup.programs(site: site.siteID, timeout: wait)))
+                }
+                return result
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+        for (site, programs) in listing {
+            print("site \(site.siteID)  \(site.name)")
+            for program in programs { print("  program \(program.programID)  \(program.name)") }
+        }
     }
 }

@@ -164,7 +164,9 @@ struct WorkerProcessTests {
         return Stack(programs: programs, broker: broker, endpoints: endpoints, emulator: emulator, base: url, auth: auth)
     }
 
-    @Test("switchboard-filemaker refuses a mapping naming a field the layout lacks, or a source it does not know, naming the setting")
+    @Test(
+        "the workers refuse bad configuration at start, naming the setting: mapping fields and sources, credit, TouchPoint elements, an open data directory"
+    )
     func badMappingIsRefusedAtStart() async throws {
         let directory = try TemporaryDirectory("worker-filemaker-config")
         defer { directory.remove() }
@@ -200,6 +202,21 @@ struct WorkerProcessTests {
         let fourth = try stack.fileMaker("bad-4.log", extra: ["--credit", "0"])
         #expect(await fourth.waitForExit(timeout: .seconds(20)) != 0)
         #expect(programs.read("bad-4.log").contains("--credit must be between 1 and 10000"))
+
+        // switchboard-eto: its TouchPoint file, and a data directory others can read.
+        let touchpoint = directory.path("touchpoint.json")
+        try #"{"touchpoint_id": 54, "event_id_element": 822, "elements": [{"id": 820, "type": 9, "source": "participant.first_name"}]}"#
+            .write(toFile: touchpoint, atomically: true, encoding: .utf8)
+        let fifth = try stack.eto("bad-5.log", extra: ["--touchpoint", touchpoint])
+        #expect(await fifth.waitForExit(timeout: .seconds(20)) != 0)
+        #expect(
+            programs.read("bad-5.log").contains("elements.0: a date element (type 9) needs a date or timestamp source"),
+            "\(programs.read("bad-5.log"))")
+        let open = directory.path("open-dir")
+        try FileManager.default.createDirectory(atPath: open, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let sixth = try stack.eto("bad-6.log", extra: ["--data-dir", open])
+        #expect(await sixth.waitForExit(timeout: .seconds(20)) != 0)
+        #expect(programs.read("bad-6.log").contains("chmod 700"), "\(programs.read("bad-6.log"))")
     }
 }
 
@@ -365,5 +382,48 @@ extension WorkerProcessTests {
             let text = programs.read(log)
             #expect(!text.contains(Self.fileMakerPassword) && !text.contains(Self.etoPassword), "\(log) shows a password")
         }
+    }
+}
+
+extension WorkerProcessTests {
+    @Test(
+        "the eto service through a kiosk: sites and programs, lookup by name and date of birth, and checkin filling in the participant id")
+    func kioskLookups() async throws {
+        let directory = try TemporaryDirectory("worker-eto-service")
+        defer { directory.remove() }
+        let stack = try await stack(directory)
+        let programs = stack.programs
+        defer { Task { await stack.stop() } }
+        let eto = try stack.eto("eto.log", extra: ["--no-group"])
+        let kiosk = ["--kiosk", "riverside-1", "--service", stack.endpoints.service, "--broker", stack.endpoints.ingest]
+        func run(_ arguments: [String], _ log: String) async throws -> (Int32?, String) {
+            let process = try programs.start("switchboard-kiosk", arguments + kiosk, log: log)
+            return (await process.waitForExit(timeout: .seconds(60)), programs.read(log))
+        }
+        // The worker registers with the broker shortly after start; the first call may wait for it.
+        var (status, output) = try await run(["sites", "--wait", "20s"], "sites.log")
+        #expect(status == 0, "\(output) \(programs.read("eto.log"))")
+        #expect(
+            output.contains("site 101") && output.contains("program 792") && !output.contains("program 794"),
+            "disabled programs are left out: \(output)")
+
+        (status, output) = try await run(
+            ["lookup", "--first", "ana", "--last", "ORTIZ", "--dob", "1976-02-23", "--site", "101", "--program", "792"], "lookup.log")
+        #expect(status == 0 && output.contains("participant 1000  Ana Ortiz  born 1976-02-23"), "\(output)")
+        (status, output) = try await run(
+            ["lookup", "--first", "Ana", "--last", "Ortiz", "--dob", "1999-01-01", "--site", "101", "--program", "792"], "none.log")
+        #expect(status == 1 && output.contains("No participant of program 792 at site 101 matches"), "\(output)")
+
+        (status, output) = try await run(
+            [
+                "checkin", "--first", "Ana", "--last", "Ortiz", "--dob", "1976-02-23", "--site", "101", "--program", "792", "--outbox",
+                directory.path("k/outbox.sqlite"),
+            ],
+            "checkin.log")
+        #expect(status == 0 && output.contains("ETO knows this person: participant 1000."), "\(output)")
+        let content = try #require(try JournalFile.contents(at: directory.path("broker/journal.sqlite"), type: "checkin.recorded").first)
+        #expect(content.contains(#""eto_participant_id":1000"#), "\(content)")
+        eto.signal(SIGTERM)
+        #expect(await eto.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("eto.log"))")
     }
 }

@@ -8,7 +8,7 @@ public import Logging
 public import SwitchboardBackends
 public import SwitchboardBus
 import SwitchboardHTTP
-import SwitchboardProtocol
+public import SwitchboardProtocol
 
 public struct ETOService: Sendable {
     public let eto: ETOSiteAccess
@@ -27,53 +27,12 @@ public struct ETOService: Sendable {
 
     public static let operations = ["sites.list", "programs.list", "participants.search", "participant.get"]
 
-    // MARK: Bodies (protocol section 16)
-
-    public struct Site: Codable, Sendable, Hashable {
-        public var siteID: Int
-        public var name: String
-        enum CodingKeys: String, CodingKey { case siteID = "site_id", name }
-    }
-
-    public struct Program: Codable, Sendable, Hashable {
-        public var programID: Int
-        public var name: String
-        enum CodingKeys: String, CodingKey { case programID = "program_id", name }
-    }
-
-    public struct Participant: Codable, Sendable, Hashable {
-        public var participantID: Int
-        public var firstName: String
-        public var lastName: String
-        /// `YYYY-MM-DD`, when ETO has it.
-        public var dateOfBirth: String?
-        enum CodingKeys: String, CodingKey {
-            case participantID = "participant_id", firstName = "first_name", lastName = "last_name", dateOfBirth = "date_of_birth"
-        }
-    }
-
-    struct SiteQuery: Decodable {
-        var siteID: Int
-        enum CodingKeys: String, CodingKey { case siteID = "site_id" }
-    }
-
-    struct SearchQuery: Decodable {
-        var siteID: Int
-        var programID: Int
-        var firstName: String
-        var lastName: String
-        var dateOfBirth: String?
-        enum CodingKeys: String, CodingKey {
-            case siteID = "site_id", programID = "program_id", firstName = "first_name", lastName = "last_name", dateOfBirth =
-                "date_of_birth"
-        }
-    }
-
-    struct ParticipantQuery: Decodable {
-        var siteID: Int
-        var participantID: Int
-        enum CodingKeys: String, CodingKey { case siteID = "site_id", participantID = "participant_id" }
-    }
+    public typealias Site = ETOServiceContent.Site
+    public typealias Program = ETOServiceContent.Program
+    public typealias Participant = ETOServiceContent.Participant
+    typealias SiteQuery = ETOServiceContent.SiteQuery
+    typealias SearchQuery = ETOServiceContent.SearchQuery
+    typealias ParticipantQuery = ETOServiceContent.ParticipantQuery
 
     // MARK: Handling
 
@@ -82,11 +41,11 @@ public struct ETOService: Sendable {
         do {
             switch request.operation {
             case "sites.list":
-                return try WireJSON.encode(["sites": try await sites()])
+                return try WireJSON.encode(ETOServiceContent.Sites(sites: try await sites()))
             case "programs.list":
                 let query = try Self.decode(SiteQuery.self, request, needs: "{site_id}")
                 let programs = try await eto.client.programs(siteID: query.siteID, auth: eto.session(query.siteID))
-                return try WireJSON.encode(["programs": programs.map { Program(programID: $0.id, name: $0.name) }])
+                return try WireJSON.encode(ETOServiceContent.Programs(programs: programs.map { Program(programID: $0.id, name: $0.name) }))
             case "participants.search":
                 let query = try Self.decode(
                     SearchQuery.self, request, needs: "{site_id, program_id, first_name, last_name, date_of_birth?}")
@@ -101,13 +60,13 @@ public struct ETOService: Sendable {
                 }
                 let hits = try await eto.client.search(programID: query.programID, text: query.lastName, auth: eto.session(query.siteID))
                 let matches = ETOCheckInRecorder.matches(hits, first: query.firstName, last: query.lastName, dateOfBirth: query.dateOfBirth)
-                return try WireJSON.encode([
-                    "participants": matches.map {
-                        Participant(
-                            participantID: $0.clid, firstName: $0.firstName, lastName: $0.lastName,
-                            dateOfBirth: $0.dateOfBirth.map(Self.day))
-                    }
-                ])
+                return try WireJSON.encode(
+                    ETOServiceContent.Participants(
+                        participants: matches.map {
+                            Participant(
+                                participantID: $0.clid, firstName: $0.firstName, lastName: $0.lastName,
+                                dateOfBirth: $0.dateOfBirth.map(Self.day))
+                        }))
             case "participant.get":
                 let query = try Self.decode(ParticipantQuery.self, request, needs: "{site_id, participant_id}")
                 let p = try await eto.client.participant(id: query.participantID, auth: eto.session(query.siteID))
