@@ -222,6 +222,7 @@ var targets: [Target] = [
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ],
         exclude: ["README.md"],
         swiftSettings: swiftSettings

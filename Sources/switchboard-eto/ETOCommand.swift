@@ -9,7 +9,6 @@ import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
 import SwitchboardWorkers
-import UnixSignals
 
 @main
 struct ETOCommand: AsyncParsableCommand {
@@ -39,7 +38,7 @@ struct ETOCommand: AsyncParsableCommand {
             The TouchPoint configuration (--touchpoint FILE, JSON); without it, the
             seed's "Shelter Check-In":
 
-            \(TouchPointHelp.example)
+            \(WorkerConfigurationFile.example(ETOTouchPointConfiguration.default))
 
             Element types: 5 (text) and 9 (date, MM/dd/yyyy, the day in time_zone).
             Sources as in switchboard-filemaker --help.
@@ -90,7 +89,7 @@ struct ETOCommand: AsyncParsableCommand {
         let account = self.account
         let access = ETOSiteAccess(client: client) { site in .provider(tokens.eto(account: account, site: site)) }
 
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: runtime.outboxService())]
+        var services: [any Service] = []
         if !noService {
             let service = ETOService(
                 eto: access, sso: { force in try await tokens.etoSSO(account: account, forceRefresh: force) }, logger: logger)
@@ -99,13 +98,13 @@ struct ETOCommand: AsyncParsableCommand {
             settings.socketOptions = runtime.credentials?.socketOptions ?? []
             let serviceWorker = ServiceWorker(
                 service: "eto", io: runtime.io, endpoint: worker.service, settings: settings, logger: logger, handler: service.handle)
-            services.append(.init(service: ServiceWorkerService(worker: serviceWorker)))
+            services.append(ServiceWorkerService(worker: serviceWorker))
         }
         if !noGroup {
             let consumer = runtime.consumer(topics: [CheckIn.type])
             let recorder = ETOCheckInRecorder(eto: access, configuration: configuration, logger: logger)
-            services.append(.init(service: WorkerStart.ReadyLog(consumer: consumer, logger: logger)))
-            services.append(.init(service: GroupWorker(consumer: consumer, handler: recorder, logger: logger)))
+            services.append(WorkerStart.ReadyLog(consumer: consumer, logger: logger))
+            services.append(GroupWorker(consumer: consumer, handler: recorder, logger: logger))
         }
         logger.info(
             "eto worker starting",
@@ -113,24 +112,6 @@ struct ETOCommand: AsyncParsableCommand {
                 "touchpoint": "\(configuration.touchPointID)", "group": "\(!noGroup)", "service": "\(!noService)",
                 "data_dir": "\(runtime.dataDirectory)",
             ])
-        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            logger.error("eto worker failed", metadata: ["error": "\(error)"])
-            await runtime.close()
-            throw error
-        }
-        await runtime.close()
-        logger.info("eto worker stopped")
-    }
-}
-
-enum TouchPointHelp {
-    static var example: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let data = (try? encoder.encode(ETOTouchPointConfiguration.default)) ?? Data()
-        return String(decoding: data, as: UTF8.self)
+        try await runtime.run(services, name: "eto worker")
     }
 }

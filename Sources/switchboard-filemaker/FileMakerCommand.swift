@@ -1,13 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
-import ServiceLifecycle
 import SwitchboardAuth
 import SwitchboardBackends
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardWorkers
-import UnixSignals
 
 @main
 struct FileMakerCommand: AsyncParsableCommand {
@@ -33,7 +31,7 @@ struct FileMakerCommand: AsyncParsableCommand {
             The mapping (--mapping FILE, JSON) says which field gets which part of the
             check-in; without it, the seed's Shelter file:
 
-            \(FileMakerMappingHelp.example)
+            \(WorkerConfigurationFile.example(FileMakerMapping.default))
 
             Sources: \(FileMakerMapping.sources.keys.sorted().joined(separator: ", ")).
             $-names come from the event header; the rest from the check-in. Numbers may go
@@ -108,32 +106,8 @@ struct FileMakerCommand: AsyncParsableCommand {
                 "database": "\(database)", "layout": "\(mapping.checkins.layout)", "groups": "\(worker.groups)",
                 "data_dir": "\(runtime.dataDirectory)",
             ])
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [
-                    .init(service: runtime.outboxService()),
-                    .init(service: WorkerStart.ReadyLog(consumer: consumer, logger: logger)),
-                    .init(service: GroupWorker(consumer: consumer, handler: writer, logger: logger)),
-                ],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            logger.error("filemaker writer failed", metadata: ["error": "\(error)"])
-            await runtime.close()
-            throw error
-        }
-        await runtime.close()
-        logger.info("filemaker writer stopped")
-    }
-}
-
-enum FileMakerMappingHelp {
-    static var example: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let data = (try? encoder.encode(FileMakerMapping.default)) ?? Data()
-        return String(decoding: data, as: UTF8.self)
+        try await runtime.run(
+            [WorkerStart.ReadyLog(consumer: consumer, logger: logger), GroupWorker(consumer: consumer, handler: writer, logger: logger)],
+            name: "filemaker writer")
     }
 }

@@ -54,7 +54,7 @@ public struct ETOCheckInRecorder: EventHandler {
         do {
             checkIn = try JSONDecoder().decode(CheckIn.self, from: event.content)
         } catch {
-            return .deadLetter(code: "invalid-content", message: "the check-in cannot be read: \(FileMakerMapping.describeShort(error))")
+            return .deadLetter(code: "invalid-content", message: "the check-in cannot be read: \(WorkerConfigurationFile.describe(error))")
         }
         guard let site = Int(exactly: checkIn.siteID), let program = Int(exactly: checkIn.programID) else {
             return .deadLetter(code: "invalid-content", message: "site_id or program_id is out of range")

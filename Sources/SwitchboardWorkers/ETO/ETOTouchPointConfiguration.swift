@@ -59,17 +59,8 @@ public struct ETOTouchPointConfiguration: Codable, Sendable, Hashable {
         elements: [Element(id: 820, type: 9, source: "checked_in_at"), Element(id: 821, type: 5, source: "notes")], timeZone: "UTC")
 
     public static func load(path: String) throws(WorkerConfigurationError) -> ETOTouchPointConfiguration {
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            throw WorkerConfigurationError("--touchpoint: cannot read \(path): \(error.localizedDescription)")
-        }
-        let configuration: ETOTouchPointConfiguration
-        do { configuration = try JSONDecoder().decode(ETOTouchPointConfiguration.self, from: data) } catch let error as DecodingError {
-            throw WorkerConfigurationError(
-                "--touchpoint: \(path) is not a valid TouchPoint configuration: \(FileMakerMapping.describe(error))")
-        } catch {
-            throw WorkerConfigurationError("--touchpoint: \(path) is not a valid TouchPoint configuration: \(error)")
-        }
+        let configuration = try WorkerConfigurationFile.load(
+            ETOTouchPointConfiguration.self, path: path, flag: "--touchpoint", what: "TouchPoint configuration")
         try configuration.validate(source: path)
         return configuration
     }

@@ -87,36 +87,9 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
 
     /// Reads a mapping file; errors name the file and what is wrong in it.
     public static func load(path: String) throws(WorkerConfigurationError) -> FileMakerMapping {
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            throw WorkerConfigurationError("--mapping: cannot read \(path): \(error.localizedDescription)")
-        }
-        let mapping: FileMakerMapping
-        do { mapping = try JSONDecoder().decode(FileMakerMapping.self, from: data) } catch let error as DecodingError {
-            throw WorkerConfigurationError("--mapping: \(path) is not a valid mapping: \(Self.describe(error))")
-        } catch {
-            throw WorkerConfigurationError("--mapping: \(path) is not a valid mapping: \(error)")
-        }
+        let mapping = try WorkerConfigurationFile.load(FileMakerMapping.self, path: path, flag: "--mapping", what: "mapping")
         try mapping.validate(source: path)
         return mapping
-    }
-
-    static func describe(_ error: DecodingError) -> String {
-        func path(_ context: DecodingError.Context) -> String {
-            context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
-        }
-        switch error {
-        case .keyNotFound(let key, let context):
-            let at = path(context)
-            return "field '\(at.isEmpty ? "" : at + ".")\(key.stringValue)' is missing"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "field '\(path(context))' has the wrong type (\(context.debugDescription))"
-        case .dataCorrupted(let context):
-            return context.codingPath.isEmpty
-                ? "not JSON (\(context.debugDescription))" : "field '\(path(context))': \(context.debugDescription)"
-        @unknown default:
-            return "\(error)"
-        }
     }
 
     /// Checks what can be checked without the server: sources, names, the time zone.

@@ -95,7 +95,7 @@ public struct FileMakerWriter: EventHandler {
         do {
             checkIn = try JSONDecoder().decode(CheckIn.self, from: event.content)
         } catch {
-            return .deadLetter(code: "invalid-content", message: "the check-in cannot be read: \(FileMakerMapping.describeShort(error))")
+            return .deadLetter(code: "invalid-content", message: "the check-in cannot be read: \(WorkerConfigurationFile.describe(error))")
         }
         let layout = mapping.checkins.layout
         let fields = mapping.fieldData(for: checkIn, header: event.header, textFields: textFields)
@@ -152,13 +152,5 @@ public struct FileMakerWriter: EventHandler {
             return .deadLetter(code: "filemaker-http-\(status)", message: text)
         }
         return .retry(after: nil, code: "filemaker-\(error.code)", message: text)
-    }
-}
-
-extension FileMakerMapping {
-    /// A decoding error in one line, naming the field.
-    static func describeShort(_ error: any Error) -> String {
-        if let error = error as? DecodingError { return describe(error) }
-        return "\(error)"
     }
 }

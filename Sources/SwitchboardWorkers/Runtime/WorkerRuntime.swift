@@ -16,6 +16,7 @@ import SwitchboardProtocol
 import SwitchboardRuntime
 public import SwitchboardSecurity
 import Synchronization
+import UnixSignals
 public import ZeroMQ
 
 /// The settings every worker takes, with the same names and defaults in each.
@@ -153,16 +154,37 @@ public final class WorkerRuntime: Sendable {
     /// Sends the outbox's events to the broker for as long as the process runs; on graceful
     /// shutdown it stops once nothing is left to send (the service group's deadline cuts a wait
     /// for an absent broker short; what is left stays in the outbox for the next start).
-    public func outboxService() -> some Service {
+    public func outboxService() -> any Service {
         var settings = OutboxSender.Settings()
         settings.socketOptions = credentials?.socketOptions ?? []
         return OutboxService(sender: OutboxSender(outbox: outbox, io: io, endpoint: options.ingest, settings: settings, logger: logger))
+    }
+
+    /// Runs `services` after this worker's outbox service in one `ServiceGroup` until SIGTERM or
+    /// SIGINT (graceful: in reverse order, so the outbox sends what the others published last) or
+    /// a failure, then releases everything. `name` is the program's, for the log.
+    public func run(_ services: [any Service], name: String) async throws {
+        let group = ServiceGroup(
+            configuration: .init(
+                services: ([outboxService()] + services).map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("\(name) failed", metadata: ["error": "\(error)"])
+            await close()
+            throw error
+        }
+        await close()
+        logger.info("\(name) stopped")
     }
 
     /// Releases the sockets and the HTTP client; call after the service group ended.
     public func close() async {
         await serviceClient.close()
         try? await http.shutdown()
+        await io.shutdown()
+        context.terminate()
     }
 }
 
