@@ -13,8 +13,9 @@ struct FileMakerCommand: AsyncParsableCommand {
         commandName: "switchboard-filemaker",
         abstract: "The FileMaker writer: one FileMaker record per check-in, exactly once (consumer group `filemaker`).",
         discussion: """
-            Joins the consumer group `filemaker` for checkin.recorded events and writes each
-            one to a layout of a FileMaker database through the Data API, idempotently: it
+            Joins the consumer group `filemaker` for checkin.recorded (and, with a `staff`
+            section in the mapping, person.*) events and writes each check-in
+            to a layout of a FileMaker database through the Data API, idempotently: it
             finds the record by the event id before creating it, so a redelivered event is
             written once. Then it publishes filemaker.record.written (event id, layout,
             record id, created) and acknowledges the event.
@@ -39,6 +40,11 @@ struct FileMakerCommand: AsyncParsableCommand {
             timeStamp (written in time_zone, default UTC) or text. At start the mapping is
             checked against the layout on the server: a missing field or a field of the
             wrong type stops the worker with the setting named.
+
+            People: person.created and person.deleted facts from switchboard-directory
+            (source "directory") are mirrored into the staff layout, found or deleted by
+            the Directory's person id in staff.person_id_field (a text field); requests
+            (other sources) are left to switchboard-directory, whose fact follows.
 
             SIGTERM or SIGINT: take no new check-ins, finish the ones in hand, leave the
             group (the broker gives anything else to other members), send the events
@@ -99,7 +105,7 @@ struct FileMakerCommand: AsyncParsableCommand {
             [runtime] written, key in
             try await runtime.publish(type: FileMakerRecordWritten.type, schema: FileMakerRecordWritten.schema, content: written, key: key)
         }
-        let consumer = runtime.consumer(topics: [CheckIn.type])
+        let consumer = runtime.consumer(topics: FileMakerWriter.topics(for: mapping))
         logger.info(
             "filemaker writer starting",
             metadata: [

@@ -135,6 +135,46 @@ struct HandlerTests {
         }
     }
 
+    @Test(
+        "Directory facts are mirrored into Staff once by person id (created twice: one record; deleted: gone); requests are left to the Directory syncer"
+    )
+    func staffMirror() async throws {
+        try await withBackends { b in
+            let client = b.fileMaker
+            let session = try await client.logIn(account: "switchboard", password: "fm-demo-Passw0rd!")
+            _ = try await FileMakerWriter.checkLayout(client: client, mapping: .default, session: .fixed(session))
+            let writer = FileMakerWriter(client: client, mapping: .default, session: .fixed(session), logger: b.logs.logger) { _, _ in }
+            func person(_ type: String, _ json: String) -> WorkerEvent {
+                WorkerEvent(
+                    header: EventHeader(type: type, producer: "directory", producerSeq: 1, schema: "\(type)/1", session: "s"),
+                    content: Data(json.utf8))
+            }
+            func staff() async throws -> [FileMaker.Record] {
+                try await client.find(layout: "Staff", [.matching(("DirectoryID", FileMaker.Find.equals("77")))], auth: .fixed(session))
+                    .data
+            }
+            let created = person(
+                "person.created", #"{"person_id": 77, "name": "Jo Park", "office": "Harbor Family Center", "source": "directory"}"#)
+            #expect(await writer.handle(created) == .done)
+            #expect(await writer.handle(created) == .done)
+            let records = try await staff()
+            #expect(records.count == 1)
+            #expect(records.first?["Name"] == .text("Jo Park") && records.first?["Shelter"] == .text("Harbor Family Center"))
+            // A request to add someone is the Directory syncer's; its fact comes later.
+            let request = person("person.created", #"{"name": "Kim Lee", "office": "Riverside", "source": "operator"}"#)
+            #expect(await writer.handle(request) == .done)
+            #expect(
+                try await client.find(layout: "Staff", [.matching(("Name", FileMaker.Find.equals("Kim Lee")))], auth: .fixed(session)).data
+                    .isEmpty)
+            let deleted = person(
+                "person.deleted", #"{"person_id": 77, "name": "Jo Park", "office": "Harbor Family Center", "source": "directory"}"#)
+            #expect(await writer.handle(deleted) == .done)
+            #expect(await writer.handle(deleted) == .done)
+            #expect(try await staff().isEmpty)
+            #expect(FileMakerWriter.topics(for: .default) == ["checkin.recorded", "person."])
+        }
+    }
+
     @Test("content that is not a check-in is a dead letter naming the field; nothing is written")
     func fileMakerBadContent() async throws {
         try await withBackends { b in

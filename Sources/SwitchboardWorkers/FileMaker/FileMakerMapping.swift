@@ -45,9 +45,37 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
         }
     }
 
-    public var checkins: CheckIns
+    /// The mirror of the Directory's people (`person.created`/`person.deleted` facts from
+    /// `switchboard-directory`, protocol section 16.3) into a staff layout.
+    public struct Staff: Codable, Sendable, Hashable {
+        public var layout: String
+        /// A text field (unique-value validation advised) holding the Directory's person id.
+        public var personIDField: String
+        /// FileMaker field → `name` or `office`.
+        public var fields: [String: String]
 
-    public init(checkins: CheckIns) { self.checkins = checkins }
+        enum CodingKeys: String, CodingKey {
+            case layout, fields
+            case personIDField = "person_id_field"
+        }
+
+        public init(layout: String, personIDField: String, fields: [String: String]) {
+            self.layout = layout
+            self.personIDField = personIDField
+            self.fields = fields
+        }
+
+        public static let sources: Set<String> = ["name", "office"]
+    }
+
+    public var checkins: CheckIns
+    /// nil: people are not mirrored, and the worker does not take `person.*` events.
+    public var staff: Staff?
+
+    public init(checkins: CheckIns, staff: Staff? = nil) {
+        self.checkins = checkins
+        self.staff = staff
+    }
 
     /// The seed's `Shelter` file: layout `CheckIns`.
     public static let `default` = FileMakerMapping(
@@ -57,7 +85,8 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
                 "ParticipantID": "participant.eto_participant_id", "FirstName": "participant.first_name",
                 "LastName": "participant.last_name", "CheckedInAt": "checked_in_at", "Notes": "notes",
             ],
-            timeZone: "UTC"))
+            timeZone: "UTC"),
+        staff: Staff(layout: "Staff", personIDField: "DirectoryID", fields: ["Name": "name", "Shelter": "office"]))
 
     /// What a source yields, which decides the FileMaker field types it may go to.
     public enum Kind: String, Sendable {
@@ -106,6 +135,16 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
                 "--mapping: \(source): checkins.fields.\(c.eventIDField) is the event id field already (event_id_field); remove it from fields"
             )
         }
+        if let staff {
+            guard !staff.layout.isEmpty else { throw WorkerConfigurationError("--mapping: \(source): staff.layout is empty") }
+            guard !staff.personIDField.isEmpty else {
+                throw WorkerConfigurationError("--mapping: \(source): staff.person_id_field is empty")
+            }
+            for (field, path) in staff.fields.sorted(by: { $0.key < $1.key }) where !Staff.sources.contains(path) {
+                throw WorkerConfigurationError(
+                    "--mapping: \(source): staff.fields.\(field): unknown source '\(path)' (known: name, office)")
+            }
+        }
         for (field, path) in c.fields.sorted(by: { $0.key < $1.key }) {
             guard !field.isEmpty else { throw WorkerConfigurationError("--mapping: \(source): checkins.fields has an empty field name") }
             guard Self.sources[path] != nil else {
@@ -116,32 +155,42 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
         }
     }
 
-    /// Checks the mapping against the layout as the server describes it: every field exists,
-    /// takes the source's kind, and can be written by a create (not global, not a container).
+    /// Checks the check-in mapping against its layout as the server describes it: every field
+    /// exists, takes the source's kind, and can be written by a create (not global, not a container).
     public func validate(against metadata: FileMaker.LayoutMetadata) throws(WorkerConfigurationError) {
         let c = checkins
-        var byName: [String: FileMaker.FieldMetadata] = [:]
-        for field in metadata.fieldMetaData { byName[field.name] = field }
-        func check(_ field: String, kind: Kind, what: String) throws(WorkerConfigurationError) {
-            guard let meta = byName[field] else {
-                throw WorkerConfigurationError(
-                    "--mapping: \(what): layout '\(c.layout)' has no field '\(field)' (it has: \(byName.keys.sorted().joined(separator: ", ")))"
-                )
-            }
-            if meta.global == true {
-                throw WorkerConfigurationError(
-                    "--mapping: \(what): field '\(field)' of layout '\(c.layout)' is a global field; records cannot hold it")
-            }
-            let result = meta.result ?? "text"
-            guard kind.targets.contains(result) else {
-                throw WorkerConfigurationError(
-                    "--mapping: \(what): field '\(field)' of layout '\(c.layout)' is of type \(result), which cannot take a \(kind.rawValue) value"
-                )
-            }
-        }
-        try check(c.eventIDField, kind: .text, what: "checkins.event_id_field")
+        try Self.check(c.eventIDField, kind: .text, in: metadata, layout: c.layout, what: "checkins.event_id_field")
         for (field, path) in c.fields.sorted(by: { $0.key < $1.key }) {
-            try check(field, kind: Self.sources[path] ?? .text, what: "checkins.fields.\(field)")
+            try Self.check(field, kind: Self.sources[path] ?? .text, in: metadata, layout: c.layout, what: "checkins.fields.\(field)")
+        }
+    }
+
+    /// Checks the staff mirror against its layout: the person id field and the mapped ones take text.
+    public func validateStaff(against metadata: FileMaker.LayoutMetadata) throws(WorkerConfigurationError) {
+        guard let staff else { return }
+        try Self.check(staff.personIDField, kind: .text, in: metadata, layout: staff.layout, what: "staff.person_id_field")
+        for field in staff.fields.keys.sorted() {
+            try Self.check(field, kind: .text, in: metadata, layout: staff.layout, what: "staff.fields.\(field)")
+        }
+    }
+
+    static func check(
+        _ field: String, kind: Kind, in metadata: FileMaker.LayoutMetadata, layout: String, what: String
+    ) throws(WorkerConfigurationError) {
+        guard let meta = metadata.fieldMetaData.first(where: { $0.name == field }) else {
+            throw WorkerConfigurationError(
+                "--mapping: \(what): layout '\(layout)' has no field '\(field)' (it has: \(metadata.fieldMetaData.map(\.name).sorted().joined(separator: ", ")))"
+            )
+        }
+        if meta.global == true {
+            throw WorkerConfigurationError(
+                "--mapping: \(what): field '\(field)' of layout '\(layout)' is a global field; records cannot hold it")
+        }
+        let result = meta.result ?? "text"
+        guard kind.targets.contains(result) else {
+            throw WorkerConfigurationError(
+                "--mapping: \(what): field '\(field)' of layout '\(layout)' is of type \(result), which cannot take a \(kind.rawValue) value"
+            )
         }
     }
 }

@@ -81,10 +81,31 @@ public struct FileMakerWriter: EventHandler {
                 "cannot read layout '\(mapping.checkins.layout)' of '\(client.database)' to check --mapping: \(error)", retryable: true)
         }
         try mapping.validate(against: metadata)
+        if let staff = mapping.staff {
+            let staffMetadata: FileMaker.LayoutMetadata
+            do {
+                staffMetadata = try await client.layoutMetadata(layout: staff.layout, auth: session)
+            } catch {
+                if error.vendorCode == "105" {
+                    throw WorkerConfigurationError("--mapping: staff.layout: database '\(client.database)' has no layout '\(staff.layout)'")
+                }
+                throw WorkerConfigurationError(
+                    "cannot read layout '\(staff.layout)' of '\(client.database)' to check --mapping: \(error)", retryable: true)
+            }
+            try mapping.validateStaff(against: staffMetadata)
+        }
         return mapping.textFields(in: metadata)
     }
 
+    /// The group's topics: check-ins, and people when the mapping mirrors them.
+    public static func topics(for mapping: FileMakerMapping) -> [String] {
+        [CheckIn.type] + (mapping.staff == nil ? [] : ["person."])
+    }
+
     public func handle(_ event: WorkerEvent) async -> Settlement {
+        if event.header.type.hasPrefix("person."), let staff = mapping.staff {
+            return await mirror(event, into: staff)
+        }
         guard event.header.type == CheckIn.type else {
             return .deadLetter(code: "unsupported-type", message: "switchboard-filemaker does not write '\(event.header.type)' events")
         }
@@ -115,6 +136,60 @@ public struct FileMakerWriter: EventHandler {
             logger.info(
                 created ? "check-in written" : "check-in was already there",
                 metadata: ["event_id": "\(event.eventID)", "filemaker.layout": "\(layout)", "filemaker.record": "\(record.recordId)"])
+            return .done
+        } catch {
+            return Self.settlement(for: error)
+        }
+    }
+
+    /// A `person.*` event's content (protocol section 16.3): facts carry `source: "directory"`
+    /// and the Directory's `person_id`; requests are the Directory syncer's to apply.
+    struct Person: Decodable {
+        var personID: Int?
+        var name: String?
+        var office: String?
+        var source: String
+        enum CodingKeys: String, CodingKey { case personID = "person_id", name, office, source }
+    }
+
+    /// Mirrors a Directory fact into the staff layout, idempotently by the person id: a created
+    /// person is found before created, a deleted one is deleted wherever found (none: done).
+    func mirror(_ event: WorkerEvent, into staff: FileMakerMapping.Staff) async -> Settlement {
+        guard ["person.created", "person.deleted"].contains(event.header.type), event.header.schema == "\(event.header.type)/1" else {
+            return .deadLetter(
+                code: "unsupported-schema",
+                message: "switchboard-filemaker mirrors person.created/1 and person.deleted/1, not \(event.header.schema)")
+        }
+        let person: Person
+        do {
+            person = try JSONDecoder().decode(Person.self, from: event.content)
+        } catch {
+            return .deadLetter(
+                code: "invalid-content", message: "the person event cannot be read: \(WorkerConfigurationFile.describe(error))")
+        }
+        // A request (any other source) becomes a fact once the Directory syncer applied it.
+        guard person.source == "directory", let id = person.personID else { return .done }
+        do {
+            if event.header.type == "person.created" {
+                var fields: [String: FileMaker.FieldValue] = [:]
+                for (field, source) in staff.fields {
+                    if let value = source == "name" ? person.name : person.office { fields[field] = .text(value) }
+                }
+                let (record, created) = try await client.createIfAbsent(
+                    layout: staff.layout, uniqueField: staff.personIDField, value: String(id), fieldData: fields, auth: session)
+                logger.info(
+                    created ? "staff member added" : "staff member was already there",
+                    metadata: [
+                        "directory.person": "\(id)", "filemaker.layout": "\(staff.layout)", "filemaker.record": "\(record.recordId)",
+                    ])
+            } else {
+                let found = try await client.find(
+                    layout: staff.layout, [.matching((staff.personIDField, FileMaker.Find.equals(String(id))))], auth: session)
+                for record in found.data {
+                    try await client.delete(layout: staff.layout, id: record.recordId, auth: session)
+                }
+                logger.info("staff member removed", metadata: ["directory.person": "\(id)", "records": "\(found.data.count)"])
+            }
             return .done
         } catch {
             return Self.settlement(for: error)
