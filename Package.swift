@@ -30,6 +30,7 @@ var products: [Product] = [
     .library(name: "SwitchboardWorkers", targets: ["SwitchboardWorkers"]),
     .executable(name: "switchboard-filemaker", targets: ["switchboard-filemaker"]),
     .executable(name: "switchboard-eto", targets: ["switchboard-eto"]),
+    .executable(name: "switchboard-directory", targets: ["switchboard-directory"]),
 ]
 
 var targets: [Target] = [
@@ -240,6 +241,18 @@ var targets: [Target] = [
     ),
     .executableTarget(
         name: "switchboard-eto",
+        dependencies: [
+            "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
+            "SwitchboardSecurity",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .executableTarget(
+        name: "switchboard-directory",
         dependencies: [
             "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
             "SwitchboardSecurity",

@@ -185,6 +185,8 @@ public final class Emulator: Sendable {
                 "<!DOCTYPE html><html><head><title>Log in</title></head><body><form method=\"post\" action=\"/Login.aspx\">"
                     + "<input name=\"email\"><input type=\"password\" name=\"password\"><button>Log in</button></form></body></html>",
                 contentType: "text/html; charset=utf-8")
+        case .body:
+            return .json(rule.status ?? 200, rule.body ?? .null)
         case .status, .latency:
             let status = rule.status ?? 500
             var reply = api.failureReply(status: status, code: rule.code, message: rule.message, for: exchange)

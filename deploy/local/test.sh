@@ -24,7 +24,7 @@ limit=${SWITCHBOARD_TEST_LIMIT:-1200}
 http_suites="SwitchboardEmulatorsTests|SwitchboardHTTPTests|SwitchboardBackendsTests|SwitchboardAuthTests|SwitchboardCredentialsTests|SwitchboardWorkersTests"
 # The workers' end-to-end runs (a broker, the emulator, auth, kiosks and workers as processes, two
 # cores busy for their length) run last and alone, so they measure the workers, not a neighbour.
-solo_suites="WorkerProcessTests"
+solo_suites="WorkerProcessTests|DirectoryWorkerProcessTests"
 run_phase() {
     swift test --skip-build "$@" &
     local runner=$!

@@ -4,12 +4,12 @@ import Synchronization
 /// Injected faults. A rule picks requests by API, method and path (a glob where `*` matches any
 /// run of characters, `/` included) and does one thing to a share of them: answer with a status
 /// (in the API's own error shape, `Retry-After` on 429), answer as if the credential had expired,
-/// answer with an HTML log-in page, close the connection without answering, or delay the
-/// request. `rate` is applied deterministically (a rate of 0.25 hits the 4th, 8th, … matching
+/// answer with an HTML log-in page, answer with a given JSON body (a list that comes back
+/// empty), close the connection without answering, or delay the request. `rate` is applied deterministically (a rate of 0.25 hits the 4th, 8th, … matching
 /// request), so tests are repeatable; `count` ends a rule after that many hits.
 struct FaultRule: Sendable {
     enum Kind: String, Sendable, CaseIterable {
-        case status, expire, close, latency
+        case status, expire, close, latency, body
         case loginPage = "login-page"
     }
 
@@ -23,6 +23,8 @@ struct FaultRule: Sendable {
     var message: String?
     var retryAfter: Int?
     var latencyMilliseconds: Int?
+    /// `body` faults: the JSON answered, with `status` (default 200).
+    var body: JSON?
     var rate: Double
     var count: Int?
     var matched = 0
@@ -67,7 +69,7 @@ struct FaultRule: Sendable {
     init(json: JSON, id: Int, apis: Set<String>) throws(EmulatorError) {
         guard json.members != nil else { throw EmulatorError("a fault must be a JSON object") }
         let known: Set<String> = [
-            "api", "method", "path", "kind", "status", "code", "message", "retry_after", "latency_ms", "rate", "count",
+            "api", "method", "path", "kind", "status", "code", "message", "retry_after", "latency_ms", "rate", "count", "body",
         ]
         for (key, _) in json.members ?? [] where !known.contains(key) {
             throw EmulatorError("unknown fault field \(key) (known: \(known.sorted().joined(separator: ", ")))")
@@ -92,7 +94,10 @@ struct FaultRule: Sendable {
         }
         self.kind = kind
         if let status = json["status"] {
-            guard let value = status.integer, (400...599).contains(value) else { throw EmulatorError("fault status must be 400–599") }
+            let allowed = kind == .body ? 200...599 : 400...599
+            guard let value = status.integer, allowed.contains(value) else {
+                throw EmulatorError("fault status must be \(allowed.lowerBound)–\(allowed.upperBound)")
+            }
             self.status = value
         }
         if kind == .status, self.status == nil { throw EmulatorError("a status fault needs a status") }
@@ -113,6 +118,11 @@ struct FaultRule: Sendable {
             self.latencyMilliseconds = value
         }
         if kind == .latency, latencyMilliseconds == nil { throw EmulatorError("a latency fault needs latency_ms") }
+        if let body = json["body"] {
+            guard kind == .body else { throw EmulatorError("only a body fault takes a body") }
+            self.body = body
+        }
+        if kind == .body, self.body == nil { throw EmulatorError("a body fault needs a body (any JSON)") }
         if let rate = json["rate"] {
             guard
                 case let value? = { () -> Double? in
@@ -143,6 +153,7 @@ struct FaultRule: Sendable {
         if let message { pairs.append(("message", .string(message))) }
         if let retryAfter { pairs.append(("retry_after", .number(retryAfter))) }
         if let latencyMilliseconds { pairs.append(("latency_ms", .number(latencyMilliseconds))) }
+        if let body { pairs.append(("body", body)) }
         pairs.append(("rate", .double(rate)))
         if let count { pairs.append(("count", .number(count))) }
         pairs.append(("matched", .number(matched)))
