@@ -81,6 +81,26 @@ struct DirectoryWorkerProcessTests {
             }
         }
 
+        /// FileMaker's Staff records that mirror a Directory person: DirectoryID → Name.
+        func staff() async throws -> [String: String] {
+            let http = try SwitchboardHTTPClient(logger: Logger(label: "reader"))
+            let client = FileMakerClient(http: http, serverURL: base, database: "Shelter", logger: Logger(label: "reader"))
+            do {
+                let session = try await client.logIn(account: "reports", password: "fm-reports-Passw0rd!")
+                let found = try await client.records(layout: "Staff", limit: 500, auth: .fixed(session))
+                try? await client.logOut(session)
+                try await http.shutdown()
+                var mirror: [String: String] = [:]
+                for record in found.data {
+                    if let id = record["DirectoryID"]?.description, !id.isEmpty { mirror[id] = record["Name"]?.description ?? "" }
+                }
+                return mirror
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+        }
+
         /// Runs the Directory client as an outside user of the Directory, with its own log-in.
         func directory<T: Sendable>(_ body: (DirectoryClient, CredentialSource<Directory.APIKey>) async throws -> T) async throws -> T {
             let http = try SwitchboardHTTPClient(logger: Logger(label: "outside"))
@@ -113,7 +133,9 @@ struct DirectoryWorkerProcessTests {
         let accounts = directory.path("accounts.json")
         let text = """
             {"accounts": [{"backend": "directory", "account": "\(Self.account)", "password": "\(Self.password)",
-              "base_url": "\(url)/directory"}]}
+              "base_url": "\(url)/directory"},
+              {"backend": "filemaker", "account": "switchboard", "password": "fm-demo-Passw0rd!", "base_url": "\(url)",
+              "options": {"database": "Shelter"}}]}
             """
         _ = FileManager.default.createFile(atPath: accounts, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
         let auth = try programs.start(
@@ -126,7 +148,7 @@ struct DirectoryWorkerProcessTests {
     }
 
     @Test(
-        "a person added in the Directory becomes a person.created fact; a person.deleted request removes them; an add request adds one; neither comes back from the poll; a transient empty list is held back and deletes nothing"
+        "a person added in the Directory becomes a person.created fact and a FileMaker Staff record; a person.deleted request removes them from both; an add request adds one with one fact; the poll repeats neither; a transient empty list is held back and deletes nothing"
     )
     func syncsBothWays() async throws {
         let directory = try TemporaryDirectory("worker-directory")
@@ -139,6 +161,14 @@ struct DirectoryWorkerProcessTests {
             stack.syncerArguments() + ["--url", stack.base + "/directory", "--interval", "300ms", "--max-missing", "0.5"],
             log: "directory.log")
         defer { syncer.signal(SIGKILL) }
+        // The FileMaker writer mirrors the Directory's facts into Staff.
+        let writer = try programs.start(
+            "switchboard-filemaker",
+            [
+                "--groups", stack.endpoints.groups, "--service", stack.endpoints.service, "--ingest", stack.endpoints.ingest, "--url",
+                stack.base, "--data-dir", directory.path("filemaker-state"),
+            ], log: "filemaker.log")
+        defer { writer.signal(SIGKILL) }
 
         // The first poll publishes the seed's three people.
         try await waitUntil("the seed's people are published", timeout: .seconds(30), interval: .milliseconds(100)) {
@@ -154,6 +184,11 @@ struct DirectoryWorkerProcessTests {
             try stack.facts("person.created").contains { $0["person_id"] as? Int == eve.id && $0["name"] as? String == "Eve Stone" }
         }
 
+        try await waitUntil("Eve is in FileMaker's Staff", timeout: .seconds(30), interval: .milliseconds(200)) {
+            guard writer.isRunning else { throw WaitTimedOut(description: "the writer exited: \(programs.read("filemaker.log"))") }
+            return try await stack.staff()[String(eve.id)] == "Eve Stone"
+        }
+
         // Bus → Directory: a delete request, published by the operator's subcommand.
         let deletion = try programs.start(
             "switchboard-directory", ["delete", "--person-id", String(eve.id), "--source", "kiosk"] + stack.syncerArguments(),
@@ -164,7 +199,12 @@ struct DirectoryWorkerProcessTests {
         }
         var mark = try await stack.lastRequest()
         try await stack.waitForPolls(after: mark)
-        #expect(try stack.facts("person.deleted").isEmpty, "the poll published the syncer's own delete")
+        // One fact for the delete, from the request's handler; the poll adds none.
+        let deletions = try stack.facts("person.deleted")
+        #expect(deletions.count == 1 && deletions.first?["person_id"] as? Int == eve.id, "\(deletions)")
+        try await waitUntil("Eve is gone from FileMaker's Staff", timeout: .seconds(30), interval: .milliseconds(200)) {
+            try await stack.staff()[String(eve.id)] == nil
+        }
 
         // Bus → Directory: an add request.
         let addition = try programs.start(
@@ -177,9 +217,12 @@ struct DirectoryWorkerProcessTests {
         }
         mark = try await stack.lastRequest()
         try await stack.waitForPolls(after: mark)
-        #expect(
-            !(try stack.facts("person.created").contains { $0["name"] as? String == "Marcus Bell" }),
-            "the poll published the syncer's own add")
+        let marcus = try stack.facts("person.created").filter { $0["name"] as? String == "Marcus Bell" }
+        #expect(marcus.count == 1, "one fact for the add, from its handler: \(marcus)")
+        let marcusID = try #require(marcus.first?["person_id"] as? Int)
+        try await waitUntil("Marcus is in FileMaker's Staff", timeout: .seconds(30), interval: .milliseconds(200)) {
+            try await stack.staff()[String(marcusID)] == "Marcus Bell"
+        }
         let requests = try stack.events("person.created").filter { $0["source"] as? String == "operator" }
         #expect(requests.count == 1 && requests.first?["person_id"] == nil)
 
@@ -193,7 +236,8 @@ struct DirectoryWorkerProcessTests {
         #expect(suspect["current"] as? Int == 0 && suspect["previous"] as? Int == 4 && suspect["account"] as? String == Self.account)
         mark = try await stack.lastRequest()
         try await stack.waitForPolls(after: mark)
-        #expect(try stack.facts("person.deleted").isEmpty, "a transient empty list published deletes")
+        #expect(try stack.facts("person.deleted").count == 1, "a transient empty list published deletes")
+        #expect(try await stack.staff().count == 4, "the Staff mirror lost no one")
         let people = try await stack.directory { client, key in try await client.people(auth: key) }
         #expect(people.count == 4)
 

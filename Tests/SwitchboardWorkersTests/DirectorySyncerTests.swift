@@ -113,7 +113,8 @@ struct DirectorySyncerTests {
         }
     }
 
-    @Test("a request to add, delivered twice, adds one person; the syncer's next poll does not publish it")
+    @Test(
+        "a request to add, delivered twice, adds one person and publishes its fact once; the syncer's next poll does not publish it again")
     func addOnce() async throws {
         try await withSyncer { f in
             await f.syncer.poll()
@@ -124,7 +125,10 @@ struct DirectorySyncerTests {
             let marcus = try await f.people().filter { $0.name == "Marcus Bell" }
             #expect(marcus.count == 1)
             #expect(await f.syncer.poll() == .decided(.unchanged))
-            #expect(try await f.queued().count == Self.seedCount)
+            let facts = Array(try await f.queued().dropFirst(Self.seedCount))
+            #expect(facts.count == 1, "one fact for one add: \(facts.map(\.type))")
+            #expect(facts.first?.type == "person.created" && facts.first?.content["person_id"] as? Int == marcus.first?.id)
+            #expect(facts.first?.content["source"] as? String == "directory")
 
             // Another request for the same name and office finds the person there: still one.
             let again = try event(
@@ -134,7 +138,7 @@ struct DirectorySyncerTests {
         }
     }
 
-    @Test("an add cut short by a crash after the Directory call is not published by the poll, and its redelivery adds nothing")
+    @Test("an add cut short by a crash after the Directory call is published by the poll as a fact, and its redelivery adds nothing")
     func crashAfterAdd() async throws {
         try await withSyncer { f in
             await f.syncer.poll()
@@ -145,14 +149,14 @@ struct DirectorySyncerTests {
                 DirectoryIntent(eventID: request.eventID, action: .add, name: "Li Wei", office: "Harbor Family Center"))
             let li = try await f.client.addPerson(name: "Li Wei", office: "Harbor Family Center", auth: f.key)
             guard case .decided(.accept(let changes)) = await f.syncer.poll() else { throw Failure("poll not accepted") }
-            #expect(changes.adopted == [request.eventID: li.id] && changes.created.isEmpty)
-            #expect(try await f.queued().count == Self.seedCount)
+            #expect(changes.adopted == [request.eventID: li.id] && changes.created.map(\.id) == [li.id])
+            #expect(try await f.queued().count == Self.seedCount + 1)
             #expect(await f.syncer.handle(request) == .done)
             #expect(try await f.people().filter { $0.name == "Li Wei" }.count == 1)
         }
     }
 
-    @Test("a request to delete by id removes the person once; the poll publishes nothing; a gone person is no error")
+    @Test("a request to delete by id removes the person once and publishes its fact once; the poll adds nothing; a gone person is no error")
     func deleteOnce() async throws {
         try await withSyncer { f in
             await f.syncer.poll()
@@ -161,7 +165,9 @@ struct DirectorySyncerTests {
             #expect(try await f.people().map(\.id) == [1, 2])
             #expect(await f.syncer.handle(request) == .done)
             #expect(await f.syncer.poll() == .decided(.unchanged))
-            #expect(try await f.queued().count == Self.seedCount)
+            let facts = Array(try await f.queued().dropFirst(Self.seedCount))
+            #expect(facts.count == 1 && facts.first?.type == "person.deleted" && facts.first?.content["person_id"] as? Int == 3)
+            #expect(facts.first?.content["name"] as? String == "Nia Owens" && facts.first?.content["source"] as? String == "directory")
             // Another request for the same (gone) person: DELETE answers 404, which is done.
             let late = try event("person.deleted", PersonDeleted(personID: 3, name: nil, office: nil, source: "kiosk"))
             #expect(await f.syncer.handle(late) == .done)

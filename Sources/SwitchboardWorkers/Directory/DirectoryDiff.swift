@@ -80,9 +80,12 @@ public struct PollChanges: Sendable, Hashable {
     public var deleted: [DirectoryEntry] = []
     /// Same id, new name or office: remembered, not published (v1 has no `person.updated`).
     public var changed: [DirectoryEntry] = []
-    /// Add intents whose person the poll found: event id → person id. Not published.
+    /// Add intents whose person the poll found: event id → person id. The person is in
+    /// `created` too: a crash cut the request's handler short, maybe before it published the
+    /// fact, so the poll publishes it (at least once).
     public var adopted: [String: Int] = [:]
-    /// Delete intents whose person the poll found gone: their event ids. Not published.
+    /// Delete intents whose person the poll found gone: their event ids (the person is in
+    /// `deleted` too, for the same reason).
     public var settledDeletes: [String] = []
     /// The list to remember.
     public var snapshot: [DirectoryEntry] = []
@@ -123,20 +126,15 @@ public enum DirectoryDiff {
                 }) {
                     changes.adopted[adds[index].eventID] = person.id
                     adds.remove(at: index)
-                } else {
-                    changes.created.append(person)
                 }
+                changes.created.append(person)
                 continue
             }
             if before.name != person.name || before.office != person.office { changes.changed.append(person) }
         }
         for person in missing {
-            let own = intents.filter { $0.action == .delete && $0.personID == person.id }
-            if own.isEmpty {
-                changes.deleted.append(person)
-            } else {
-                changes.settledDeletes += own.map(\.eventID)
-            }
+            changes.settledDeletes += intents.filter { $0.action == .delete && $0.personID == person.id }.map(\.eventID)
+            changes.deleted.append(person)
         }
         return changes.isEmpty && !changes.first && !changes.confirmed && heldBack == nil ? .unchanged : .accept(changes)
     }

@@ -6,8 +6,9 @@
 //   into the outbox, then remembers the list. Outbox first: a crash in between publishes the same
 //   facts again (at least once), never loses them.
 // - bus → Directory: `handle(_:)` applies the requests of group `directory` (`person.*` whose
-//   source is not `directory`): looks, writes once, and records the request as applied together
-//   with the snapshot change, so the next poll does not report the syncer's own write as news.
+//   source is not `directory`): looks, writes once, publishes the write as one fact (with the
+//   Directory's id), and records the request as applied together with the snapshot change, so
+//   the next poll does not report the syncer's own write a second time.
 //
 // The two run under one lock: a poll that listed the people before a handler's write and diffed
 // after it would report the write as a change.
@@ -237,6 +238,7 @@ public final class DirectorySyncer: EventHandler, Sendable {
             // this name and office already there (from an earlier delivery whose bookkeeping a
             // crash cut short, or added by hand) satisfies the request.
             if let existing = people.first(where: { $0.name == request.name && $0.office == request.office }) {
+                try await publishFact(created: true, DirectoryEntry(id: existing.id, name: existing.name, office: existing.office))
                 try await store.finish(intent, added: DirectoryEntry(id: existing.id, name: existing.name, office: existing.office))
                 logger.info(
                     "person was already in the Directory", metadata: ["event_id": "\(eventID)", "directory.person": "\(existing.id)"])
@@ -244,6 +246,7 @@ public final class DirectorySyncer: EventHandler, Sendable {
             }
             try await store.begin(intent)
             let person = try await client.addPerson(name: request.name, office: request.office, auth: key)
+            try await publishFact(created: true, DirectoryEntry(id: person.id, name: person.name, office: person.office))
             try await store.finish(intent, added: DirectoryEntry(id: person.id, name: person.name, office: person.office))
             logger.info("person added to the Directory", metadata: ["event_id": "\(eventID)", "directory.person": "\(person.id)"])
             return .done
@@ -301,6 +304,11 @@ public final class DirectorySyncer: EventHandler, Sendable {
                 logger.info(
                     "person was already gone from the Directory", metadata: ["event_id": "\(eventID)", "directory.person": "\(target)"])
             }
+            // The fact names the person as last known: from the list just read, else from the
+            // last accepted one. A person this syncer never saw was never published: no fact.
+            let listed = people.first { $0.id == target }.map { DirectoryEntry(id: $0.id, name: $0.name, office: $0.office) }
+            let remembered = try await store.snapshot()?.first { $0.id == target }
+            if let known = listed ?? remembered { try await publishFact(created: false, known) }
             try await store.finish(intent, removed: target)
             return .done
         } catch let error as HTTPError {
@@ -308,6 +316,25 @@ public final class DirectorySyncer: EventHandler, Sendable {
         } catch {
             return .retry(after: .seconds(1), code: "store", message: "the syncer's store failed: \(error)")
         }
+    }
+
+    /// The fact a request's change makes (section 16.3): the poll stays silent about the syncer's
+    /// own writes, so this is the one fact, and it carries the Directory's id (consumers such as
+    /// the FileMaker staff mirror key on it). Outbox first, then the store: a crash in between
+    /// publishes it again on the redelivery (at least once).
+    private func publishFact(created: Bool, _ person: DirectoryEntry) async throws {
+        let event: Outbox.NewEvent
+        if created {
+            let fact = PersonCreated(personID: person.id, name: person.name, office: person.office, source: directorySource)
+            event = .init(
+                type: PersonCreated.type, schema: PersonCreated.schema, content: try WireJSON.encode(fact), key: Self.eventKey(person.id))
+        } else {
+            let fact = PersonDeleted(personID: person.id, name: person.name, office: person.office, source: directorySource)
+            event = .init(
+                type: PersonDeleted.type, schema: PersonDeleted.schema, content: try WireJSON.encode(fact), key: Self.eventKey(person.id))
+        }
+        try await publish([event])
+        state.withLock { $0.published += 1 }
     }
 
     /// One people list at start: a wrong account or URL stops the syncer with the setting named;
