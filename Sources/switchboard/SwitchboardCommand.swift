@@ -18,7 +18,7 @@ struct UpCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "up",
         abstract:
-            "Run everything on this machine: a broker, the back-end emulators, the auth manager, the FileMaker and ETO workers, a demo kiosk sending check-ins, and a monitor.",
+            "Run everything on this machine: a broker, the back-end emulators, the auth manager, the FileMaker, ETO and Directory workers, a demo kiosk sending check-ins, and a monitor.",
         discussion: """
             State lives under --data-dir (default .switchboard in the working directory); each
             program's log goes to <data-dir>/logs/<program>.log. The demo kiosk checks in the
@@ -147,7 +147,7 @@ struct UpCommand: AsyncParsableCommand {
 
         // The workers, each with its own key, data directory and log; their tokens come from auth.
         let caFile = tlsDirectory.appendingPathComponent("ca.pem").path
-        for (name, url) in [("filemaker", backends), ("eto", backends + "/API")] {
+        for (name, url) in [("filemaker", backends), ("eto", backends + "/API"), ("directory", backends + "/directory")] {
             let log = try openLog(logs.appendingPathComponent("\(name).log"))
             let worker = ChildProcess(
                 name: name, executable: "switchboard-\(name)",
@@ -160,7 +160,7 @@ struct UpCommand: AsyncParsableCommand {
             children.append(worker)
         }
         say(
-            "workers: switchboard-filemaker (group filemaker → FileMaker CheckIns), switchboard-eto (group eto → TouchPoint 54; service eto) (logs: \(logs.path)/{filemaker,eto}.log)"
+            "workers: switchboard-filemaker (group filemaker → FileMaker CheckIns and Staff), switchboard-eto (group eto → TouchPoint 54; service eto), switchboard-directory (Directory ⇄ person.*) (logs: \(logs.path)/{filemaker,eto,directory}.log)"
         )
 
         let monitor = ChildProcess(
@@ -233,7 +233,7 @@ struct LocalKeys {
 
     static let principals: [(String, Role)] = [
         ("broker", .broker), ("demo-kiosk-1", .kiosk), ("monitor", .monitor), ("operator", .admin), ("auth", .auth),
-        ("filemaker", .worker(service: "filemaker")), ("eto", .worker(service: "eto")),
+        ("filemaker", .worker(service: "filemaker")), ("eto", .worker(service: "eto")), ("directory", .worker(service: "directory")),
     ]
 
     static func ensure(in directory: URL) throws -> LocalKeys {

@@ -93,7 +93,7 @@ struct ToolTests {
     }
 
     @Test(
-        "switchboard up starts broker, emulators, auth, the workers, demo kiosk and monitor; check-ins reach FileMaker and ETO; all stop cleanly"
+        "switchboard up starts broker, emulators, auth, the three workers, demo kiosk and monitor; check-ins reach FileMaker and ETO, people reach Staff; all stop cleanly"
     )
     func up() async throws {
         let directory = try TemporaryDirectory("up")
@@ -126,7 +126,11 @@ struct ToolTests {
         // Secure by default: keys were made, secrets private, the allow-list holds the clients.
         #expect(output.contains("CURVE on every endpoint"))
         let allowed = try FileManager.default.contentsOfDirectory(atPath: directory.path(".switchboard/keys/allowed")).sorted()
-        #expect(allowed == ["auth.cert", "demo-kiosk-1.cert", "eto.cert", "filemaker.cert", "monitor.cert", "operator.cert"])
+        #expect(
+            allowed == ["auth.cert", "demo-kiosk-1.cert", "directory.cert", "eto.cert", "filemaker.cert", "monitor.cert", "operator.cert"])
+        // The Directory's people reach the bus and FileMaker's Staff mirror.
+        #expect(output.contains("person.created  directory"), "\(output)")
+        #expect(programs.read(".switchboard/logs/filemaker.log").contains("staff member added"))
         let mode = try FileManager.default.attributesOfItem(atPath: directory.path(".switchboard/keys/secrets/broker.secret"))[
             .posixPermissions]
         #expect((mode as? NSNumber)?.intValue == 0o600)
