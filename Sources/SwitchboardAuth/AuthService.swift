@@ -136,11 +136,12 @@ public final class AuthService: Sendable {
     }
 
     public func status() -> StatusReply {
-        let snapshot = Dictionary(cache.snapshot().map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        let entries = cache.snapshot()
         return StatusReply(
             accounts: accounts.accounts.map { account in
-                let key = CredentialKey(backend: account.backend, account: account.account)
-                let entry = snapshot[key]
+                // The account's default token, else any of its scopes' (ETO sites) that is held.
+                let own = entries.filter { $0.key.backend == account.backend && $0.key.account == account.account }
+                let entry = own.first { $0.key.scope == nil && $0.fingerprint != nil } ?? own.first { $0.fingerprint != nil } ?? own.first
                 return .init(
                     backend: account.backend, account: account.account, loggedIn: entry?.fingerprint != nil,
                     fingerprint: entry?.fingerprint, issuedAt: entry?.issuedAt, expiresAt: entry?.expiresAt,

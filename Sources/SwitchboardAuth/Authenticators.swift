@@ -294,9 +294,12 @@ extension AuthTokenProvider {
 
 extension AuthTokenProvider {
     /// The account's ETO SSO token and enterprise (`token.get` scope `sso`), for calls above the
-    /// site level (the site list). `forceRefresh` reports the current one rejected first.
-    public func etoSSO(account: String, forceRefresh: Bool) async throws -> (token: ETO.SSOToken, enterprise: String) {
-        if forceRefresh, let current = cache.cached(CredentialKey(backend: "eto", account: account, scope: "sso")) {
+    /// site level (the site list). `rejected`: the token ETO refused, reported first (it leaves
+    /// the cache only if it is still the current one: a fresher one fetched meanwhile stays).
+    public func etoSSO(account: String, rejected refused: ETO.SSOToken? = nil) async throws -> (token: ETO.SSOToken, enterprise: String) {
+        if let refused, let current = cache.cached(CredentialKey(backend: "eto", account: account, scope: "sso")),
+            current.token == refused.token
+        {
             rejected(current, backend: "eto", account: account, scope: "sso")
         }
         let credential = try await credential(backend: "eto", account: account, scope: "sso")

@@ -106,6 +106,7 @@ public final class GroupConsumer: Sendable {
     private let endpoint: String
     private let logger: Logger
     private let current = Mutex<(socket: AsyncSocket?, connection: Int, lastSent: ContinuousClock.Instant)>((nil, 0, .now))
+    private let leaving = Mutex(false)
 
     public init(io: IOThread, endpoint: String, settings: Settings, logger: Logger) {
         self.io = io
@@ -116,17 +117,34 @@ public final class GroupConsumer: Sendable {
         (notices, noticeInput) = AsyncStream.makeStream(of: Notice.self, bufferingPolicy: .bufferingNewest(64))
     }
 
-    /// Joins and serves the connection until the task is cancelled: heartbeats while idle, a
+    /// Asks `run()` to leave the group: within a heartbeat it sends LEAVE (what the broker still
+    /// counts as held by this member goes to other members at once), closes the socket with a
+    /// short linger so settles already sent get out, and returns. For a graceful stop: settle
+    /// what you hold first, then call this.
+    public func leave() {
+        leaving.withLock { $0 = true }
+    }
+
+    private var isLeaving: Bool { leaving.withLock { $0 } }
+
+    /// Whether a delivery came on the connection in use now. One from a replaced connection was
+    /// taken back by the broker (and may be at another member): do not start work on it.
+    public func isCurrent(_ delivery: GroupDelivery) -> Bool {
+        current.withLock { $0.connection == delivery.connection }
+    }
+
+    /// Joins and serves the connection until `leave()` or cancellation: heartbeats while idle, a
     /// new socket and a new JOIN when the broker falls silent for its liveness period or says
-    /// this connection is not a member. On cancellation it sends LEAVE (what it holds goes to
-    /// other members at once), closes the socket and finishes `deliveries`.
+    /// this connection is not a member. On `leave()` it sends LEAVE, closes the socket and
+    /// finishes `deliveries`; on cancellation it tries the same (a cancelled task may not get the
+    /// LEAVE out; the broker then takes the work back after its liveness period).
     public func run() async throws {
         defer {
             deliveryInput.finish()
             noticeInput.finish()
         }
         var reason = ""
-        while !Task.isCancelled {
+        while !Task.isCancelled && !isLeaving {
             let socket: AsyncSocket
             let joined: JoinedHeader
             do {
@@ -144,7 +162,7 @@ public final class GroupConsumer: Sendable {
             }
             noticeInput.yield(.joined(joined))
             reason = await serve(socket, joined: joined)
-            if Task.isCancelled {
+            if Task.isCancelled || isLeaving {
                 let leave = try? Envelope(command: .leave, header: LeaveHeader(group: settings.group))
                 if let leave { try? await socket.send(leave.frames()) }
                 await socket.close()
@@ -159,7 +177,8 @@ public final class GroupConsumer: Sendable {
     private func connectAndJoin() async throws -> (AsyncSocket, JoinedHeader) {
         let options = settings.socketOptions
         let endpoint = self.endpoint
-        let socket = try await io.open(.dealer, linger: 0) { socket in
+        // A short linger: the last settles and the LEAVE get out when the socket closes.
+        let socket = try await io.open(.dealer, linger: 200) { socket in
             try socket.set(options + [.heartbeatInterval(milliseconds: 2000), .heartbeatTimeout(milliseconds: 6000)])
             try socket.connect(endpoint)
         }
@@ -197,7 +216,7 @@ public final class GroupConsumer: Sendable {
         let silence = Duration.milliseconds(max(joined.livenessMilliseconds, 3 * joined.heartbeatMilliseconds))
         let connection = current.withLock { $0.connection }
         var lastHeard = ContinuousClock.now
-        while !Task.isCancelled {
+        while !Task.isCancelled && !isLeaving {
             let message: Message?
             do {
                 message = try await socket.receive(timeout: heartbeat)
@@ -215,7 +234,7 @@ public final class GroupConsumer: Sendable {
                 try? await send(Envelope(command: .heartbeat, header: Envelope.emptyObject), connection: connection)
             }
         }
-        return "cancelled"
+        return isLeaving ? "leaving" : "cancelled"
     }
 
     /// Handles one message from the broker; returns a reason to reconnect, or nil.
@@ -249,15 +268,21 @@ public final class GroupConsumer: Sendable {
         return nil
     }
 
+    /// A settle for a delivery of a connection that has been replaced: the broker took that
+    /// delivery back when the old connection went, and delivers it again.
+    public struct ReplacedConnection: Error, Sendable, CustomStringConvertible {
+        public var description: String { "the delivery's connection was replaced; the broker delivers it again" }
+    }
+
     /// Sends on the connection a delivery came from; a settle for a connection that has been
-    /// replaced is dropped (the broker took that delivery back when the old connection went).
+    /// replaced is not sent, and throws `ReplacedConnection`.
     func send(_ envelope: Envelope, connection: Int) async throws {
         let socket = current.withLock { state -> AsyncSocket? in
             guard state.connection == connection else { return nil }
             state.lastSent = .now
             return state.socket
         }
-        guard let socket else { return }
+        guard let socket else { throw ReplacedConnection() }
         try await socket.send(envelope.frames())
     }
 }

@@ -243,7 +243,8 @@ public struct SettleHeader: Sendable, Hashable {
         }
     }
 
-    static func isValidCode(_ code: String) -> Bool {
+    /// Whether `code` is a settle code the broker takes: 1–64 of a–z 0–9 -, starting with a letter.
+    public static func isValidCode(_ code: String) -> Bool {
         withUTF8Bytes(code) { bytes in
             guard let first = bytes.first, (97...122).contains(first), bytes.count <= 64 else { return false }
             return bytes.allSatisfy { c in (97...122).contains(c) || (48...57).contains(c) || c == 45 }

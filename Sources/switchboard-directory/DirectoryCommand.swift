@@ -135,25 +135,11 @@ struct DirectoryCommand: AsyncParsableCommand {
                 "account": "\(account)", "interval": "\(interval)", "max_missing": "\(maxMissing)", "groups": "\(worker.groups)",
                 "data_dir": "\(runtime.dataDirectory)",
             ])
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [
-                    .init(service: runtime.outboxService()),
-                    .init(service: DirectoryPoller(syncer: syncer, interval: interval)),
-                    .init(service: WorkerStart.ReadyLog(consumer: consumer, logger: logger)),
-                    .init(service: GroupWorker(consumer: consumer, handler: syncer, logger: logger)),
-                ],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            logger.error("directory syncer failed", metadata: ["error": "\(error)"])
-            await runtime.close()
-            throw error
-        }
-        await runtime.close()
-        logger.info("directory syncer stopped")
+        try await runtime.run(
+            [
+                DirectoryPoller(syncer: syncer, interval: interval), WorkerStart.ReadyLog(consumer: consumer, logger: logger),
+                GroupWorker(consumer: consumer, handler: syncer, logger: logger),
+            ], name: "directory syncer")
     }
 }
 

@@ -89,10 +89,14 @@ struct ETOCommand: AsyncParsableCommand {
         let account = self.account
         let access = ETOSiteAccess(client: client) { site in .provider(tokens.eto(account: account, site: site)) }
 
+        let sso: @Sendable (ETO.SSOToken?) async throws -> (token: ETO.SSOToken, enterprise: String) = { refused in
+            try await tokens.etoSSO(account: account, rejected: refused)
+        }
+        // One list of the enterprise's sites for both halves: no session for a site it lacks.
+        let sites = ETOSites { try await ETOService.siteList(eto: access, sso: sso) }
         var services: [any Service] = []
         if !noService {
-            let service = ETOService(
-                eto: access, sso: { force in try await tokens.etoSSO(account: account, forceRefresh: force) }, logger: logger)
+            let service = ETOService(eto: access, sso: sso, sites: sites, logger: logger)
             var settings = ServiceWorker.Settings()
             settings.concurrency = concurrency
             settings.socketOptions = runtime.credentials?.socketOptions ?? []
@@ -102,7 +106,7 @@ struct ETOCommand: AsyncParsableCommand {
         }
         if !noGroup {
             let consumer = runtime.consumer(topics: [CheckIn.type])
-            let recorder = ETOCheckInRecorder(eto: access, configuration: configuration, logger: logger)
+            let recorder = ETOCheckInRecorder(eto: access, configuration: configuration, sites: sites, logger: logger)
             services.append(WorkerStart.ReadyLog(consumer: consumer, logger: logger))
             services.append(GroupWorker(consumer: consumer, handler: recorder, logger: logger))
         }

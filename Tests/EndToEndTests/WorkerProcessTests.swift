@@ -201,7 +201,7 @@ struct WorkerProcessTests {
 
         let fourth = try stack.fileMaker("bad-4.log", extra: ["--credit", "0"])
         #expect(await fourth.waitForExit(timeout: .seconds(20)) != 0)
-        #expect(programs.read("bad-4.log").contains("--credit must be between 1 and 10000"))
+        #expect(programs.read("bad-4.log").contains("--credit must be between 1 and 1000"))
 
         // switchboard-eto: its TouchPoint file, and a data directory others can read.
         let touchpoint = directory.path("touchpoint.json")
@@ -371,11 +371,12 @@ extension WorkerProcessTests {
         }.count
         #expect(fileMakerLogins >= 2 && fileMakerLogins <= 4, "\(fileMakerLogins) FileMaker log-ins")
         // ETO log-ins are auth's events (the test's own reader logs in too, so the request log
-        // cannot tell them apart): one per site at first, one per site after the expiry, and a
-        // few more at most where a rejection raced a restart.
+        // cannot tell them apart): one per scope (3 sites, and `sso` for the site list) at
+        // first, one per scope after the expiry, and a few more at most where a rejection raced
+        // a restart.
         let authEvents = ["auth.token.issued", "auth.token.refreshed"].flatMap { (try? JournalFile.contents(at: journal, type: $0)) ?? [] }
         let etoLogins = authEvents.filter { $0.contains(#""backend":"eto""#) }.count
-        #expect(etoLogins >= 3 && etoLogins <= 9, "\(etoLogins) ETO site log-ins by auth for 3 sites")
+        #expect(etoLogins >= 4 && etoLogins <= 12, "\(etoLogins) ETO log-ins by auth for 3 sites and the site list")
         #expect(programs.read("filemaker-2.log").contains("ready: joined the group"))
         #expect(programs.read("eto-2.log").contains("ready: joined the group"))
         for log in ["filemaker-1.log", "filemaker-2.log", "eto-1.log", "eto-2.log", "auth.log"] {
@@ -413,6 +414,13 @@ extension WorkerProcessTests {
         (status, output) = try await run(
             ["lookup", "--first", "Ana", "--last", "Ortiz", "--dob", "1999-01-01", "--site", "101", "--program", "792"], "none.log")
         #expect(status == 1 && output.contains("No participant of program 792 at site 101 matches"), "\(output)")
+
+        // A site the enterprise lacks is refused before any session is opened for it.
+        (status, output) = try await run(
+            ["lookup", "--first", "Ana", "--last", "Ortiz", "--site", "999", "--program", "792"], "nosite.log")
+        #expect(status != 0 && output.contains("the enterprise has no site 999"), "\(output)")
+        let siteLogins = try await stack.requests("eto").filter { (($0["path"] as? String) ?? "").contains("SSOSiteLogin/999") }
+        #expect(siteLogins.isEmpty, "auth logged in to a site the enterprise lacks")
 
         (status, output) = try await run(
             [

@@ -36,11 +36,44 @@ struct RuleTests {
         let cases: [(HTTPError, String)] = [
             (error(.vendor, status: 500, vendor: "102"), "filemaker-102"), (error(.vendor, status: 500, vendor: "105"), "filemaker-105"),
             (error(.vendor, status: 500, vendor: "507"), "filemaker-507"), (error(.vendor, status: 400, vendor: "1708"), "filemaker-1708"),
-            (error(.httpStatus, status: 404), "filemaker-http-404"), (error(.invalidRequest), "filemaker-invalidRequest"),
+            (error(.httpStatus, status: 404), "filemaker-http-404"), (error(.invalidRequest), "filemaker-invalid-request"),
         ]
         for (failure, code) in cases {
             #expect(FileMakerWriter.settlement(for: failure) == .deadLetter(code: code, message: failure.description))
         }
+    }
+
+    @Test("every settlement the three workers' rules make is one the broker takes: codes of a–z 0–9 -, messages of at most 1000 characters")
+    func settlementsAreWireSafe() throws {
+        let kinds: [HTTPError.Code] = [
+            .connectionFailed, .timeout, .tls, .httpStatus, .vendor, .decoding, .responseTooLarge, .credentialRejected, .invalidCredentials,
+            .credentialUnavailable, .invalidRequest, .invalidConfiguration, .cancelled, .shutDown, .notResent,
+        ]
+        var settlements: [Settlement] = []
+        for kind in kinds {
+            for (status, vendor) in [(nil, nil), (503, nil), (500, "952"), (500, "102"), (400, "1708"), (404, nil)] as [(Int?, String?)] {
+                let failure = error(kind, status: status, vendor: vendor)
+                settlements += [
+                    FileMakerWriter.settlement(for: failure), ETOCheckInRecorder.settlement(for: failure),
+                    DirectorySyncer.settlement(for: failure),
+                ]
+            }
+        }
+        let long = Settlement.deadLetter(code: "eto-http-400", message: String(repeating: "é", count: 5000))
+        settlements.append(long)
+        for settlement in settlements.map(\.wireSafe) {
+            switch settlement {
+            case .done: break
+            case .retry(_, let code, let message), .deadLetter(let code, let message):
+                #expect(SettleHeader.isValidCode(code), "\(code)")
+                #expect(message.unicodeScalars.count <= 1000)
+            }
+        }
+        #expect(Settlement.code("filemaker-connectionFailed") == "filemaker-connection-failed")
+        #expect(Settlement.code("eto-notResent") == "eto-not-resent")
+        #expect(Settlement.code("9 lives!") == "error-9-lives")
+        // The rules produce valid codes themselves; wireSafe is the guard, not the fix.
+        #expect(FileMakerWriter.settlement(for: error(.connectionFailed)).code == "filemaker-connection-failed")
     }
 
     @Test("ETO: a write not sent again after the log-in page is retried (it looks first next time); a 400 fault is a dead letter")

@@ -203,9 +203,10 @@ public final class DirectorySyncer: EventHandler, Sendable {
 
     /// The Directory's list, refused when the guard would hold it back: a write decided on a
     /// list that lost half its people could duplicate a person or miss one.
-    private func trustedPeople() async throws(HTTPError) -> TrustedList {
+    private func trustedPeople() async throws -> TrustedList {
         let people = try await client.people(auth: key)
-        let snapshot = (try? await store.snapshot()) ?? nil
+        // A store that cannot be read must not switch the guard off: the error goes up (retry).
+        let snapshot = try await store.snapshot()
         if let snapshot {
             let now = Set(people.map(\.id))
             let missing = snapshot.filter { !now.contains($0.id) }.count
@@ -377,9 +378,9 @@ public final class DirectorySyncer: EventHandler, Sendable {
         let text = error.description
         switch error.code {
         case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .cancelled, .shutDown, .notResent:
-            return .retry(after: nil, code: "directory-\(error.code)", message: text)
+            return .retry(after: nil, code: Settlement.code("directory-\(error.code)"), message: text)
         case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
-            return .deadLetter(code: "directory-\(error.code)", message: text)
+            return .deadLetter(code: Settlement.code("directory-\(error.code)"), message: text)
         default:
             break
         }
@@ -389,7 +390,7 @@ public final class DirectorySyncer: EventHandler, Sendable {
             }
             return .deadLetter(code: "directory-http-\(status)", message: text)
         }
-        return .retry(after: nil, code: "directory-\(error.code)", message: text)
+        return .retry(after: nil, code: Settlement.code("directory-\(error.code)"), message: text)
     }
 }
 

@@ -33,9 +33,14 @@ public struct ETOCheckInRecorder: EventHandler {
     public let configuration: ETOTouchPointConfiguration
     let logger: Logger
 
-    public init(eto: ETOSiteAccess, configuration: ETOTouchPointConfiguration, logger: Logger) {
+    /// When given, a check-in's site must be one of the enterprise's before a session is opened
+    /// for it (a made-up site id would cost auth a log-in chain per delivery).
+    let sites: ETOSites?
+
+    public init(eto: ETOSiteAccess, configuration: ETOTouchPointConfiguration, sites: ETOSites? = nil, logger: Logger) {
         self.eto = eto
         self.configuration = configuration
+        self.sites = sites
         self.logger = logger
     }
 
@@ -60,6 +65,15 @@ public struct ETOCheckInRecorder: EventHandler {
             return .deadLetter(code: "invalid-content", message: "site_id or program_id is out of range")
         }
         let auth = eto.session(site)
+        if let sites {
+            do {
+                guard try await sites.contains(site) else {
+                    return .deadLetter(code: "unknown-site", message: "the enterprise has no site \(site) (check-in program \(program))")
+                }
+            } catch {
+                return .retry(after: nil, code: "eto-sites", message: "the enterprise's site list could not be read: \(error)")
+            }
+        }
         do {
             let participant: ETO.Participant
             do {
@@ -202,9 +216,9 @@ public struct ETOCheckInRecorder: EventHandler {
         let text = error.description
         switch error.code {
         case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .notResent, .cancelled, .shutDown:
-            return .retry(after: nil, code: "eto-\(error.code)", message: text)
+            return .retry(after: nil, code: Settlement.code("eto-\(error.code)"), message: text)
         case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
-            return .deadLetter(code: "eto-\(error.code)", message: text)
+            return .deadLetter(code: Settlement.code("eto-\(error.code)"), message: text)
         default:
             break
         }
@@ -212,6 +226,6 @@ public struct ETOCheckInRecorder: EventHandler {
             if status >= 500 || status == 429 || status == 408 { return .retry(after: nil, code: "eto-http-\(status)", message: text) }
             return .deadLetter(code: "eto-http-\(status)", message: text)
         }
-        return .retry(after: nil, code: "eto-\(error.code)", message: text)
+        return .retry(after: nil, code: Settlement.code("eto-\(error.code)"), message: text)
     }
 }

@@ -13,16 +13,26 @@ public import SwitchboardProtocol
 public struct ETOService: Sendable {
     public let eto: ETOSiteAccess
     /// A session opening the account's SSO level (`token.get` scope `sso`), for the site list.
-    let sso: @Sendable (_ forceRefresh: Bool) async throws -> (token: ETO.SSOToken, enterprise: String)
+    let sso: @Sendable (_ rejected: ETO.SSOToken?) async throws -> (token: ETO.SSOToken, enterprise: String)
     let logger: Logger
+    /// The enterprise's sites: a site id a caller names must be one before a session is opened.
+    public let sites: ETOSites
 
     public init(
-        eto: ETOSiteAccess, sso: @escaping @Sendable (_ forceRefresh: Bool) async throws -> (token: ETO.SSOToken, enterprise: String),
-        logger: Logger
+        eto: ETOSiteAccess, sso: @escaping @Sendable (_ rejected: ETO.SSOToken?) async throws -> (token: ETO.SSOToken, enterprise: String),
+        sites: ETOSites? = nil, logger: Logger
     ) {
         self.eto = eto
         self.sso = sso
         self.logger = logger
+        self.sites = sites ?? ETOSites { try await Self.siteList(eto: eto, sso: sso) }
+    }
+
+    /// Refuses a site the enterprise does not have, before any session is opened for it.
+    func requireSite(_ site: Int) async throws {
+        guard try await sites.contains(site) else {
+            throw ServiceError(status: ServiceStatus.notFound, code: "not-found", message: "the enterprise has no site \(site)")
+        }
     }
 
     public static let operations = ["sites.list", "programs.list", "participants.search", "participant.get"]
@@ -41,9 +51,11 @@ public struct ETOService: Sendable {
         do {
             switch request.operation {
             case "sites.list":
-                return try WireJSON.encode(ETOServiceContent.Sites(sites: try await sites()))
+                let list = try await Self.siteList(eto: eto, sso: sso)
+                return try WireJSON.encode(ETOServiceContent.Sites(sites: list.map { Site(siteID: $0.id, name: $0.name) }))
             case "programs.list":
                 let query = try Self.decode(SiteQuery.self, request, needs: "{site_id}")
+                try await requireSite(query.siteID)
                 let programs = try await eto.client.programs(siteID: query.siteID, auth: eto.session(query.siteID))
                 return try WireJSON.encode(ETOServiceContent.Programs(programs: programs.map { Program(programID: $0.id, name: $0.name) }))
             case "participants.search":
@@ -58,6 +70,7 @@ public struct ETOService: Sendable {
                 if let dob = query.dateOfBirth, Timestamp.parseDate(dob) == nil {
                     throw ServiceError(status: ServiceStatus.badRequest, code: "bad-request", message: "date_of_birth must be YYYY-MM-DD")
                 }
+                try await requireSite(query.siteID)
                 let hits = try await eto.client.search(programID: query.programID, text: query.lastName, auth: eto.session(query.siteID))
                 let matches = ETOCheckInRecorder.matches(hits, first: query.firstName, last: query.lastName, dateOfBirth: query.dateOfBirth)
                 return try WireJSON.encode(
@@ -69,6 +82,7 @@ public struct ETOService: Sendable {
                         }))
             case "participant.get":
                 let query = try Self.decode(ParticipantQuery.self, request, needs: "{site_id, participant_id}")
+                try await requireSite(query.siteID)
                 let p = try await eto.client.participant(id: query.participantID, auth: eto.session(query.siteID))
                 return try WireJSON.encode(
                     Participant(participantID: p.id, firstName: p.firstName, lastName: p.lastName, dateOfBirth: p.dateOfBirth.map(Self.day))
@@ -80,18 +94,26 @@ public struct ETOService: Sendable {
             }
         } catch let error as HTTPError {
             throw Self.serviceError(error)
+        } catch let error as ServiceError {
+            throw error
+        } catch {
+            // No session could be had (auth refused or did not answer): ETO is unavailable to us.
+            throw ServiceError(
+                status: ServiceStatus.unavailable, code: "eto-unavailable", message: "no ETO session: \(error)", retryable: true)
         }
     }
 
-    func sites() async throws -> [Site] {
-        let (token, enterprise) = try await sso(false)
+    public static func siteList(
+        eto: ETOSiteAccess, sso: @Sendable (_ rejected: ETO.SSOToken?) async throws -> (token: ETO.SSOToken, enterprise: String)
+    ) async throws -> [ETO.Site] {
+        let (token, enterprise) = try await sso(nil)
         do throws(HTTPError) {
-            return try await eto.client.sites(sso: token, enterpriseGuid: enterprise).map { Site(siteID: $0.id, name: $0.name) }
+            return try await eto.client.sites(sso: token, enterpriseGuid: enterprise)
         } catch {
             guard error.status == 401 || error.status == 403 else { throw error }
         }
-        let (fresh, freshEnterprise) = try await sso(true)
-        return try await eto.client.sites(sso: fresh, enterpriseGuid: freshEnterprise).map { Site(siteID: $0.id, name: $0.name) }
+        let (fresh, freshEnterprise) = try await sso(token)
+        return try await eto.client.sites(sso: fresh, enterpriseGuid: freshEnterprise)
     }
 
     static func day(_ date: WCFDate) -> String {

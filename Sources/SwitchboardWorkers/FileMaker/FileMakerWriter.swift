@@ -168,7 +168,10 @@ public struct FileMakerWriter: EventHandler {
                 code: "invalid-content", message: "the person event cannot be read: \(WorkerConfigurationFile.describe(error))")
         }
         // A request (any other source) becomes a fact once the Directory syncer applied it.
-        guard person.source == "directory", let id = person.personID else { return .done }
+        guard person.source == "directory" else { return .done }
+        guard let id = person.personID else {
+            return .deadLetter(code: "invalid-content", message: "a Directory fact without person_id cannot be mirrored")
+        }
         do {
             if event.header.type == "person.created" {
                 var fields: [String: FileMaker.FieldValue] = [:]
@@ -202,9 +205,9 @@ public struct FileMakerWriter: EventHandler {
         let text = error.description
         switch error.code {
         case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .cancelled, .shutDown:
-            return .retry(after: nil, code: "filemaker-\(error.code)", message: text)
+            return .retry(after: nil, code: Settlement.code("filemaker-\(error.code)"), message: text)
         case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
-            return .deadLetter(code: "filemaker-\(error.code)", message: text)
+            return .deadLetter(code: Settlement.code("filemaker-\(error.code)"), message: text)
         default:
             break
         }
@@ -226,6 +229,6 @@ public struct FileMakerWriter: EventHandler {
             }
             return .deadLetter(code: "filemaker-http-\(status)", message: text)
         }
-        return .retry(after: nil, code: "filemaker-\(error.code)", message: text)
+        return .retry(after: nil, code: Settlement.code("filemaker-\(error.code)"), message: text)
     }
 }

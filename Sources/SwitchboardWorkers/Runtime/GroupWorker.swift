@@ -41,12 +41,12 @@ public final class GroupWorker: Service, Sendable {
     public func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.consumer.run() }
-            group.addTask { await self.handleUntilShutdown() }
-            // Either the consumer failed for good (a refused JOIN), or the handlers are done
-            // after a graceful shutdown: in both cases the other half stops now. Cancelling the
-            // consumer sends LEAVE, after every settle of the handlers has been sent.
-            try await group.next()
-            group.cancelAll()
+            // Ends on graceful shutdown once every handler in hand has settled, or when the
+            // consumer stopped for good (a refused JOIN ends its deliveries).
+            await handleUntilShutdown()
+            // Every settle is sent: now LEAVE, so what was delivered but not started goes to
+            // other members at once; `run()` returns after it (or rethrows the JOIN's refusal).
+            consumer.leave()
             try await group.waitForAll()
         }
     }
@@ -63,6 +63,15 @@ public final class GroupWorker: Service, Sendable {
     }
 
     private func process(_ delivery: GroupDelivery) async {
+        // A delivery of a connection the consumer has since replaced (broker silence, or the
+        // broker said we were no member) was taken back and may be at another member already.
+        guard consumer.isCurrent(delivery) else {
+            state.withLock { $0.unsettled += 1 }
+            logger.notice(
+                "skipping a delivery of a replaced connection; the broker delivers it again",
+                metadata: ["bus_seq": "\(delivery.busSeq)", "event_id": "\(delivery.header.eventID)"])
+            return
+        }
         let event = WorkerEvent(header: delivery.header, content: delivery.content, attempt: delivery.attempt)
         let settlement = await withTaskGroup(of: Settlement?.self) { group in
             group.addTask { await self.handler.handle(event) }
@@ -81,7 +90,7 @@ public final class GroupWorker: Service, Sendable {
             group.cancelAll()
             return first
         }
-        guard let settlement, !Task.isCancelled else { return }
+        guard let settlement = settlement?.wireSafe, !Task.isCancelled else { return }
         let metadata: Logger.Metadata = [
             "group": "\(delivery.group)", "bus_seq": "\(delivery.busSeq)", "event_id": "\(delivery.header.eventID)",
             "attempt": "\(delivery.attempt)",

@@ -57,3 +57,44 @@ public protocol EventHandler: Sendable {
     /// classified as a retry or a dead letter, so nothing reaches the broker unexplained.
     func handle(_ event: WorkerEvent) async -> Settlement
 }
+
+extension Settlement {
+    /// `text` as a settle code the broker takes (protocol section 15.2: 1–64 of a–z 0–9 -,
+    /// starting with a letter): camelCase words split by `-` (`connectionFailed` →
+    /// `connection-failed`), any other character a `-`.
+    public static func code(_ text: String) -> String {
+        var result = ""
+        var previousWasLower = false
+        for character in text.unicodeScalars {
+            let value = character.value
+            if (65...90).contains(value) {
+                if previousWasLower { result += "-" }
+                result.unicodeScalars.append(Unicode.Scalar(value + 32)!)
+                previousWasLower = false
+            } else if (97...122).contains(value) || (48...57).contains(value) {
+                result.unicodeScalars.append(character)
+                previousWasLower = true
+            } else {
+                if !result.hasSuffix("-") { result += "-" }
+                previousWasLower = false
+            }
+        }
+        while result.hasSuffix("-") { result.removeLast() }
+        if result.first.map({ !$0.isLetter }) ?? true { result = "error-" + result }
+        return String(result.prefix(64))
+    }
+
+    /// The settlement as the broker takes it: a valid code and a message of at most 1000
+    /// characters (a longer one is cut, marked with an ellipsis).
+    public var wireSafe: Settlement {
+        func clean(_ code: String) -> String { SettleHeader.isValidCode(code) ? code : Self.code(code) }
+        func cut(_ message: String) -> String {
+            message.unicodeScalars.count <= 1000 ? message : String(String.UnicodeScalarView(message.unicodeScalars.prefix(999))) + "…"
+        }
+        switch self {
+        case .done: return .done
+        case .retry(let delay, let code, let message): return .retry(after: delay, code: clean(code), message: cut(message))
+        case .deadLetter(let code, let message): return .deadLetter(code: clean(code), message: cut(message))
+        }
+    }
+}

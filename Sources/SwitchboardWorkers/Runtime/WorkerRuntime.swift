@@ -40,13 +40,22 @@ public struct WorkerOptions: ParsableArguments, Sendable {
     public var member: String?
     @Option(name: .customLong("auth-timeout"), help: "Seconds to wait for the auth service's answer to token.get.")
     public var authTimeout = 30
+    @Option(
+        name: .customLong("shutdown-timeout"),
+        help:
+            "Seconds SIGTERM waits for the work in hand and the outbox before it cancels the rest (nothing is lost: the broker redelivers, the outbox keeps)."
+    )
+    public var shutdownTimeout = 20
     @Option(name: .customLong("log-format"), help: "text or json.") public var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") public var logLevel: String?
 
     public init() {}
 
     public func validate() throws {
-        guard (1...10_000).contains(credit) else { throw ValidationError("--credit must be between 1 and 10000, got \(credit)") }
+        guard (1...1000).contains(credit) else { throw ValidationError("--credit must be between 1 and 1000, got \(credit)") }
+        guard (1...3600).contains(shutdownTimeout) else {
+            throw ValidationError("--shutdown-timeout must be between 1 and 3600 seconds, got \(shutdownTimeout)")
+        }
         guard (1...3600).contains(authTimeout) else {
             throw ValidationError("--auth-timeout must be between 1 and 3600 seconds, got \(authTimeout)")
         }
@@ -164,10 +173,15 @@ public final class WorkerRuntime: Sendable {
     /// SIGINT (graceful: in reverse order, so the outbox sends what the others published last) or
     /// a failure, then releases everything. `name` is the program's, for the log.
     public func run(_ services: [any Service], name: String) async throws {
-        let group = ServiceGroup(
-            configuration: .init(
-                services: ([outboxService()] + services).map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
+        var configuration = ServiceGroupConfiguration(
+            services: ([outboxService()] + services).map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger)
+        // Graceful shutdown finishes the handlers in hand and sends what the outbox holds; a
+        // broker that stays away must not keep the process up: after this, what is left is
+        // cancelled (the outbox keeps its events for the next start; unsettled deliveries come
+        // again).
+        configuration.maximumGracefulShutdownDuration = .seconds(options.shutdownTimeout)
+        let group = ServiceGroup(configuration: configuration)
         do {
             try await group.run()
         } catch {

@@ -64,10 +64,14 @@ try await withThrowingTaskGroup(of: Void.self) { group in
                 "start": start, "end": nanos(), "outcome": outcome, "event_id": delivery.header.eventID,
             ]
             log.write(try JSONSerialization.data(withJSONObject: line) + Data("\n".utf8))
-            switch outcome {
-            case "ack": try await delivery.ack()
-            case "nack": try await delivery.nack(code: "poison", message: "this key always fails")
-            default: break
+            do {
+                switch outcome {
+                case "ack": try await delivery.ack()
+                case "nack": try await delivery.nack(code: "poison", message: "this key always fails")
+                default: break
+                }
+            } catch is GroupConsumer.ReplacedConnection {
+                // Delivered on a connection since replaced: the broker delivers it again.
             }
         }
     }
