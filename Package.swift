@@ -85,6 +85,7 @@ var targets: [Target] = [
         name: "SwitchboardBus",
         dependencies: [
             "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
         ],

@@ -1,3 +1,4 @@
+import Crypto
 public import Foundation
 public import SwitchboardProtocol
 
@@ -131,5 +132,24 @@ public enum CheckInForm {
         if inQuotes { throw Problem(field: "line \(rowStart)", message: "a quoted field is not closed") }
         if !field.isEmpty || !fields.isEmpty { endRow() }
         return rows
+    }
+}
+
+extension CheckInForm {
+    /// The ordering key of a check-in (the EVENT's `key`): the same person's check-ins stay in
+    /// order downstream and are never in flight to two members of a group at once. `eto:<id>` when
+    /// the participant id is known; else `person:` and 16 hexadecimal digits of the SHA-256 of
+    /// the name and date of birth, trimmed, folded to lower case and with inner spaces collapsed,
+    /// so the key (which travels in headers, logs, dead letters and other events) names no one.
+    /// A person checked in once by id and once by name gets two keys: their order holds per key.
+    public static func orderingKey(_ checkIn: CheckIn) -> String {
+        if let id = checkIn.participant.etoParticipantID { return "eto:\(id)" }
+        func fold(_ text: String?) -> String {
+            (text ?? "").lowercased().split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        }
+        let identity = [checkIn.participant.firstName, checkIn.participant.lastName, checkIn.participant.dateOfBirth].map(fold)
+            .joined(separator: "|")
+        let digest = SHA256.hash(data: Data(identity.utf8))
+        return "person:" + digest.prefix(8).map { String(format: "%02x", $0) }.joined()
     }
 }

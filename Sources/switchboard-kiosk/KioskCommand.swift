@@ -233,19 +233,12 @@ struct CheckInCommand: AsyncParsableCommand {
         }
         let (outbox, logger) = try options.open()
         let entry = try await outbox.enqueue([
-            .init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))
+            .init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: CheckInForm.orderingKey(checkIn))
         ])[0]
         print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         options.tell(report, wait: wait)
     }
-}
-
-/// The ordering key of a check-in: the same person's events stay in order downstream.
-func personKey(_ checkIn: CheckIn) -> String {
-    if let id = checkIn.participant.etoParticipantID { return "eto:\(id)" }
-    let name = "\(checkIn.participant.firstName ?? "")|\(checkIn.participant.lastName ?? "")|\(checkIn.participant.dateOfBirth ?? "")"
-    return "name:" + name.lowercased()
 }
 
 struct ImportCommand: AsyncParsableCommand {
@@ -290,7 +283,10 @@ struct ImportCommand: AsyncParsableCommand {
                 problems.append("line \(row.line), column '\(error.field)': \(error.message)")
                 continue
             }
-            events.append(.init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn)))
+            events.append(
+                .init(
+                    type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: CheckInForm.orderingKey(checkIn)
+                ))
         }
         guard problems.isEmpty else {
             let shown = problems.prefix(20).joined(separator: "\n  ")
@@ -392,7 +388,8 @@ struct LoadCommand: AsyncParsableCommand {
                         let checkIn = SyntheticCheckIns.make(index: made + i, kioskID: kioskID)
                         batch.append(
                             .init(
-                                type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn)))
+                                type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn),
+                                key: CheckInForm.orderingKey(checkIn)))
                     }
                     try await outbox.enqueue(batch)
                     made += size
@@ -477,7 +474,8 @@ struct DemoCommand: AsyncParsableCommand {
                             ?? SyntheticCheckIns.make(index: index, kioskID: kioskID)
                         try await outbox.enqueue([
                             .init(
-                                type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: personKey(checkIn))
+                                type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn),
+                                key: CheckInForm.orderingKey(checkIn))
                         ])
                         index += 1
                         try await Task.sleep(for: interval)

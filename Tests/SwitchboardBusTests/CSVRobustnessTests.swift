@@ -23,3 +23,23 @@ struct CSVRobustnessTests {
         }
     }
 }
+
+@Suite("Check-in ordering key")
+struct OrderingKeyTests {
+    @Test("the key follows the person (case and spaces folded), names no one, and prefers the ETO id")
+    func key() {
+        func checkIn(_ first: String?, _ last: String?, _ dob: String?, id: Int64? = nil) -> CheckIn {
+            CheckIn(
+                participant: .init(etoParticipantID: id, firstName: first, lastName: last, dateOfBirth: dob), siteID: 1, programID: 1,
+                kioskID: "k", checkedInAt: "2026-11-22T21:04:00Z")
+        }
+        let a = CheckInForm.orderingKey(checkIn("Ana", "Ortiz", "1976-02-23"))
+        #expect(a == CheckInForm.orderingKey(checkIn("  ana ", "ORTIZ", "1976-02-23")))
+        #expect(a != CheckInForm.orderingKey(checkIn("Ana", "Ortiz", "1976-02-24")))
+        #expect(a.hasPrefix("person:") && a.count == "person:".count + 16)
+        #expect(!a.lowercased().contains("ana") && !a.contains("1976"))
+        // SHA-256("ana|ortiz|1976-02-23"), first 8 bytes (Python's hashlib agrees): protocol section 9.
+        #expect(a == "person:683e6d1735634598")
+        #expect(CheckInForm.orderingKey(checkIn("Ana", "Ortiz", nil, id: 1000)) == "eto:1000")
+    }
+}
