@@ -5,6 +5,7 @@ import SwitchboardHTTP
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardTesting
+import Synchronization
 import Testing
 
 /// The workers as real processes: a broker, the emulators, `auth`, kiosks and the worker, with
@@ -22,29 +23,34 @@ struct WorkerProcessTests {
         let emulator: ChildProcess
         let base: String
         let auth: ChildProcess
+        /// Every worker started through this stack, so a failing test leaves none running.
+        let started = StartedProcesses()
 
-        func stop() async {
-            for process in [auth, emulator, broker] { process.signal(SIGKILL) }
+        /// Kills every process of the stack at once (a test's `defer`: nothing may outlive it).
+        func stop() {
+            for process in started.all + [auth, emulator, broker] { process.signal(SIGKILL) }
         }
 
         /// Starts `switchboard-filemaker` against this stack.
         func fileMaker(_ log: String, extra: [String] = []) throws -> ChildProcess {
-            try programs.start(
-                "switchboard-filemaker",
-                [
-                    "--groups", endpoints.groups, "--service", endpoints.service, "--ingest", endpoints.ingest, "--url", base,
-                    "--data-dir", programs.directory.path("filemaker-state"), "--credit", "16",
-                ] + extra, log: log)
+            try started.add(
+                programs.start(
+                    "switchboard-filemaker",
+                    [
+                        "--groups", endpoints.groups, "--service", endpoints.service, "--ingest", endpoints.ingest, "--url", base,
+                        "--data-dir", programs.directory.path("filemaker-state"), "--credit", "16",
+                    ] + extra, log: log))
         }
 
         /// Starts `switchboard-eto` against this stack.
         func eto(_ log: String, extra: [String] = []) throws -> ChildProcess {
-            try programs.start(
-                "switchboard-eto",
-                [
-                    "--groups", endpoints.groups, "--service", endpoints.service, "--ingest", endpoints.ingest, "--url", base + "/API",
-                    "--data-dir", programs.directory.path("eto-state"), "--credit", "16",
-                ] + extra, log: log)
+            try started.add(
+                programs.start(
+                    "switchboard-eto",
+                    [
+                        "--groups", endpoints.groups, "--service", endpoints.service, "--ingest", endpoints.ingest, "--url", base + "/API",
+                        "--data-dir", programs.directory.path("eto-state"), "--credit", "16",
+                    ] + extra, log: log))
         }
 
         /// Runs `switchboard` against this broker (no keys: the test broker is insecure).
@@ -171,7 +177,7 @@ struct WorkerProcessTests {
         let directory = try TemporaryDirectory("worker-filemaker-config")
         defer { directory.remove() }
         let stack = try await stack(directory)
-        defer { Task { await stack.stop() } }
+        defer { stack.stop() }
         let programs = stack.programs
         let missing = directory.path("missing-field.json")
         try #"{"checkins": {"layout": "CheckIns", "event_id_field": "EventID", "fields": {"Arrival": "checked_in_at"}}}"#.write(
@@ -274,7 +280,7 @@ extension WorkerProcessTests {
         defer { directory.remove() }
         let stack = try await stack(directory)
         let programs = stack.programs
-        defer { Task { await stack.stop() } }
+        defer { stack.stop() }
         let people = try SeedParticipant.all()
         // Participant 1003 is enrolled in program 792 only: a check-in to 793 finds no one.
         let stranger = try #require(people.first { $0.id == 1003 })
@@ -288,16 +294,18 @@ extension WorkerProcessTests {
         var eto = try stack.eto("eto-1.log")
         let unmatched = "\(stranger.first),\(stranger.last),\(stranger.dateOfBirth),\(stranger.site),793,not enrolled here"
         let kiosks = try (1...2).map { n in
-            try programs.start(
-                "switchboard-kiosk",
-                [
-                    "import",
-                    try writeSeedCSV(
-                        programs, "day-\(n).csv", rows: n == 1 ? 499 : 500, offset: n * 1000, people: people,
-                        extra: n == 1 ? [unmatched] : []),
-                    "--kiosk", "shelter-\(n)", "--outbox", directory.path("kiosk-\(n)/outbox.sqlite"), "--broker", stack.endpoints.ingest,
-                    "--wait", "180s",
-                ], log: "kiosk-\(n).log")
+            try stack.started.add(
+                programs.start(
+                    "switchboard-kiosk",
+                    [
+                        "import",
+                        try writeSeedCSV(
+                            programs, "day-\(n).csv", rows: n == 1 ? 499 : 500, offset: n * 1000, people: people,
+                            extra: n == 1 ? [unmatched] : []),
+                        "--kiosk", "shelter-\(n)", "--outbox", directory.path("kiosk-\(n)/outbox.sqlite"), "--broker",
+                        stack.endpoints.ingest,
+                        "--wait", "180s",
+                    ], log: "kiosk-\(n).log"))
         }
         let journal = directory.path("broker/journal.sqlite")
         try await waitUntil("the FileMaker writer has written 250", timeout: .seconds(120), interval: .milliseconds(200)) {
@@ -394,7 +402,7 @@ extension WorkerProcessTests {
         defer { directory.remove() }
         let stack = try await stack(directory)
         let programs = stack.programs
-        defer { Task { await stack.stop() } }
+        defer { stack.stop() }
         let eto = try stack.eto("eto.log", extra: ["--no-group"])
         let kiosk = ["--kiosk", "riverside-1", "--service", stack.endpoints.service, "--broker", stack.endpoints.ingest]
         func run(_ arguments: [String], _ log: String) async throws -> (Int32?, String) {
@@ -433,5 +441,15 @@ extension WorkerProcessTests {
         #expect(content.contains(#""eto_participant_id":1000"#), "\(content)")
         eto.signal(SIGTERM)
         #expect(await eto.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("eto.log"))")
+    }
+}
+
+/// The processes a test started, for its clean-up.
+final class StartedProcesses: Sendable {
+    private let list = Mutex<[ChildProcess]>([])
+    var all: [ChildProcess] { list.withLock { $0 } }
+    func add(_ process: ChildProcess) -> ChildProcess {
+        list.withLock { $0.append(process) }
+        return process
     }
 }
