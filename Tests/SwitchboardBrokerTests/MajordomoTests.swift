@@ -247,8 +247,8 @@ struct MajordomoTests {
         // keep-alive task for half a second expired the healthy workers before the test began
         // (seen in full-suite runs). The hand-over it tests only waits for the doomed one's expiry.
         let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceHeartbeat = .milliseconds(100)
-            configuration.serviceLiveness = 20
+            configuration.serviceHeartbeat = .milliseconds(200)
+            configuration.serviceLiveness = 10
         }
         let doomed = try await fixture.servicePeer()
         try await doomed.send(Majordomo.worker(.v02, .ready, service: "fragile"))
