@@ -385,6 +385,7 @@ extension WorkerProcessTests {
         let authEvents = ["auth.token.issued", "auth.token.refreshed"].flatMap { (try? JournalFile.contents(at: journal, type: $0)) ?? [] }
         let etoLogins = authEvents.filter { $0.contains(#""backend":"eto""#) }.count
         #expect(etoLogins >= 4 && etoLogins <= 12, "\(etoLogins) ETO log-ins by auth for 3 sites and the site list")
+        print("worker run: 1,000 check-ins; FileMaker log-ins \(fileMakerLogins), ETO log-ins \(etoLogins)")
         #expect(programs.read("filemaker-2.log").contains("ready: joined the group"))
         #expect(programs.read("eto-2.log").contains("ready: joined the group"))
         for log in ["filemaker-1.log", "filemaker-2.log", "eto-1.log", "eto-2.log", "auth.log"] {
