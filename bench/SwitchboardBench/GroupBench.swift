@@ -35,7 +35,7 @@ func benchMember(
     var lastHeard = ContinuousClock.now
     var lastSent = ContinuousClock.now
     while count < total, lastHeard.duration(to: .now) < quiet {
-        guard let message = try dealer.receive() else {
+        guard let message = try receiveOrTimeout(dealer) else {
             if lastSent.duration(to: .now) >= .milliseconds(500) {
                 try dealer.send(Envelope(command: .heartbeat, header: Envelope.emptyObject).frames())
                 lastSent = .now
@@ -63,6 +63,17 @@ func benchMember(
     return (count, first, last, nil)
 }
 
+/// A receive that gives nil when the socket's receive timeout passes: libzmq reports that as
+/// EAGAIN, which `Socket.receive()` throws (its nil is only for `dontWait`).
+func receiveOrTimeout(_ socket: Socket) throws -> Message? {
+    do {
+        return try socket.receive()
+    } catch {
+        if error.isWouldBlock { return nil }
+        throw error
+    }
+}
+
 func groupBench(quick: Bool) async throws {
     let scale = quick ? 10 : 1
     let directory = try TemporaryDirectory("bench-groups")
@@ -88,10 +99,11 @@ func groupBench(quick: Bool) async throws {
         let results = Mutex<[(Int, ContinuousClock.Instant?, ContinuousClock.Instant)]>([])
         let threads = (0..<members).map { _ in
             Thread {
-                if let result = try? benchMember(
-                    context: context, endpoint: endpoint, group: group, credit: 256, total: total, acked: acked)
-                {
+                do {
+                    let result = try benchMember(context: context, endpoint: endpoint, group: group, credit: 256, total: total, acked: acked)
                     results.withLock { $0.append((result.count, result.first, result.last)) }
+                } catch {
+                    print("member of \(group) failed: \(error)")
                 }
             }
         }
@@ -123,14 +135,25 @@ func groupBench(quick: Bool) async throws {
     let context = try Context()
     let held = Mutex<(count: Int, socket: Socket?)>((0, nil))
     let holder = Thread {
-        if let result = try? benchMember(context: context, endpoint: endpoint, group: "failover", credit: 100, total: 100, hold: true) {
+        do {
+            let result = try benchMember(context: context, endpoint: endpoint, group: "failover", credit: 100, total: 100, hold: true)
             held.withLock { $0 = (result.count, result.socket) }
+        } catch {
+            print("the holding member failed: \(error)")
         }
     }
     holder.start()
     try await Task.sleep(for: .milliseconds(500))
     _ = try await ingest(broker: broker.endpoints, producers: 1, perProducer: 100, window: 100, prefix: "fail")
-    while held.withLock({ $0.socket == nil }) { try await Task.sleep(for: .milliseconds(5)) }
+    let holding = ContinuousClock.now
+    while held.withLock({ $0.socket == nil }), holding.duration(to: .now) < .seconds(30) { try await Task.sleep(for: .milliseconds(5)) }
+    let holding100 = held.withLock { $0.socket != nil }
+    guard holding100 else {
+        print("the holding member did not get 100 deliveries within 30 s")
+        context.terminate()
+        await broker.stop()
+        return
+    }
     let redelivered = AckedSet()
     let taker = Thread {
         _ = try? benchMember(
