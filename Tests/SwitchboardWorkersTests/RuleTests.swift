@@ -84,6 +84,16 @@ struct RuleTests {
         #expect(ETOCheckInRecorder.settlement(for: error(.vendor, status: 400, api: .eto)).code == "eto-http-400")
     }
 
+    @Test("without a certificate, two workers of one service publish under different names, and a restart keeps its name")
+    func anonymousProducers() {
+        let one = WorkerRuntime.anonymousProducer(service: "filemaker", host: "host-a", dataDirectory: "/var/lib/switchboard/fm-1")
+        let two = WorkerRuntime.anonymousProducer(service: "filemaker", host: "host-a", dataDirectory: "/var/lib/switchboard/fm-2")
+        let elsewhere = WorkerRuntime.anonymousProducer(service: "filemaker", host: "host-b", dataDirectory: "/var/lib/switchboard/fm-1")
+        #expect(Set([one, two, elsewhere]).count == 3)
+        #expect(one == WorkerRuntime.anonymousProducer(service: "filemaker", host: "host-a", dataDirectory: "/var/lib/switchboard/fm-1"))
+        #expect(Producer.isValid(one) && one.hasPrefix("filemaker-worker-"))
+    }
+
     @Test("a FileMaker mapping is refused for an unknown source, a bad time zone, or the event id field mapped twice, naming the setting")
     func mappingValidation() throws {
         try FileMakerMapping.default.validate()

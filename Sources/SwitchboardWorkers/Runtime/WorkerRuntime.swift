@@ -95,8 +95,19 @@ public final class WorkerRuntime: Sendable {
     public let dataDirectory: String
     public let logger: Logger
     /// The name this worker's events carry: its certificate's principal under CURVE (the broker
-    /// checks the two are the same), else `<service>-worker`.
-    public var producer: String { credentials?.certificate.name ?? "\(service)-worker" }
+    /// checks the two are the same, so several processes of one service need a certificate
+    /// each), else `<service>-worker-<8 hex digits>` from this host and the data directory: two
+    /// workers of one service number their events apart, and a restart keeps its name.
+    public let producer: String
+
+    /// A producer name without a certificate: stable for a host and data directory.
+    static func anonymousProducer(service: String, host: String, dataDirectory: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a: a name, not a secret
+        for byte in "\(host)|\(dataDirectory)".utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return "\(service)-worker-" + String(String(hash, radix: 16).suffix(8))
+    }
 
     /// Builds the parts; every failure names the setting to fix.
     public init(service: String, options: WorkerOptions, logger: Logger) throws(WorkerConfigurationError) {
@@ -120,8 +131,12 @@ public final class WorkerRuntime: Sendable {
             throw WorkerConfigurationError(error.description)
         }
         dataDirectory = directory
+        let producer =
+            credentials?.certificate.name
+            ?? Self.anonymousProducer(service: service, host: ProcessInfo.processInfo.hostName, dataDirectory: directory)
+        self.producer = producer
         do {
-            outbox = try Outbox(path: directory + "/events-outbox.sqlite", producer: credentials?.certificate.name ?? "\(service)-worker")
+            outbox = try Outbox(path: directory + "/events-outbox.sqlite", producer: producer)
         } catch {
             throw WorkerConfigurationError("--data-dir: cannot open the event outbox in \(directory): \(error)")
         }
