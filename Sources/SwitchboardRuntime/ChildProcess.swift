@@ -39,7 +39,14 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
+    /// One `Process.run()` at a time in this process: a full test run, which starts children
+    /// from many tasks at once, crashed inside Foundation's `Process.run()` on Linux (a bad
+    /// pointer in memcpy while it set up the child). Starting is quick; serialising costs nothing.
+    private static let starting = NSLock()
+
     public func start() throws {
+        Self.starting.lock()
+        defer { Self.starting.unlock() }
         try process.run()
     }
 
