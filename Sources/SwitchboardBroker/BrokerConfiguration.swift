@@ -41,6 +41,11 @@ public struct BrokerConfiguration: Sendable {
     public var groupBackoff: [Duration] = [.seconds(1), .seconds(5), .seconds(30), .seconds(120)]
     /// `groups.liveness`: a member silent this long loses its deliveries to the others.
     public var groupLiveness: Duration = .seconds(3)
+    /// `groups.commit_interval`: how long what members settle may wait for its commit. Settling
+    /// and delivering are committed together at most this often (0: at the end of every loop
+    /// iteration), so a delivery acked before the commit writes nothing at all. A broker crash
+    /// loses at most this much of settling (protocol section 15.3).
+    public var groupCommitInterval: Duration = .milliseconds(10)
     /// `service.heartbeat`: how often the broker and workers send HEARTBEAT.
     public var serviceHeartbeat: Duration = .milliseconds(2500)
     /// `service.liveness`: heartbeats a worker may miss before it counts as dead (3–10).
@@ -66,7 +71,7 @@ public struct BrokerConfiguration: Sendable {
         "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
         "retention.interval", "min_version", "hwm", "max_frame_bytes", "service", "service.heartbeat", "service.liveness",
         "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure", "groups", "groups.ack_wait",
-        "groups.max_deliver", "groups.backoff", "groups.liveness",
+        "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval",
     ]
 
     /// Reads the file and environment layers over the defaults.
@@ -110,6 +115,7 @@ public struct BrokerConfiguration: Sendable {
         if let v = try layers.integer("groups.max_deliver") { groupMaxDeliver = v }
         if let v = try layers.durations("groups.backoff") { groupBackoff = v }
         if let v = try layers.duration("groups.liveness") { groupLiveness = v }
+        if let v = try layers.duration("groups.commit_interval") { groupCommitInterval = v }
         if let v = layers.string("security.key") { securityKey = v }
         if let v = layers.string("security.certificates") { securityCertificates = v }
         if let v = layers.string("insecure") {
@@ -134,6 +140,9 @@ public struct BrokerConfiguration: Sendable {
         }
         guard groupBackoff.count <= 20, groupBackoff.allSatisfy({ $0 >= .zero && $0 <= .seconds(86_400) }) else {
             throw ConfigurationLayers.Failure("groups.backoff takes at most 20 waits of 0s–1d")
+        }
+        guard groupCommitInterval >= .zero, groupCommitInterval <= .seconds(1) else {
+            throw ConfigurationLayers.Failure("groups.commit_interval must be 0ms–1s")
         }
         guard groupLiveness >= heartbeat * 2 else {
             throw ConfigurationLayers.Failure("groups.liveness must be at least two heartbeats (members hear HEAD once per heartbeat)")

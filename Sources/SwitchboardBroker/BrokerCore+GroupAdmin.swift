@@ -203,9 +203,7 @@ extension BrokerCore {
             }
             for letter in letters {
                 if replay {
-                    if var runtime = groups.groups[name] {
-                        let actions = runtime.state.reopen(busSeq: letter.busSeq, key: letter.key, now: now)
-                        groups.groups[name] = runtime
+                    if let actions = groups.withGroup(name, { $0.state.reopen(busSeq: letter.busSeq, key: letter.key, now: now) }) {
                         try perform(actions, group: name, now: now)
                     }
                 }

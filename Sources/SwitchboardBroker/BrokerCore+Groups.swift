@@ -4,9 +4,11 @@
 // `ConsumerGroupState`, one per group; this file is the I/O around it: it reads members'
 // commands from the groups endpoint, feeds the machines, reads the events they want from the
 // journal, sends DELIVERs, turns dead letters into `dlq.<group>` events, and commits what the
-// machines changed once per loop iteration, in one transaction with those events. An ACK is
-// therefore durable when the iteration that read it ends (a few milliseconds); a broker that
-// dies before that commit delivers the event again, which at-least-once allows.
+// machines changed in one transaction with those events: dead letters, creations and operators'
+// changes at the end of the loop iteration that made them, settling and delivery counts within
+// `groups.commit_interval` (10 ms by default). An ACK is therefore durable a few milliseconds
+// after it is read; a broker that dies before that commit delivers the event again, which
+// at-least-once allows.
 
 import Foundation
 import Logging
@@ -60,6 +62,38 @@ struct GroupBook {
 
     /// The earliest instant a group's timers want attention.
     var nextDeadline: ContinuousClock.Instant? { groups.values.compactMap(\.state.nextDeadline).min() }
+
+    /// Keeps the event cache under its bound. Events every group has settled go first; if that
+    /// frees less than a tenth (a group without members holds the floor back while the others
+    /// move on), everything goes: the cache is a bound, not a promise, and what a group still
+    /// needs is read again from the journal. Either way each trim frees at least a tenth of
+    /// the bound, so trimming costs O(1) per cached event, not O(cache) per loop iteration.
+    /// Writes that are committed at once: operators' changes, group creations, dead letters.
+    var hasWritesDue: Bool { !writes.isEmpty || !letters.isEmpty || !audits.isEmpty }
+
+    /// Whether anything at all waits for a commit.
+    var hasUncommitted: Bool { hasWritesDue || groups.values.contains { $0.state.hasChanges } }
+
+    mutating func trimCache() {
+        guard cache.count >= Self.cacheLimit else { return }
+        let floor = groups.values.map(\.state.cursor).min() ?? 0
+        let kept = cache.filter { $0.key > floor }
+        cache = kept.count <= Self.cacheLimit - Self.cacheLimit / 10 ? kept : [:]
+    }
+
+    /// Runs `body` on group `name`, taken out of the book while it runs, and puts it back;
+    /// nil if there is no such group. Taken out, the group's state has no other reference, so
+    /// changing it changes its tables in place: changed through a copy (`var runtime =
+    /// groups[name]`, change, store back), every ACK copied the whole table of the group's
+    /// buffered events, which was most of the broker's time (bench/RESULTS.md, issue 11).
+    /// `body` must not look the group up in the book: it is not there until `body` returns.
+    mutating func withGroup<Result, Failure: Error>(
+        _ name: String, _ body: (inout GroupRuntime) throws(Failure) -> Result
+    ) throws(Failure) -> Result? {
+        guard var runtime = groups.removeValue(forKey: name) else { return nil }
+        defer { groups[name] = runtime }
+        return try body(&runtime)
+    }
 }
 
 extension BrokerCore {
@@ -67,7 +101,7 @@ extension BrokerCore {
 
     func serveGroups() {
         var served = 0
-        while served < 512, let message = try? groupSocket.receive(dontWait: true) {
+        while served < configuration.batchLimit, let message = try? groupSocket.receive(dontWait: true) {
             served += 1
             let frames = message.frames
             guard let identity = frames.first else { continue }
@@ -134,28 +168,30 @@ extension BrokerCore {
                 "created", group: join.group, by: principal ?? "-",
                 extra: ["topics": .array(join.topics.map(JSONValue.string)), "start": .string(start.description)])
         }
-        guard var runtime = groups.groups[join.group] else { return }
-        guard Set(runtime.topics) == Set(join.topics) else {
-            throw ProtocolError(
-                .groupConflict,
-                "group '\(join.group)' takes \(runtime.topics), not \(join.topics); an admin can delete the group to change it")
-        }
         let member = GroupMemberID(identity)
         let name = join.member ?? principal ?? member.description
-        let actions: [GroupAction]
-        do {
-            actions = try runtime.state.join(member: member, name: name, credit: join.credit, now: now)
-        } catch {
-            throw ProtocolError(.invalidHeader, "header: field 'credit' \(error.message)")
+        let joinedAt = try groups.withGroup(join.group) { runtime throws(ProtocolError) -> (actions: [GroupAction], cursor: Int64) in
+            guard Set(runtime.topics) == Set(join.topics) else {
+                throw ProtocolError(
+                    .groupConflict,
+                    "group '\(join.group)' takes \(runtime.topics), not \(join.topics); an admin can delete the group to change it")
+            }
+            let actions: [GroupAction]
+            do throws(GroupRefusal) {
+                actions = try runtime.state.join(member: member, name: name, credit: join.credit, now: now)
+            } catch {
+                throw ProtocolError(.invalidHeader, "header: field 'credit' \(error.message)")
+            }
+            runtime.members[member] = (name, principal, join.credit)
+            return (actions, runtime.state.cursor)
         }
-        runtime.members[member] = (name, principal, join.credit)
-        groups.groups[join.group] = runtime
+        guard let (actions, cursor) = joinedAt else { return }
         groups.connections[identity, default: []].insert(join.group)
         let settings = groups.settings
         let joined = JoinedHeader(
             group: join.group, member: name, credit: join.credit, ackWaitMilliseconds: settings.ackWait.milliseconds,
             heartbeatMilliseconds: configuration.heartbeat.milliseconds, livenessMilliseconds: settings.liveness.milliseconds,
-            maxDeliver: settings.maxDeliver, backoffMilliseconds: settings.backoff.map(\.milliseconds), cursor: runtime.state.cursor,
+            maxDeliver: settings.maxDeliver, backoffMilliseconds: settings.backoff.map(\.milliseconds), cursor: cursor,
             head: journal.head)
         reply(identity, try Envelope(command: .joined, header: joined), on: groupSocket)
         logger.info("group member joined", metadata: ["group": "\(join.group)", "member": "\(name)", "credit": "\(join.credit)"])
@@ -165,41 +201,44 @@ extension BrokerCore {
     func settle(_ identity: Data, _ settle: SettleHeader, ref: inout String?, now: ContinuousClock.Instant) throws {
         ref = "\(settle.group)/\(settle.busSeq)"
         let member = GroupMemberID(identity)
-        guard var runtime = groups.groups[settle.group], runtime.members[member] != nil else {
-            throw ProtocolError(.notMember, "this connection is not a member of group '\(settle.group)': JOIN first")
-        }
-        let actions: [GroupAction]
-        do {
-            switch settle.outcome {
-            case .ack: actions = try runtime.state.ack(member: member, busSeq: settle.busSeq, attempt: settle.attempt, now: now)
-            case .nack:
-                actions = try runtime.state.nack(
-                    member: member, busSeq: settle.busSeq, attempt: settle.attempt,
-                    delay: settle.delayMilliseconds.map { .milliseconds($0) }, code: settle.code ?? GroupFailure.nackedCode,
-                    message: settle.message ?? "the member asked for a later delivery", now: now)
-            case .term:
-                actions = try runtime.state.term(
-                    member: member, busSeq: settle.busSeq, attempt: settle.attempt, code: settle.code ?? GroupFailure.terminatedCode,
-                    message: settle.message ?? "the member gave up", now: now)
-            case .progress:
-                actions = try runtime.state.inProgress(member: member, busSeq: settle.busSeq, attempt: settle.attempt, now: now)
+        let settled = try groups.withGroup(settle.group) { runtime throws(ProtocolError) -> [GroupAction] in
+            guard runtime.members[member] != nil else { throw Self.notMember(of: settle.group) }
+            do throws(GroupRefusal) {
+                switch settle.outcome {
+                case .ack: return try runtime.state.ack(member: member, busSeq: settle.busSeq, attempt: settle.attempt, now: now)
+                case .nack:
+                    return try runtime.state.nack(
+                        member: member, busSeq: settle.busSeq, attempt: settle.attempt,
+                        delay: settle.delayMilliseconds.map { .milliseconds($0) }, code: settle.code ?? GroupFailure.nackedCode,
+                        message: settle.message ?? "the member asked for a later delivery", now: now)
+                case .term:
+                    return try runtime.state.term(
+                        member: member, busSeq: settle.busSeq, attempt: settle.attempt, code: settle.code ?? GroupFailure.terminatedCode,
+                        message: settle.message ?? "the member gave up", now: now)
+                case .progress:
+                    return try runtime.state.inProgress(member: member, busSeq: settle.busSeq, attempt: settle.attempt, now: now)
+                }
+            } catch {
+                throw ProtocolError(error.code == .notMember ? .notMember : .notHeld, error.message)
             }
-        } catch {
-            groups.groups[settle.group] = runtime
-            throw ProtocolError(error.code == .notMember ? .notMember : .notHeld, error.message)
         }
-        groups.groups[settle.group] = runtime
+        guard let actions = settled else { throw Self.notMember(of: settle.group) }
         try perform(actions, group: settle.group, now: now)
+    }
+
+    static func notMember(of group: String) -> ProtocolError {
+        ProtocolError(.notMember, "this connection is not a member of group '\(group)': JOIN first")
     }
 
     func leave(_ identity: Data, _ leave: LeaveHeader, now: ContinuousClock.Instant) throws {
         let member = GroupMemberID(identity)
-        guard var runtime = groups.groups[leave.group], runtime.members[member] != nil else {
+        let left = groups.withGroup(leave.group) { runtime -> [GroupAction]? in
+            guard runtime.members.removeValue(forKey: member) != nil else { return nil }
+            return runtime.state.leave(member: member, now: now)
+        }
+        guard let actions = left ?? nil else {
             throw ProtocolError(.notMember, "this connection is not a member of group '\(leave.group)'")
         }
-        let actions = runtime.state.leave(member: member, now: now)
-        runtime.members[member] = nil
-        groups.groups[leave.group] = runtime
         groups.connections[identity]?.remove(leave.group)
         if groups.connections[identity]?.isEmpty == true { groups.connections[identity] = nil }
         try perform(actions, group: leave.group, now: now)
@@ -210,9 +249,9 @@ extension BrokerCore {
     func tickGroups(now: ContinuousClock.Instant) {
         guard let due = groups.nextDeadline, due <= now else { return }
         for name in groups.groups.keys.sorted() {
-            guard var runtime = groups.groups[name], let deadline = runtime.state.nextDeadline, deadline <= now else { continue }
-            let actions = runtime.state.tick(now: now)
-            groups.groups[name] = runtime
+            guard let deadline = groups.groups[name]?.state.nextDeadline, deadline <= now,
+                let actions = groups.withGroup(name, { $0.state.tick(now: now) })
+            else { continue }
             do {
                 try perform(actions, group: name, now: now)
             } catch {
@@ -226,22 +265,24 @@ extension BrokerCore {
     func pumpGroups(now: ContinuousClock.Instant) throws {
         for name in groups.groups.keys.sorted() {
             for _ in 0..<4 {
-                guard var runtime = groups.groups[name], let from = runtime.state.wantsEvents, from <= journal.head else { break }
+                // Only what the read needs: a copy of the group held across `withGroup` below
+                // would make its change copy the group's tables.
+                guard let (wants, room, topics) = groups.groups[name].map({ ($0.state.wantsEvents, $0.state.room, $0.topics) }),
+                    let from = wants, from <= journal.head
+                else { break }
                 if from < journal.first, groups.refusalLog.allow() {
                     logger.error(
                         "retention removed events a group had not read (journal size limit)",
                         metadata: ["group": "\(name)", "from": "\(from)", "first": "\(journal.first)"])
                 }
-                let room = max(1, min(1000, runtime.state.room))
-                let (events, through) = try journal.read(from: from, to: nil, topics: runtime.topics, limit: room)
+                let (events, through) = try journal.read(from: from, to: nil, topics: topics, limit: max(1, min(1000, room)))
                 var candidates: [GroupCandidate] = []
                 candidates.reserveCapacity(events.count)
                 for event in events {
                     candidates.append(GroupCandidate(busSeq: event.busSeq, key: Self.orderingKey(event.header)))
                     if groups.cache.count < GroupBook.cacheLimit { groups.cache[event.busSeq] = event }
                 }
-                let actions = runtime.state.offer(candidates, through: max(through, from - 1), now: now)
-                groups.groups[name] = runtime
+                let actions = groups.withGroup(name) { $0.state.offer(candidates, through: max(through, from - 1), now: now) } ?? []
                 try perform(actions, group: name, now: now)
                 if through < from { break }
             }
@@ -277,11 +318,7 @@ extension BrokerCore {
         for (index, outcome) in outcomes.enumerated() {
             if case .stored(_, let header) = outcome { publish(type: events[index].header.type, header: header, event: events[index]) }
         }
-        // Events the groups settled need no cache entry; the cache is a bound, not a promise.
-        if groups.cache.count >= GroupBook.cacheLimit {
-            let floor = groups.groups.values.map(\.state.cursor).min() ?? 0
-            groups.cache = groups.cache.filter { $0.key > floor }
-        }
+        groups.trimCache()
         broker.update {
             $0.head = journal.head
             $0.journalCount = journal.count
@@ -337,7 +374,7 @@ extension BrokerCore {
                     group: group, busSeq: busSeq, attempt: attempt, deadline: deadlineText,
                     ackWaitMilliseconds: groups.settings.ackWait.milliseconds)
                 let envelope = Envelope(
-                    command: .deliver, header: try WireJSON.encode(header), parent: event.header, metadata: event.metadata,
+                    command: .deliver, header: header.wireJSON(), parent: event.header, metadata: event.metadata,
                     content: event.content)
                 if !reply(member.rawValue, envelope, on: groupSocket) {
                     logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])

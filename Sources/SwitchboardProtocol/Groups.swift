@@ -177,6 +177,15 @@ public struct DeliverHeader: Codable, Sendable, Hashable {
         self.deadline = deadline
         self.ackWaitMilliseconds = ackWaitMilliseconds
     }
+
+    /// The header frame, as the broker sends it with every delivery (without a JSONEncoder:
+    /// this is on the broker's hot path).
+    public func wireJSON() -> Data {
+        JSONValue.object([
+            "group": .string(group), "bus_seq": .integer(busSeq), "attempt": .integer(Int64(attempt)), "deadline": .string(deadline),
+            "ack_wait_ms": .integer(ackWaitMilliseconds),
+        ]).compactData
+    }
 }
 
 /// ACK, NACK, TERM and PROGRESS (member → broker): how a member settles one delivery.

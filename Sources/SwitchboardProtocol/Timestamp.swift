@@ -15,13 +15,33 @@ public enum Timestamp {
         let millis = Int(milliseconds - Int64(seconds) * 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        let year = Int(parts.tm_year) + 1900
+        guard (0...9999).contains(year) else {
+            return "\(year)-\(pad(parts.tm_mon + 1))-\(pad(parts.tm_mday))T\(pad(parts.tm_hour)):\(pad(parts.tm_min)):\(pad(parts.tm_sec))."
+                + String(String(millis + 1000).dropFirst()) + "Z"
         }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
+        // `YYYY-MM-DDThh:mm:ss.sssZ`, written in place (the broker formats one per delivery).
+        return String(unsafeUninitializedCapacity: 24) { out in
+            func put(_ value: Int, at start: Int, width: Int) {
+                var rest = value
+                for index in stride(from: start + width - 1, through: start, by: -1) {
+                    out[index] = UInt8(48 + rest % 10)
+                    rest /= 10
+                }
+            }
+            put(year, at: 0, width: 4)
+            put(Int(parts.tm_mon) + 1, at: 5, width: 2)
+            put(Int(parts.tm_mday), at: 8, width: 2)
+            put(Int(parts.tm_hour), at: 11, width: 2)
+            put(Int(parts.tm_min), at: 14, width: 2)
+            put(Int(parts.tm_sec), at: 17, width: 2)
+            put(millis, at: 20, width: 3)
+            (out[4], out[7], out[10], out[13], out[16], out[19], out[23]) = (45, 45, 84, 58, 58, 46, 90)  // - - T : : . Z
+            return 24
+        }
     }
+
+    private static func pad(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
 
     public static func format(_ date: Date) -> String {
         format(milliseconds: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))

@@ -32,6 +32,10 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "Waits after successive NACKs without a delay, e.g. 1s,5s,30s,120s (the default).") var backoff: String?
     @Option(name: .customLong("member-liveness"), help: "A group member silent this long loses its deliveries (default 3s).")
     var memberLiveness: String?
+    @Option(
+        name: .customLong("group-commit-interval"),
+        help: "How long what group members settle may wait for its commit (default 10ms; 0ms: every loop iteration).")
+    var groupCommitInterval: String?
     @Option(help: "The broker's secret certificate (switchboard keygen --role broker); with --certificates, CURVE on every endpoint.")
     var key: String?
     @Option(help: "Directory of the public certificates allowed to connect.") var certificates: String?
@@ -60,7 +64,7 @@ struct BrokerCommand: AsyncParsableCommand {
         let flags: [(String, String?)] = [
             ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("service", service), ("groups", groups),
             ("groups.ack_wait", ackWait), ("groups.max_deliver", maxDeliver), ("groups.backoff", backoff),
-            ("groups.liveness", memberLiveness), ("security.key", key),
+            ("groups.liveness", memberLiveness), ("groups.commit_interval", groupCommitInterval), ("security.key", key),
             ("security.certificates", certificates), ("insecure", insecure ? "true" : nil),
             ("data_dir", dataDirectory),
             ("heartbeat", heartbeat), ("retention.max_age", retentionMaxAge),

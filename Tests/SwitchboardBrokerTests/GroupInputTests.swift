@@ -1,6 +1,7 @@
 import Foundation
 import SwitchboardBroker
 import SwitchboardProtocol
+import SwitchboardRuntime
 import SwitchboardTesting
 import Testing
 import ZeroMQ
@@ -144,5 +145,56 @@ struct GroupInputTests {
             (try JournalFile.groupCursor(at: fixture.directory.path("broker/journal.sqlite"), group: "filemaker") ?? 0) >= 3
         }
         await fixture.stop()
+    }
+
+    @Test("settling waits at most groups.commit_interval for its commit; a clean stop commits what still waits")
+    func commitInterval() async throws {
+        // 1 s, the most allowed: the stop below comes well inside it.
+        let fixture = try await BrokerFixture.start { $0.groupCommitInterval = .seconds(1) }
+        let journal = fixture.directory.path("broker/journal.sqlite")
+        let producer = try await fixture.producer()
+        for seq in 1...3 { #expect(try await Events.exchange(producer, try Events.frames(seq: Int64(seq)).1).command == .ack) }
+        let member = try await RawMember.connect(fixture)
+        _ = try await member.join("filemaker", credit: 3)
+        for _ in 1...3 {
+            let delivery = try await member.delivery()
+            try await member.send(.ack, SettleHeader(.ack, group: "filemaker", busSeq: delivery.busSeq, attempt: 1).wireJSON())
+        }
+        // A HEARTBEAT after the ACKs on the same connection: its HEAD means the broker read them.
+        try await member.send(.heartbeat, Envelope.emptyObject)
+        while try #require(try await member.socket.receive(timeout: .seconds(10))).frames[1] != Data("HEAD".utf8) {}
+        await fixture.stop(remove: false)
+        #expect((try JournalFile.groupCursor(at: journal, group: "filemaker") ?? 0) >= 3)
+
+        // Restarted: the acked events never come again; the next one does.
+        let again = try await BrokerFixture.start(directory: fixture.directory) { $0.groupCommitInterval = .milliseconds(50) }
+        let producer2 = try await again.producer()
+        let member2 = try await RawMember.connect(again)
+        _ = try await member2.join("filemaker", credit: 3)
+        let (_, fourth) = try Events.frames(seq: 4)
+        #expect(try await Events.exchange(producer2, fourth).command == .ack)
+        let delivery = try await member2.delivery()
+        #expect(delivery.busSeq > 3 && delivery.attempt == 1, "\(delivery)")
+        // Without a stop, the interval's own commit puts the ACK on disk.
+        try await member2.send(.ack, SettleHeader(.ack, group: "filemaker", busSeq: delivery.busSeq, attempt: 1).wireJSON())
+        try await waitUntil("the ACK of bus_seq \(delivery.busSeq) is committed") {
+            (try JournalFile.groupCursor(at: journal, group: "filemaker") ?? 0) >= delivery.busSeq
+        }
+        await again.stop()
+    }
+
+    @Test("groups.commit_interval outside 0ms–1s is refused, naming the key")
+    func commitIntervalBounds() throws {
+        var configuration = BrokerConfiguration()
+        configuration.insecure = true
+        configuration.groupCommitInterval = .milliseconds(1001)
+        #expect(throws: ConfigurationLayers.Failure.self) { try configuration.validate() }
+        do {
+            try configuration.validate()
+        } catch {
+            #expect("\(error)".contains("groups.commit_interval"), "\(error)")
+        }
+        configuration.groupCommitInterval = .zero
+        try configuration.validate()
     }
 }

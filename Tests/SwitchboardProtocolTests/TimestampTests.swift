@@ -65,6 +65,32 @@ struct TimestampTests {
         }
     }
 
+    /// The writer against Foundation's calendar: every field, the zero padding, and back
+    /// through the parser to the same instant.
+    @Test("format writes the instant Foundation computes, and parse reads it back", arguments: [21, 22] as [UInt64])
+    func formatRandom(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = try #require(TimeZone(secondsFromGMT: 0))
+        // 1583-01-01 (Foundation's calendar is Julian before the Gregorian reform; RFC 3339's
+        // is proleptic Gregorian) to 9999-12-31, and a few edges.
+        let edges: [Int64] = [0, -1, 999, 1000, -12_212_553_600_000, 253_402_300_799_999]
+        for index in 0..<5_000 {
+            let millis = index < edges.count ? edges[index] : Int64.random(in: -12_212_553_600_000...253_402_300_799_999, using: &random)
+            let text = Timestamp.format(milliseconds: millis)
+            let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
+            let date = Date(timeIntervalSince1970: Double(seconds))
+            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+            let expected =
+                String(format: "%04d-%02d-%02dT%02d:%02d:%02d", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
+                + String(format: ".%03dZ", Int(millis - seconds * 1000))
+            #expect(text == expected, "seed \(seed): \(millis)")
+            #expect(Timestamp.parse(text) == millis, "seed \(seed): '\(text)'")
+        }
+        #expect(Timestamp.format(milliseconds: -62_135_596_800_000) == "0001-01-01T00:00:00.000Z")
+        #expect(Timestamp.format(milliseconds: 253_402_300_800_000) == "10000-01-01T00:00:00.000Z")
+    }
+
     /// Random strings, mostly made of the characters a date-time uses, and mutations of valid
     /// ones: the parser never traps, and whatever it accepts has the shape the schema gives.
     @Test("random and mutated strings never trap, and only schema-shaped strings are accepted", arguments: [11, 12] as [UInt64])

@@ -22,12 +22,12 @@ final class AckedSet: Sendable {
 /// With `hold`, it ACKs nothing, keeps `credit` deliveries and returns once it holds them.
 func benchMember(
     context: Context, endpoint: String, group: String, credit: Int, total: Int, hold: Bool = false, quiet: Duration = .seconds(5),
-    acked: AckedSet? = nil
+    acked: AckedSet? = nil, start: GroupStart = .head
 ) throws -> (count: Int, first: ContinuousClock.Instant?, last: ContinuousClock.Instant, socket: Socket?) {
     let dealer = try context.socket(.dealer, linger: 0)
     try dealer.set([.receiveHighWaterMark(100_000), .sendHighWaterMark(100_000), .receiveTimeout(milliseconds: 200)])
     try dealer.connect(endpoint)
-    let join = JoinHeader(group: group, topics: ["checkin."], credit: credit, start: .head)
+    let join = JoinHeader(group: group, topics: ["checkin."], credit: credit, start: start)
     try dealer.send(Envelope(command: .join, header: join.wireJSON()).frames())
     var first: ContinuousClock.Instant?
     var last = ContinuousClock.now
@@ -92,6 +92,33 @@ func groupBench(quick: Bool) async throws {
     let alone = try await ingest(broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "base")
     row("durable-acked ingest alone, 4 producers (baseline)", Bench.rate(alone))
 
+    // Capacity: a group of 1 and then 4 members drains the baseline's events, already
+    // journaled, from the start of the journal, with no ingest running beside it.
+    for members in [1, 4] {
+        let context = try Context()
+        let acked = AckedSet()
+        let start = ContinuousClock.now
+        let threads = (0..<members).map { _ in
+            Thread {
+                do {
+                    _ = try benchMember(
+                        context: context, endpoint: endpoint, group: "drain\(members)", credit: 256, total: total, acked: acked,
+                        start: .earliest)
+                } catch {
+                    print("member of drain\(members) failed: \(error)")
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        while acked.count < total, start.duration(to: .now) < .seconds(120) { try await Task.sleep(for: .milliseconds(2)) }
+        let drained = Measured(count: acked.count, seconds: Double(start.duration(to: .now).wholeMilliseconds) / 1000)
+        row(
+            "a group of \(members) drains the \(total) journaled events", Bench.rate(drained),
+            String(format: "%.2f× of ingest alone (%d of %d acked, join included)", drained.perSecond / alone.perSecond, acked.count, total))
+        context.terminate()
+    }
+
+    // Sustained: members joined at the head while 4 producers feed the broker.
     for members in [1, 4] {
         let context = try Context()
         let group = "bench\(members)"

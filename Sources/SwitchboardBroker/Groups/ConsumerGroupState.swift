@@ -268,6 +268,10 @@ struct ConsumerGroupState: Sendable {
         return finish(now: now, [])
     }
 
+    /// Whether `takeChanges()` may have something to write (it can still come out empty: an
+    /// event delivered and acked since the last call leaves nothing to write).
+    var hasChanges: Bool { cursor != persistedCursor || !changed.isEmpty || !reopenedAbove.isEmpty }
+
     /// What must be written durably since the last call (see `GroupChanges` for how), and
     /// forgets it. Call it for every group commit, after the inputs the commit covers.
     mutating func takeChanges() -> GroupChanges {
