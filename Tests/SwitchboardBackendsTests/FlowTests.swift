@@ -103,7 +103,8 @@ struct FlowTests {
             try await h.fault(["api": "filemaker", "path": "/*/_find", "kind": "status", "status": 500, "code": "401", "count": 1])
             let raced = try await fm.createIfAbsent(
                 layout: "CheckIns", uniqueField: "EventID", value: eventID, fieldData: ["Bed": "Bed 6"], auth: auth)
-            #expect(!raced.created && raced.record.recordId == first.record.recordId && raced.record["Bed"] == "Bed 5")
+            #expect(!raced.created && raced.reference.recordId == first.reference.recordId)
+            #expect(try await fm.record(layout: "CheckIns", id: raced.reference.recordId, auth: auth)["Bed"] == "Bed 5")
             let creates = try await h.requests("filemaker").filter {
                 ($0["method"] as? String) == "POST" && (($0["path"] as? String) ?? "").hasSuffix("/records")
             }
@@ -113,6 +114,29 @@ struct FlowTests {
                 try await fm.createIfAbsent(layout: "CheckIns", uniqueField: "EventID", value: "abc*", fieldData: [:], auth: auth)
             }
             #expect(refused?.code == .invalidRequest)
+        }
+    }
+}
+
+extension FlowTests {
+    @Test("FileMaker: createIfAbsent on a unique-validated field is one create; a second write is a refused create and a find")
+    func createIfAbsentCreateFirst() async throws {
+        try await withHarness { h async throws in
+            let fm = h.fileMaker()
+            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            let eventID = UUID().uuidString.lowercased()
+            let first = try await fm.createIfAbsent(
+                layout: "CheckIns", uniqueField: "EventID", value: eventID, fieldData: ["Bed": "Bed 7"], uniqueValidated: true, auth: auth)
+            #expect(first.created)
+            let again = try await fm.createIfAbsent(
+                layout: "CheckIns", uniqueField: "EventID", value: eventID, fieldData: ["Bed": "Bed 8"], uniqueValidated: true, auth: auth)
+            #expect(!again.created && again.reference.recordId == first.reference.recordId)
+            #expect(try await fm.record(layout: "CheckIns", id: first.reference.recordId, auth: auth)["Bed"] == "Bed 7")
+            let calls = try await h.requests("filemaker").compactMap { entry -> String? in
+                guard let path = entry["path"] as? String, path.contains("/layouts/CheckIns/") else { return nil }
+                return "\(entry["method"] as? String ?? "?") \(path.hasSuffix("/_find") ? "find" : path.hasSuffix("/records") ? "create" : "get") \(entry["status"] as? Int ?? 0)"
+            }
+            #expect(calls == ["POST create 200", "POST create 500", "POST find 200", "GET get 200"], "\(calls)")
         }
     }
 }

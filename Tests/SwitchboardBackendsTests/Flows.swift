@@ -152,10 +152,11 @@ enum Flows {
         let second = UUID().uuidString.lowercased()
         let first = try await fm.createIfAbsent(
             layout: "CheckIns", uniqueField: "EventID", value: second, fieldData: ["FirstName": "Mei", "Bed": "Bed 3"], auth: auth)
-        #expect(first.created && first.record["FirstName"] == "Mei")
+        #expect(first.created)
+        #expect(try await fm.record(layout: "CheckIns", id: first.reference.recordId, auth: auth)["FirstName"] == "Mei")
         let again = try await fm.createIfAbsent(
             layout: "CheckIns", uniqueField: "EventID", value: second, fieldData: ["FirstName": "Mei", "Bed": "Bed 3"], auth: auth)
-        #expect(!again.created && again.record.recordId == first.record.recordId)
+        #expect(!again.created && again.reference.recordId == first.reference.recordId)
 
         try await fm.delete(layout: "Staff", id: copy.recordId, auth: auth)
         try await fm.delete(layout: "CheckIns", id: reference.recordId, auth: auth)

@@ -266,35 +266,46 @@ public struct FileMakerClient: Sendable {
     }
 
     /// Creates a record unless one whose `uniqueField` equals `value` exists; returns the
-    /// record and whether it was created. For idempotent writes: `value` is the bus event id.
+    /// record's reference and whether this call created it. For idempotent writes: `value` is
+    /// the bus event id.
     ///
-    /// The find (`==value`) and the create are two calls, so two writers can both find nothing
-    /// and both create. The backstop is the field's "unique value" validation (the emulator's
-    /// `CheckIns::EventID` has it): the second create fails with code 504, and this helper
-    /// then finds again and returns the record the other writer made (`created: false`).
-    /// Without that validation on the field, the race can leave duplicates.
+    /// Two ways, one request each in the common case:
+    /// - `uniqueValidated: false` (the default): find (`==value`), and create only if nothing was
+    ///   found. Find and create are two calls, so two writers can both find nothing and both
+    ///   create; the field's "unique value" validation is the backstop (the second create fails
+    ///   with code 504, and this helper then finds the other writer's record). Without that
+    ///   validation the race can leave duplicates.
+    /// - `uniqueValidated: true`, for a field with "unique value" validation ("always", as the
+    ///   emulator's `CheckIns::EventID`): create at once; a 504 means the record is there, and
+    ///   one find returns it. A redelivery costs two calls, a first delivery one. Used on a
+    ///   field without that validation, it writes duplicates.
+    ///
+    /// Nothing is read back after a create: its answer carries the record id and mod id.
     ///
     /// - Throws: ``HTTPError/Code/invalidRequest`` when `value` is empty or contains a find
     ///   operator (it must match literally).
     public func createIfAbsent(
-        layout: String, uniqueField: String, value: String, fieldData: [String: FileMaker.FieldValue],
+        layout: String, uniqueField: String, value: String, fieldData: [String: FileMaker.FieldValue], uniqueValidated: Bool = false,
         auth: CredentialSource<FileMaker.Session>
-    ) async throws(HTTPError) -> (record: FileMaker.Record, created: Bool) {
+    ) async throws(HTTPError) -> (reference: FileMaker.RecordReference, created: Bool) {
         guard !value.isEmpty, !value.contains(where: { FileMaker.Find.operatorCharacters.contains($0) }), !value.contains("...") else {
             throw .invalid(
                 make(.post, layoutRoot(layout) + ["_find"], "records.createIfAbsent"), "the unique value is empty or holds a find operator")
         }
-        if let existing = try await findExact(layout: layout, field: uniqueField, value: value, auth: auth) { return (existing, false) }
+        if !uniqueValidated, let existing = try await findExact(layout: layout, field: uniqueField, value: value, auth: auth) {
+            return (existing, false)
+        }
         var data = fieldData
         data[uniqueField] = .text(value)
         do throws(HTTPError) {
-            let reference = try await create(layout: layout, fieldData: data, auth: auth)
-            return (try await record(layout: layout, id: reference.recordId, auth: auth), true)
-        } catch  where error.vendorCode == "504" {
+            return (try await create(layout: layout, fieldData: data, auth: auth), true)
+        } catch where error.vendorCode == "504" {
             if let existing = try await findExact(layout: layout, field: uniqueField, value: value, auth: auth) {
-                transport.logger.info(
-                    "filemaker record already there (unique field refused the create)",
-                    metadata: ["filemaker.layout": "\(layout)", "filemaker.field": "\(uniqueField)"])
+                if !uniqueValidated {
+                    transport.logger.info(
+                        "filemaker record already there (unique field refused the create)",
+                        metadata: ["filemaker.layout": "\(layout)", "filemaker.field": "\(uniqueField)"])
+                }
                 return (existing, false)
             }
             throw error
@@ -304,10 +315,12 @@ public struct FileMakerClient: Sendable {
     private func findExact(
         layout: String, field: String, value: String, auth: CredentialSource<FileMaker.Session>
     ) async throws(HTTPError)
-        -> FileMaker.Record?
+        -> FileMaker.RecordReference?
     {
         let found = try await find(layout: layout, [.matching((field, FileMaker.Find.equals(value)))], limit: 2, auth: auth)
-        return found.data.first { $0.fieldData[field]?.description == value }
+        return found.data.first { $0.fieldData[field]?.description == value }.map {
+            FileMaker.RecordReference(recordId: $0.recordId, modId: $0.modId)
+        }
     }
 
     // MARK: Scripts, globals, containers

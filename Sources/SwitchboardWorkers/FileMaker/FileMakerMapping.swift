@@ -18,6 +18,11 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
         /// The text field that holds the bus event id, with "unique value" validation ideally:
         /// it makes writes idempotent.
         public var eventIDField: String
+        /// Whether `eventIDField` has "unique value" validation, set to "always" (the seed's
+        /// `EventID` has). Then a check-in is one create, and a redelivery a refused create plus a
+        /// find; without it (the default), every check-in is a find first, then a create.
+        /// Declared true on a field without the validation, redeliveries write duplicates.
+        public var eventIDUnique: Bool
         /// FileMaker field → source in the event (see ``FileMakerMapping/sources``).
         public var fields: [String: String]
         /// The time zone FileMaker timestamps are written in (IANA name); FileMaker's are local.
@@ -26,12 +31,14 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
         enum CodingKeys: String, CodingKey {
             case layout, fields
             case eventIDField = "event_id_field"
+            case eventIDUnique = "event_id_unique"
             case timeZone = "time_zone"
         }
 
-        public init(layout: String, eventIDField: String, fields: [String: String], timeZone: String) {
+        public init(layout: String, eventIDField: String, eventIDUnique: Bool = false, fields: [String: String], timeZone: String) {
             self.layout = layout
             self.eventIDField = eventIDField
+            self.eventIDUnique = eventIDUnique
             self.fields = fields
             self.timeZone = timeZone
         }
@@ -40,6 +47,7 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             layout = try c.decode(String.self, forKey: .layout)
             eventIDField = try c.decode(String.self, forKey: .eventIDField)
+            eventIDUnique = try c.decodeIfPresent(Bool.self, forKey: .eventIDUnique) ?? false
             fields = try c.decode([String: String].self, forKey: .fields)
             timeZone = try c.decodeIfPresent(String.self, forKey: .timeZone) ?? "UTC"
         }
@@ -80,7 +88,7 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
     /// The seed's `Shelter` file: layout `CheckIns`.
     public static let `default` = FileMakerMapping(
         checkins: CheckIns(
-            layout: "CheckIns", eventIDField: "EventID",
+            layout: "CheckIns", eventIDField: "EventID", eventIDUnique: true,
             fields: [
                 "ParticipantID": "participant.eto_participant_id", "FirstName": "participant.first_name",
                 "LastName": "participant.last_name", "CheckedInAt": "checked_in_at", "Notes": "notes",

@@ -1,9 +1,10 @@
 // `switchboard-filemaker`'s logic: one FileMaker record per check-in, exactly once. Delivery is
-// at least once, so every write looks first: find the record by the event id, create it only if
-// absent (FileMakerClient.createIfAbsent; a unique-value 504 from a concurrent writer means
-// "already there"). Then `filemaker.record.written` goes to the outbox, and only then is the
-// event acknowledged: a crash anywhere in between makes the event come again, find its record,
-// and publish (with `created: false`) what the crash interrupted.
+// at least once, so a write never makes a second record for one event id
+// (FileMakerClient.createIfAbsent): with `event_id_unique` the create goes first and the field's
+// unique-value 504 means "already there"; without it, a find by the event id goes first. Then
+// `filemaker.record.written` goes to the outbox, and only then is the event acknowledged: a
+// crash anywhere in between makes the event come again, find its record, and publish (with
+// `created: false`) what the crash interrupted.
 
 import Foundation
 public import Logging
@@ -122,7 +123,8 @@ public struct FileMakerWriter: EventHandler {
         let fields = mapping.fieldData(for: checkIn, header: event.header, textFields: textFields)
         do {
             let (record, created) = try await client.createIfAbsent(
-                layout: layout, uniqueField: mapping.checkins.eventIDField, value: event.eventID, fieldData: fields, auth: session)
+                layout: layout, uniqueField: mapping.checkins.eventIDField, value: event.eventID, fieldData: fields,
+                uniqueValidated: mapping.checkins.eventIDUnique, auth: session)
             let written = FileMakerRecordWritten(
                 eventID: event.eventID, busSeq: event.header.busSeq, database: client.database, layout: layout, recordID: record.recordId,
                 created: created)
