@@ -146,6 +146,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardHTTP",
         dependencies: [
+            "SwitchboardProtocol",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -5,6 +5,7 @@
 // and also recognises secret-named headers, query items and JSON keys it was not told about.
 
 public import Foundation
+import SwitchboardProtocol
 
 /// Replaces secrets in URLs, headers and bodies with ``Redactor/placeholder``.
 ///
@@ -28,11 +29,9 @@ public struct Redactor: Sendable {
         "x-fm-data-access-token",
     ]
 
-    /// Parts of query-item, form-field and JSON key names that mark their value as secret.
-    public static let secretWords = [
-        "password", "passwd", "pwd", "secret", "token", "apikey", "api_key", "accesskey", "access_key", "authorization",
-        "connectionid", "cookie", "credential",
-    ]
+    /// Parts of query-item, form-field and JSON key names that mark their value as secret: the
+    /// one list the monitor uses too (``SensitiveData/secretWords``).
+    public static let secretWords = SensitiveData.secretWords
     /// Query and form names that are secret though they contain none of ``secretWords``
     /// (Directory's API key).
     public static let secretNames: Set<String> = ["key", "appcid", "x-smp-appcid"]

@@ -150,12 +150,13 @@ public struct CheckIn: Codable, Sendable, Hashable {
 
     /// A one-line summary for people: first name and last initial only (the monitor shows it
     /// on screens that others may see).
-    public var summary: String {
-        var who: String
-        if let first = participant.firstName, let last = participant.lastName {
+    public var summary: String { summary(showingPersonalData: true) }
+
+    /// A one-line summary; without personal data it names the participant by ETO id only.
+    public func summary(showingPersonalData: Bool) -> String {
+        var who = "participant"
+        if showingPersonalData, let first = participant.firstName, let last = participant.lastName {
             who = "\(first) \(last.prefix(1))."
-        } else {
-            who = "participant"
         }
         if let id = participant.etoParticipantID { who += " #\(id)" }
         var line = "\(who) at site \(siteID) program \(programID) via \(kioskID)"
@@ -174,9 +175,9 @@ public enum Payloads {
     }
 
     /// A summary line for a known payload, or nil.
-    public static func summary(schema: String, content: Data) -> String? {
+    public static func summary(schema: String, content: Data, showingPersonalData: Bool = true) -> String? {
         switch schema {
-        case CheckIn.schema: (try? JSONDecoder().decode(CheckIn.self, from: content))?.summary
+        case CheckIn.schema: (try? JSONDecoder().decode(CheckIn.self, from: content))?.summary(showingPersonalData: showingPersonalData)
         default: nil
         }
     }

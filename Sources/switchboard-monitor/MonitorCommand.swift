@@ -15,13 +15,18 @@ struct MonitorCommand: AsyncParsableCommand {
         discussion: """
             Gaps in the live stream (a slow or late subscriber, a reconnect) are detected from
             sequence numbers and HEAD heartbeats and filled from the journal; the monitor says so.
-            Values of keys that look like secrets are never printed.
+            Values of keys that look like secrets are never printed. Personal data (names, date
+            of birth, location, notes) is shown as [personal] unless --show-personal-data.
             Environment: SWITCHBOARD_FANOUT, SWITCHBOARD_REPLAY.
             """)
 
     @Option(name: .customLong("topic"), help: "Follow event types starting with this prefix (repeatable; default: all).") var topics:
         [String] = []
     @Flag(help: "One JSON object per event (notices go to standard error).") var json = false
+    @Flag(
+        name: .customLong("show-personal-data"),
+        help: "Print names, dates of birth, locations and notes (hidden by default: screens and logs get seen).")
+    var showPersonalData = false
     @Option(help: "Replay the journal from this bus sequence number, then follow live.") var from: Int64?
     @Option(help: "Exit after this many events.") var count: Int?
     @Option(help: "The broker's fan-out endpoint.") var fanout: String?
@@ -53,7 +58,7 @@ struct MonitorCommand: AsyncParsableCommand {
             socketOptions: try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)?.socketOptions ?? [])
         let context = try Context()
         let io = try IOThread(context: context)
-        let printer = EventPrinter(json: json)
+        let printer = EventPrinter(json: json, showingPersonalData: showPersonalData)
         let (topics, from, count) = (topics, from, count)
         if !json {
             let what = topics.isEmpty ? "all events" : "events of " + topics.joined(separator: ", ")
@@ -96,6 +101,7 @@ struct MonitorCommand: AsyncParsableCommand {
 /// Writes events and notices, one line each.
 struct EventPrinter: Sendable {
     let json: Bool
+    let showingPersonalData: Bool
 
     func event(_ event: FollowedEvent) {
         let h = event.header
@@ -104,13 +110,17 @@ struct EventPrinter: Sendable {
                 "bus_seq": event.busSeq, "event_id": h.eventID, "type": h.type, "producer": h.producer,
                 "producer_seq": h.producerSeq, "time": h.time, "schema": h.schema,
                 "source": event.fromJournal ? "journal" : "live",
-                "content": Redaction.redactedJSON(event.content),
+                "content": Redaction.redactedJSON(event.content, showingPersonalData: showingPersonalData),
             ]
-            if let summary = Payloads.summary(schema: h.schema, content: event.content) { object["summary"] = summary }
+            if let summary = Payloads.summary(schema: h.schema, content: event.content, showingPersonalData: showingPersonalData) {
+                object["summary"] = summary
+            }
             write(object, to: .standardOutput)
         } else {
             let time = h.time.count >= 23 ? String(h.time.dropFirst(11).prefix(12)) : h.time
-            let summary = Payloads.summary(schema: h.schema, content: event.content) ?? compact(event.content)
+            let summary =
+                Payloads.summary(schema: h.schema, content: event.content, showingPersonalData: showingPersonalData)
+                ?? compact(event.content)
             let source = event.fromJournal ? " (journal)" : ""
             line("\(time)  #\(event.busSeq)  \(h.type)  \(h.producer)  \(summary)\(source)")
         }
@@ -132,7 +142,7 @@ struct EventPrinter: Sendable {
     }
 
     private func compact(_ content: Data) -> String {
-        let value = Redaction.redactedJSON(content)
+        let value = Redaction.redactedJSON(content, showingPersonalData: showingPersonalData)
         guard JSONSerialization.isValidJSONObject(value),
             let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
         else { return "\(value)" }

@@ -34,6 +34,41 @@ struct ToolTests {
         #expect(await broker.stop() == 0)
     }
 
+    @Test("the monitor hides names, date of birth, location and notes unless --show-personal-data, in JSON and in text")
+    func monitorHidesPersonalData() async throws {
+        let directory = try TemporaryDirectory("monitor-personal")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let (broker, endpoints) = try await programs.broker()
+        let kiosk = try programs.start(
+            "switchboard-kiosk",
+            [
+                "checkin", "--kiosk", "k-priv", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "--first", "Zelda", "--last", "Quarrington", "--dob", "1987-06-05", "--site", "12", "--program", "3",
+                "--latitude", "37.7793", "--longitude=-122.4192", "--accuracy", "25", "--notes", "sleeps under the Ninth St bridge",
+                "--lookup-wait", "0s",
+            ], log: "kiosk.log")
+        #expect(await kiosk.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("kiosk.log"))")
+        let personal = ["Zelda", "Quarrington", "1987-06-05", "37.7793", "-122.4192", "Ninth St"]
+        func monitor(_ extra: [String], log: String) async throws -> String {
+            let process = try programs.start(
+                "switchboard-monitor", extra + ["--from", "1", "--count", "1", "--fanout", endpoints.fanout, "--replay", endpoints.replay],
+                log: log)
+            #expect(await process.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read(log))")
+            return programs.read(log)
+        }
+        let json = try await monitor(["--json"], log: "json.log")
+        let text = try await monitor([], log: "text.log")
+        for output in [json, text] {
+            #expect(output.contains("k-priv"), "\(output)")
+            for value in personal { #expect(!output.contains(value), "\(value) shown: \(output)") }
+        }
+        #expect(json.contains("[personal]"), "\(json)")
+        let shown = try await monitor(["--json", "--show-personal-data"], log: "shown.log")
+        for value in personal { #expect(shown.contains(value), "\(value) missing: \(shown)") }
+        #expect(await broker.stop() == 0)
+    }
+
     @Test("the kiosk refuses bad input with a message naming the field, and queues nothing")
     func kioskBadInput() async throws {
         let directory = try TemporaryDirectory("kiosk-input")
