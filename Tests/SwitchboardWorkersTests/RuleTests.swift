@@ -2,6 +2,7 @@ import Foundation
 import SwitchboardBackends
 import SwitchboardHTTP
 import SwitchboardProtocol
+import Synchronization
 import Testing
 
 @testable import SwitchboardWorkers
@@ -159,5 +160,62 @@ struct RuleTests {
         #expect(ETOCheckInRecorder.matches(hits, first: " ana ", last: "ORTIZ", dateOfBirth: nil).map(\.clid) == [1, 2])
         #expect(ETOCheckInRecorder.matches(hits, first: "Ana", last: "Ortiz", dateOfBirth: "1980-01-01").map(\.clid) == [2])
         #expect(ETOCheckInRecorder.matches(hits, first: "Ana", last: "Ortiz", dateOfBirth: "1999-09-09").isEmpty)
+    }
+}
+
+@Suite("One handler per event id in a process")
+struct EventGateTests {
+    /// Records the order of entering and leaving, shared by the tasks.
+    final class Trace: Sendable {
+        let steps = Synchronization.Mutex<[String]>([])
+        func add(_ step: String) { steps.withLock { $0.append(step) } }
+        var all: [String] { steps.withLock { $0 } }
+    }
+
+    @Test("a second delivery of an event waits for the first handler; other events do not wait; the table empties")
+    func secondWaits() async throws {
+        let gate = EventGate()
+        let trace = Trace()
+        await gate.enter("e1")
+        trace.add("first in")
+        let second = Task {
+            await gate.enter("e1")
+            trace.add("second in")
+            gate.leave("e1")
+        }
+        // Another event passes while e1 is held.
+        await gate.enter("e2")
+        trace.add("other in")
+        gate.leave("e2")
+        // The second delivery is queued behind the first (the table shows it waiting).
+        while gate.waiting(for: "e1") < 1 { await Task.yield() }
+        #expect(trace.all == ["first in", "other in"])
+        trace.add("first out")
+        gate.leave("e1")
+        await second.value
+        #expect(trace.all == ["first in", "other in", "first out", "second in"], "\(trace.all)")
+        #expect(gate.held == 0)
+    }
+
+    @Test("many deliveries of one event run one at a time, in turn")
+    func oneAtATime() async throws {
+        let gate = EventGate()
+        final class Running: Sendable {
+            let state = Synchronization.Mutex((now: 0, most: 0, done: 0))
+        }
+        let running = Running()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<50 {
+                group.addTask {
+                    await gate.enter("e")
+                    running.state.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                    await Task.yield()
+                    running.state.withLock { $0.now -= 1; $0.done += 1 }
+                    gate.leave("e")
+                }
+            }
+        }
+        let result = running.state.withLock { $0 }
+        #expect(result.most == 1 && result.done == 50 && gate.held == 0, "\(result)")
     }
 }

@@ -29,6 +29,7 @@ public final class GroupWorker: Service, Sendable {
     private let handler: any EventHandler
     private let logger: Logger
     private let state = Mutex(GroupWorkerCounts())
+    private let gate = EventGate()
 
     public init(consumer: GroupConsumer, handler: any EventHandler, logger: Logger) {
         self.consumer = consumer
@@ -74,7 +75,14 @@ public final class GroupWorker: Service, Sendable {
         }
         let event = WorkerEvent(header: delivery.header, content: delivery.content, attempt: delivery.attempt)
         let settlement = await withTaskGroup(of: Settlement?.self) { group in
-            group.addTask { await self.handler.handle(event) }
+            group.addTask {
+                // One handler per event id at a time in this process: a delivery the broker took
+                // back (a replaced connection, an ack time-out) can come again while its first
+                // handler still writes; this one waits for it, then looks and finds its record.
+                await self.gate.enter(event.header.eventID)
+                defer { self.gate.leave(event.header.eventID) }
+                return await self.handler.handle(event)
+            }
             // Work that outlasts half the ack wait tells the broker it is still going, so the
             // event is not handed to another member while this one writes it.
             group.addTask {
@@ -120,4 +128,47 @@ public final class GroupWorker: Service, Sendable {
             logger.warning("could not settle; the broker will deliver it again", metadata: metadata.merging(["error": "\(error)"]) { $1 })
         }
     }
+}
+
+/// Event ids whose handler runs in this process, each with the deliveries of the same event
+/// that wait for it (first come, first served). Not a lock across processes: two worker
+/// processes that get the same event at once are kept apart only by the back end's own
+/// uniqueness (FileMaker's unique `EventID`; ETO has none, see the workers' README).
+final class EventGate: Sendable {
+    private let table = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
+
+    /// Returns once no other handler of `id` runs; the caller must `leave(id)` after.
+    func enter(_ id: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let free = table.withLock { table -> Bool in
+                guard table[id] != nil else {
+                    table[id] = []
+                    return true
+                }
+                table[id, default: []].append(continuation)
+                return false
+            }
+            if free { continuation.resume() }
+        }
+    }
+
+    /// Hands `id` to the next waiting delivery, or frees it.
+    func leave(_ id: String) {
+        let next = table.withLock { table -> CheckedContinuation<Void, Never>? in
+            guard var waiting = table[id], !waiting.isEmpty else {
+                table[id] = nil
+                return nil
+            }
+            let first = waiting.removeFirst()
+            table[id] = waiting
+            return first
+        }
+        next?.resume()
+    }
+
+    /// Event ids held or waited for (for tests).
+    var held: Int { table.withLock { $0.count } }
+
+    /// Deliveries waiting for `id` (for tests).
+    func waiting(for id: String) -> Int { table.withLock { $0[id]?.count ?? 0 } }
 }
