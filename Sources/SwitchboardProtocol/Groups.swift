@@ -181,10 +181,21 @@ public struct DeliverHeader: Codable, Sendable, Hashable {
     /// The header frame, as the broker sends it with every delivery (without a JSONEncoder:
     /// this is on the broker's hot path).
     public func wireJSON() -> Data {
-        JSONValue.object([
-            "group": .string(group), "bus_seq": .integer(busSeq), "attempt": .integer(Int64(attempt)), "deadline": .string(deadline),
-            "ack_wait_ms": .integer(ackWaitMilliseconds),
-        ]).compactData
+        // Keys in sorted order, as `JSONValue.compactData` writes them.
+        var writer = JSONWriter(capacity: 128)
+        writer.raw("{")
+        writer.key("ack_wait_ms", first: true)
+        writer.integer(ackWaitMilliseconds)
+        writer.key("attempt")
+        writer.integer(Int64(attempt))
+        writer.key("bus_seq")
+        writer.integer(busSeq)
+        writer.key("deadline")
+        writer.string(deadline)
+        writer.key("group")
+        writer.string(group)
+        writer.raw("}")
+        return writer.data
     }
 }
 

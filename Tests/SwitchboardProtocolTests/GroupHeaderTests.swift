@@ -90,4 +90,18 @@ struct GroupHeaderTests {
             #expect(settle.command.rawValue == outcome.rawValue)
         }
     }
+
+    @Test("DELIVER's header, written by hand for the broker's hot path, is the sorted compact JSON of its fields")
+    func deliverHeaderBytes() throws {
+        for (group, seq, attempt) in [("filemaker", Int64(1), 1), ("eto-2", Int64.max, 100), ("a", Int64(42), 3)] {
+            let header = DeliverHeader(
+                group: group, busSeq: seq, attempt: attempt, deadline: "2026-11-24T05:00:00.123Z", ackWaitMilliseconds: 30_000)
+            let expected = JSONValue.object([
+                "group": .string(group), "bus_seq": .integer(seq), "attempt": .integer(Int64(attempt)),
+                "deadline": .string("2026-11-24T05:00:00.123Z"), "ack_wait_ms": .integer(30_000),
+            ]).compactData
+            #expect(header.wireJSON() == expected, "\(String(decoding: header.wireJSON(), as: UTF8.self))")
+            #expect(try WireJSON.decode(DeliverHeader.self, from: header.wireJSON(), frame: "header", code: .invalidHeader) == header)
+        }
+    }
 }
