@@ -1,6 +1,7 @@
 public import Foundation
 import GRDB
 import SwitchboardProtocol
+import Synchronization
 
 /// One event waiting in an outbox for the broker's ACK.
 public struct OutboxEntry: Sendable, Hashable {
@@ -43,6 +44,9 @@ public final class Outbox: Sendable {
     /// This process's run of the producer (`session` in headers of events enqueued now).
     public let session: String
     private let queue: DatabaseQueue
+    /// `enqueue(shared:)` callers waiting for the next shared commit, and whether one runs.
+    private let shared = Mutex<(waiting: [(event: NewEvent, reply: CheckedContinuation<OutboxEntry, any Error>)], committing: Bool)>(
+        ([], false))
 
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public var description: String
@@ -165,6 +169,44 @@ public final class Outbox: Sendable {
             }
             try db.execute(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'", arguments: [String(next)])
             return entries
+        }
+    }
+
+    /// Enqueues one event durably, in one transaction with the other `enqueue(shared:)` calls
+    /// that wait meanwhile: a worker's concurrent handlers pay for one commit (one fsync)
+    /// together instead of one each. As with `enqueue`, the event is on disk when this returns;
+    /// if the shared commit fails, every event in it fails with that error and none is stored.
+    public func enqueue(shared event: NewEvent) async throws -> OutboxEntry {
+        try await withCheckedThrowingContinuation { (reply: CheckedContinuation<OutboxEntry, any Error>) in
+            let leads = shared.withLock { state -> Bool in
+                state.waiting.append((event, reply))
+                guard !state.committing else { return false }
+                state.committing = true
+                return true
+            }
+            // Unstructured on purpose: the commit serves every caller waiting for it, so no one
+            // caller's task may own it (cancelling that caller must not cancel the others'
+            // writes). It ends as soon as nobody waits, and every waiter is always answered.
+            if leads { Task { await self.commitShared() } }
+        }
+    }
+
+    /// Commits what waits, again and again, until nothing does.
+    private func commitShared() async {
+        while true {
+            let batch = shared.withLock { state in
+                let batch = state.waiting
+                state.waiting = []
+                if batch.isEmpty { state.committing = false }
+                return batch
+            }
+            guard !batch.isEmpty else { return }
+            do {
+                let entries = try await enqueue(batch.map(\.event))
+                for (index, waiter) in batch.enumerated() { waiter.reply.resume(returning: entries[index]) }
+            } catch {
+                for waiter in batch { waiter.reply.resume(throwing: error) }
+            }
         }
     }
 

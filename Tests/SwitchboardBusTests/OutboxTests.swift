@@ -34,6 +34,36 @@ struct OutboxTests {
         #expect(directoryMode == 0o700)
     }
 
+    @Test("200 concurrent shared enqueues: each on disk when it returns, numbered 1–200 without a gap, with its own event id")
+    func sharedEnqueues() async throws {
+        let directory = try TemporaryDirectory("outbox-shared")
+        defer { directory.remove() }
+        let path = directory.path("w/outbox.sqlite")
+        let outbox = try Outbox(path: path, producer: "filemaker-worker-1")
+        let entries = try await withThrowingTaskGroup(of: OutboxEntry.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let content = Data(#"{"n":\#(index)}"#.utf8)
+                    let entry = try await outbox.enqueue(shared: .init(type: "filemaker.record.written", schema: "test/1", content: content))
+                    #expect(entry.content == content)
+                    return entry
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(entries.map(\.producerSeq).sorted() == Array(1...200))
+        #expect(Set(entries.map(\.eventID)).count == 200)
+        // Reopened, as after a crash: all 200 are there, in the order they were numbered.
+        let reopened = try Outbox(path: path, producer: "filemaker-worker-1")
+        let pending = try await reopened.pending(limit: 1000)
+        #expect(pending.map(\.producerSeq) == Array(1...200))
+        #expect(Dictionary(uniqueKeysWithValues: pending.map { ($0.producerSeq, $0.content) })
+            == Dictionary(uniqueKeysWithValues: entries.map { ($0.producerSeq, $0.content) }))
+        // And one more after the burst still works (the commit loop ended and starts again).
+        let last = try await reopened.enqueue(shared: .init(type: "filemaker.record.written", schema: "test/1", content: Data("{}".utf8)))
+        #expect(last.producerSeq == 201)
+    }
+
     @Test("an import is all-or-nothing and the same file is not imported twice")
     func importOnce() async throws {
         let directory = try TemporaryDirectory("outbox")

@@ -172,7 +172,7 @@ public final class WorkerRuntime: Sendable {
     /// keeps it until the broker has it on disk.
     public func publish(type: String, schema: String, content: some Encodable, key: String? = nil) async throws {
         let data = try WireJSON.encode(content)
-        _ = try await outbox.enqueue([Outbox.NewEvent(type: type, schema: schema, content: data, key: key)])
+        _ = try await outbox.enqueue(shared: Outbox.NewEvent(type: type, schema: schema, content: data, key: key))
     }
 
     /// Sends the outbox's events to the broker for as long as the process runs; on graceful
