@@ -182,8 +182,10 @@ struct CheckInCommand: AsyncParsableCommand {
     @Option(name: .customLong("participant-id"), help: "ETO participant id, when known.") var participantID: String?
     @Option(help: "ETO site id.") var site: String?
     @Option(help: "ETO program id.") var program: String?
-    @Option(help: "Latitude (street outreach).") var latitude: String?
-    @Option(help: "Longitude (street outreach).") var longitude: String?
+    // `.unconditional`: a western longitude or southern latitude starts with '-', which would
+    // otherwise read as the next option (`--longitude -122.4` would be "missing value").
+    @Option(parsing: .unconditional, help: "Latitude (street outreach).") var latitude: String?
+    @Option(parsing: .unconditional, help: "Longitude (street outreach).") var longitude: String?
     @Option(help: "Location accuracy in metres.") var accuracy: String?
     @Option(help: "Notes (at most 2000 characters).") var notes: String?
     @Option(help: "How long to try sending now, e.g. 5s.") var wait: String = "5s"

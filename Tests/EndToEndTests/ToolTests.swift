@@ -45,7 +45,7 @@ struct ToolTests {
             [
                 "checkin", "--kiosk", "k-priv", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
                 "--first", "Zelda", "--last", "Quarrington", "--dob", "1987-06-05", "--site", "12", "--program", "3",
-                "--latitude", "37.7793", "--longitude=-122.4192", "--accuracy", "25", "--notes", "sleeps under the Ninth St bridge",
+                "--latitude", "37.7793", "--longitude", "-122.4192", "--accuracy", "25", "--notes", "sleeps under the Ninth St bridge",
                 "--lookup-wait", "0s",
             ], log: "kiosk.log")
         #expect(await kiosk.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("kiosk.log"))")
