@@ -61,6 +61,14 @@ struct MajordomoTests {
         }
     }
 
+    /// A message the test goes on to index: at least `frames` frames, or a clear failure naming
+    /// what came instead (on a loaded machine that can be a DISCONNECT) rather than a trap.
+    static func receive(_ socket: AsyncSocket, _ what: String, frames: Int) async throws -> [Data] {
+        let message = try await receive(socket, what)
+        try #require(message.count >= frames, "\(what): expected at least \(frames) frames, got \(text(message))")
+        return message
+    }
+
     @Test(
         "each Majordomo vector gets its documented reaction, and the sender is still served afterwards",
         arguments: try Vectors.majordomo())
@@ -136,7 +144,7 @@ struct MajordomoTests {
         try await Self.waitAlive(fixture, "report")
         let client = try await fixture.servicePeer()
         try await client.send(Self.frames(["MDPC02", UInt8(0x01), "report", "q"]))
-        let request = try await Self.receive(worker, "REQUEST")
+        let request = try await Self.receive(worker, "REQUEST", frames: 5)
         #expect(Self.text(Array(request[0..<2])) == ["MDPW02", "0x02"])
         #expect(request[3].isEmpty && request[4] == Data("q".utf8))
         let address = request[2]
@@ -162,14 +170,14 @@ struct MajordomoTests {
 
         let oldClient = try await fixture.servicePeer()
         try await oldClient.send(Self.frames(["", "MDPC01", "new", "x"]))
-        let request = try await Self.receive(newWorker, "REQUEST")
+        let request = try await Self.receive(newWorker, "REQUEST", frames: 3)
         try await newWorker.send(Self.frames(["MDPW02", UInt8(0x03), request[2], "", "partial"]))
         try await newWorker.send(Self.frames(["MDPW02", UInt8(0x04), request[2], "", "final"]))
         #expect(Self.text(try await Self.receive(oldClient, "reply")) == ["", "MDPC01", "new", "final"])
 
         let newClient = try await fixture.servicePeer()
         try await newClient.send(Self.frames(["MDPC02", UInt8(0x01), "old", "y"]))
-        let oldRequest = try await Self.receive(oldWorker, "REQUEST")
+        let oldRequest = try await Self.receive(oldWorker, "REQUEST", frames: 4)
         try await oldWorker.send(Self.frames(["", "MDPW01", UInt8(0x03), oldRequest[3], "", "answer"]))
         #expect(Self.text(try await Self.receive(newClient, "final")) == ["MDPC02", "0x03", "old", "answer"])
         await fixture.stop()
@@ -188,7 +196,7 @@ struct MajordomoTests {
 
         // first has waited longest: it gets request 1, answers, and goes to the back.
         try await client.send(Majordomo.clientRequest(.v02, service: "lru", body: [Data("1".utf8)]))
-        let one = try await Self.receive(first, "request 1 at the first worker")
+        let one = try await Self.receive(first, "request 1 at the first worker", frames: 3)
         try await first.send(Majordomo.worker(.v02, .final, client: one[2], body: [Data("a".utf8)]))
         _ = try await Self.receive(client, "reply 1")
         // Now second has been idle longer: request 2 is its, although first is idle too.
@@ -272,7 +280,7 @@ struct MajordomoTests {
         await doomed.close()  // gone without a word
 
         var handed: [Data] = []
-        while handed.count < 2 || handed[1] != Data([0x02]) {
+        while handed.count < 3 || handed[1] != Data([0x02]) {
             handed = try await Self.receive(survivor, "the handed-over request")  // heartbeats first
         }
         #expect(handed.last == Data("job".utf8))
