@@ -133,7 +133,16 @@ public final class Broker: Sendable {
             }
             serviceEndpoint = try await services.start()
         } catch {
-            markFinished(failure: nil)
+            // `markFinished` waits for the service plane's thread and for libzmq: on a thread of
+            // its own, never on the cooperative pool (two threads on two cores).
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let thread = Thread { [self] in
+                    markFinished(failure: nil)
+                    continuation.resume()
+                }
+                thread.name = "broker-failed-start"
+                thread.start()
+            }
             throw error
         }
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<BrokerEndpoints, any Error>) in
@@ -206,6 +215,7 @@ public final class Broker: Sendable {
         await waitUntilStopped()
     }
 
+    /// Blocks: the broker thread at its end, or a thread of its own (never async code).
     private func markFinished(failure: String?) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.finished = true

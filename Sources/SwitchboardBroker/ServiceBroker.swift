@@ -69,6 +69,8 @@ public final class ServiceBroker: Sendable {
         var finished = false
         var started = false
         var finishWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Threads (not tasks) waiting in `waitUntilStoppedBlocking()`.
+        var blockedWaiters: [DispatchSemaphore] = []
     }
 
     public init(settings: Settings, logger: Logger, context: Context, security: BrokerSecurity? = nil) throws {
@@ -136,13 +138,15 @@ public final class ServiceBroker: Sendable {
     }
 
     /// For a thread that is not in the cooperative pool (the broker thread at exit).
+    /// Never call it from async code: it blocks its thread.
     func waitUntilStoppedBlocking() {
         let done = DispatchSemaphore(value: 0)
-        Task.detached { [self] in
-            await waitUntilStopped()
-            done.signal()
+        let finished = state.withLock { state -> Bool in
+            let finished = state.finished || !state.started
+            if !finished { state.blockedWaiters.append(done) }
+            return finished
         }
-        done.wait()
+        if !finished { done.wait() }
     }
 
     public func stop() async {
@@ -151,12 +155,16 @@ public final class ServiceBroker: Sendable {
     }
 
     private func markFinished() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let (waiters, blocked) = state.withLock { state -> ([CheckedContinuation<Void, Never>], [DispatchSemaphore]) in
             state.finished = true
-            defer { state.finishWaiters = [] }
-            return state.finishWaiters
+            defer {
+                state.finishWaiters = []
+                state.blockedWaiters = []
+            }
+            return (state.finishWaiters, state.blockedWaiters)
         }
         for waiter in waiters { waiter.resume() }
+        for thread in blocked { thread.signal() }
     }
 
     fileprivate var stopRequested: Bool { state.withLock { $0.stopRequested } }

@@ -54,7 +54,7 @@ public final class BrokerFixture: Sendable {
     public func stop(remove: Bool = true) async {
         await io.shutdown()
         await broker.stop()
-        context.terminate()
+        await context.terminate()
         if remove { directory.remove() }
     }
 

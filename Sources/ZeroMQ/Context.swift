@@ -1,4 +1,5 @@
 import CZeroMQ
+import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -54,6 +55,20 @@ public final class Context: @unchecked Sendable {
         }
         if already { return }
         while zmq_ctx_term(handle) != 0 && zmq_errno() == EINTR {}
+    }
+
+    /// `terminate()` for async code: the wait for libzmq (every socket closed, what lingers
+    /// sent or dropped, its I/O threads joined) happens on a thread of its own, so no thread of
+    /// Swift's cooperative pool (two, on two cores) is blocked meanwhile.
+    public func terminate() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread { [self] in
+                terminate()
+                continuation.resume()
+            }
+            thread.name = "zmq-terminate"
+            thread.start()
+        }
     }
 
     deinit {

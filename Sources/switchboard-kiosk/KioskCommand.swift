@@ -77,12 +77,12 @@ struct KioskOptions: ParsableArguments {
             let result = try await body(ETOLookup(client: client))
             await client.close()
             await io.shutdown()
-            context.terminate()
+            await context.terminate()
             return result
         } catch {
             await client.close()
             await io.shutdown()
-            context.terminate()
+            await context.terminate()
             throw error
         }
     }
@@ -137,7 +137,7 @@ struct KioskOptions: ParsableArguments {
             throw error
         }
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
         return report
     }
 

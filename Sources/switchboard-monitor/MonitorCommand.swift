@@ -94,7 +94,7 @@ struct MonitorCommand: AsyncParsableCommand {
             await follower.close()
         }
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
     }
 }
 

@@ -88,7 +88,7 @@ struct BrokerOptions: ParsableArguments {
             result = .failure(error)
         }
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
         switch result {
         case .success(let value):
             return value

@@ -47,7 +47,7 @@ struct StatusCommand: AsyncParsableCommand {
         let (result, groups) = await (directoryAnswer, groupsAnswer)
         await client.close()
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
 
         let directory: ServiceDirectory
         switch result {

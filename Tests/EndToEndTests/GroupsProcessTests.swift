@@ -122,7 +122,7 @@ struct GroupsProcessTests {
         await producer.close()
         await member.close()
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
         #expect(await broker.stop() == 0)
     }
 

@@ -116,7 +116,7 @@ struct SecurityProcessTests {
         }
         #expect(programs.read("broker.log").contains("allow-list reloaded"))
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
         #expect(await broker.stop() == 0)
         #expect(!programs.read("broker.log").contains(kiosk.secretKey.z85), "no secret in the log")
     }

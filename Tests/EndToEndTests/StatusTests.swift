@@ -61,7 +61,7 @@ struct StatusTests {
         for task in running { try await task.value }
         await client.close()
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
         #expect(await broker.stop() == 0)
     }
 
@@ -129,7 +129,7 @@ struct ServiceCrashTests {
         try await running.value
         await client.close()
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
         #expect(await broker.stop() == 0)
     }
 }

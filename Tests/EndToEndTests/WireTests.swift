@@ -52,7 +52,7 @@ struct WireTests {
         #expect(!rows.contains { $0.producer == "vector-reserved-1" }, "a peer's security.* event is never journaled")
 
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
         #expect(await broker.stop() == 0)
     }
 }

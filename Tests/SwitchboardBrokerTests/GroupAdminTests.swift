@@ -234,7 +234,7 @@ struct GroupAdminTests {
         let refused = await #expect(throws: GroupAdminError.self) { _ = try await invalid.groups() }
         #expect(refused?.kind == .connection)
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
     }
 
     @Test("the policy: every role on the groups endpoint lists; only admin shows a dead event or changes anything")

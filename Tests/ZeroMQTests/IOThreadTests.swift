@@ -25,7 +25,7 @@ struct IOThreadTests {
             #expect(try await dealer.receive().frames == [Data(frame: "pong \(i)")])
         }
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
     }
 
     @Test("receive(timeout:) returns nil when nothing comes, and a cancelled receive throws")
@@ -111,7 +111,7 @@ struct IOThreadTests {
             await #expect(throws: CancellationError.self) { try await waiting.value }
         }
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
     }
 
     @Test("shutdown fails waiting receivers and later calls instead of hanging")
@@ -125,6 +125,6 @@ struct IOThreadTests {
         await #expect(throws: (any Error).self) { try await pending.value }
         await #expect(throws: (any Error).self) { try await pull.send([Data(frame: "late")]) }
         await #expect(throws: (any Error).self) { try await io.open(.pull) }
-        context.terminate()
+        await context.terminate()
     }
 }

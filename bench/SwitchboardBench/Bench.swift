@@ -233,7 +233,7 @@ func ingest(
         return total
     }
     let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
-    context.terminate()
+    await context.terminate()
     return Measured(count: counts, seconds: seconds)
 }
 
@@ -275,7 +275,7 @@ func fanoutRun(broker: BrokerEndpointsFile, subscribers: Int, perProducer: Int) 
     let all = results.withLock { $0 }
     let slowest = all.min { Double($0.0) / $0.1 < Double($1.0) / $1.1 }!
     let delivered = all.map(\.0).min()! * 100 / total
-    context.terminate()
+    await context.terminate()
     return (fed, Measured(count: slowest.0, seconds: slowest.1), delivered)
 }
 

@@ -115,7 +115,7 @@ func groupBench(quick: Bool) async throws {
         row(
             "a group of \(members) drains the \(total) journaled events", Bench.rate(drained),
             String(format: "%.2f× of ingest alone (%d of %d acked, join included)", drained.perSecond / alone.perSecond, acked.count, total))
-        context.terminate()
+        await context.terminate()
     }
 
     // Sustained: members joined at the head while 4 producers feed the broker.
@@ -154,7 +154,7 @@ func groupBench(quick: Bool) async throws {
             String(format: "%.2f× of ingest in the same run (%d of %d acked)", through.perSecond / fed.perSecond, count, total))
         // Members stop after 5 s without a delivery.
         for _ in 0..<600 where results.withLock({ $0.count }) < members { try await Task.sleep(for: .milliseconds(20)) }
-        context.terminate()
+        await context.terminate()
     }
 
     // A member holding 100 deliveries dies (its connection drops, as with kill -9): how long
@@ -177,7 +177,7 @@ func groupBench(quick: Bool) async throws {
     let holding100 = held.withLock { $0.socket != nil }
     guard holding100 else {
         print("the holding member did not get 100 deliveries within 30 s")
-        context.terminate()
+        await context.terminate()
         await broker.stop()
         return
     }
@@ -196,6 +196,6 @@ func groupBench(quick: Bool) async throws {
         "a member holding 100 drops: all 100 at another member after", String(format: "%.0f ms", Double(took.wholeMilliseconds)),
         "heartbeat 1 s, member liveness 3 s (\(redelivered.count) of 100)")
     try await Task.sleep(for: .milliseconds(200))
-    context.terminate()
+    await context.terminate()
     await broker.stop()
 }

@@ -213,7 +213,7 @@ func rawEcho(clients: Int, perClient: Int, body: [Data]) async throws -> RoundTr
             }, request: body, check: { $0.count == body.count })
         stop.withLock { $0 = true }
         try await waitUntil("the echo server stops") { server.isFinished }
-        context.terminate()
+        await context.terminate()
         return figures
     }
     let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
@@ -226,7 +226,7 @@ func rawEcho(clients: Int, perClient: Int, body: [Data]) async throws -> RoundTr
     }
     stop.withLock { $0 = true }
     try await waitUntil("the echo server stops") { server.isFinished }
-    context.terminate()
+    await context.terminate()
     return figures
 }
 
@@ -298,7 +298,7 @@ func brokerEcho(
             }, request: request, check: { $0.count == 3 + body.count && $0[1] == Data([0x03]) })
         stop.withLock { $0 = true }
         try await waitUntil("the workers stop") { workerThread.isFinished }
-        context.terminate()
+        await context.terminate()
         return figures
     }
     let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
@@ -314,7 +314,7 @@ func brokerEcho(
     }
     stop.withLock { $0 = true }
     try await waitUntil("the workers stop") { workerThread.isFinished }
-    context.terminate()
+    await context.terminate()
     return figures
 }
 
@@ -355,6 +355,6 @@ func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) a
     try await running.value
     await client.close()
     await io.shutdown()
-    context.terminate()
+    await context.terminate()
     return RoundTrips(latencies: latencies, seconds: seconds)
 }

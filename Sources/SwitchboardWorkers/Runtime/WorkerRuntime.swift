@@ -213,7 +213,7 @@ public final class WorkerRuntime: Sendable {
         await serviceClient.close()
         try? await http.shutdown()
         await io.shutdown()
-        context.terminate()
+        await context.terminate()
     }
 }
 
