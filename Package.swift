@@ -42,6 +42,8 @@ var targets: [Target] = [
         providers: [.apt(["libzmq3-dev"])]
     ),
     .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
+    // posix_spawn's GNU file actions (chdir, closefrom) for ChildProcess.
+    .target(name: "CSpawn"),
     .target(name: "SwitchboardProtocol", swiftSettings: swiftSettings),
     // Helpers for our own tests and benchmarks: protocol vectors, temporary directories,
     // child processes. Never linked into an executable.
@@ -57,6 +59,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardRuntime",
         dependencies: [
+            "CSpawn",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

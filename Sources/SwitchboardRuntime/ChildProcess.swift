@@ -1,12 +1,25 @@
 public import Foundation
+import CSpawn
 
 /// A program of ours started as a child process, for `switchboard up` and end-to-end tests.
+///
+/// Started with `posix_spawn`, not Foundation's `Process`: on Linux, `Process.run()` (Swift
+/// 6.3.1) reads past a buffer while it lists `/proc/self/fd` and now and then kills the parent
+/// with SIGSEGV (swift-corelibs-foundation #5472); a full test run, which starts children with
+/// many descriptors open, hit it. The child gets standard input from /dev/null, the given output
+/// and error descriptors, every signal at its default and none blocked, and no other descriptor
+/// of ours (closefrom 3).
 public final class ChildProcess: @unchecked Sendable {
-    // @unchecked: `process` is a Foundation `Process`, used only through its thread-safe
-    // calls (run, signals, termination status after exit); `exited` is guarded by its lock.
+    // @unchecked: the mutable state (`pid`, `exitStatus`) is guarded by `exited`.
     public let name: String
-    private let process = Process()
+    private let path: String
+    private let arguments: [String]
+    private let environment: [String: String]?
+    private let directory: URL?
+    private let output: FileHandle?
+    private let errors: FileHandle?
     private let exited = NSCondition()
+    private var pid: pid_t = 0
     private var exitStatus: Int32?
 
     /// The directory holding our executables: the one this process was started from.
@@ -15,53 +28,107 @@ public final class ChildProcess: @unchecked Sendable {
         return URL(fileURLWithPath: resolved).deletingLastPathComponent()
     }
 
+    /// Why a child could not be started.
+    public struct StartFailure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
     /// - Parameters:
     ///   - executable: a name (looked up beside this program) or a path.
+    ///   - environment: the child's whole environment (default: this process's).
     ///   - output: where standard output and error go (default: inherited).
     public init(
         name: String, executable: String, arguments: [String], environment: [String: String]? = nil,
         directory: URL? = nil, output: FileHandle? = nil, errors: FileHandle? = nil
     ) {
         self.name = name
-        let path = executable.contains("/") ? executable : Self.executableDirectory.appendingPathComponent(executable).path
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        if let directory { process.currentDirectoryURL = directory }
-        if let output { process.standardOutput = output }
-        if let errors { process.standardError = errors }
-        process.standardInput = FileHandle.nullDevice
-        process.terminationHandler = { [exited] finished in
+        self.path = executable.contains("/") ? executable : Self.executableDirectory.appendingPathComponent(executable).path
+        self.arguments = arguments
+        self.environment = environment
+        self.directory = directory
+        self.output = output
+        self.errors = errors
+    }
+
+    /// Starts the child and a thread that waits for its exit.
+    /// - Throws: `StartFailure` naming the program and the reason (no such file, not executable…).
+    public func start() throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let output { posix_spawn_file_actions_adddup2(&actions, output.fileDescriptor, 1) }
+        if let errors { posix_spawn_file_actions_adddup2(&actions, errors.fileDescriptor, 2) }
+        if let directory, switchboard_spawn_add_chdir(&actions, directory.path) != 0 {
+            throw StartFailure(description: "\(name): cannot start in \(directory.path)")
+        }
+        switchboard_spawn_add_closefrom(&actions, 3)
+        var everySignal = sigset_t()
+        sigfillset(&everySignal)
+        posix_spawnattr_setsigdefault(&attributes, &everySignal)
+        var noSignal = sigset_t()
+        sigemptyset(&noSignal)
+        posix_spawnattr_setsigmask(&attributes, &noSignal)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+
+        let environment = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+        var child: pid_t = 0
+        let result = Self.withCStrings([path] + arguments) { argv in
+            Self.withCStrings(environment) { envp in posix_spawn(&child, path, &actions, &attributes, argv, envp) }
+        }
+        guard result == 0 else {
+            throw StartFailure(description: "\(name): cannot start \(path): \(String(cString: strerror(result)))")
+        }
+        exited.lock()
+        pid = child
+        exited.unlock()
+        let reaper = Thread { [self, child] in
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) == -1 && errno == EINTR {}
             exited.lock()
-            self.exitStatus = finished.terminationStatus
+            exitStatus = Self.exitCode(status)
             exited.broadcast()
             exited.unlock()
         }
+        reaper.name = "child-\(name)"
+        reaper.start()
     }
 
-    /// One `Process.run()` at a time in this process: a full test run, which starts children
-    /// from many tasks at once, crashed inside Foundation's `Process.run()` on Linux (a bad
-    /// pointer in memcpy while it set up the child). Starting is quick; serialising costs nothing.
-    private static let starting = NSLock()
-
-    public func start() throws {
-        Self.starting.lock()
-        defer { Self.starting.unlock() }
-        try process.run()
+    /// The exit code, or the number of the signal that ended it (as Foundation's `Process` says).
+    private static func exitCode(_ status: Int32) -> Int32 {
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : signal
     }
 
-    public var processIdentifier: Int32 { process.processIdentifier }
+    /// A NULL-terminated array of C strings for `body`, freed after it.
+    private static func withCStrings<Result>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> Result) -> Result {
+        let pointers = strings.map { strdup($0) } + [nil]
+        defer { for pointer in pointers { free(pointer) } }
+        return body(pointers)
+    }
+
+    public var processIdentifier: Int32 {
+        exited.lock()
+        defer { exited.unlock() }
+        return pid
+    }
 
     public var isRunning: Bool {
         exited.lock()
         defer { exited.unlock() }
-        return exitStatus == nil
+        return pid != 0 && exitStatus == nil
     }
 
-    /// Sends a signal (SIGTERM, SIGINT, SIGKILL).
+    /// Sends a signal (SIGTERM, SIGINT, SIGKILL) while the child runs (never to a reaped pid).
     public func signal(_ signal: Int32) {
-        guard isRunning else { return }
-        kill(process.processIdentifier, signal)
+        exited.lock()
+        defer { exited.unlock() }
+        guard pid != 0, exitStatus == nil else { return }
+        kill(pid, signal)
     }
 
     /// Waits for the exit without blocking the cooperative pool; nil on time-out.
