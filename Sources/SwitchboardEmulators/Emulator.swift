@@ -102,11 +102,15 @@ public final class Emulator: Sendable {
                 await onListening(bound)
             },
             logger: quiet)
-        try await withThrowingDiscardingTaskGroup { group in
-            group.addTask { try await app.run() }
+        // The server ends on cancellation or on a service group's graceful shutdown (which
+        // lets it finish the requests in hand instead of dropping accepted connections); the
+        // saver ends with it.
+        try await withThrowingTaskGroup(of: Void.self) { group in
             if configuration.statePath != nil {
                 group.addTask { await self.saveWhileRunning() }
             }
+            defer { group.cancelAll() }
+            try await app.run()
         }
         if configuration.statePath != nil { try saveState() }
     }

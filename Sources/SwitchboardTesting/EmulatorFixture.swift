@@ -1,4 +1,13 @@
+import Logging
+import ServiceLifecycle
 public import SwitchboardEmulators
+
+/// The emulator as a `Service`, so a fixture can stop it gracefully.
+private struct EmulatorService: Service {
+    let emulator: Emulator
+    let onListening: @Sendable (Int) async -> Void
+    func run() async throws { try await emulator.run(onListening: onListening) }
+}
 
 /// A running in-process emulator on a free loopback port, for tests and benchmarks.
 public struct RunningEmulator: Sendable {
@@ -21,10 +30,17 @@ public func withEmulator<T: Sendable>(
     try configure(&configuration)
     let emulator = try Emulator(configuration: configuration)
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    // Stopped by graceful shutdown, not by cancelling its task: cancelled, the server drops the
+    // connections it accepted but has not served yet, and swift-nio traps on one of them
+    // ("Deinited NIOAsyncWriter without calling finish()"), taking the test process with it.
+    var logger = Logger(label: "test-emulator")
+    logger.logLevel = .critical
+    let service = EmulatorService(emulator: emulator) { port in continuation.yield(port) }
+    let services = ServiceGroup(configuration: .init(services: [service], logger: logger))
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask {
             defer { continuation.finish() }
-            try await emulator.run { port in continuation.yield(port) }
+            try await services.run()
         }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else {
@@ -34,11 +50,11 @@ public func withEmulator<T: Sendable>(
         do {
             let result = try await body(
                 RunningEmulator(emulator: emulator, port: port, scheme: configuration.tls == nil ? "http" : "https"))
-            group.cancelAll()
+            await services.triggerGracefulShutdown()
             try await group.waitForAll()
             return result
         } catch {
-            group.cancelAll()
+            await services.triggerGracefulShutdown()
             try? await group.waitForAll()
             throw error
         }

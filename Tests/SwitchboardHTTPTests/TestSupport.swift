@@ -5,6 +5,7 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
+import ServiceLifecycle
 import SwiftASN1
 import SwitchboardHTTP
 import SwitchboardTesting
@@ -33,16 +34,21 @@ func withServer<T: Sendable>(
         },
         logger: serverLogger
     )
+    // Stopped by graceful shutdown, not by cancelling its task (see `withEmulator`: a cancelled
+    // server drops accepted connections and swift-nio traps on them).
+    let services = ServiceGroup(configuration: .init(services: [app], logger: serverLogger))
     return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.run() }
+        group.addTask { try await services.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next(), port > 0 else { throw WaitTimedOut(description: "server did not start") }
         do {
             let value = try await body(port)
-            group.cancelAll()
+            await services.triggerGracefulShutdown()
+            try await group.waitForAll()
             return value
         } catch {
-            group.cancelAll()
+            await services.triggerGracefulShutdown()
+            try? await group.waitForAll()
             throw error
         }
     }
