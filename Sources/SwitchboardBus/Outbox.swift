@@ -61,47 +61,30 @@ public final class Outbox: Sendable {
         self.path = path
         self.producer = producer
         self.session = UUIDv7.string()
-        let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        queue = try PrivateDatabase.open(path: path) { migrator in
+            migrator.registerMigration("v1") { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE outbox (
+                            producer_seq INTEGER PRIMARY KEY,
+                            event_id TEXT NOT NULL UNIQUE,
+                            type TEXT NOT NULL,
+                            created_at TEXT NOT NULL,
+                            header BLOB NOT NULL,
+                            content BLOB NOT NULL,
+                            attempts INTEGER NOT NULL DEFAULT 0,
+                            rejected TEXT
+                        );
+                        CREATE TABLE outbox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                        CREATE TABLE imports (
+                            digest TEXT PRIMARY KEY,
+                            name TEXT NOT NULL,
+                            rows INTEGER NOT NULL,
+                            imported_at TEXT NOT NULL
+                        );
+                        """)
+            }
         }
-        if !FileManager.default.fileExists(atPath: path) {
-            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
-        }
-        var configuration = Configuration()
-        configuration.journalMode = .wal
-        configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
-        queue = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE outbox (
-                        producer_seq INTEGER PRIMARY KEY,
-                        event_id TEXT NOT NULL UNIQUE,
-                        type TEXT NOT NULL,
-                        created_at TEXT NOT NULL,
-                        header BLOB NOT NULL,
-                        content BLOB NOT NULL,
-                        attempts INTEGER NOT NULL DEFAULT 0,
-                        rejected TEXT
-                    );
-                    CREATE TABLE outbox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                    CREATE TABLE imports (
-                        digest TEXT PRIMARY KEY,
-                        name TEXT NOT NULL,
-                        rows INTEGER NOT NULL,
-                        imported_at TEXT NOT NULL
-                    );
-                    """)
-        }
-        try migrator.migrate(queue)
-        // GRDB's WAL set-up leaves synchronous=NORMAL; an enqueue must be on disk when it returns.
-        try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try queue.write { db in
             if let owner = try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'producer'") {
                 guard owner == producer else {

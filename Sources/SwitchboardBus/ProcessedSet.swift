@@ -12,38 +12,15 @@ public final class ProcessedSet: Sendable {
     public let path: String
     private let queue: DatabaseQueue
 
-    public struct Failure: Error, CustomStringConvertible {
-        public var description: String
-    }
-
     public init(path: String) throws {
         self.path = path
-        let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        }
-        if !FileManager.default.fileExists(atPath: path) {
-            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
-        }
-        var configuration = Configuration()
-        configuration.journalMode = .wal
-        configuration.busyMode = .timeout(10)
-        queue = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE processed (event_id TEXT PRIMARY KEY, group_name TEXT NOT NULL, bus_seq INTEGER NOT NULL,
-                        at TEXT NOT NULL) WITHOUT ROWID;
-                    """)
-        }
-        try migrator.migrate(queue)
-        // GRDB's WAL set-up leaves synchronous=NORMAL; "remembered" must mean "on disk".
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
-                throw Failure(description: "SQLite refused synchronous=FULL for \(path)")
+        queue = try PrivateDatabase.open(path: path) { migrator in
+            migrator.registerMigration("v1") { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE processed (event_id TEXT PRIMARY KEY, group_name TEXT NOT NULL, bus_seq INTEGER NOT NULL,
+                            at TEXT NOT NULL) WITHOUT ROWID;
+                        """)
             }
         }
     }

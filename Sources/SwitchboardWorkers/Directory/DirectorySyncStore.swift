@@ -8,15 +8,12 @@
 
 import Foundation
 import GRDB
+import SwitchboardBus
 import SwitchboardProtocol
 
 public final class DirectorySyncStore: Sendable {
     public let path: String
     private let queue: DatabaseQueue
-
-    public struct Failure: Error, CustomStringConvertible {
-        public var description: String
-    }
 
     /// What a poll needs to decide.
     public struct PollState: Sendable {
@@ -27,34 +24,15 @@ public final class DirectorySyncStore: Sendable {
 
     public init(path: String) throws {
         self.path = path
-        let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        }
-        if !FileManager.default.fileExists(atPath: path) {
-            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
-        }
-        var configuration = Configuration()
-        configuration.journalMode = .wal
-        configuration.busyMode = .timeout(10)
-        queue = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE people (person_id INTEGER PRIMARY KEY, name TEXT NOT NULL, office TEXT NOT NULL);
-                    CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-                    CREATE TABLE applied (event_id TEXT PRIMARY KEY, action TEXT NOT NULL, name TEXT, office TEXT,
-                        person_id INTEGER, done INTEGER NOT NULL DEFAULT 0, at TEXT NOT NULL) WITHOUT ROWID;
-                    """)
-        }
-        try migrator.migrate(queue)
-        // GRDB's WAL set-up leaves synchronous=NORMAL; "remembered" must mean "on disk".
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
-                throw Failure(description: "SQLite refused synchronous=FULL for \(path)")
+        queue = try PrivateDatabase.open(path: path) { migrator in
+            migrator.registerMigration("v1") { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE people (person_id INTEGER PRIMARY KEY, name TEXT NOT NULL, office TEXT NOT NULL);
+                        CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+                        CREATE TABLE applied (event_id TEXT PRIMARY KEY, action TEXT NOT NULL, name TEXT, office TEXT,
+                            person_id INTEGER, done INTEGER NOT NULL DEFAULT 0, at TEXT NOT NULL) WITHOUT ROWID;
+                        """)
             }
         }
     }

@@ -1,0 +1,41 @@
+// The one way our processes open a SQLite file of their own (the outbox, a worker's processed
+// set, the Directory syncer's store): private, WAL, and durable when a write returns.
+
+import Foundation
+package import GRDB
+
+/// Opens SQLite files that hold what must survive a crash.
+package enum PrivateDatabase {
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// Opens (or creates) the file at `path`: mode 0600 in a directory made 0700, WAL,
+    /// `synchronous=FULL` (checked: a write is on disk when it returns; GRDB's WAL set-up would
+    /// leave NORMAL), migrated by what `register` adds.
+    package static func open(path: String, register: (inout DatabaseMigrator) -> Void) throws -> DatabaseQueue {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        var migrator = DatabaseMigrator()
+        register(&migrator)
+        try migrator.migrate(queue)
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
+                throw Failure(description: "SQLite refused synchronous=FULL for \(path)")
+            }
+        }
+        return queue
+    }
+}
