@@ -16,6 +16,7 @@ var products: [Product] = [
     .library(name: "SwitchboardBus", targets: ["SwitchboardBus"]),
     .library(name: "SwitchboardBroker", targets: ["SwitchboardBroker"]),
     .library(name: "SwitchboardSecurity", targets: ["SwitchboardSecurity"]),
+    .library(name: "SwitchboardObservability", targets: ["SwitchboardObservability"]),
     .executable(name: "switchboard", targets: ["switchboard"]),
     .executable(name: "switchboard-broker", targets: ["switchboard-broker"]),
     .executable(name: "switchboard-kiosk", targets: ["switchboard-kiosk"]),
@@ -52,6 +53,9 @@ var targets: [Target] = [
         dependencies: [
             "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus", "SwitchboardEmulators",
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ],
@@ -64,6 +68,33 @@ var targets: [Target] = [
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    // Metrics (swift-metrics into a Prometheus registry) and the admin HTTP server every
+    // program runs: /metrics, /health/live, /health/ready.
+    .target(
+        name: "SwitchboardObservability",
+        dependencies: [
+            "SwitchboardProtocol",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardObservabilityTests",
+        dependencies: [
+            "SwitchboardObservability", "SwitchboardTesting",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -424,6 +455,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: targets
 )

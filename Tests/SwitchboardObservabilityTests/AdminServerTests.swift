@@ -1,0 +1,137 @@
+import CoreMetrics
+import Foundation
+import Logging
+import ServiceLifecycle
+import SwitchboardObservability
+import SwitchboardTesting
+import Synchronization
+import Testing
+
+/// Runs an admin server on a free loopback port for `body`, then stops it gracefully.
+func withAdminServer<T: Sendable>(
+    _ observability: Observability, readiness: Readiness = Readiness(), collectors: [AdminServer.Collector] = [],
+    _ body: (Int) async throws -> T
+) async throws -> T {
+    var logger = Logger(label: "admin-test")
+    logger.logLevel = .critical
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let server = AdminServer(
+        address: .loopback(0), factory: observability.factory, readiness: readiness, collectors: collectors, logger: logger
+    ) { port in continuation.yield(port) }
+    let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
+    return try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask {
+            defer { continuation.finish() }
+            try await group.run()
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw ScrapeError("the admin server stopped before it listened") }
+        do {
+            let result = try await body(port)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            return result
+        } catch {
+            await group.triggerGracefulShutdown()
+            try? await tasks.waitForAll()
+            throw error
+        }
+    }
+}
+
+@Suite("Admin server")
+struct AdminServerTests {
+    @Test("/metrics serves what the libraries counted, with help and type lines, and the process figures")
+    func metrics() async throws {
+        let observability = Observability(program: "test")
+        let counter = Counter(label: "switchboard_broker_events_journaled_total", dimensions: [("type", "checkin.recorded")], factory: observability.factory)
+        counter.increment(by: 3)
+        let timer = Timer(label: "switchboard_broker_ack_seconds", factory: observability.factory)
+        timer.recordMilliseconds(2)
+        let collected = Atomic<Int>(0)
+        try await withAdminServer(observability, collectors: [{ collected.add(1, ordering: .relaxed) }]) { port in
+            let scrape = try await scrapeMetrics(port: port)
+            #expect(scrape.value("switchboard_broker_events_journaled_total", ["type": "checkin.recorded"]) == 3)
+            #expect(scrape.value("switchboard_broker_ack_seconds_count") == 1)
+            // 2 ms falls in the 2.5 ms bucket and every one above, not in the 1 ms one.
+            #expect(scrape.value("switchboard_broker_ack_seconds_bucket", ["le": "0.001"]) == 0)
+            #expect(scrape.value("switchboard_broker_ack_seconds_bucket", ["le": "0.0025"]) == 1)
+            #expect(scrape.value("switchboard_build_info", ["program": "test"]) == 1)
+            #expect(scrape.text.contains("# HELP switchboard_broker_events_journaled_total Events newly journaled, by event type."))
+            #expect(scrape.text.contains("# TYPE switchboard_broker_events_journaled_total counter"))
+            #expect((scrape.value("process_resident_memory_bytes") ?? 0) > 1_000_000)
+            #expect((scrape.value("process_open_fds") ?? 0) > 0)
+            #expect((scrape.value("process_start_time_seconds") ?? 0) > 1_700_000_000)
+            #expect(scrape.value("switchboard_ready") == 1)
+            #expect(collected.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test("/health/ready names each check and answers 503 while one fails; /health/live stays 200")
+    func readiness() async throws {
+        let connected = Atomic<Bool>(false)
+        var readiness = Readiness()
+        readiness.add("journal") { true }
+        readiness.add("broker") { connected.load(ordering: .relaxed) }
+        try await withAdminServer(Observability(program: "test"), readiness: readiness) { port in
+            let base = "http://127.0.0.1:\(port)"
+            let notReady = try await httpGet(base + "/health/ready")
+            #expect(notReady.status == 503)
+            #expect(notReady.body == "{\"ready\":false,\"checks\":{\"journal\":true,\"broker\":false}}\n")
+            #expect(try await scrapeMetrics(port: port).value("switchboard_ready") == 0)
+            #expect(try await httpGet(base + "/health/live").status == 200)
+            connected.store(true, ordering: .relaxed)
+            let ready = try await httpGet(base + "/health/ready")
+            #expect(ready.status == 200)
+            #expect(ready.body == "{\"ready\":true,\"checks\":{\"journal\":true,\"broker\":true}}\n")
+            #expect(try await httpGet(base + "/nothing-here").status == 404)
+        }
+    }
+
+    @Test("--admin values: host:port, [IPv6]:port, none; anything else is refused with the option named")
+    func addresses() throws {
+        #expect(try AdminAddress.parse("127.0.0.1:9560") == AdminAddress(host: "127.0.0.1", port: 9560))
+        #expect(try AdminAddress.parse("0.0.0.0:0") == AdminAddress(host: "0.0.0.0", port: 0))
+        #expect(try AdminAddress.parse("[::1]:9560") == AdminAddress(host: "::1", port: 9560))
+        #expect(try AdminAddress.parse("metrics.example.org:80")?.host == "metrics.example.org")
+        #expect(try AdminAddress.parse("none") == nil)
+        #expect(AdminAddress(host: "::1", port: 1).description == "[::1]:1")
+        for bad in ["9560", ":9560", "host:", "host:65536", "host:-1", "host:http", "[::1]9560", "a b:1"] {
+            #expect(throws: AdminAddress.Failure.self, "\(bad)") { try AdminAddress.parse(bad, option: "--admin") }
+            do {
+                _ = try AdminAddress.parse(bad, option: "--admin")
+            } catch {
+                #expect(error.description.hasPrefix("--admin"))
+                #expect(error.description.contains(bad) || bad.contains(" "))
+            }
+        }
+    }
+
+    @Test("the metric catalog and deploy/prometheus/README.md list the same metrics with the same types and labels")
+    func catalogMatchesREADME() throws {
+        let readme = try String(contentsOfFile: repositoryRoot() + "/deploy/prometheus/README.md", encoding: .utf8)
+        var documented: [String: (type: String, labels: [String])] = [:]
+        for line in readme.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 5, cells[1].hasPrefix("`"), cells[1].hasSuffix("`"), !cells[1].contains("/") else { continue }
+            let name = String(cells[1].dropFirst().dropLast())
+            let type = cells[2].split(separator: " ").first.map(String.init) ?? ""
+            let labels = cells[3] == "—" ? [] : cells[3].split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }
+            documented[name] = (type, labels)
+        }
+        #expect(documented.count == MetricCatalog.all.count)
+        for metric in MetricCatalog.all {
+            guard let entry = documented[metric.name] else {
+                Issue.record("\(metric.name) is not in deploy/prometheus/README.md")
+                continue
+            }
+            #expect(entry.type == metric.kind.rawValue, "\(metric.name)")
+            #expect(entry.labels == metric.labels, "\(metric.name)")
+        }
+    }
+}
+
+/// The package's root, from this file's path.
+func repositoryRoot(file: String = #filePath) -> String {
+    URL(fileURLWithPath: file).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+}
