@@ -108,6 +108,7 @@ var targets: [Target] = [
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "HeapModule", package: "swift-collections"),
+            .product(name: "CoreMetrics", package: "swift-metrics"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -120,6 +121,7 @@ var targets: [Target] = [
         name: "SwitchboardBus",
         dependencies: [
             "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
@@ -129,7 +131,8 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-broker",
         dependencies: [
-            "SwitchboardBroker", "SwitchboardRuntime", "SwitchboardSecurity",
+            "SwitchboardBroker", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardObservability",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -140,7 +143,8 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-kiosk",
         dependencies: [
-            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity",
+            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity", "SwitchboardObservability",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -182,6 +186,7 @@ var targets: [Target] = [
         name: "SwitchboardHTTP",
         dependencies: [
             "SwitchboardProtocol",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -196,6 +201,7 @@ var targets: [Target] = [
         name: "SwitchboardCredentials",
         dependencies: [
             "SwitchboardRuntime",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ],
@@ -224,6 +230,7 @@ var targets: [Target] = [
         name: "SwitchboardAuth",
         dependencies: [
             "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings
@@ -231,7 +238,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-auth",
         dependencies: [
-            "SwitchboardAuth", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime", "SwitchboardSecurity",
+            "SwitchboardAuth", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardObservability",
             "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -256,6 +263,8 @@ var targets: [Target] = [
         dependencies: [
             "SwitchboardAuth", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
             "SwitchboardRuntime", "SwitchboardSecurity", "ZeroMQ",
+            "SwitchboardObservability",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),

@@ -90,18 +90,19 @@ for path in sorted((root / "vectors" / "auth").glob("*.json")):
 # commands.v1.json (an invalid one must fail, and an error must name its field), and the
 # content vectors of dlq.<group> and groups.changed events against their schemas.
 group_defs = {"JOIN": "join", "JOINED": "joined", "DELIVER": "deliver", "ACK": "settle", "PROGRESS": "settle",
-              "NACK": "settle-nack", "TERM": "settle-term", "LEAVE": "leave"}
+              "NACK": "settle-nack", "TERM": "settle-term", "LEAVE": "leave", "HEARTBEAT": "heartbeat"}
 commands = schemas["commands.v1.json"]
 
 
 def names_field(error, field):
     """Whether a schema error (or one of its sub-errors) is about `field`."""
-    if field in error.absolute_path or (error.validator in ("required", "additionalProperties") and repr(field) in error.message):
+    if field in error.absolute_path or (error.validator in ("required", "additionalProperties", "dependentRequired") and repr(field) in error.message):
         return True
     return any(names_field(sub, field) for sub in error.context or [])
 
 
-for path in sorted((root / "vectors" / "groups").glob("*.json")):
+# HEARTBEAT headers (section 6) are checked the same way, from vectors/heartbeat.
+for path in sorted((root / "vectors" / "groups").glob("*.json")) + sorted((root / "vectors" / "heartbeat").glob("*.json")):
     vector = json.loads(path.read_text())
     expect = vector["expect"]
     count += 1

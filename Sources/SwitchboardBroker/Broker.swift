@@ -8,6 +8,7 @@
 // publishes them. A slow subscriber can never stall ingest: the fan-out drops for it at its
 // high-water mark, and it recovers through HEAD and replay like any late joiner.
 
+public import CoreMetrics
 import Foundation
 public import Logging
 public import SwitchboardProtocol
@@ -84,10 +85,14 @@ public final class Broker: Sendable {
     /// CURVE keys, allow-list and ZAP decisions; nil when the broker runs without security.
     public let security: BrokerSecurity?
     private let zap = Mutex<ZAPHandler?>(nil)
+    /// Where the broker's metrics go (deploy/prometheus/README.md).
+    let metricsFactory: any MetricsFactory
 
     private struct State {
         var statistics = BrokerStatistics()
         var stopRequested = false
+        /// The journal is open and the endpoints are bound.
+        var serving = false
         /// Rebind every endpoint (closing every connection) at the next wake-up.
         var rebindRequested = false
         var finished = false
@@ -95,12 +100,17 @@ public final class Broker: Sendable {
         var finishWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    /// - Parameter context: the ZeroMQ context to use (the same as a ZAP handler's, when one
-    ///   is used); by default the broker makes and terminates its own.
-    public init(configuration: BrokerConfiguration, logger: Logger, context: Context? = nil) throws {
+    /// - Parameters:
+    ///   - context: the ZeroMQ context to use (the same as a ZAP handler's, when one is used);
+    ///     by default the broker makes and terminates its own.
+    ///   - metrics: where its metrics go; by default swift-metrics' bootstrapped factory.
+    public init(
+        configuration: BrokerConfiguration, logger: Logger, context: Context? = nil, metrics: any MetricsFactory = MetricsSystem.factory
+    ) throws {
         try configuration.validate()
         self.configuration = configuration
         self.logger = logger
+        self.metricsFactory = metrics
         self.ownsContext = context == nil
         let context = try context ?? Context()
         self.context = context
@@ -110,10 +120,14 @@ public final class Broker: Sendable {
         }
         self.security = security
         security?.attach(wakeUp)
-        self.services = try ServiceBroker(settings: configuration.serviceSettings, logger: logger, context: context, security: security)
+        self.services = try ServiceBroker(
+            settings: configuration.serviceSettings, logger: logger, context: context, security: security, metrics: metrics)
     }
 
     public var statistics: BrokerStatistics { state.withLock { $0.statistics } }
+
+    /// Whether the broker is serving: its journal open, its endpoints bound, not stopped.
+    public var isServing: Bool { state.withLock { $0.serving && !$0.finished } }
 
     /// Why the broker thread stopped on its own, if it did (journal failure, socket failure).
     public var failure: String? { state.withLock { $0.failure } }
@@ -161,6 +175,7 @@ public final class Broker: Sendable {
                     logger.warning(
                         "could not write the endpoints file", metadata: ["path": "\(configuration.endpointsPath)", "error": "\(error)"])
                 }
+                state.withLock { $0.serving = true }
                 continuation.resume(returning: core.endpoints)
                 let failure = core.run()
                 markFinished(failure: failure)

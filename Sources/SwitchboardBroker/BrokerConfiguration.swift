@@ -63,6 +63,9 @@ public struct BrokerConfiguration: Sendable {
     /// `insecure`: run without CURVE (for local experiments only). Without it, a broker with no
     /// `security.key` refuses to start.
     public var insecure = false
+    /// `admin`: where `switchboard-broker` serves `/metrics` and `/health/*` (`HOST:PORT` or
+    /// `none`; deploy/prometheus/README.md). Read by the program, not by `Broker`.
+    public var adminAddress = "127.0.0.1:9560"
 
     public init() {}
 
@@ -71,7 +74,7 @@ public struct BrokerConfiguration: Sendable {
         "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
         "retention.interval", "min_version", "hwm", "max_frame_bytes", "service", "service.heartbeat", "service.liveness",
         "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure", "groups", "groups.ack_wait",
-        "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval",
+        "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval", "admin",
     ]
 
     /// Reads the file and environment layers over the defaults.
@@ -116,6 +119,7 @@ public struct BrokerConfiguration: Sendable {
         if let v = try layers.durations("groups.backoff") { groupBackoff = v }
         if let v = try layers.duration("groups.liveness") { groupLiveness = v }
         if let v = try layers.duration("groups.commit_interval") { groupCommitInterval = v }
+        if let v = layers.string("admin") { adminAddress = v }
         if let v = layers.string("security.key") { securityKey = v }
         if let v = layers.string("security.certificates") { securityCertificates = v }
         if let v = layers.string("insecure") {

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import SwitchboardProtocol
@@ -31,7 +32,9 @@ extension BrokerCore {
             if let frame = message.frames.first, let kind = frame.first {
                 let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
                 logger.debug(kind == 1 ? "subscribe" : "unsubscribe", metadata: ["topic": "\(topic)"])
+                subscriptionCount = max(0, subscriptionCount + (kind == 1 ? 1 : -1))
             }
         }
+        metrics.subscriptions.record(subscriptionCount)
     }
 }

@@ -3,6 +3,7 @@
 // the service plane (12.3). Every change is journaled as a `groups.changed` event naming who
 // asked, so the journal is the audit trail.
 
+import CoreMetrics
 import Foundation
 import Logging
 import SwitchboardProtocol
@@ -149,6 +150,7 @@ extension BrokerCore {
                 if groups.connections[member.rawValue]?.isEmpty == true { groups.connections[member.rawValue] = nil }
             }
             groups.groups[name] = nil
+            metrics.dropGroup(name)
             groups.writes.append(.delete(group: name))
             audit("deleted", group: name, by: admin, extra: [:])
             return .object(["deleted": .string(name)])

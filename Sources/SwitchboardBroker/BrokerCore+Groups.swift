@@ -10,6 +10,7 @@
 // after it is read; a broker that dies before that commit delivers the event again, which
 // at-least-once allows.
 
+import CoreMetrics
 import Foundation
 import Logging
 import SwitchboardProtocol
@@ -223,6 +224,7 @@ extension BrokerCore {
             }
         }
         guard let actions = settled else { throw Self.notMember(of: settle.group) }
+        if settle.outcome == .ack { metrics.group(settle.group).acked.increment() }
         try perform(actions, group: settle.group, now: now)
     }
 
@@ -360,6 +362,7 @@ extension BrokerCore {
         }
         for event in try journal.events(missing) { groups.cache[event.busSeq] = event }
         let wallNow = Date()
+        let counters = metrics.group(group)
         for action in actions {
             switch action {
             case .deliver(let member, let busSeq, let attempt, let deadline):
@@ -376,10 +379,13 @@ extension BrokerCore {
                 let envelope = Envelope(
                     command: .deliver, header: header.wireJSON(), parent: event.header, metadata: event.metadata,
                     content: event.content)
+                counters.delivered.increment()
+                if attempt > 1 { counters.redeliveries.increment() }
                 if !reply(member.rawValue, envelope, on: groupSocket) {
                     logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])
                 }
             case .deadLetter(let letter):
+                counters.deadLetters.increment()
                 deadLetter(letter, group: group)
             case .memberExpired(let member):
                 groups.groups[group]?.members[member] = nil

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import SwitchboardProtocol
@@ -11,6 +12,7 @@ extension BrokerCore {
         var senders: [Data] = []
         batch.reserveCapacity(64)
         let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let started = ContinuousClock.now
         while batch.count < configuration.batchLimit, let message = try ingest.receive(dontWait: true) {
             let frames = message.frames
             guard frames.count >= 2 else {
@@ -56,6 +58,7 @@ extension BrokerCore {
                             content: envelope.content, receivedAt: receivedAt))
                     senders.append(identity)
                 case .heartbeat:
+                    try heartbeat(HeartbeatHeader(wire: parsed.header), principal: message.userID)
                     let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
                     reply(identity, try Envelope(command: .head, header: head))
                 default:
@@ -87,12 +90,16 @@ extension BrokerCore {
         var journaled: Int64 = 0
         var duplicates: Int64 = 0
         var conflicts: Int64 = 0
+        var types: [String: Int] = [:]
+        let wallNow = Date()
         for (index, outcome) in outcomes.enumerated() {
             let event = batch[index]
             let h = event.header
             switch outcome {
             case .stored(let busSeq, let header):
                 journaled += 1
+                types[h.type, default: 0] += 1
+                producers.sawEvents(h.producer, at: wallNow)
                 ack(senders[index], h, busSeq: busSeq, duplicate: false)
                 publish(type: h.type, header: header, event: event)
             case .duplicate(let busSeq):
@@ -106,6 +113,12 @@ extension BrokerCore {
                     retryable: false)
             }
         }
+        for (type, count) in types { metrics.journaled(type: type, count: count) }
+        if duplicates > 0 { metrics.duplicates.increment(by: duplicates) }
+        metrics.commits.increment()
+        let latency = started.duration(to: .now)
+        let nanoseconds = latency.components.seconds * 1_000_000_000 + latency.components.attoseconds / 1_000_000_000
+        for _ in 0..<(journaled + duplicates) { metrics.ackLatency.recordNanoseconds(nanoseconds) }
         broker.update {
             $0.journaled += journaled
             $0.duplicates += duplicates
@@ -129,6 +142,7 @@ extension BrokerCore {
             eventID: header.eventID, producer: header.producer, producerSeq: header.producerSeq, code: code,
             reason: reason, retryable: retryable)
         if let envelope = try? Envelope(command: .nack, header: nack) { reply(identity, envelope) }
+        metrics.nack(code: code.rawValue)
         if !retryable || code == .unavailable {
             logger.warning("event refused", metadata: ["code": "\(code.rawValue)", "event_id": "\(header.eventID)", "reason": "\(reason)"])
         }
@@ -136,6 +150,7 @@ extension BrokerCore {
 
     func refuse(_ identity: Data, _ error: ProtocolError, command: String?, ref: String?, socket: Socket? = nil) {
         broker.update { $0.errors[error.code, default: 0] += 1 }
+        metrics.error(code: error.code.rawValue)
         if refusalLog.allow() {
             logger.notice(
                 "message refused",
@@ -146,6 +161,46 @@ extension BrokerCore {
         }
         if let envelope = try? Envelope(command: .error, header: ErrorHeader(error, command: command, ref: ref)) {
             reply(identity, envelope, on: socket ?? ingest)
+        }
+    }
+}
+
+extension BrokerCore {
+    /// Records what a producer's HEARTBEAT reports. With security, a producer reports only for
+    /// itself (its name is its principal, as for its events).
+    func heartbeat(_ report: HeartbeatHeader, principal: String?) throws(ProtocolError) {
+        guard let producer = report.producer else { return }
+        if let security = broker.security, producer != principal {
+            let reason = "producer '\(producer)' is not the sender's principal '\(principal ?? "?")'"
+            security.refused("publish", principal: principal, endpoint: .ingest, reason: reason)
+            throw ProtocolError(.forbidden, reason)
+        }
+        producers.heartbeat(
+            producer, outbox: report.outbox,
+            lastDelivery: report.lastAckMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }, at: Date())
+    }
+
+    /// The gauges of the journal, the producers and the groups (at each heartbeat); the groups'
+    /// lag and dead letters, which cost a count over the journal, every
+    /// `BrokerMetrics.gaugeInterval`.
+    func updateGauges(now: ContinuousClock.Instant) {
+        metrics.head.record(journal.head)
+        metrics.first.record(journal.first)
+        metrics.events.record(journal.count)
+        metrics.bytes.record(journal.storedBytes)
+        for (producer, health) in producers.takeChanged() { metrics.producer(producer, health) }
+        let countLag = now >= metrics.nextLagCount
+        if countLag { metrics.nextLagCount = now + BrokerMetrics.gaugeInterval }
+        let deadLetters = countLag ? ((try? journal.deadLetterCounts()) ?? [:]) : [:]
+        for (name, runtime) in groups.groups {
+            let status = runtime.state.status
+            let group = metrics.group(name)
+            group.pending.record(status.pending)
+            group.members.record(status.members.count)
+            if countLag {
+                if let lag = try? journal.count(after: status.cursor, topics: runtime.topics) { group.lag.record(lag) }
+                group.dead.record(deadLetters[name]?[.dead] ?? 0)
+            }
         }
     }
 }

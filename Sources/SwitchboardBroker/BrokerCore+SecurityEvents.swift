@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import SwitchboardProtocol
@@ -12,6 +13,7 @@ extension BrokerCore {
         var batch: [PendingEvent] = []
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         for notice in notices {
+            metrics.refusal(kind: notice.kind)
             brokerSeq = max(brokerSeq + 1, now * 1000)
             let header = EventHeader(
                 type: "security.refused", producer: "broker", producerSeq: brokerSeq, schema: "security.refused/1", session: brokerSession)

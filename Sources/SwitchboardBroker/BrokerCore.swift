@@ -39,11 +39,18 @@ final class BrokerCore {
     /// The broker's own producer sequence (for `security.refused` events) and session.
     var brokerSeq: Int64 = 0
     let brokerSession = UUIDv7.string()
+    let metrics: BrokerMetrics
+    /// Each producer's last event and reported outbox (`producers.list`, producer metrics).
+    var producers = ProducerTable()
+    /// Fan-out subscriptions held now (XPUB_VERBOSER passes every one up, and the
+    /// unsubscriptions of a subscriber that goes).
+    var subscriptionCount = 0
 
     init(broker: Broker, serviceEndpoint: String) throws {
         self.broker = broker
         self.configuration = broker.configuration
         self.logger = broker.loggerForCore
+        self.metrics = BrokerMetrics(factory: broker.metricsFactory)
         let context = broker.contextForCore
         journal = try Journal(path: configuration.journalPath)
         let hwm = configuration.highWaterMark
@@ -59,7 +66,7 @@ final class BrokerCore {
         fanout = try context.socket(.xpublisher, linger: 1000)
         // No XPUB_NODROP: a slow subscriber must never stall ingest; it sees the gap in
         // HEAD and fetches from the journal (protocol/README.md, "Fan-out").
-        try fanout.set(common + [.xpubNoDrop(false)] + (security?.serverOptions(.fanout) ?? []))
+        try fanout.set(common + [.xpubNoDrop(false), .xpubVerboser(true)] + (security?.serverOptions(.fanout) ?? []))
         replay = try context.socket(.router, linger: 1000)
         try replay.set(common + [.routerMandatory(true)] + (security?.serverOptions(.replay) ?? []))
         nextHeartbeat = .now
@@ -112,6 +119,7 @@ final class BrokerCore {
             if now >= nextHeartbeat {
                 heartbeat()
                 heartbeatMembers()
+                updateGauges(now: now)
                 nextHeartbeat = now + configuration.heartbeat
             }
             if now >= nextRetention {

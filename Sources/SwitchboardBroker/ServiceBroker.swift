@@ -8,6 +8,7 @@
 // it disconnects) has its request handed to another worker. Requests for a service with no
 // worker wait `service.wait`, then the client gets a 503 `no-worker` reply.
 
+public import CoreMetrics
 import Foundation
 public import Logging
 import SwitchboardProtocol
@@ -61,6 +62,7 @@ public final class ServiceBroker: Sendable {
     let security: BrokerSecurity?
     private let wakeUp: WakeUpSignal
     private let state = Mutex(State())
+    let metricsFactory: any MetricsFactory
 
     private struct State {
         var statistics = ServiceStatistics()
@@ -73,8 +75,12 @@ public final class ServiceBroker: Sendable {
         var blockedWaiters: [DispatchSemaphore] = []
     }
 
-    public init(settings: Settings, logger: Logger, context: Context, security: BrokerSecurity? = nil) throws {
+    public init(
+        settings: Settings, logger: Logger, context: Context, security: BrokerSecurity? = nil,
+        metrics: any MetricsFactory = MetricsSystem.factory
+    ) throws {
         self.settings = settings
+        self.metricsFactory = metrics
         self.logger = logger
         self.context = context
         self.security = security
@@ -230,11 +236,13 @@ private final class ServiceCore {
     var dropLog = RateLimiter(perSecond: 20)
     var pending = ServiceStatistics()
     let readBatch = 512
+    let metrics: ServiceMetrics
 
     init(broker: ServiceBroker) throws {
         self.broker = broker
         self.settings = broker.settings
         self.logger = broker.loggerForCore
+        self.metrics = ServiceMetrics(factory: broker.metricsFactory)
         socket = try broker.contextForCore.socket(.router, linger: 1000)
         try socket.set(
             [
@@ -280,6 +288,7 @@ private final class ServiceCore {
                 nextHeartbeat = ContinuousClock.now + settings.heartbeat
                 // Forget services nobody serves or asks for, so the table cannot grow without bound.
                 services = services.filter { !$0.value.workers.isEmpty || !$0.value.queue.isEmpty }
+                metrics.workers(services.mapValues(\.workers.count))
             }
             expireRequests()
             publishStatistics()
@@ -414,7 +423,10 @@ private final class ServiceCore {
     }
 
     /// Sends the client its final reply (or, in MDP/0.2, a PARTIAL when `final` is false).
-    func replyToClient(_ job: Job, body: [Data], final: Bool) {
+    func replyToClient(_ job: Job, body: [Data], final: Bool, status: Int? = nil) {
+        if final {
+            metrics.answered(service: job.service, status: status ?? ServiceBody.peekStatus(body), after: job.received.duration(to: .now))
+        }
         if !final && job.clientVersion == .v01 { return }  // MDP/0.1 has no partial replies
         let frames = Majordomo.clientReply(
             job.clientVersion, delimited: job.clientDelimited, final: final, service: job.service, body: body)
@@ -427,7 +439,7 @@ private final class ServiceCore {
         let (requestID, parent) = ServiceBody.peekRequest(job.body)
         let body = ServiceBody.replyBody(ReplyHeader(requestID: requestID, status: status, error: failure), parent: parent)
         pending.brokerErrors += 1
-        replyToClient(job, body: body, final: true)
+        replyToClient(job, body: body, final: true, status: status)
     }
 
     /// Requests for services without workers wait at most `wait`.

@@ -107,6 +107,11 @@ public final class GroupConsumer: Sendable {
     private let logger: Logger
     private let current = Mutex<(socket: AsyncSocket?, connection: Int, lastSent: ContinuousClock.Instant)>((nil, 0, .now))
     private let leaving = Mutex(false)
+    private let joinedNow = Mutex(false)
+
+    /// Whether the consumer is a member now: the broker said JOINED and the connection has not
+    /// been given up since (what a worker's readiness reports).
+    public var isJoined: Bool { joinedNow.withLock { $0 } }
 
     public init(io: IOThread, endpoint: String, settings: Settings, logger: Logger) {
         self.io = io
@@ -161,7 +166,9 @@ public final class GroupConsumer: Sendable {
                 continue
             }
             noticeInput.yield(.joined(joined))
+            joinedNow.withLock { $0 = true }
             reason = await serve(socket, joined: joined)
+            joinedNow.withLock { $0 = false }
             if Task.isCancelled || isLeaving {
                 let leave = try? Envelope(command: .leave, header: LeaveHeader(group: settings.group))
                 if let leave { try? await socket.send(leave.frames()) }

@@ -1,6 +1,8 @@
-import Foundation
+public import CoreMetrics
+public import Foundation
 public import Logging
 import SwitchboardProtocol
+import Synchronization
 public import ZeroMQ
 
 /// How delivery went, for the person at the kiosk and for tests.
@@ -39,6 +41,9 @@ public final class OutboxSender: Sendable {
         public var idlePoll: Duration = .milliseconds(200)
         /// Set on the socket before it connects: CURVE client keys for a secure broker.
         public var socketOptions: [SocketOption] = []
+        /// How often a HEARTBEAT reports the outbox's depth and last ACK to the broker (which
+        /// answers HEAD); the answers also tell `isConnected`.
+        public var heartbeat: Duration = .seconds(5)
 
         public init() {}
     }
@@ -48,13 +53,55 @@ public final class OutboxSender: Sendable {
     public let settings: Settings
     private let io: IOThread
     private let logger: Logger
+    private let metrics: Metrics
+    private let contact = Mutex<(heard: ContinuousClock.Instant?, lastAck: Date?)>((nil, nil))
 
-    public init(outbox: Outbox, io: IOThread, endpoint: String, settings: Settings = Settings(), logger: Logger) {
+    /// - Parameter metrics: where the outbox metrics go (deploy/prometheus/README.md).
+    public init(
+        outbox: Outbox, io: IOThread, endpoint: String, settings: Settings = Settings(), logger: Logger,
+        metrics: any MetricsFactory = MetricsSystem.factory
+    ) {
         self.outbox = outbox
         self.io = io
         self.endpoint = endpoint
         self.settings = settings
         self.logger = logger
+        self.metrics = Metrics(factory: metrics)
+    }
+
+    /// Whether the broker answered within the last three heartbeats: what a program's
+    /// readiness reports for its outbox.
+    public var isConnected: Bool {
+        guard let heard = contact.withLock({ $0.heard }) else { return false }
+        return heard.duration(to: .now) < settings.heartbeat * 3
+    }
+
+    /// When the broker last acknowledged an event of this outbox (during this process's life).
+    public var lastAck: Date? { contact.withLock { $0.lastAck } }
+
+    /// Sets the outbox-depth gauge from the outbox file (a program's admin server calls this
+    /// before each scrape).
+    public func updateDepth() async {
+        if let pending = try? await outbox.counts().pending { metrics.depth.record(pending) }
+    }
+
+    struct Metrics: Sendable {
+        let depth: Gauge
+        let acked: Counter
+        let lastAck: Gauge
+        let factory: any MetricsFactory
+
+        init(factory: any MetricsFactory) {
+            self.factory = factory
+            depth = Gauge(label: "switchboard_outbox_depth", factory: factory)
+            acked = Counter(label: "switchboard_outbox_acked_total", factory: factory)
+            lastAck = Gauge(label: "switchboard_outbox_last_ack_timestamp_seconds", factory: factory)
+        }
+
+        /// The codes are the protocol's: a bounded set.
+        func refused(_ code: String) {
+            Counter(label: "switchboard_outbox_refused_total", dimensions: [("code", code)], factory: factory).increment()
+        }
     }
 
     /// Delivers until the outbox has nothing pending, or until `deadline`.
@@ -97,6 +144,7 @@ public final class OutboxSender: Sendable {
 
     private struct DeliveryState {
         var report = DeliveryReport()
+        var nextHeartbeat: ContinuousClock.Instant = .now
         /// Loaded and sent, not yet answered, by `producer_seq`: when each is due for a resend.
         var inFlight: [Int64: (entry: OutboxEntry, due: ContinuousClock.Instant)] = [:]
         var lastLoaded: Int64 = 0
@@ -114,6 +162,10 @@ public final class OutboxSender: Sendable {
             try Task.checkCancellation()
             let now = ContinuousClock.now
             if let deadline, now >= deadline { return }
+            if now >= state.nextHeartbeat {
+                state.nextHeartbeat = now + settings.heartbeat
+                try await sendHeartbeat(on: socket)
+            }
 
             // Fill the window from the outbox, in sequence order.
             var sent: [Int64] = []
@@ -162,6 +214,18 @@ public final class OutboxSender: Sendable {
         }
     }
 
+    /// Reports the outbox's depth and last ACK; the broker answers HEAD. Skipped while the
+    /// broker cannot be reached (the socket would block).
+    private func sendHeartbeat(on socket: AsyncSocket) async throws {
+        let depth = try await outbox.counts().pending
+        metrics.depth.record(depth)
+        let lastAck = contact.withLock { $0.lastAck }
+        let header = HeartbeatHeader(
+            producer: outbox.producer, outbox: Int64(depth), lastAckMilliseconds: lastAck.map { Int64($0.timeIntervalSince1970 * 1000) })
+        let frames = [Envelope.versionFrame(), Data("HEARTBEAT".utf8), header.wireJSON(), Envelope.emptyObject, Envelope.emptyObject, Envelope.emptyObject]
+        _ = try await send(frames, on: socket, within: .milliseconds(100))
+    }
+
     /// Sends unless the socket stays blocked for `within` (broker unreachable).
     private func send(_ frames: [Data], on socket: AsyncSocket, within: Duration) async throws -> Bool {
         try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -188,6 +252,7 @@ public final class OutboxSender: Sendable {
 
     private func handle(_ answers: [Message], state: inout DeliveryState) async throws {
         var acked: [Int64] = []
+        contact.withLock { $0.heard = .now }
         for answer in answers {
             state.report.brokerAnswered = true
             let envelope: Envelope
@@ -216,6 +281,7 @@ public final class OutboxSender: Sendable {
                     state.inFlight.removeValue(forKey: nack.producerSeq)
                     try await outbox.reject(nack.producerSeq, reason: "\(nack.code.rawValue): \(nack.reason)")
                     state.report.rejected += 1
+                    metrics.refused(nack.code.rawValue)
                     logger.error(
                         "event refused by the broker",
                         metadata: ["event_id": "\(nack.eventID)", "code": "\(nack.code.rawValue)", "reason": "\(nack.reason)"])
@@ -227,12 +293,19 @@ public final class OutboxSender: Sendable {
                     state.inFlight.removeValue(forKey: held.key)
                     try await outbox.reject(held.key, reason: "\(error.code.rawValue): \(error.message)")
                     state.report.rejected += 1
+                    metrics.refused(error.code.rawValue)
                 }
                 logger.error("the broker refused a message", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
             default:
                 continue
             }
         }
-        try await outbox.acknowledge(acked)
+        let deleted = try await outbox.acknowledge(acked)
+        if !acked.isEmpty {
+            let now = Date()
+            contact.withLock { $0.lastAck = now }
+            if deleted > 0 { metrics.acked.increment(by: deleted) }
+            metrics.lastAck.record(now.timeIntervalSince1970)
+        }
     }
 }

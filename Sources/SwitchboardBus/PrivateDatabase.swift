@@ -2,6 +2,7 @@
 // set, the Directory syncer's store): private, WAL, and durable when a write returns.
 
 import Foundation
+import SwitchboardRuntime
 package import GRDB
 
 /// Opens SQLite files that hold what must survive a crash.
@@ -14,7 +15,7 @@ package enum PrivateDatabase {
     /// `synchronous=FULL` (checked: a write is on disk when it returns; GRDB's WAL set-up would
     /// leave NORMAL), migrated by what `register` adds.
     package static func open(path: String, register: (inout DatabaseMigrator) -> Void) throws -> DatabaseQueue {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PrivateFiles.parentDirectory(of: path)
         if !directory.isEmpty {
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])

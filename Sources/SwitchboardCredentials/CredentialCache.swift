@@ -7,6 +7,7 @@
 
 import Dispatch
 public import Foundation
+public import CoreMetrics
 public import Logging
 import Synchronization
 
@@ -24,15 +25,20 @@ public final class CredentialCache: Sendable {
         /// The clock for expiries and the storm guard; tests pass one they can move.
         public var now: @Sendable () -> Date
         public var logger: Logger
+        /// Where `switchboard_backend_logins_total` and `…_refreshes_total` go: a log-in is
+        /// each refresh this cache runs (by its outcome); a refresh reason is `expired` (the
+        /// cached credential was past its lifetime) or `rejected` (the back end refused it).
+        public var metrics: any MetricsFactory
 
         public init(
             safetyMargin: TimeInterval = 30, refreshLimit: RefreshLimit = .default, now: @escaping @Sendable () -> Date = { Date() },
-            logger: Logger = Logger(label: "switchboard.credentials")
+            logger: Logger = Logger(label: "switchboard.credentials"), metrics: any MetricsFactory = MetricsSystem.factory
         ) {
             self.safetyMargin = safetyMargin
             self.refreshLimit = refreshLimit
             self.now = now
             self.logger = logger
+            self.metrics = metrics
         }
     }
 
@@ -146,6 +152,7 @@ public final class CredentialCache: Sendable {
                 case .wait:
                     break
                 case .startRefresh(let flight):
+                    if state.withLock({ $0.entries[key] != nil }) { count("switchboard_backend_refreshes_total", key, ("reason", "expired")) }
                     startRefresh(key, flight: flight, refresh: refresh)
                 }
             }
@@ -174,8 +181,13 @@ public final class CredentialCache: Sendable {
         }
     }
 
+    private func count(_ name: String, _ key: CredentialKey, _ label: (String, String)) {
+        Counter(label: name, dimensions: [("backend", key.backend), label], factory: configuration.metrics).increment()
+    }
+
     private func complete(_ key: CredentialKey, flight: UInt64, result: Result<Credential, any Error>) {
         let waiters = state.withLock { $0.complete(key, flight: flight, result: result) }
+        count("switchboard_backend_logins_total", key, ("outcome", (try? result.get()) == nil ? "failure" : "success"))
         switch result {
         case .success(let credential):
             if !credential.isUsable(at: configuration.now(), margin: configuration.safetyMargin) {
@@ -204,6 +216,7 @@ public final class CredentialCache: Sendable {
     public func invalidate(_ key: CredentialKey, rejected: Credential) -> Bool {
         let dropped = state.withLock { $0.invalidate(key, rejected: rejected) }
         if dropped {
+            count("switchboard_backend_refreshes_total", key, ("reason", "rejected"))
             configuration.logger.info("credential rejected; dropped", metadata: ["key": "\(key)", "credential": "\(rejected)"])
             scheduleWrite()
         }

@@ -58,7 +58,7 @@ enum SecureFiles {
     /// - Returns: false when `replace` is false and `path` exists already.
     @discardableResult
     static func writeAtomically(_ data: Data, to path: String, replace: Bool) throws -> Bool {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PrivateFiles.parentDirectory(of: path)
         let temporary = "\(path).\(UUID().uuidString.prefix(8)).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else { throw failure("create", temporary) }

@@ -4,6 +4,7 @@
 
 import AsyncHTTPClient
 public import Foundation
+public import CoreMetrics
 public import Logging
 import NIOCore
 import NIOFoundationCompat
@@ -52,12 +53,18 @@ public final class SwitchboardHTTPClient: Sendable {
     private let client: HTTPClient
     /// The default logger of requests; the ``AuthenticatedExecutor`` logs through it too.
     let logger: Logger
+    private let metrics: HTTPMetrics
 
     /// Creates the client. Reads every key of `configuration`.
     ///
     /// - Throws: ``HTTPError`` with code ``HTTPError/Code/invalidConfiguration`` when an extra
     ///   CA file cannot be read or holds no PEM certificate.
-    public init(configuration: Configuration = Configuration(), logger: Logger) throws(HTTPError) {
+    /// `metrics` receives `switchboard_backend_requests_total` and `…_request_seconds` for each
+    /// attempt (deploy/prometheus/README.md).
+    public init(
+        configuration: Configuration = Configuration(), logger: Logger, metrics: any MetricsFactory = MetricsSystem.factory
+    ) throws(HTTPError) {
+        self.metrics = HTTPMetrics(factory: metrics)
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.certificateVerification = .fullVerification
         tls.minimumTLSVersion = .tlsv12
@@ -190,6 +197,9 @@ public final class SwitchboardHTTPClient: Sendable {
             "http.url": "\(context.redactedURL)", "http.attempt": "\(number)",
             "http.duration_ms": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
         ]
+        metrics.record(
+            backend: context.api.name, operation: context.operation, status: (try? result.get()).map { String($0.status) } ?? "error",
+            elapsed: elapsed)
         switch result {
         case .success(let response):
             metadata["http.status"] = "\(response.status)"

@@ -54,7 +54,9 @@ public enum MetricCatalog {
         .init("switchboard_broker_journal_first", .gauge, [], "Lowest bus_seq still journaled."),
         .init("switchboard_broker_journal_events", .gauge, [], "Events in the journal."),
         .init("switchboard_broker_journal_bytes", .gauge, [], "Stored bytes of the journal's events."),
-        .init("switchboard_broker_fanout_subscribers", .gauge, [], "Connections to the fan-out endpoint."),
+        .init(
+            "switchboard_broker_fanout_subscriptions", .gauge, [],
+            "Topic subscriptions held by fan-out subscribers (one per prefix each subscriber asked for)."),
         .init("switchboard_group_lag", .gauge, ["group"], "Journaled events above the group's cursor that match its topics."),
         .init("switchboard_group_pending", .gauge, ["group"], "Deliveries in flight."),
         .init("switchboard_group_members", .gauge, ["group"], "Members joined."),

@@ -6,6 +6,7 @@ public import Logging
 public import Prometheus
 import ServiceLifecycle
 import SwitchboardProtocol
+import Synchronization
 
 /// A program's metrics and its admin server's parts.
 public struct Observability: Sendable {
@@ -24,11 +25,18 @@ public struct Observability: Sendable {
         ).record(1)
     }
 
-    /// Makes the program's registry and bootstraps swift-metrics with it. Call once, at start.
+    private static let bootstrapped = Mutex<Observability?>(nil)
+
+    /// Makes the program's registry and bootstraps swift-metrics with it; later calls in the same
+    /// process return the first one (swift-metrics is bootstrapped once per process).
     public static func bootstrap(program: String) -> Observability {
-        let observability = Observability(program: program)
-        MetricsSystem.bootstrap(observability.factory)
-        return observability
+        bootstrapped.withLock { made in
+            if let made { return made }
+            let observability = Observability(program: program)
+            MetricsSystem.bootstrap(observability.factory)
+            made = observability
+            return observability
+        }
     }
 
     /// The admin server at `address`, or nil when the program was told `--admin none`.

@@ -198,6 +198,14 @@ public enum ServiceBody {
         return header.operation
     }
 
+    /// The status of a REPLY body, read from its header frame alone (for the broker's metrics);
+    /// nil when the body is no readable REPLY.
+    public static func peekStatus(_ body: [Data]) -> Int? {
+        guard body.count >= 6, body[1] == Data("REPLY".utf8), case .integer(let status)? = JSONValue.parse(body[2])?.object?["status"]
+        else { return nil }
+        return Int(status)
+    }
+
     /// The request id of a body that may not be a valid REQUEST (for error replies), and its
     /// header frame as parent.
     public static func peekRequest(_ body: [Data]) -> (requestID: String?, parent: Data) {

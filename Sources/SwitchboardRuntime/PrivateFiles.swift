@@ -41,6 +41,17 @@ public enum PrivateFiles {
         Failure(code: .io, message: "cannot \(what) \(path): \(String(cString: strerror(code)))", path: path, errno: code)
     }
 
+    /// The directory part of `path`: `.` for a bare name, `/` for a name at the root. Not
+    /// `NSString.deletingLastPathComponent`, which traps on a bare relative name with Swift
+    /// 6.3.1's Foundation on Linux (`--data-dir state` crashed the broker).
+    public static func parentDirectory(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        let parent = trimmed[..<slash]
+        return parent.isEmpty ? "/" : String(parent)
+    }
+
     /// Creates `path` as a directory of mode 0700 if it is missing (its parents with the
     /// default mode); refuses a directory that group or others can enter, read or write.
     /// - Parameter what: what the directory is, for messages (`broker data directory`).
@@ -48,7 +59,7 @@ public enum PrivateFiles {
         var info = stat()
         if stat(path, &info) != 0 {
             guard errno == ENOENT else { throw failure("inspect \(what)", path) }
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = parentDirectory(of: path)
             if !parent.isEmpty, !FileManager.default.fileExists(atPath: parent) {
                 do {
                     try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)

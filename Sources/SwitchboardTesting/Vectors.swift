@@ -186,8 +186,9 @@ public enum Vectors {
 
     /// The header vectors of `protocol/vectors/groups` (the files with a `command`; the
     /// `dlq-*` and `groups-changed-*` content vectors are for `check_vectors.py`).
+    /// The header vectors of `vectors/groups` and `vectors/heartbeat` (HEARTBEAT, section 6).
     public static func groupHeaders() throws -> [GroupHeader] {
-        try files(in: "groups").compactMap { url in
+        try (files(in: "groups") + files(in: "heartbeat")).compactMap { url in
             // Read with the protocol's own JSON reader, so a header's `2.0` stays a float on
             // the way to the codec (JSONSerialization would write it back as `2`).
             guard case .object(let object)? = JSONValue.parse(try Data(contentsOf: url)) else {

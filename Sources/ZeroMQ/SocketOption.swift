@@ -16,6 +16,9 @@ public enum SocketOption: Sendable, Hashable {
     case xpubNoDrop(Bool)
     /// `ZMQ_XPUB_VERBOSE`: pass every subscription message up, not only new topics.
     case xpubVerbose(Bool)
+    /// `ZMQ_XPUB_VERBOSER`: pass every subscription and every unsubscription up, including
+    /// those libzmq makes for a subscriber that disconnects.
+    case xpubVerboser(Bool)
     /// `ZMQ_XPUB_WELCOME_MSG`: one frame sent to every new subscriber on connect.
     case xpubWelcomeMessage(Data)
     /// `ZMQ_IMMEDIATE`: queue messages only to completed connections.
@@ -85,6 +88,7 @@ public enum SocketOption: Sendable, Hashable {
         case .routerMandatory(let v): (ZMQ_ROUTER_MANDATORY, .bool(v))
         case .xpubNoDrop(let v): (ZMQ_XPUB_NODROP, .bool(v))
         case .xpubVerbose(let v): (ZMQ_XPUB_VERBOSE, .bool(v))
+        case .xpubVerboser(let v): (ZMQ_XPUB_VERBOSER, .bool(v))
         case .xpubWelcomeMessage(let v): (ZMQ_XPUB_WELCOME_MSG, .bytes(v))
         case .immediate(let v): (ZMQ_IMMEDIATE, .bool(v))
         case .heartbeatInterval(let v): (ZMQ_HEARTBEAT_IVL, .int32(v))
@@ -125,6 +129,7 @@ public enum SocketOption: Sendable, Hashable {
         case .routerMandatory: "ZMQ_ROUTER_MANDATORY"
         case .xpubNoDrop: "ZMQ_XPUB_NODROP"
         case .xpubVerbose: "ZMQ_XPUB_VERBOSE"
+        case .xpubVerboser: "ZMQ_XPUB_VERBOSER"
         case .xpubWelcomeMessage: "ZMQ_XPUB_WELCOME_MSG"
         case .immediate: "ZMQ_IMMEDIATE"
         case .heartbeatInterval: "ZMQ_HEARTBEAT_IVL"

@@ -5,6 +5,7 @@ import SwitchboardAuth
 import SwitchboardBus
 import SwitchboardCredentials
 import SwitchboardHTTP
+import SwitchboardObservability
 import SwitchboardRuntime
 import SwitchboardSecurity
 import ZeroMQ
@@ -49,6 +50,8 @@ struct AuthCommand: AsyncParsableCommand {
     @Option(name: .customLong("keep-alive"), help: "Seconds between checks that keep idle-clocked sessions alive.") var keepAlive = 60
     @Option(help: "This program's secret certificate (role auth), for a secure broker.") var certificate: String?
     @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key.") var brokerKey: String?
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9563, or SWITCHBOARD_ADMIN).")
+    var admin: String?
     @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
@@ -59,6 +62,15 @@ struct AuthCommand: AsyncParsableCommand {
             throw ValidationError("\(error)")
         }
         let logger = Logger(label: "auth")
+        let adminAddress: AdminAddress?
+        do {
+            adminAddress = try AdminAddress.parse(
+                admin ?? ProcessInfo.processInfo.environment["SWITCHBOARD_ADMIN"] ?? "127.0.0.1:9563",
+                option: admin == nil ? "SWITCHBOARD_ADMIN" : "--admin")
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let observability = Observability.bootstrap(program: "switchboard-auth")
 
         let accounts: AuthAccounts
         let credentials: ClientCredentials?
@@ -105,6 +117,10 @@ struct AuthCommand: AsyncParsableCommand {
         var senderSettings = OutboxSender.Settings()
         senderSettings.socketOptions = credentials?.socketOptions ?? []
         let sender = OutboxSender(outbox: outbox, io: io, endpoint: ingest, settings: senderSettings, logger: logger)
+        var readiness = Readiness()
+        readiness.add("broker") { sender.isConnected }
+        let adminServer = observability.adminServer(
+            at: adminAddress, readiness: readiness, collectors: [{ await sender.updateDepth() }], logger: logger)
         logger.info(
             "auth serving",
             metadata: [
@@ -116,6 +132,8 @@ struct AuthCommand: AsyncParsableCommand {
                 group.addTask { try await worker.run() }
                 group.addTask { await service.keepAlive(every: keepAliveInterval) }
                 group.addTask { _ = try await sender.deliver(keepWaiting: { true }) }
+                // Cancelled with the rest at SIGTERM (this program has no service group yet).
+                if let adminServer { group.addTask { try await adminServer.run() } }
                 try await group.next()
                 group.cancelAll()
             }

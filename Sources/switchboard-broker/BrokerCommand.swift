@@ -1,8 +1,10 @@
 import ArgumentParser
+import CoreMetrics
 import Foundation
 import Logging
 import ServiceLifecycle
 import SwitchboardBroker
+import SwitchboardObservability
 import SwitchboardRuntime
 import SwitchboardSecurity
 import UnixSignals
@@ -47,6 +49,7 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(name: .customLong("retention-max-bytes"), help: "Keep the journal under this size (e.g. 8GB), or 'none'.")
     var retentionMaxBytes: String?
     @Option(name: .customLong("min-version"), help: "Refuse messages below this protocol version.") var minimumVersion: String?
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT, or none; default 127.0.0.1:9560).") var admin: String?
     @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
@@ -59,6 +62,10 @@ struct BrokerCommand: AsyncParsableCommand {
         let logger = Logger(label: "broker")
 
         var environment = ProcessInfo.processInfo.environment
+        // SWITCHBOARD_ADMIN is every program's admin address; the broker's own key wins.
+        if environment["SWITCHBOARD_BROKER_ADMIN"] == nil, let admin = environment["SWITCHBOARD_ADMIN"] {
+            environment["SWITCHBOARD_BROKER_ADMIN"] = admin
+        }
         // Flags are the top layer: feed them in as the environment would, so every value goes
         // through the same parsing and the same error messages.
         let flags: [(String, String?)] = [
@@ -68,7 +75,7 @@ struct BrokerCommand: AsyncParsableCommand {
             ("security.certificates", certificates), ("insecure", insecure ? "true" : nil),
             ("data_dir", dataDirectory),
             ("heartbeat", heartbeat), ("retention.max_age", retentionMaxAge),
-            ("retention.max_bytes", retentionMaxBytes), ("min_version", minimumVersion),
+            ("retention.max_bytes", retentionMaxBytes), ("min_version", minimumVersion), ("admin", admin),
         ]
         for (key, value) in flags {
             if let value { environment["SWITCHBOARD_BROKER_" + key.uppercased().replacingOccurrences(of: ".", with: "_")] = value }
@@ -86,17 +93,30 @@ struct BrokerCommand: AsyncParsableCommand {
                 "running WITHOUT CURVE: anyone who can reach these endpoints can connect and publish; give --key and --certificates outside local experiments"
             )
         }
+        let adminAddress: AdminAddress?
+        do {
+            adminAddress = try AdminAddress.parse(settings.adminAddress, option: "admin (--admin)")
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let observability = Observability.bootstrap(program: "switchboard-broker")
         let broker: Broker
         do {
-            broker = try Broker(configuration: settings, logger: logger)
+            // With no admin server nobody can read the metrics: the broker keeps none.
+            broker = try Broker(
+                configuration: settings, logger: logger,
+                metrics: adminAddress == nil ? NOOPMetricsHandler.instance : observability.factory)
         } catch let failure as Certificate.Failure {
             throw ValidationError(failure.description)
         }
+        var readiness = Readiness()
+        readiness.add("journal") { broker.isServing }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: BrokerService(broker: broker))]
+        if let admin = observability.adminServer(at: adminAddress, readiness: readiness, logger: logger) {
+            services.append(.init(service: admin))
+        }
         let group = ServiceGroup(
-            configuration: .init(
-                services: [.init(service: BrokerService(broker: broker))],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

@@ -139,7 +139,7 @@ struct DirectoryCommand: AsyncParsableCommand {
             [
                 DirectoryPoller(syncer: syncer, interval: interval), WorkerStart.ReadyLog(consumer: consumer, logger: logger),
                 GroupWorker(consumer: consumer, handler: syncer, logger: logger),
-            ], name: "directory syncer")
+            ], name: "directory syncer", consumer: consumer)
     }
 }
 

@@ -104,8 +104,10 @@ struct ETOCommand: AsyncParsableCommand {
                 service: "eto", io: runtime.io, endpoint: worker.service, settings: settings, logger: logger, handler: service.handle)
             services.append(ServiceWorkerService(worker: serviceWorker))
         }
+        var groupConsumer: GroupConsumer?
         if !noGroup {
             let consumer = runtime.consumer(topics: [CheckIn.type])
+            groupConsumer = consumer
             let recorder = ETOCheckInRecorder(eto: access, configuration: configuration, sites: sites, logger: logger)
             services.append(WorkerStart.ReadyLog(consumer: consumer, logger: logger))
             services.append(GroupWorker(consumer: consumer, handler: recorder, logger: logger))
@@ -116,6 +118,6 @@ struct ETOCommand: AsyncParsableCommand {
                 "touchpoint": "\(configuration.touchPointID)", "group": "\(!noGroup)", "service": "\(!noService)",
                 "data_dir": "\(runtime.dataDirectory)",
             ])
-        try await runtime.run(services, name: "eto worker")
+        try await runtime.run(services, name: "eto worker", consumer: groupConsumer)
     }
 }

@@ -114,6 +114,6 @@ struct FileMakerCommand: AsyncParsableCommand {
             ])
         try await runtime.run(
             [WorkerStart.ReadyLog(consumer: consumer, logger: logger), GroupWorker(consumer: consumer, handler: writer, logger: logger)],
-            name: "filemaker writer")
+            name: "filemaker writer", consumer: consumer)
     }
 }

@@ -28,7 +28,7 @@ struct KioskCommand: AsyncParsableCommand {
             """,
         subcommands: [
             CheckInCommand.self, LookupCommand.self, SitesCommand.self, ImportCommand.self, LoadCommand.self, FlushCommand.self,
-            StatusCommand.self, DemoCommand.self,
+            StatusCommand.self, DemoCommand.self, ServeCommand.self,
         ])
 }
 
@@ -432,6 +432,8 @@ struct DemoCommand: AsyncParsableCommand {
             "A CSV of people to check in, in turn (the columns of `import`; checked_in_at is now). Without it, made-up people who match no back end."
     )
     var roster: String?
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561, or SWITCHBOARD_ADMIN).")
+    var admin: String?
 
     /// The roster's rows as named fields, checked once: a bad row stops the demo before it starts.
     func readRoster(_ path: String, kioskID: String) throws -> [[String: String]] {
@@ -463,6 +465,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
         let kioskID = options.kioskID
         let people = try roster.map { try readRoster($0, kioskID: kioskID) }
+        let admin = try KioskAdmin.address(admin)
         let options = options
         let (outbox, logger) = try options.open()
         print("Demo kiosk \(kioskID): one check-in every \(interval) to \(options.ingestEndpoint). Ctrl-C stops.")
@@ -484,8 +487,7 @@ struct DemoCommand: AsyncParsableCommand {
                     }
                 }
                 group.addTask {
-                    let report = try await options.deliver(outbox, logger: logger, wait: .seconds(86_400 * 365)) { true }
-                    options.tell(report, wait: .zero)
+                    try await KioskAdmin.deliverForever(options: options, outbox: outbox, logger: logger, admin: admin)
                 }
                 try await group.next()
                 group.cancelAll()

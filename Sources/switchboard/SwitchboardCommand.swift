@@ -35,11 +35,20 @@ struct UpCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-demo"), help: "Start no demo kiosk.") var noDemo = false
     @Flag(help: "Run without CURVE (no keys): anyone on this machine may connect. Experiments only.") var insecure = false
     @Option(name: .customLong("emulator-port"), help: "Port of the back-end emulators (HTTPS on 127.0.0.1).") var emulatorPort: Int = 8480
+    @Option(
+        name: .customLong("admin-port"),
+        help:
+            "First of seven consecutive ports on 127.0.0.1 where the programs serve /metrics and /health: broker, kiosk, (monitor), auth, filemaker, eto, directory (default 9560; 0: any free port; without it, SWITCHBOARD_ADMIN applies when set)."
+    )
+    var adminPort: Int?
 
     func validate() throws {
         guard (1024...65_531).contains(port) else { throw ValidationError("--port must be 1024–65531") }
         guard (1024...65_535).contains(emulatorPort), !(port...(port + 4)).contains(emulatorPort) else {
             throw ValidationError("--emulator-port must be 1024–65535 and not one of the broker's five ports")
+        }
+        if let adminPort, adminPort != 0, !(1024...65_529).contains(adminPort) {
+            throw ValidationError("--admin-port must be 0 or 1024–65529")
         }
         if let duration, DurationText.parse(duration) == nil { throw ValidationError("--duration: '\(duration)' is not a duration") }
         guard DurationText.parse(interval) != nil else { throw ValidationError("--interval: '\(interval)' is not a duration") }
@@ -58,6 +67,13 @@ struct UpCommand: AsyncParsableCommand {
         let replay = "tcp://127.0.0.1:\(port + 2)"
         let service = "tcp://127.0.0.1:\(port + 3)"
         let groups = "tcp://127.0.0.1:\(port + 4)"
+        // The admin address of the program at `offset` (broker 0, kiosk 1, auth 3, filemaker 4,
+        // eto 5, directory 6), or none given (the environment's SWITCHBOARD_ADMIN applies).
+        let adminBase: Int? = adminPort ?? (ProcessInfo.processInfo.environment["SWITCHBOARD_ADMIN"] == nil ? 9560 : nil)
+        func admin(_ offset: Int) -> [String] {
+            guard let adminBase else { return [] }
+            return ["--admin", "127.0.0.1:\(adminBase == 0 ? 0 : adminBase + offset)"]
+        }
 
         // Secure by default: keys for the broker, the demo kiosk, the monitor and an operator
         // (for `switchboard status`, `groups` and `dlq`) are made on first start and kept under <data-dir>/keys.
@@ -68,7 +84,7 @@ struct UpCommand: AsyncParsableCommand {
             arguments: [
                 "--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
                 "--groups", groups,
-            ] + (keys?.brokerArguments ?? ["--insecure"]),
+            ] + admin(0) + (keys?.brokerArguments ?? ["--insecure"]),
             errors: brokerLog)
         try broker.start()
         say("Switchboard is starting in \(data.path) (broker log: \(logs.appendingPathComponent("broker.log").path))")
@@ -139,7 +155,7 @@ struct UpCommand: AsyncParsableCommand {
             arguments: [
                 "--accounts", accountsFile, "--service", service, "--ingest", ingest, "--data-dir",
                 authDirectory.appendingPathComponent("state").path, "--ca-file", tlsDirectory.appendingPathComponent("ca.pem").path,
-            ] + (keys?.clientArguments("auth") ?? []),
+            ] + admin(3) + (keys?.clientArguments("auth") ?? []),
             output: authLog, errors: authLog)
         try auth.start()
         children.append(auth)
@@ -147,14 +163,14 @@ struct UpCommand: AsyncParsableCommand {
 
         // The workers, each with its own key, data directory and log; their tokens come from auth.
         let caFile = tlsDirectory.appendingPathComponent("ca.pem").path
-        for (name, url) in [("filemaker", backends), ("eto", backends + "/API"), ("directory", backends + "/directory")] {
+        for (offset, (name, url)) in [("filemaker", backends), ("eto", backends + "/API"), ("directory", backends + "/directory")].enumerated() {
             let log = try openLog(logs.appendingPathComponent("\(name).log"))
             let worker = ChildProcess(
                 name: name, executable: "switchboard-\(name)",
                 arguments: [
                     "--groups", groups, "--service", service, "--ingest", ingest, "--url", url, "--ca-file", caFile, "--data-dir",
                     data.appendingPathComponent(name).path,
-                ] + (keys?.clientArguments(name) ?? []),
+                ] + admin(4 + offset) + (keys?.clientArguments(name) ?? []),
                 output: log, errors: log)
             try worker.start()
             children.append(worker)
@@ -176,11 +192,14 @@ struct UpCommand: AsyncParsableCommand {
                 arguments: [
                     "demo", "--kiosk", "demo-kiosk-1", "--broker", ingest, "--interval", interval,
                     "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path, "--roster", roster,
-                ] + (keys?.clientArguments("demo-kiosk-1") ?? []),
+                ] + admin(1) + (keys?.clientArguments("demo-kiosk-1") ?? []),
                 output: kioskLog, errors: kioskLog)
             try kiosk.start()
             children.append(kiosk)
             say("demo kiosk: one check-in every \(interval) (log: \(logs.appendingPathComponent("kiosk.log").path))")
+        }
+        if let adminBase, adminBase != 0 {
+            say("metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(adminBase + 1) kiosk, \(adminBase + 3) auth, \(adminBase + 4)–\(adminBase + 6) filemaker, eto, directory")
         }
         say("Ctrl-C stops everything.")
 

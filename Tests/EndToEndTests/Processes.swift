@@ -12,14 +12,17 @@ struct Programs {
         ChildProcess.executableDirectory
     }
 
-    /// - Parameter environment: variables added to this process's environment.
+    /// - Parameter environment: variables added to this process's environment. Unless it names
+    ///   one, every program serves its admin endpoint on a port of its own (`SWITCHBOARD_ADMIN`
+    ///   `127.0.0.1:0`), so tests running side by side never compete for the default ports.
     func start(_ name: String, _ arguments: [String], log: String, environment: [String: String] = [:]) throws -> ChildProcess {
+        let environment = ["SWITCHBOARD_ADMIN": "127.0.0.1:0"].merging(environment) { $1 }
         let path = directory.path(log)
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         let child = ChildProcess(
             name: name, executable: Self.binaries.appendingPathComponent(name).path, arguments: arguments,
-            environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
             directory: directory.url, output: handle, errors: handle)
         try child.start()
         return child

@@ -140,9 +140,9 @@ struct WorkerProcessTests {
         }
     }
 
-    func stack(_ directory: TemporaryDirectory) async throws -> Stack {
+    func stack(_ directory: TemporaryDirectory, brokerExtra: [String] = []) async throws -> Stack {
         let programs = Programs(directory: directory)
-        let (broker, endpoints) = try await programs.broker()
+        let (broker, endpoints) = try await programs.broker(extra: brokerExtra)
         let emulator = try programs.start("switchboard-emulator", ["--port", "0", "--log-level", "warning"], log: "emulator.log")
         var base: String?
         try await waitUntil("the emulator says it is listening") {

@@ -36,6 +36,18 @@ struct PrivateFilesTests {
         }
     }
 
+    @Test("the parent of a path: a bare relative name (which trapped NSString on Linux), nested, absolute, trailing slashes, the root")
+    func parentDirectories() {
+        #expect(PrivateFiles.parentDirectory(of: "b") == ".")
+        #expect(PrivateFiles.parentDirectory(of: "state/") == ".")
+        #expect(PrivateFiles.parentDirectory(of: "a/b") == "a")
+        #expect(PrivateFiles.parentDirectory(of: "./b") == ".")
+        #expect(PrivateFiles.parentDirectory(of: "/var/lib/switchboard/broker") == "/var/lib/switchboard")
+        #expect(PrivateFiles.parentDirectory(of: "/var/lib/switchboard/broker//") == "/var/lib/switchboard")
+        #expect(PrivateFiles.parentDirectory(of: "/broker") == "/")
+        #expect(PrivateFiles.parentDirectory(of: "/") == "/")
+    }
+
     @Test("a fresh broker makes its data directory 0700 and the journal, its -wal and -shm 0600")
     func freshFilesArePrivate() async throws {
         let fixture = try await BrokerFixture.start()

@@ -19,6 +19,7 @@ struct GroupHeaderTests {
         }
         switch vector.command {
         case "JOIN": _ = try JoinHeader(wire: fields())
+        case "HEARTBEAT": _ = try HeartbeatHeader(wire: fields())
         case "ACK": _ = try SettleHeader(.ack, wire: fields())
         case "NACK": _ = try SettleHeader(.nack, wire: fields())
         case "TERM": _ = try SettleHeader(.term, wire: fields())
@@ -62,7 +63,7 @@ struct GroupHeaderTests {
     @Test("the vectors cover every member command with valid and invalid headers")
     func coverage() throws {
         let vectors = try Vectors.groupHeaders()
-        for command in ["JOIN", "ACK", "NACK", "TERM", "PROGRESS", "LEAVE"] {
+        for command in ["JOIN", "ACK", "NACK", "TERM", "PROGRESS", "LEAVE", "HEARTBEAT"] {
             #expect(vectors.contains { $0.command == command && $0.valid }, "no valid \(command) vector")
             #expect(vectors.contains { $0.command == command && !$0.valid }, "no invalid \(command) vector")
         }

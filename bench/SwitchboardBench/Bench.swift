@@ -38,6 +38,10 @@ struct Bench {
             try await groupBench(quick: quick)
             return
         }
+        if CommandLine.arguments.contains("--metrics") {
+            try await metricsBench(quick: quick)
+            return
+        }
         if CommandLine.arguments.contains("--codec") {
             for (name, micros) in codecCost() { print(String(format: "%-32@ %8.2f µs/event", name as NSString, micros)) }
             return
@@ -292,14 +296,15 @@ struct BrokerProcess {
     let process: ChildProcess
     let endpoints: BrokerEndpointsFile
 
-    static func start(directory: String, security: [String] = ["--insecure"]) async throws -> BrokerProcess {
+    /// - Parameter admin: `--admin`; `none` runs the broker without metrics.
+    static func start(directory: String, security: [String] = ["--insecure"], admin: String = "127.0.0.1:0") async throws -> BrokerProcess {
         let file = (directory as NSString).appendingPathComponent("endpoints.json")
         let log = FileHandle(forWritingAtPath: "/dev/null")
         let process = ChildProcess(
             name: "broker", executable: "switchboard-broker",
             arguments: [
                 "--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*",
-                "--service", "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*", "--log-level", "warning",
+                "--service", "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*", "--log-level", "warning", "--admin", admin,
             ] + security,
             errors: log)
         try process.start()

@@ -8,6 +8,7 @@
 // - cancellation: stop at once; whatever was not settled comes again (at-least-once), and the
 //   handlers' look-before-write makes that harmless.
 
+public import CoreMetrics
 public import Logging
 public import ServiceLifecycle
 public import SwitchboardBus
@@ -30,11 +31,23 @@ public final class GroupWorker: Service, Sendable {
     private let logger: Logger
     private let state = Mutex(GroupWorkerCounts())
     private let gate = EventGate()
+    private let settled: [String: Counter]
+    private let handling: CoreMetrics.Timer
 
-    public init(consumer: GroupConsumer, handler: any EventHandler, logger: Logger) {
+    /// - Parameter metrics: where `switchboard_worker_*` go (deploy/prometheus/README.md).
+    public init(consumer: GroupConsumer, handler: any EventHandler, logger: Logger, metrics: any MetricsFactory = MetricsSystem.factory) {
         self.consumer = consumer
         self.handler = handler
         self.logger = logger
+        let group = consumer.settings.group
+        settled = Dictionary(
+            uniqueKeysWithValues: ["ack", "nack", "term"].map { outcome in
+                (
+                    outcome,
+                    Counter(label: "switchboard_worker_deliveries_total", dimensions: [("group", group), ("outcome", outcome)], factory: metrics)
+                )
+            })
+        handling = CoreMetrics.Timer(label: "switchboard_worker_handler_seconds", dimensions: [("group", group)], factory: metrics)
     }
 
     public var counts: GroupWorkerCounts { state.withLock { $0 } }
@@ -74,6 +87,7 @@ public final class GroupWorker: Service, Sendable {
             return
         }
         let event = WorkerEvent(header: delivery.header, content: delivery.content, attempt: delivery.attempt)
+        let started = ContinuousClock.now
         let settlement = await withTaskGroup(of: Settlement?.self) { group in
             group.addTask {
                 // One handler per event id at a time in this process: a delivery the broker took
@@ -114,6 +128,13 @@ public final class GroupWorker: Service, Sendable {
                 logger.warning(
                     "cannot be done: dead letter", metadata: metadata.merging(["code": "\(code)", "reason": "\(message)"]) { $1 })
                 try await delivery.term(code: code, message: message)
+            }
+            let (seconds, attoseconds) = started.duration(to: .now).components
+            handling.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+            switch settlement {
+            case .done: settled["ack"]?.increment()
+            case .retry: settled["nack"]?.increment()
+            case .deadLetter: settled["term"]?.increment()
             }
             state.withLock { counts in
                 counts.handled += 1

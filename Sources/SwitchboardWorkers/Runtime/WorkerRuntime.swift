@@ -12,6 +12,7 @@ public import SwitchboardAuth
 public import SwitchboardBus
 import SwitchboardCredentials
 public import SwitchboardHTTP
+public import SwitchboardObservability
 import SwitchboardProtocol
 import SwitchboardRuntime
 public import SwitchboardSecurity
@@ -46,6 +47,11 @@ public struct WorkerOptions: ParsableArguments, Sendable {
             "Seconds SIGTERM waits for the work in hand and the outbox before it cancels the rest (nothing is lost: the broker redelivers, the outbox keeps)."
     )
     public var shutdownTimeout = 20
+    @Option(
+        help:
+            "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9564 filemaker, 9565 eto, 9566 directory; or SWITCHBOARD_ADMIN)."
+    )
+    public var admin: String?
     @Option(name: .customLong("log-format"), help: "text or json.") public var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") public var logLevel: String?
 
@@ -59,6 +65,7 @@ public struct WorkerOptions: ParsableArguments, Sendable {
         guard (1...3600).contains(authTimeout) else {
             throw ValidationError("--auth-timeout must be between 1 and 3600 seconds, got \(authTimeout)")
         }
+        if let admin { _ = try AdminAddress.parse(admin, option: "--admin") }
         for (name, value) in [("--groups", groups), ("--service", service), ("--ingest", ingest)] {
             guard value.hasPrefix("tcp://") || value.hasPrefix("ipc://") || value.hasPrefix("inproc://") else {
                 throw ValidationError("\(name) must be a ZeroMQ endpoint (tcp://host:port, ipc://path), got '\(value)'")
@@ -94,6 +101,12 @@ public final class WorkerRuntime: Sendable {
     public let http: SwitchboardHTTPClient
     public let dataDirectory: String
     public let logger: Logger
+    /// This process's metrics registry (swift-metrics is bootstrapped with it).
+    public let observability: Observability
+    /// Where the admin server listens (nil: `--admin none`).
+    public let adminAddress: AdminAddress?
+    /// The outbox's sender, once `outboxService()` made it.
+    private let sender = Mutex<OutboxSender?>(nil)
     /// The name this worker's events carry: its certificate's principal under CURVE (the broker
     /// checks the two are the same, so several processes of one service need a certificate
     /// each), else `<service>-worker-<8 hex digits>` from this host and the data directory: two
@@ -114,6 +127,14 @@ public final class WorkerRuntime: Sendable {
         self.service = service
         self.options = options
         self.logger = logger
+        observability = Observability.bootstrap(program: "switchboard-\(service)")
+        do {
+            let defaultPort = ["filemaker": 9564, "eto": 9565, "directory": 9566][service] ?? 0
+            let text = options.admin ?? ProcessInfo.processInfo.environment["SWITCHBOARD_ADMIN"] ?? "127.0.0.1:\(defaultPort)"
+            adminAddress = try AdminAddress.parse(text, option: options.admin == nil ? "SWITCHBOARD_ADMIN" : "--admin")
+        } catch {
+            throw WorkerConfigurationError(error.description)
+        }
         do {
             credentials = try ClientCredentials.load(certificate: options.certificate, brokerKey: options.brokerKey)
         } catch {
@@ -141,7 +162,8 @@ public final class WorkerRuntime: Sendable {
             throw WorkerConfigurationError("--data-dir: cannot open the event outbox in \(directory): \(error)")
         }
         do {
-            http = try SwitchboardHTTPClient(configuration: .init(extraCAFiles: options.caFiles), logger: logger)
+            http = try SwitchboardHTTPClient(
+                configuration: .init(extraCAFiles: options.caFiles), logger: logger, metrics: observability.factory)
         } catch {
             throw WorkerConfigurationError("--ca-file: \(error)")
         }
@@ -156,7 +178,8 @@ public final class WorkerRuntime: Sendable {
         clientSettings.timeout = .seconds(options.authTimeout)
         serviceClient = ServiceClient(io: io, endpoint: options.service, settings: clientSettings, logger: logger)
         tokens = AuthTokenProvider(
-            client: serviceClient, cache: CredentialCache(configuration: .init(logger: logger)), timeout: .seconds(options.authTimeout))
+            client: serviceClient, cache: CredentialCache(configuration: .init(logger: logger, metrics: observability.factory)),
+            timeout: .seconds(options.authTimeout))
     }
 
     /// This worker's member of its group, filtered to `topics`.
@@ -181,15 +204,31 @@ public final class WorkerRuntime: Sendable {
     public func outboxService() -> any Service {
         var settings = OutboxSender.Settings()
         settings.socketOptions = credentials?.socketOptions ?? []
-        return OutboxService(sender: OutboxSender(outbox: outbox, io: io, endpoint: options.ingest, settings: settings, logger: logger))
+        let made = OutboxSender(
+            outbox: outbox, io: io, endpoint: options.ingest, settings: settings, logger: logger, metrics: observability.factory)
+        sender.withLock { $0 = made }
+        return OutboxService(sender: made)
+    }
+
+    /// The admin server (`/metrics`, `/health/*`), ready when the worker is a member of its
+    /// group and the broker answers its outbox; nil with `--admin none`.
+    public func adminServer(consumer: GroupConsumer?) -> AdminServer? {
+        var readiness = Readiness()
+        if let consumer { readiness.add("group") { consumer.isJoined } }
+        let sender = sender.withLock { $0 }
+        if let sender { readiness.add("broker") { sender.isConnected } }
+        return observability.adminServer(
+            at: adminAddress, readiness: readiness, collectors: sender.map { sender in [{ await sender.updateDepth() }] } ?? [], logger: logger)
     }
 
     /// Runs `services` after this worker's outbox service in one `ServiceGroup` until SIGTERM or
     /// SIGINT (graceful: in reverse order, so the outbox sends what the others published last) or
     /// a failure, then releases everything. `name` is the program's, for the log.
-    public func run(_ services: [any Service], name: String) async throws {
+    public func run(_ services: [any Service], name: String, consumer: GroupConsumer? = nil) async throws {
+        let outbox = outboxService()
+        let admin: [any Service] = adminServer(consumer: consumer).map { [$0] } ?? []
         var configuration = ServiceGroupConfiguration(
-            services: ([outboxService()] + services).map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
+            services: ([outbox] + services + admin).map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
         // Graceful shutdown finishes the handlers in hand and sends what the outbox holds; a
         // broker that stays away must not keep the process up: after this, what is left is
