@@ -11,6 +11,14 @@ import ZeroMQ
 struct MonitorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard-monitor",
+        abstract: "Watch the bus: events live or from the journal (watch, the default), rates (--stats), group lag, dead letters.",
+        subcommands: [WatchCommand.self, LagCommand.self, DeadLettersCommand.self],
+        defaultSubcommand: WatchCommand.self)
+}
+
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
         abstract: "Watch events on the bus: live, or from any point of the journal, with nothing missed.",
         discussion: """
             Gaps in the live stream (a slow or late subscriber, a reconnect) are detected from
@@ -27,6 +35,8 @@ struct MonitorCommand: AsyncParsableCommand {
         name: .customLong("show-personal-data"),
         help: "Print names, dates of birth, locations and notes (hidden by default: screens and logs get seen).")
     var showPersonalData = false
+    @Flag(help: "Instead of each event: events per second by type and producer (last 10 s) and totals, refreshed every second.")
+    var stats = false
     @Option(help: "Replay the journal from this bus sequence number, then follow live.") var from: Int64?
     @Option(help: "Exit after this many events.") var count: Int?
     @Option(help: "The broker's fan-out endpoint.") var fanout: String?
@@ -63,6 +73,14 @@ struct MonitorCommand: AsyncParsableCommand {
         if !json {
             let what = topics.isEmpty ? "all events" : "events of " + topics.joined(separator: ", ")
             printer.notice("watching \(what) on \(endpoints.fanout)\(from.map { ", replaying from #\($0)" } ?? "")")
+        }
+        if stats {
+            _ = try await untilInterrupted {
+                try await RateBoard.run(follower: JournalFollower(io: io, endpoints: endpoints, topics: topics, from: from), count: count)
+            }
+            await io.shutdown()
+            await context.terminate()
+            return
         }
         _ = try await untilInterrupted {
             let follower = JournalFollower(io: io, endpoints: endpoints, topics: topics, from: from)
