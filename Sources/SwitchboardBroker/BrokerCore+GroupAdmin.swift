@@ -102,6 +102,10 @@ extension BrokerCore {
             }
         }
         switch operation {
+        case "producers.list":
+            return .object(["producers": .array(producers.entries.keys.sorted().compactMap { name in
+                producers.entries[name].map { describeProducer(name, $0) }
+            })])
         case "groups.list":
             // Dead letters made earlier in this loop iteration are counted only once committed.
             try flushGroups()
@@ -217,7 +221,7 @@ extension BrokerCore {
             throw GroupRequestFailure(
                 status: 404, code: "unknown-operation",
                 message:
-                    "the groups endpoint has no operation '\(operation)' (groups.list, groups.create, groups.reset, groups.delete, dlq.list, dlq.show, dlq.replay, dlq.drop)"
+                    "the groups endpoint has no operation '\(operation)' (groups.list, groups.create, groups.reset, groups.delete, dlq.list, dlq.show, dlq.replay, dlq.drop, producers.list)"
             )
         }
     }
@@ -256,6 +260,14 @@ extension BrokerCore {
                     ])
                 }),
         ])
+    }
+
+    func describeProducer(_ name: String, _ health: ProducerHealth) -> JSONValue {
+        var fields: [String: JSONValue] = ["name": .string(name), "last_seen": .string(Timestamp.format(health.lastSeen))]
+        if let at = health.lastEvent { fields["last_event"] = .string(Timestamp.format(at)) }
+        if let at = health.lastDelivery { fields["last_ack"] = .string(Timestamp.format(at)) }
+        if let outbox = health.outbox { fields["outbox"] = .integer(outbox) }
+        return .object(fields)
     }
 
     func describe(_ letter: DeadLetterRecord) -> JSONValue {

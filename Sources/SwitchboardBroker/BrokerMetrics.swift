@@ -42,6 +42,11 @@ final class BrokerMetrics {
         bytes = Gauge(label: "switchboard_broker_journal_bytes", factory: factory)
         subscriptions = Gauge(label: "switchboard_broker_fanout_subscriptions", factory: factory)
         subscriptions.record(0)
+        // The NACK codes exist at 0 from the start, so the first NACK is an increase an alert
+        // can see (a series born at 1 has no earlier sample for rate() to compare with).
+        for code in ["conflict", "unavailable", "shutting-down"] {
+            _ = labeled(&nacksByCode, "switchboard_broker_nacks_total", "code", code)
+        }
     }
 
     func journaled(type: String, count: Int) {

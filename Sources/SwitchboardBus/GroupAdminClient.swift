@@ -219,6 +219,14 @@ public final class GroupAdminClient: Sendable {
         _ = try await request("groups.delete", ["group": .string(name)], as: Deleted.self)
     }
 
+    // MARK: Producers
+
+    /// `producers.list`: what the broker knows of each producer (kiosks, workers' outboxes):
+    /// when it was last heard, its last event, and the outbox depth and last ACK it reported.
+    public func producers() async throws(GroupAdminError) -> [ProducerInfo] {
+        try await request("producers.list", [:], as: ProducerList.self).producers
+    }
+
     // MARK: Dead letters
 
     /// `dlq.list`: the dead letters of `group` (every group when nil) in `state` (every state
@@ -299,6 +307,27 @@ extension GroupStart {
 }
 
 /// A consumer group as `groups.list`, `groups.create` and `groups.reset` describe it.
+/// One producer of `producers.list` (protocol/README.md, 15.6).
+public struct ProducerInfo: Codable, Sendable, Hashable {
+    public var name: String
+    /// RFC 3339: its last HEARTBEAT or EVENT.
+    public var lastSeen: String
+    /// RFC 3339: its last event newly journaled, if any since the broker started.
+    public var lastEvent: String?
+    /// Events waiting in its outbox, from its last HEARTBEAT.
+    public var outbox: Int64?
+    /// RFC 3339: its last ACK, from its last HEARTBEAT.
+    public var lastAck: String?
+
+    enum CodingKeys: String, CodingKey {
+        case name, outbox, lastSeen = "last_seen", lastEvent = "last_event", lastAck = "last_ack"
+    }
+}
+
+struct ProducerList: Decodable {
+    var producers: [ProducerInfo]
+}
+
 public struct GroupInfo: Codable, Sendable, Hashable {
     /// A member connection and what it holds.
     public struct Member: Codable, Sendable, Hashable {

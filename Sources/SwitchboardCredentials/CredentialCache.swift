@@ -187,7 +187,12 @@ public final class CredentialCache: Sendable {
 
     private func complete(_ key: CredentialKey, flight: UInt64, result: Result<Credential, any Error>) {
         let waiters = state.withLock { $0.complete(key, flight: flight, result: result) }
-        count("switchboard_backend_logins_total", key, ("outcome", (try? result.get()) == nil ? "failure" : "success"))
+        // Both outcomes' series exist from the first log-in on, so a first failure is an increase.
+        let outcome = (try? result.get()) == nil ? "failure" : "success"
+        _ = Counter(
+            label: "switchboard_backend_logins_total", dimensions: [("backend", key.backend), ("outcome", outcome == "success" ? "failure" : "success")],
+            factory: configuration.metrics)
+        count("switchboard_backend_logins_total", key, ("outcome", outcome))
         switch result {
         case .success(let credential):
             if !credential.isUsable(at: configuration.now(), margin: configuration.safetyMargin) {

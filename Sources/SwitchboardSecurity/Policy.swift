@@ -65,7 +65,7 @@ public enum Policy {
     /// payload); only an admin may see a dead event (`dlq.show` returns its content, personal
     /// data, as section 13.3 keeps `dlq.*` replays for admins) or change anything.
     public static func groupOperation(_ role: Role, operation: String) -> String? {
-        let reads: Set<String> = ["groups.list", "dlq.list"]
+        let reads: Set<String> = ["groups.list", "dlq.list", "producers.list"]
         if reads.contains(operation) || role == .admin { return nil }
         if operation == "dlq.show" {
             return "role \(role) may not run 'dlq.show' (only admin may see a dead letter's event: it holds personal data)"

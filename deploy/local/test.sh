@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 deploy/local/setup.sh
 python3 protocol/check_vectors.py
+# The alerting rules and their unit tests, the example Prometheus configuration, and the Grafana
+# dashboard against the metric catalog (installs Debian's prometheus package for promtool).
+deploy/prometheus/check.sh
 log=$(mktemp)
 swift build --build-tests 2>&1 | tee "$log" | grep -E "error|warning: |Compiling|Build complete" | grep -v "^\[" || true
 if grep -E "^$(pwd)/(Sources|Tests|bench)/.*(warning|error):" "$log" | sort -u | grep .; then
