@@ -164,7 +164,10 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-monitor",
         dependencies: [
-            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity",
+            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity", "SwitchboardObservability",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

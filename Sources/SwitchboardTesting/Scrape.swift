@@ -92,7 +92,20 @@ public struct ScrapeError: Error, CustomStringConvertible {
 
 /// GETs `url` with the shared client; the status and the body as text.
 public func httpGet(_ url: String, headers: [(String, String)] = []) async throws -> (status: Int, body: String) {
+    try await httpRequest("GET", url, headers: headers)
+}
+
+/// Any request with the shared client (a test's WebDriver calls, for one); the status and the
+/// body as text.
+public func httpRequest(
+    _ method: String, _ url: String, body: String? = nil, headers: [(String, String)] = []
+) async throws -> (status: Int, body: String) {
     var request = HTTPClientRequest(url: url)
+    request.method = HTTPMethod(rawValue: method)
+    if let body {
+        request.body = .bytes(ByteBuffer(string: body))
+        request.headers.add(name: "Content-Type", value: "application/json")
+    }
     for (name, value) in headers { request.headers.add(name: name, value: value) }
     let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
     let body = try await response.body.collect(upTo: 16 << 20)

@@ -12,7 +12,7 @@ struct MonitorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard-monitor",
         abstract: "Watch the bus: events live or from the journal (watch, the default), rates (--stats), group lag, dead letters.",
-        subcommands: [WatchCommand.self, LagCommand.self, DeadLettersCommand.self],
+        subcommands: [WatchCommand.self, LagCommand.self, DeadLettersCommand.self, WebCommand.self],
         defaultSubcommand: WatchCommand.self)
 }
 

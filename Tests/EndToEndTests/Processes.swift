@@ -15,13 +15,16 @@ struct Programs {
     /// - Parameter environment: variables added to this process's environment. Unless it names
     ///   one, every program serves its admin endpoint on a port of its own (`SWITCHBOARD_ADMIN`
     ///   `127.0.0.1:0`), so tests running side by side never compete for the default ports.
-    func start(_ name: String, _ arguments: [String], log: String, environment: [String: String] = [:]) throws -> ChildProcess {
+    /// - Parameter executable: a program other than ours (chromedriver), by path.
+    func start(
+        _ name: String, _ arguments: [String], log: String, environment: [String: String] = [:], executable: String? = nil
+    ) throws -> ChildProcess {
         let environment = ["SWITCHBOARD_ADMIN": "127.0.0.1:0"].merging(environment) { $1 }
         let path = directory.path(log)
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         let child = ChildProcess(
-            name: name, executable: Self.binaries.appendingPathComponent(name).path, arguments: arguments,
+            name: name, executable: executable ?? Self.binaries.appendingPathComponent(name).path, arguments: arguments,
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
             directory: directory.url, output: handle, errors: handle)
         try child.start()

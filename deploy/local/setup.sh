@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Installs what Switchboard needs on a fresh Debian machine, when it is missing:
-# libzmq3-dev (ZeroMQ), libsqlite3-dev (SQLite for GRDB), pkg-config, and python3's jsonschema
-# (to check the protocol vectors). Safe to run again: it only installs what is absent.
+# libzmq3-dev (ZeroMQ), libsqlite3-dev (SQLite for GRDB), pkg-config, python3's jsonschema
+# (to check the protocol vectors), and with --tests chromium with chromium-driver (the
+# dashboard's browser test; deploy/prometheus/check.sh installs promtool itself). Safe to run
+# again: it only installs what is absent.
 set -euo pipefail
 
 need=()
 dpkg -s libzmq3-dev >/dev/null 2>&1 || need+=(libzmq3-dev)
 dpkg -s libsqlite3-dev >/dev/null 2>&1 || need+=(libsqlite3-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+if [ "${1:-}" = "--tests" ]; then
+    [ -x /usr/bin/chromium ] || need+=(chromium)
+    [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+fi
 if [ ${#need[@]} -gt 0 ]; then
     echo "setup: installing ${need[*]}"
     sudo_cmd=""

@@ -4,7 +4,7 @@
 # sockets and SQLite files, end-to-end with real processes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-deploy/local/setup.sh
+deploy/local/setup.sh --tests
 python3 protocol/check_vectors.py
 # The alerting rules and their unit tests, the example Prometheus configuration, and the Grafana
 # dashboard against the metric catalog (installs Debian's prometheus package for promtool).
@@ -27,7 +27,7 @@ limit=${SWITCHBOARD_TEST_LIMIT:-1200}
 http_suites="SwitchboardEmulatorsTests|SwitchboardHTTPTests|SwitchboardBackendsTests|SwitchboardAuthTests|SwitchboardCredentialsTests|SwitchboardWorkersTests"
 # The workers' end-to-end runs (a broker, the emulator, auth, kiosks and workers as processes, two
 # cores busy for their length) run last and alone, so they measure the workers, not a neighbour.
-solo_suites="WorkerProcessTests|DirectoryWorkerProcessTests"
+solo_suites="WorkerProcessTests|DirectoryWorkerProcessTests|DashboardProcessTests"
 run_phase() {
     swift test --skip-build "$@" &
     local runner=$!

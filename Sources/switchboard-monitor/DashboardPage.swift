@@ -1,0 +1,87 @@
+// The dashboard's one page: plain HTML and a little script, no outside resources (it must work
+// on a shelter network with no Internet). It renders each snapshot the stream sends; every value
+// goes in as text (textContent), never as markup.
+
+enum DashboardPage {
+    static let html = """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <title>Switchboard</title>
+        <style>
+          body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1c2430; background: #f6f7f9; }
+          h1 { font-size: 1.3em; margin: 0 0 .2em; } h2 { font-size: 1.05em; margin: 1.4em 0 .4em; }
+          .status { color: #5a6472; } .error { color: #a8071a; font-weight: 600; }
+          section { overflow-x: auto; }
+          table { border-collapse: collapse; background: #fff; width: 100%; }
+          th, td { border: 1px solid #d9dde3; padding: .25em .6em; text-align: left; }
+          th { background: #eceff3; font-weight: 600; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+          .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(36em, 1fr)); gap: 0 2em; }
+          button { font: inherit; }
+        </style>
+        </head>
+        <body>
+        <h1>Switchboard</h1>
+        <div class="status">Journal head <b id="head">–</b> · updated <span id="updated">never</span>
+          <span id="connection"></span> <span id="broker-error" class="error"></span></div>
+        <div class="grid">
+          <section><h2>Events by type (per second, last 10 s)</h2><table id="rates"></table></section>
+          <section><h2>Consumer groups</h2><table id="groups"></table></section>
+          <section><h2>Dead letters</h2><table id="dead-letters"></table><div id="replay-result" class="status"></div></section>
+          <section><h2>Services</h2><table id="services"></table></section>
+          <section><h2>Kiosks and other producers</h2><table id="kiosks"></table></section>
+          <section><h2>Recent problems</h2><table id="problems"></table></section>
+        </div>
+        <script>
+        "use strict";
+        function fill(id, headers, rows, empty, numeric) {
+          const table = document.getElementById(id);
+          table.replaceChildren();
+          const head = table.insertRow();
+          for (const h of headers) { const th = document.createElement("th"); th.textContent = h; head.appendChild(th); }
+          if (rows.length === 0) {
+            const cell = table.insertRow().insertCell(); cell.colSpan = headers.length; cell.textContent = empty; return;
+          }
+          for (const row of rows) {
+            const tr = table.insertRow();
+            row.forEach((value, index) => {
+              const td = tr.insertCell();
+              if (value instanceof Node) { td.appendChild(value); } else { td.textContent = value === undefined ? "–" : String(value); }
+              if (numeric.includes(index)) td.className = "n";
+            });
+          }
+        }
+        function replayButton(letter) {
+          const button = document.createElement("button");
+          button.textContent = "replay";
+          button.onclick = async () => {
+            const url = "/api/dlq/replay?group=" + encodeURIComponent(letter.group) + "&bus_seq=" + letter.bus_seq;
+            const response = await fetch(url, { method: "POST" });
+            document.getElementById("replay-result").textContent = (await response.text()).trim();
+          };
+          return button;
+        }
+        function render(s) {
+          document.getElementById("head").textContent = s.head;
+          document.getElementById("updated").textContent = s.updated || "never";
+          document.getElementById("broker-error").textContent = s.broker_error ? "broker: " + s.broker_error : "";
+          fill("rates", ["type", "per second", "total"], s.rates.map(r => [r.type, r.per_second.toFixed(1), r.total]), "No events yet.", [1, 2]);
+          fill("groups", ["group", "cursor", "lag", "pending", "members", "redelivered", "dead letters"],
+            s.groups.map(g => [g.name, g.cursor, g.lag, g.pending, g.members, g.redeliveries, g.dead]), "No consumer groups.", [1, 2, 3, 4, 5, 6]);
+          fill("dead-letters", ["group", "bus_seq", "type", "attempts", "code", "since", ""],
+            s.dead_letters.map(d => [d.group, d.bus_seq, d.type, d.attempts, d.code, d.at, replayButton(d)]), "No dead letters.", [1, 3]);
+          fill("services", ["service", "workers", "busy", "queued"], s.services.map(v => [v.name, v.workers, v.busy, v.queued]),
+            "No services.", [1, 2, 3]);
+          fill("kiosks", ["producer", "last check-in", "last seen", "outbox", "last delivery"],
+            s.kiosks.map(k => [k.name, k.last_checkin, k.last_seen, k.outbox, k.last_ack]), "None heard from yet.", [3]);
+          fill("problems", ["at", "what", ""], s.problems.map(p => [p.at, p.kind, p.text]), "None.", []);
+        }
+        const stream = new EventSource("/api/stream");
+        stream.onmessage = event => { document.getElementById("connection").textContent = ""; render(JSON.parse(event.data)); };
+        stream.onerror = () => { document.getElementById("connection").textContent = "· reconnecting…"; };
+        </script>
+        </body>
+        </html>
+        """
+}

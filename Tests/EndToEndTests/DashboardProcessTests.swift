@@ -1,0 +1,191 @@
+import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardRuntime
+import SwitchboardTesting
+import Testing
+import ZeroMQ
+
+/// The dashboard in a real browser: headless Chromium driven over WebDriver (Debian's
+/// `chromium` and `chromium-driver`, installed by deploy/local/setup.sh), against a real broker,
+/// kiosk and `switchboard-monitor web`.
+@Suite("Dashboard in a browser (processes)", .serialized, .timeLimit(.minutes(3)))
+struct DashboardProcessTests {
+    /// A WebDriver session on a chromedriver process.
+    struct Browser {
+        let base: String
+        let session: String
+
+        static func post(_ url: String, _ body: String) async throws -> [String: Any] {
+            let (_, text) = try await httpRequest("POST", url, body: body)
+            return (try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+        }
+
+        static func open(port: Int) async throws -> Browser {
+            let base = "http://127.0.0.1:\(port)"
+            let capabilities = #"""
+                {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": "/usr/bin/chromium",
+                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1100"]}}}}
+                """#
+            let answer = try await post(base + "/session", capabilities)
+            guard let value = answer["value"] as? [String: Any], let session = value["sessionId"] as? String else {
+                throw ScrapeError("chromedriver made no session: \(answer)")
+            }
+            return Browser(base: base + "/session/" + session, session: session)
+        }
+
+        func go(_ url: String) async throws {
+            _ = try await Self.post(base + "/url", #"{"url": "\#(url)"}"#)
+        }
+
+        /// Runs `script` in the page; its value as text.
+        func run(_ script: String) async throws -> String {
+            let body = try JSONSerialization.data(withJSONObject: ["script": script, "args": [] as [Any]])
+            let answer = try await Self.post(base + "/execute/sync", String(decoding: body, as: UTF8.self))
+            return answer["value"].map { "\($0)" } ?? ""
+        }
+
+        func text(_ id: String) async throws -> String {
+            try await run("const e = document.getElementById('\(id)'); return e ? e.innerText : '';")
+        }
+
+        func screenshot(to path: String) async throws {
+            let (_, text) = try await httpGet(base + "/screenshot")
+            let answer = (try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+            guard let encoded = answer["value"] as? String, let png = Data(base64Encoded: encoded) else {
+                throw ScrapeError("no screenshot")
+            }
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try png.write(to: URL(fileURLWithPath: path))
+        }
+
+        func close() async {
+            _ = try? await httpRequest("DELETE", base)
+        }
+    }
+
+    @Test(
+        "the dashboard shows the journal, rates, groups and kiosks, updates within 2 s of new check-ins, shows a dead letter and replays it, and shows no personal data"
+    )
+    func dashboardInABrowser() async throws {
+        for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+            try #require(FileManager.default.isExecutableFile(atPath: tool), "\(tool) is missing: run deploy/local/setup.sh (it installs chromium and chromium-driver)")
+        }
+        let directory = try TemporaryDirectory("dashboard")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let (broker, endpoints) = try await programs.broker()
+        defer { broker.signal(SIGKILL) }
+        let ports = try freePort(count: 2)
+        let (webPort, driverPort) = (ports, ports + 1)
+        let token = "dashboard-test-token-0123456789"
+        let web = try programs.start(
+            "switchboard-monitor",
+            [
+                "web", "--listen", "127.0.0.1:\(webPort)", "--token", token, "--fanout", endpoints.fanout, "--replay", endpoints.replay,
+                "--groups", endpoints.groups, "--service", endpoints.service,
+            ], log: "web.log")
+        defer { web.signal(SIGKILL) }
+        let driver = try programs.start("chromedriver", ["--port=\(driverPort)"], log: "chromedriver.log", executable: "/usr/bin/chromedriver")
+        defer { driver.signal(SIGKILL) }
+        try await waitUntil("the dashboard and chromedriver listen", timeout: .seconds(30), interval: .milliseconds(100)) {
+            guard web.isRunning else { throw WaitTimedOut(description: "the dashboard exited: \(programs.read("web.log"))") }
+            let dashboard = try? await httpGet("http://127.0.0.1:\(webPort)/api/snapshot", headers: [("Authorization", "Bearer \(token)")])
+            let status = try? await httpGet("http://127.0.0.1:\(driverPort)/status")
+            return dashboard?.status == 200 && status?.status == 200
+        }
+        #expect(try await httpGet("http://127.0.0.1:\(webPort)/").status == 401, "the page needs its token")
+        #expect(try await httpGet("http://127.0.0.1:\(webPort)/api/stream").status == 401)
+
+        func load(_ count: Int, kiosk: String) async throws {
+            let process = try programs.start(
+                "switchboard-kiosk",
+                ["load", "--rate", "0", "--count", "\(count)", "--kiosk", kiosk, "--outbox", directory.path("\(kiosk)/outbox.sqlite"),
+                 "--broker", endpoints.ingest], log: "\(kiosk)-\(count).log")
+            #expect(await process.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("\(kiosk)-\(count).log"))")
+        }
+        try await load(30, kiosk: "shelter-east")
+        let create = try programs.start(
+            "switchboard", ["groups", "create", "audit", "--topic", "checkin.", "--start", "earliest", "--broker-groups", endpoints.groups, "--insecure"],
+            log: "create.log")
+        #expect(await create.waitForExit(timeout: .seconds(30)) == 0)
+
+        let browser = try await Browser.open(port: driverPort)
+        defer { Task { await browser.close() } }
+        try await browser.go("http://127.0.0.1:\(webPort)/?token=\(token)")
+        try await waitUntil("the page shows the first 30 check-ins", timeout: .seconds(20), interval: .milliseconds(100)) {
+            let rates = try await browser.text("rates")
+            let kiosks = try await browser.text("kiosks")
+            return rates.contains("checkin.recorded") && kiosks.contains("shelter-east")
+        }
+        #expect(try await browser.text("rates").contains("30"))
+        // The broker's tables are read once a second.
+        try await waitUntil("the page shows the group", timeout: .seconds(10), interval: .milliseconds(100)) {
+            try await browser.text("groups").contains("audit")
+        }
+
+        // 20 more: the page shows them within 2 s of the broker having them all.
+        try await load(20, kiosk: "shelter-east")
+        let journaled = ContinuousClock.now
+        try await waitUntil("the page shows 50 check-ins", timeout: .seconds(10), interval: .milliseconds(100)) {
+            try await browser.run("return [...document.querySelectorAll('#rates td')].map(c => c.innerText).includes('50')") == "1"
+        }
+        let elapsed = journaled.duration(to: .now)
+        #expect(elapsed < .seconds(2), "the page took \(elapsed) to show new check-ins")
+
+        // A member that gives up on the first check-in makes a dead letter; the page shows it.
+        let context = try Context()
+        let io = try IOThread(context: context)
+        var quiet = Logger(label: "member")
+        quiet.logLevel = .critical
+        let consumer = GroupConsumer(io: io, endpoint: endpoints.groups, settings: .init(group: "audit", topics: ["checkin."]), logger: quiet)
+        let member = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await consumer.run() }
+                var first = true
+                for await delivery in consumer.deliveries {
+                    if first {
+                        try await delivery.term(code: "test-refusal", message: "refused by the test")
+                        first = false
+                    } else {
+                        try await delivery.ack()
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await waitUntil("the page shows the dead letter", timeout: .seconds(20), interval: .milliseconds(100)) {
+            let letters = try await browser.text("dead-letters")
+            let problems = try await browser.text("problems")
+            return letters.contains("test-refusal") && problems.contains("dead letter")
+        }
+        try await browser.screenshot(to: Self.artifacts + "/dashboard.png")
+        // Replay from the page (the test broker runs without security: every peer may).
+        _ = try await browser.run("document.querySelector('#dead-letters button').click(); return 'clicked';")
+        try await waitUntil("the page says it replayed it", timeout: .seconds(10), interval: .milliseconds(100)) {
+            try await browser.text("replay-result").hasPrefix("replayed ")
+        }
+
+        // Nothing personal: not in the page, not in the stream. The load's people and notes:
+        let page = try await browser.run("return document.documentElement.outerHTML")
+        let (_, stream) = try await httpGet("http://127.0.0.1:\(webPort)/api/snapshot", headers: [("Authorization", "Bearer \(token)")])
+        for personal in ["Fatima", "Okafor", "Dmitri", "Ivanov", "Priya", "Street outreach", "1950-", "47.6"] {
+            #expect(!page.contains(personal), "the page shows '\(personal)'")
+            #expect(!stream.contains(personal), "the stream carries '\(personal)'")
+        }
+        consumer.leave()
+        member.cancel()
+        _ = await member.result
+        await io.shutdown()
+        await context.terminate()
+        await browser.close()
+    }
+
+    /// Where test artifacts (the screenshot) go: .build/test-artifacts in the package.
+    static var artifacts: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".build/test-artifacts").path
+    }
+}
