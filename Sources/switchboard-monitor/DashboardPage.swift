@@ -78,7 +78,11 @@ enum DashboardPage {
           fill("problems", ["at", "what", ""], s.problems.map(p => [p.at, p.kind, p.text]), "None.", []);
         }
         const stream = new EventSource("/api/stream");
-        stream.onmessage = event => { document.getElementById("connection").textContent = ""; render(JSON.parse(event.data)); };
+        stream.onmessage = event => {
+          document.getElementById("connection").textContent = "";
+          window.lastMessage = event.data;  // what the stream carried last (read by the tests)
+          render(JSON.parse(event.data));
+        };
         stream.onerror = () => { document.getElementById("connection").textContent = "· reconnecting…"; };
         </script>
         </body>
