@@ -82,11 +82,14 @@ public final class OutboxSender: Sendable {
     /// Sets the outbox-depth gauge from the outbox file (a program's admin server calls this
     /// before each scrape).
     public func updateDepth() async {
-        if let pending = try? await outbox.counts().pending { metrics.depth.record(pending) }
+        guard let counts = try? await outbox.counts() else { return }
+        metrics.depth.record(counts.pending)
+        metrics.kept.record(counts.rejected)
     }
 
     struct Metrics: Sendable {
         let depth: Gauge
+        let kept: Gauge
         let acked: Counter
         let lastAck: Gauge
         let factory: any MetricsFactory
@@ -94,6 +97,7 @@ public final class OutboxSender: Sendable {
         init(factory: any MetricsFactory) {
             self.factory = factory
             depth = Gauge(label: "switchboard_outbox_depth", factory: factory)
+            kept = Gauge(label: "switchboard_outbox_refused", factory: factory)
             acked = Counter(label: "switchboard_outbox_acked_total", factory: factory)
             lastAck = Gauge(label: "switchboard_outbox_last_ack_timestamp_seconds", factory: factory)
         }

@@ -83,6 +83,9 @@ public enum MetricCatalog {
         .init("switchboard_outbox_depth", .gauge, [], "Events saved and not yet acknowledged by the broker."),
         .init("switchboard_outbox_acked_total", .counter, [], "Events the broker acknowledged (deleted from the outbox)."),
         .init("switchboard_outbox_refused_total", .counter, ["code"], "Events the broker refused for good (kept for a person)."),
+        .init(
+            "switchboard_outbox_refused", .gauge, [],
+            "Refused events kept in the outbox for a person to look at (switchboard-kiosk status lists them)."),
         .init("switchboard_outbox_last_ack_timestamp_seconds", .gauge, [], "The last ACK from the broker."),
         // The kiosk.
         .init("switchboard_kiosk_checkins_total", .counter, [], "Check-ins recorded (saved in the outbox)."),

@@ -102,6 +102,7 @@ extension WorkerProcessTests {
         #expect(value(after.kiosk, "switchboard_kiosk_checkins_total") == 500)
         #expect(value(after.kiosk, "switchboard_outbox_acked_total") == 500)
         #expect(value(after.kiosk, "switchboard_outbox_last_ack_timestamp_seconds") > 0)
+        #expect(after.kiosk.value("switchboard_outbox_refused") == 0, "the gauge is there, and nothing was refused")
 
         // Nothing personal and nothing secret in any of the three.
         let sent = people.flatMap { [$0.first, $0.last, $0.dateOfBirth] }
