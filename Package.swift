@@ -393,6 +393,7 @@ var targets: [Target] = [
         swiftSettings: swiftSettings
     ),
     .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
+    .testTarget(name: "SwitchboardSecurityTests", dependencies: ["SwitchboardSecurity"], swiftSettings: swiftSettings),
     .testTarget(
         name: "SwitchboardProtocolTests",
         dependencies: ["SwitchboardProtocol", "SwitchboardTesting"],
