@@ -90,8 +90,9 @@ extension BrokerCore {
         var journaled: Int64 = 0
         var duplicates: Int64 = 0
         var conflicts: Int64 = 0
+        // Per batch, not per event: a batch is mostly a few producers' events of a few types.
         var types: [String: Int] = [:]
-        let wallNow = Date()
+        var producersSeen: Set<String> = []
         for (index, outcome) in outcomes.enumerated() {
             let event = batch[index]
             let h = event.header
@@ -99,7 +100,7 @@ extension BrokerCore {
             case .stored(let busSeq, let header):
                 journaled += 1
                 types[h.type, default: 0] += 1
-                producers.sawEvents(h.producer, at: wallNow)
+                producersSeen.insert(h.producer)
                 ack(senders[index], h, busSeq: busSeq, duplicate: false)
                 publish(type: h.type, header: header, event: event)
             case .duplicate(let busSeq):
@@ -113,6 +114,8 @@ extension BrokerCore {
                     retryable: false)
             }
         }
+        let wallNow = Date()
+        for producer in producersSeen { producers.sawEvents(producer, at: wallNow) }
         for (type, count) in types { metrics.journaled(type: type, count: count) }
         if duplicates > 0 { metrics.duplicates.increment(by: duplicates) }
         metrics.commits.increment()

@@ -1,5 +1,7 @@
 // Where a program serves `/metrics` and `/health/*`: `HOST:PORT`, `[IPv6]:PORT`, or `none`.
 
+public import Foundation
+
 /// A parsed `--admin` value.
 public struct AdminAddress: Sendable, Hashable, CustomStringConvertible {
     public var host: String
@@ -39,6 +41,17 @@ public struct AdminAddress: Sendable, Hashable, CustomStringConvertible {
             throw Failure("\(option): the port of '\(text)' must be a number from 0 to 65535")
         }
         return AdminAddress(host: String(host), port: port)
+    }
+
+    /// A program's admin address: its `--admin` option when given, else the environment's
+    /// `SWITCHBOARD_ADMIN` (every program's), else loopback at `defaultPort`. An error names
+    /// which of the two was wrong.
+    public static func resolve(
+        _ option: String?, defaultPort: Int, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(Failure) -> AdminAddress? {
+        if let option { return try parse(option, option: "--admin") }
+        if let text = environment["SWITCHBOARD_ADMIN"] { return try parse(text, option: "SWITCHBOARD_ADMIN") }
+        return .loopback(defaultPort)
     }
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }

@@ -3,20 +3,17 @@
 
 import CoreMetrics
 import Foundation
-import Synchronization
 
 final class ProcessMetrics: Sendable {
     private let start: Gauge
-    private let cpu: FloatingPointCounter
-    /// CPU seconds already added to `cpu` (scrapes may run at once).
-    private let counted = Mutex<Double>(0)
+    private let cpu: TotalCounter
     private let memory: Gauge
     private let files: Gauge
     private let startTime: Double
 
     init(factory: any MetricsFactory) {
         start = Gauge(label: "process_start_time_seconds", factory: factory)
-        cpu = FloatingPointCounter(label: "process_cpu_seconds_total", factory: factory)
+        cpu = TotalCounter(label: "process_cpu_seconds_total", factory: factory)
         memory = Gauge(label: "process_resident_memory_bytes", factory: factory)
         files = Gauge(label: "process_open_fds", factory: factory)
         startTime = Self.readStartTime() ?? Date().timeIntervalSince1970
@@ -27,12 +24,7 @@ final class ProcessMetrics: Sendable {
         var usage = rusage()
         if getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 {
             let seconds = { (time: timeval) in Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
-            let total = seconds(usage.ru_utime) + seconds(usage.ru_stime)
-            let delta = counted.withLock { counted -> Double in
-                defer { counted = max(counted, total) }
-                return total - counted
-            }
-            if delta > 0 { cpu.increment(by: delta) }
+            cpu.update(total: seconds(usage.ru_utime) + seconds(usage.ru_stime))
         }
         if let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
             let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Double($0) })

@@ -64,9 +64,7 @@ struct AuthCommand: AsyncParsableCommand {
         let logger = Logger(label: "auth")
         let adminAddress: AdminAddress?
         do {
-            adminAddress = try AdminAddress.parse(
-                admin ?? ProcessInfo.processInfo.environment["SWITCHBOARD_ADMIN"] ?? "127.0.0.1:9563",
-                option: admin == nil ? "SWITCHBOARD_ADMIN" : "--admin")
+            adminAddress = try AdminAddress.resolve(admin, defaultPort: 9563)
         } catch {
             throw ValidationError(error.description)
         }

@@ -3,14 +3,12 @@
 // /health on its admin address, so an operator sees a kiosk that records but cannot deliver.
 
 import ArgumentParser
-import CoreMetrics
 import Foundation
 import Logging
 import SwitchboardBus
 import SwitchboardObservability
 import SwitchboardRuntime
 import SwitchboardSecurity
-import Synchronization
 import ZeroMQ
 
 struct ServeCommand: AsyncParsableCommand {
@@ -46,9 +44,7 @@ struct ServeCommand: AsyncParsableCommand {
 enum KioskAdmin {
     static func address(_ option: String?) throws -> AdminAddress? {
         do {
-            return try AdminAddress.parse(
-                option ?? ProcessInfo.processInfo.environment["SWITCHBOARD_ADMIN"] ?? "127.0.0.1:9561",
-                option: option == nil ? "SWITCHBOARD_ADMIN" : "--admin")
+            return try AdminAddress.resolve(option, defaultPort: 9561)
         } catch {
             throw ValidationError(error.description)
         }
@@ -65,12 +61,14 @@ enum KioskAdmin {
             outbox: outbox, io: io, endpoint: options.ingestEndpoint, settings: settings, logger: logger, metrics: observability.factory)
         var readiness = Readiness()
         readiness.add("broker") { sender.isConnected }
-        let recorded = RecordedCounter(factory: observability.factory)
+        // What the outbox has held over its life (waiting, refused and delivered), which other
+        // kiosk commands add to.
+        let recorded = TotalCounter(label: "switchboard_kiosk_checkins_total", factory: observability.factory)
         let server = observability.adminServer(
             at: admin, readiness: readiness,
             collectors: [
                 { await sender.updateDepth() },
-                { if let counts = try? await outbox.counts() { recorded.update(total: Int64(counts.pending + counts.rejected) + counts.delivered) } },
+                { if let counts = try? await outbox.counts() { recorded.update(total: Double(counts.pending + counts.rejected) + Double(counts.delivered)) } },
             ], logger: logger)
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -87,25 +85,5 @@ enum KioskAdmin {
         }
         await io.shutdown()
         await context.terminate()
-    }
-}
-
-/// `switchboard_kiosk_checkins_total`: what the outbox has held over its life (waiting,
-/// refused and delivered), which other kiosk commands add to; counted up by the difference at
-/// each scrape, so it never goes back.
-final class RecordedCounter: Sendable {
-    private let counter: CoreMetrics.Counter
-    private let counted = Mutex<Int64>(-1)
-
-    init(factory: any MetricsFactory) {
-        counter = CoreMetrics.Counter(label: "switchboard_kiosk_checkins_total", factory: factory)
-    }
-
-    func update(total: Int64) {
-        let delta = counted.withLock { counted -> Int64 in
-            defer { counted = max(counted, total) }
-            return total - max(counted, 0)
-        }
-        if delta > 0 { counter.increment(by: delta) }
     }
 }

@@ -10,7 +10,7 @@ import SwitchboardProtocol
 import Synchronization
 
 final class DashboardState: Sendable {
-    struct Problem: Sendable, Encodable {
+    struct Problem: Sendable {
         var at: String
         var kind: String
         var text: String

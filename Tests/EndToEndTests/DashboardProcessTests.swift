@@ -112,8 +112,8 @@ struct DashboardProcessTests {
             log: "create.log")
         #expect(await create.waitForExit(timeout: .seconds(30)) == 0)
 
+        // Not closed on a failure: the chromedriver process is killed, and its browser with it.
         let browser = try await Browser.open(port: driverPort)
-        defer { Task { await browser.close() } }
         try await browser.go("http://127.0.0.1:\(webPort)/?token=\(token)")
         try await waitUntil("the page shows the first 30 check-ins", timeout: .seconds(20), interval: .milliseconds(100)) {
             let rates = try await browser.text("rates")

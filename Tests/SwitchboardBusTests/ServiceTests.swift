@@ -288,7 +288,7 @@ struct ServiceTests {
     @Test("when the broker restarts, workers register again by themselves, and requests work again")
     func brokerRestart() async throws {
         let directory = try TemporaryDirectory("service-restart")
-        let port = try ServiceTests.freePort()
+        let port = try freePort()
         let configure: (inout BrokerConfiguration) -> Void = { configuration in
             configuration.serviceEndpoint = "tcp://127.0.0.1:\(port)"
             configuration.serviceHeartbeat = .milliseconds(100)
@@ -340,16 +340,5 @@ struct ServiceTests {
         try await running.value
         await client.close()
         await fixture.stop()
-    }
-
-    /// A TCP port on 127.0.0.1 nobody listens on now.
-    static func freePort() throws -> Int {
-        let context = try Context()
-        let socket = try context.socket(.router, linger: 0)
-        try socket.bind("tcp://127.0.0.1:*")
-        let endpoint = try socket.lastEndpoint()
-        socket.close()
-        context.terminate()
-        return Int(endpoint.split(separator: ":").last ?? "") ?? 0
     }
 }

@@ -97,14 +97,23 @@ struct AdminServerTests {
         #expect(try AdminAddress.parse("none") == nil)
         #expect(AdminAddress(host: "::1", port: 1).description == "[::1]:1")
         for bad in ["9560", ":9560", "host:", "host:65536", "host:-1", "host:http", "[::1]9560", "a b:1"] {
-            #expect(throws: AdminAddress.Failure.self, "\(bad)") { try AdminAddress.parse(bad, option: "--admin") }
-            do {
-                _ = try AdminAddress.parse(bad, option: "--admin")
-            } catch {
-                #expect(error.description.hasPrefix("--admin"))
-                #expect(error.description.contains(bad) || bad.contains(" "))
-            }
+            let error = #expect(throws: AdminAddress.Failure.self, "\(bad)") { try AdminAddress.parse(bad, option: "--admin") }
+            #expect(error?.description.hasPrefix("--admin") == true)
+            #expect(error?.description.contains(bad) == true || bad.contains(" "))
         }
+    }
+
+    @Test("a program's address: its --admin, else SWITCHBOARD_ADMIN, else loopback at its own port; an error names which")
+    func resolved() throws {
+        let environment = ["SWITCHBOARD_ADMIN": "0.0.0.0:0"]
+        #expect(try AdminAddress.resolve("127.0.0.1:7", defaultPort: 9561, environment: environment) == .loopback(7))
+        #expect(try AdminAddress.resolve(nil, defaultPort: 9561, environment: environment) == AdminAddress(host: "0.0.0.0", port: 0))
+        #expect(try AdminAddress.resolve(nil, defaultPort: 9561, environment: [:]) == .loopback(9561))
+        #expect(try AdminAddress.resolve("none", defaultPort: 9561, environment: environment) == nil)
+        let fromEnvironment = #expect(throws: AdminAddress.Failure.self) {
+            try AdminAddress.resolve(nil, defaultPort: 9561, environment: ["SWITCHBOARD_ADMIN": "9561"])
+        }
+        #expect(fromEnvironment?.description.hasPrefix("SWITCHBOARD_ADMIN") == true)
     }
 
     @Test("the metric catalog and deploy/prometheus/README.md list the same metrics with the same types and labels")

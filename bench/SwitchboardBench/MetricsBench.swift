@@ -16,7 +16,7 @@ func metricsBench(quick: Bool) async throws {
         let plain = try await BrokerProcess.start(directory: directory.path("plain-\(round)"), admin: "none")
         without.append(try await ingest(broker: plain.endpoints, producers: 4, perProducer: 25_000 / scale, window: 1000))
         await plain.stop()
-        let port = try freeLoopbackPort()
+        let port = try freePort()
         let measured = try await BrokerProcess.start(directory: directory.path("metrics-\(round)"), admin: "127.0.0.1:\(port)")
         let scraper = Task {
             var count = 0
@@ -45,19 +45,4 @@ func metricsBench(quick: Bool) async throws {
         String(
             format: "best with / best without: %.3f× (cost %.1f %%); %d scrapes during the runs", best.with.perSecond / best.without.perSecond,
             (1 - best.with.perSecond / best.without.perSecond) * 100, scrapes))
-}
-
-/// A TCP port on 127.0.0.1 that nothing listens on now.
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    guard bound else { throw ScrapeError("no free port") }
-    return Int(UInt16(bigEndian: address.sin_port))
 }

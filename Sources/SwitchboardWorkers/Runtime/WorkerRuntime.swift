@@ -129,9 +129,8 @@ public final class WorkerRuntime: Sendable {
         self.logger = logger
         observability = Observability.bootstrap(program: "switchboard-\(service)")
         do {
-            let defaultPort = ["filemaker": 9564, "eto": 9565, "directory": 9566][service] ?? 0
-            let text = options.admin ?? ProcessInfo.processInfo.environment["SWITCHBOARD_ADMIN"] ?? "127.0.0.1:\(defaultPort)"
-            adminAddress = try AdminAddress.parse(text, option: options.admin == nil ? "SWITCHBOARD_ADMIN" : "--admin")
+            adminAddress = try AdminAddress.resolve(
+                options.admin, defaultPort: ["filemaker": 9564, "eto": 9565, "directory": 9566][service] ?? 0)
         } catch {
             throw WorkerConfigurationError(error.description)
         }
