@@ -5,8 +5,11 @@ import SwitchboardTesting
 import Testing
 import ZeroMQ
 
-/// Conformance of the service plane, built from the RFC frame layouts with raw sockets (not
-/// through our own client and worker): RFC 7 (MDP/0.1), RFC 18 (MDP/0.2), RFC 8 (MMI).
+/// Conformance of the service plane over a real ROUTER, built from the RFC frame layouts with
+/// raw sockets (not through our own client and worker): RFC 7 (MDP/0.1), RFC 18 (MDP/0.2), and
+/// the time-driven rules once on a real clock. Every dispatch rule (LRU, hand-over, expiry,
+/// queue limits, MMI, the conformance vectors) is tested without sockets in
+/// `ServiceDispatcherTests`; these only show the socket carries them out.
 @Suite("Majordomo broker (raw frames)")
 struct MajordomoTests {
     static func text(_ frames: [Data]) -> [String] {
@@ -38,16 +41,6 @@ struct MajordomoTests {
         await asker.close()
     }
 
-    /// Sends HEARTBEAT every 50 ms, as a live worker does, until cancelled.
-    static func keepAlive(_ socket: AsyncSocket, _ version: Majordomo.Version = .v02) -> Task<Void, Never> {
-        Task {
-            while !Task.isCancelled {
-                try? await socket.send(Majordomo.worker(version, .heartbeat))
-                try? await Task.sleep(for: .milliseconds(50))
-            }
-        }
-    }
-
     /// The next message, skipping the broker's worker heartbeats unless a HEARTBEAT is what the
     /// caller waits for: on a loaded machine one can always arrive first.
     static func receive(_ socket: AsyncSocket, _ what: String) async throws -> [Data] {
@@ -67,50 +60,6 @@ struct MajordomoTests {
         let message = try await receive(socket, what)
         try #require(message.count >= frames, "\(what): expected at least \(frames) frames, got \(text(message))")
         return message
-    }
-
-    @Test(
-        "each Majordomo vector gets its documented reaction, and the sender is still served afterwards",
-        arguments: try Vectors.majordomo())
-    func vector(_ vector: Vectors.MajordomoCase) async throws {
-        let fixture = try await BrokerFixture.start()
-        let peer = try await fixture.servicePeer()
-        var other: AsyncSocket?
-        switch vector.setup {
-        case "ready":
-            try await peer.send(Majordomo.worker(.v02, .ready, service: "echo"))
-            try await Self.waitAlive(fixture, "echo")
-        case "other-worker":
-            let worker = try await fixture.servicePeer()
-            try await worker.send(Majordomo.worker(.v02, .ready, service: "echo"))
-            try await Self.waitAlive(fixture, "echo")
-            other = worker
-        default:
-            break
-        }
-        let before = fixture.broker.services.statistics
-        try await peer.send(vector.frames)
-        switch vector.reaction {
-        case "dropped":
-            try await waitUntil("the broker counts the message as malformed") {
-                fixture.broker.services.statistics.malformed == before.malformed + 1
-            }
-            // Nothing came back for it: the next answer on this socket is the MMI reply below.
-            try await peer.send(Majordomo.clientRequest(.v02, service: "mmi.nothing"))
-            let next = try await Self.receive(peer, "the MMI reply after a dropped message")
-            #expect(Self.text(next) == ["MDPC02", "0x03", "mmi.nothing", "501"], "\(vector.name)")
-        case "disconnect":
-            let answer = try await Self.receive(peer, "DISCONNECT")
-            #expect(answer == vector.answer, "\(vector.name): got \(Self.text(answer))")
-            try await waitUntil("the broker counts the DISCONNECT") {
-                fixture.broker.services.statistics.disconnects == before.disconnects + 1
-            }
-        default:
-            let answer = try await Self.receive(peer, "the reply")
-            #expect(answer == vector.answer, "\(vector.name): got \(Self.text(answer))")
-        }
-        await other?.close()
-        await fixture.stop()
     }
 
     @Test("RFC 7: an MDP/0.1 client on a REQ socket and an MDP/0.1 worker, frame by frame")
@@ -183,33 +132,6 @@ struct MajordomoTests {
         await fixture.stop()
     }
 
-    @Test("the least recently used idle worker gets the next request")
-    func leastRecentlyUsed() async throws {
-        let fixture = try await BrokerFixture.start()
-        let first = try await fixture.servicePeer()
-        try await first.send(Majordomo.worker(.v02, .ready, service: "lru"))
-        try await Self.waitAlive(fixture, "lru")
-        let second = try await fixture.servicePeer()
-        try await second.send(Majordomo.worker(.v02, .ready, service: "lru"))
-        try await waitUntil("two workers") { fixture.broker.services.statistics.workers == 2 }
-        let client = try await fixture.servicePeer()
-
-        // first has waited longest: it gets request 1, answers, and goes to the back.
-        try await client.send(Majordomo.clientRequest(.v02, service: "lru", body: [Data("1".utf8)]))
-        let one = try await Self.receive(first, "request 1 at the first worker", frames: 3)
-        try await first.send(Majordomo.worker(.v02, .final, client: one[2], body: [Data("a".utf8)]))
-        _ = try await Self.receive(client, "reply 1")
-        // Now second has been idle longer: request 2 is its, although first is idle too.
-        try await client.send(Majordomo.clientRequest(.v02, service: "lru", body: [Data("2".utf8)]))
-        let two = try await Self.receive(second, "request 2 at the second worker")
-        #expect(two.last == Data("2".utf8))
-        // Nothing but heartbeats reached the first worker.
-        while let message = first.tryReceive() {
-            #expect(message.frames == Majordomo.worker(.v02, .heartbeat), "\(Self.text(message.frames))")
-        }
-        await fixture.stop()
-    }
-
     @Test("the broker heartbeats each worker and removes one that falls silent, with DISCONNECT")
     func heartbeats() async throws {
         let fixture = try await BrokerFixture.start { configuration in
@@ -226,84 +148,6 @@ struct MajordomoTests {
         }
         try await Self.waitAlive(fixture, "quiet", false)
         try await waitUntil("one expiry counted") { fixture.broker.services.statistics.expiredWorkers == 1 }
-        await fixture.stop()
-    }
-
-    @Test("a worker that keeps heartbeating stays registered")
-    func heartbeatKeepsAlive() async throws {
-        let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceHeartbeat = .milliseconds(100)
-            configuration.serviceLiveness = 10
-        }
-        let worker = try await fixture.servicePeer()
-        try await worker.send(Majordomo.worker(.v02, .ready, service: "steady"))
-        let alive = Self.keepAlive(worker)
-        defer { alive.cancel() }
-        // 30 broker heartbeats: three liveness periods (a period of 1 s leaves room for a loaded
-        // machine to delay the keep-alive task), never a DISCONNECT.
-        for _ in 0..<30 {
-            #expect(Self.text(try await Self.receive(worker, "HEARTBEAT")) == ["MDPW02", "0x05"])
-        }
-        try await Self.waitAlive(fixture, "steady")
-        #expect(fixture.broker.services.statistics.expiredWorkers == 0)
-        await fixture.stop()
-    }
-
-    @Test("a worker that crashes mid-request: the request completes on another worker")
-    func crashMidRequest() async throws {
-        // A liveness period of 2 s: with 0.5 s, a loaded 2-core machine that delayed the
-        // keep-alive task for half a second expired the healthy workers before the test began
-        // (seen in full-suite runs). The hand-over it tests only waits for the doomed one's expiry.
-        let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceHeartbeat = .milliseconds(200)
-            configuration.serviceLiveness = 10
-        }
-        let doomed = try await fixture.servicePeer()
-        try await doomed.send(Majordomo.worker(.v02, .ready, service: "fragile"))
-        let doomedAlive = Self.keepAlive(doomed)
-        try await Self.waitAlive(fixture, "fragile")
-        let survivor = try await fixture.servicePeer()
-        try await survivor.send(Majordomo.worker(.v02, .ready, service: "fragile"))
-        let alive = Self.keepAlive(survivor)
-        defer { alive.cancel() }
-        try await waitUntil("two workers") { fixture.broker.services.statistics.workers == 2 }
-
-        let client = try await fixture.servicePeer()
-        try await client.send(Majordomo.clientRequest(.v02, service: "fragile", body: [Data("job".utf8)]))
-        var taken: [Data] = []
-        while taken.count < 2 || taken[1] != Data([0x02]) {
-            taken = try await Self.receive(doomed, "the request at the first worker")  // heartbeats first
-        }
-        #expect(taken.last == Data("job".utf8))
-        doomedAlive.cancel()
-        await doomedAlive.value
-        await doomed.close()  // gone without a word
-
-        var handed: [Data] = []
-        while handed.count < 3 || handed[1] != Data([0x02]) {
-            handed = try await Self.receive(survivor, "the handed-over request")  // heartbeats first
-        }
-        #expect(handed.last == Data("job".utf8))
-        try await survivor.send(Majordomo.worker(.v02, .final, client: handed[2], body: [Data("done".utf8)]))
-        #expect(Self.text(try await Self.receive(client, "final")) == ["MDPC02", "0x03", "fragile", "done"])
-        try await waitUntil("one hand-over counted") { fixture.broker.services.statistics.handedOver == 1 }
-        await fixture.stop()
-    }
-
-    @Test("a worker that sends DISCONNECT mid-request hands the request over at once")
-    func disconnectMidRequest() async throws {
-        let fixture = try await BrokerFixture.start()
-        let leaving = try await fixture.servicePeer()
-        try await leaving.send(Majordomo.worker(.v02, .ready, service: "svc"))
-        try await Self.waitAlive(fixture, "svc")
-        let client = try await fixture.servicePeer()
-        try await client.send(Majordomo.clientRequest(.v02, service: "svc", body: [Data("job".utf8)]))
-        _ = try await Self.receive(leaving, "REQUEST")
-        try await leaving.send(Majordomo.worker(.v02, .disconnect))
-        let next = try await fixture.servicePeer()
-        try await next.send(Majordomo.worker(.v02, .ready, service: "svc"))
-        let handed = try await Self.receive(next, "the request, handed over")
-        #expect(handed.last == Data("job".utf8))
         await fixture.stop()
     }
 
@@ -327,77 +171,6 @@ struct MajordomoTests {
         #expect(reply.error?.message.contains("eto.sites") == true)
         #expect(reply.requestID == header.requestID)
         #expect(envelope.parent == body[2], "the parent header is the request's header")
-        await fixture.stop()
-    }
-
-    @Test("a worker that arrives within service.wait gets the queued request")
-    func lateWorker() async throws {
-        let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceWait = .seconds(30)
-        }
-        let client = try await fixture.servicePeer()
-        try await client.send(Majordomo.clientRequest(.v02, service: "late", body: [Data("early".utf8)]))
-        try await waitUntil("the request is queued") { fixture.broker.services.statistics.requests == 1 }
-        let worker = try await fixture.servicePeer()
-        try await worker.send(Majordomo.worker(.v02, .ready, service: "late"))
-        let request = try await Self.receive(worker, "the queued request")
-        #expect(request.last == Data("early".utf8))
-        await fixture.stop()
-    }
-
-    @Test("beyond service.queue_limit a request gets 503 queue-full at once")
-    func queueFull() async throws {
-        let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceQueueLimit = 2
-            configuration.serviceWait = .seconds(30)
-        }
-        let client = try await fixture.servicePeer()
-        for index in 0..<3 {
-            let body = try ServiceBody.requestBody(
-                RequestHeader(operation: "ping", timeoutMilliseconds: 1000), content: Data("\(index)".utf8))
-            try await client.send(Majordomo.clientRequest(.v02, service: "busy", body: body))
-        }
-        let answer = try await Self.receive(client, "queue-full")
-        let (reply, _) = try ServiceBody.reply(Array(answer[3...]))
-        #expect(reply.status == 503 && reply.error?.code == "queue-full")
-        await fixture.stop()
-    }
-
-    @Test("mmi.workers lists each service with its workers, idle, busy and queue")
-    func mmiWorkers() async throws {
-        let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceWait = .seconds(30)
-        }
-        let a = try await fixture.servicePeer()
-        try await a.send(Majordomo.worker(.v02, .ready, service: "alpha"))
-        let b = try await fixture.servicePeer()
-        try await b.send(Majordomo.worker(.v01, .ready, service: "alpha"))
-        try await waitUntil("two workers") { fixture.broker.services.statistics.workers == 2 }
-        let client = try await fixture.servicePeer()
-        try await client.send(Majordomo.clientRequest(.v02, service: "alpha", body: [Data("x".utf8)]))
-        try await client.send(Majordomo.clientRequest(.v02, service: "waiting", body: [Data("y".utf8)]))
-        try await waitUntil("both requests in") { fixture.broker.services.statistics.requests == 2 }
-        try await client.send(Majordomo.clientRequest(.v02, service: "mmi.workers"))
-        let answer = try await Self.receive(client, "mmi.workers")
-        #expect(Self.text(Array(answer[0..<4])) == ["MDPC02", "0x03", "mmi.workers", "200"])
-        let report = try #require(JSONValue.parse(answer[4]))
-        guard case .object(let top) = report, case .array(let services) = top["services"] else {
-            Issue.record("mmi.workers is not {services: [...]}: \(report)")
-            return
-        }
-        #expect(top["workers"] == .integer(2))
-        #expect(services.count == 2)
-        #expect(
-            services.first
-                == .object([
-                    "name": .string("alpha"), "workers": .integer(2), "idle": .integer(1), "busy": .integer(1), "queued": .integer(0),
-                    "oldest_queued_ms": .integer(0), "protocols": .array([.string("MDP/0.1"), .string("MDP/0.2")]),
-                ]))
-        if case .object(let waiting) = services.last {
-            #expect(waiting["name"] == .string("waiting"))
-            #expect(waiting["workers"] == .integer(0))
-            #expect(waiting["queued"] == .integer(1))
-        }
         await fixture.stop()
     }
 
