@@ -23,6 +23,13 @@ struct GroupAdminTests {
         return headers
     }
 
+    /// The members in these tests are raw sockets that never heartbeat: a long liveness keeps
+    /// them members however long a loaded machine delays the test (these tests are not about
+    /// liveness; `GroupStateTests` and `GroupInputTests` are).
+    static func patient(_ configuration: inout BrokerConfiguration) {
+        configuration.groupLiveness = .seconds(120)
+    }
+
     /// The `groups.changed` events journaled so far, as objects.
     static func audits(_ fixture: BrokerFixture) throws -> [[String: JSONValue]] {
         try JournalFile.contents(at: fixture.directory.path("broker/journal.sqlite"), type: "groups.changed").compactMap {
@@ -42,7 +49,7 @@ struct GroupAdminTests {
 
     @Test("create, list, reset and delete; creating again is idempotent, other topics are a conflict, an unknown group is 404")
     func lifecycle() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await BrokerFixture.start(Self.patient)
         _ = try await Self.publish(fixture, count: 3)
         let admin = fixture.groupsClient()
         #expect(try await admin.groups().isEmpty)
@@ -94,7 +101,7 @@ struct GroupAdminTests {
 
     @Test("bad content is refused with 422 naming the field; an unknown operation is 404")
     func badContent() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await BrokerFixture.start(Self.patient)
         let admin = fixture.groupsClient()
         _ = try await admin.createGroup("filemaker", topics: ["checkin."])
         let cases: [(String, JSONValue, String)] = [
@@ -133,7 +140,7 @@ struct GroupAdminTests {
     @Test(
         "a member's TERM makes a dead letter: dlq.list and dlq.show see it, dlq.replay delivers it again from attempt 1, dlq.drop ends it")
     func deadLetters() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await BrokerFixture.start(Self.patient)
         let published = try await Self.publish(fixture, count: 1)
         let member = try await fixture.groupPeer()
         let joined = try await GroupWire.joined(JoinHeader(group: "filemaker", topics: ["checkin."], credit: 1, member: "fm-1"), on: member)
@@ -198,7 +205,7 @@ struct GroupAdminTests {
 
     @Test("groups.list counts a dead letter made by a TERM just before it, in the same loop iteration")
     func listAfterTerm() async throws {
-        let fixture = try await BrokerFixture.start()
+        let fixture = try await BrokerFixture.start(Self.patient)
         _ = try await Self.publish(fixture, count: 1)
         // One socket sends the TERM and then the request, so the broker reads them in that order.
         let member = try await fixture.groupPeer()
@@ -256,7 +263,7 @@ struct GroupAdminTests {
     func roles() async throws {
         let secure = try await SecureBroker.start(principals: [
             ("admin-1", .admin, nil), ("ops-1", .monitor, nil), ("eto-1", .worker(service: "eto"), nil), ("riverside-1", .kiosk, nil),
-        ])
+        ], Self.patient)
         let fixture = secure.fixture
         let kiosk = try await secure.dealer("riverside-1", fixture.endpoints.ingest)
         #expect(

@@ -55,7 +55,8 @@ struct GroupInputTests {
 
     @Test("every new command refuses bad input with the documented ERROR, and the group keeps serving its members")
     func badInput() async throws {
-        let fixture = try await BrokerFixture.start()
+        // Raw members that never heartbeat, in a test that is not about liveness.
+        let fixture = try await BrokerFixture.start { $0.groupLiveness = .seconds(120) }
         let producer = try await fixture.producer()
         for seq in 1...3 { #expect(try await Events.exchange(producer, try Events.frames(seq: Int64(seq)).1).command == .ack) }
         let stranger = try await RawMember.connect(fixture)
@@ -150,7 +151,10 @@ struct GroupInputTests {
     @Test("settling waits at most groups.commit_interval for its commit; a clean stop commits what still waits")
     func commitInterval() async throws {
         // 1 s, the most allowed: the stop below comes well inside it.
-        let fixture = try await BrokerFixture.start { $0.groupCommitInterval = .seconds(1) }
+        let fixture = try await BrokerFixture.start {
+            $0.groupCommitInterval = .seconds(1)
+            $0.groupLiveness = .seconds(120)
+        }
         let journal = fixture.directory.path("broker/journal.sqlite")
         let producer = try await fixture.producer()
         for seq in 1...3 { #expect(try await Events.exchange(producer, try Events.frames(seq: Int64(seq)).1).command == .ack) }

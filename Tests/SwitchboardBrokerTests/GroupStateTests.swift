@@ -1,4 +1,5 @@
 import Foundation
+import SwitchboardTesting
 import Testing
 
 @testable import SwitchboardBroker
@@ -559,9 +560,12 @@ struct GroupStateTests {
     // MARK: - Randomized
 
     @Test("random scenarios keep every promise", arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
-    func simulation(seed: UInt64) throws {
+    func simulation(seed: UInt64) async throws {
         var simulation = Simulation(seed: seed)
-        try simulation.run(steps: 1500)
+        for round in 0..<1500 {
+            await yieldNowAndThen(round, every: 50)
+            try simulation.step()
+        }
         try simulation.drain()
         simulation.expectEverySettledOnce()
     }
@@ -569,11 +573,12 @@ struct GroupStateTests {
     @Test(
         "changes written and loaded again give a machine that delivers exactly the unsettled events",
         arguments: [11, 12, 13, 14, 15, 16] as [UInt64])
-    func snapshotEquivalence(seed: UInt64) throws {
+    func snapshotEquivalence(seed: UInt64) async throws {
         var simulation = Simulation(seed: seed, reopens: true)
         var store = Store()
         let stop = 200 + Int(simulation.rng.next() % 1200)
         for step in 0..<stop {
+            await yieldNowAndThen(step, every: 50)
             try simulation.step()
             // A group commit now and then.
             if step % 7 == 0 { store.apply(simulation.group.takeChanges()) }
@@ -800,10 +805,6 @@ struct Simulation {
     func at(_ milliseconds: Int) -> Instant { GroupStateTests.at(milliseconds) }
 
     mutating func random(_ range: Range<Int>) -> Int { Int.random(in: range, using: &rng) }
-
-    mutating func run(steps: Int) throws {
-        for _ in 0..<steps { try step() }
-    }
 
     /// One random input, then the checks.
     mutating func step() throws {

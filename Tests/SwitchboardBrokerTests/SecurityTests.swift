@@ -15,7 +15,9 @@ struct SecureBroker {
     let certificates: String
     let broker: Certificate
 
-    static func start(principals: [(String, Role, Date?)], logger: Logger? = nil) async throws -> SecureBroker {
+    static func start(
+        principals: [(String, Role, Date?)], logger: Logger? = nil, _ configure: (inout BrokerConfiguration) -> Void = { _ in }
+    ) async throws -> SecureBroker {
         let directory = try TemporaryDirectory("secure")
         let certificates = directory.path("certs")
         let secrets = directory.path("secrets")
@@ -32,6 +34,7 @@ struct SecureBroker {
             configuration.securityCertificates = certificates
             configuration.insecure = false
             configuration.serviceWait = .milliseconds(300)
+            configure(&configuration)
         }
         return SecureBroker(fixture: fixture, secrets: secrets, certificates: certificates, broker: brokerCertificate)
     }
@@ -58,7 +61,9 @@ struct SecureBroker {
     func handshake(_ options: [SocketOption], _ endpoint: String, type: SocketType = .dealer) async throws -> SocketEvent.Kinds {
         let monitorEndpoint = "inproc://handshake-\(UUID().uuidString)"
         let socket = try await fixture.io.open(type, linger: 0) { socket in
-            try socket.set(options)
+            // One attempt per socket: libzmq retries a failed handshake after the reconnect
+            // interval, and on a loaded machine the retries were counted before the close.
+            try socket.set(options + [.reconnectInterval(milliseconds: 600_000)])
             try socket.startMonitor(
                 endpoint: monitorEndpoint,
                 events: [.handshakeSucceeded, .handshakeFailedAuth, .handshakeFailedProtocol, .handshakeFailedNoDetail])

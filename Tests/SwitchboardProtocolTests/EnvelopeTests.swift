@@ -110,9 +110,10 @@ struct CheckInTests {
 @Suite("Identifiers and time")
 struct IdentifierTests {
     @Test("UUIDv7 ids are valid, strictly increasing within a process, and carry their time")
-    func uuidv7() {
+    func uuidv7() async {
         var previous = ""
-        for _ in 0..<10_000 {
+        for round in 0..<10_000 {
+            await yieldNowAndThen(round)
             let id = UUIDv7.string()
             #expect(UUIDv7.isValid(id))
             #expect(id > previous)

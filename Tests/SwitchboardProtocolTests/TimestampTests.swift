@@ -31,11 +31,12 @@ struct TimestampTests {
     /// Random valid date-times in every allowed form, checked against Foundation's calendar
     /// (not our own day arithmetic).
     @Test("random valid timestamps parse to the instant Foundation computes", arguments: [1, 2, 3] as [UInt64])
-    func randomValid(seed: UInt64) throws {
+    func randomValid(seed: UInt64) async throws {
         var random = SeededGenerator(seed: seed)
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = try #require(TimeZone(secondsFromGMT: 0))
-        for _ in 0..<5_000 {
+        for round in 0..<5_000 {
+            await yieldNowAndThen(round)
             let year = Int.random(in: 1900...2200, using: &random)
             let month = Int.random(in: 1...12, using: &random)
             let days = calendar.range(of: .day, in: .month, for: calendar.date(from: DateComponents(year: year, month: month))!)!.count
@@ -68,7 +69,7 @@ struct TimestampTests {
     /// The writer against Foundation's calendar: every field, the zero padding, and back
     /// through the parser to the same instant.
     @Test("format writes the instant Foundation computes, and parse reads it back", arguments: [21, 22] as [UInt64])
-    func formatRandom(seed: UInt64) throws {
+    func formatRandom(seed: UInt64) async throws {
         var random = SeededGenerator(seed: seed)
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = try #require(TimeZone(secondsFromGMT: 0))
@@ -76,6 +77,7 @@ struct TimestampTests {
         // is proleptic Gregorian) to 9999-12-31, and a few edges.
         let edges: [Int64] = [0, -1, 999, 1000, -12_212_553_600_000, 253_402_300_799_999]
         for index in 0..<5_000 {
+            await yieldNowAndThen(index)
             let millis = index < edges.count ? edges[index] : Int64.random(in: -12_212_553_600_000...253_402_300_799_999, using: &random)
             let text = Timestamp.format(milliseconds: millis)
             let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
@@ -94,7 +96,7 @@ struct TimestampTests {
     /// Random strings, mostly made of the characters a date-time uses, and mutations of valid
     /// ones: the parser never traps, and whatever it accepts has the shape the schema gives.
     @Test("random and mutated strings never trap, and only schema-shaped strings are accepted", arguments: [11, 12] as [UInt64])
-    func randomStrings(seed: UInt64) throws {
+    func randomStrings(seed: UInt64) async throws {
         var random = SeededGenerator(seed: seed)
         let shape = try NSRegularExpression(
             pattern: #"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})$"#)
@@ -102,6 +104,7 @@ struct TimestampTests {
         let seeds = try Vectors.timestamps(accepted: true).map(\.text) + Vectors.timestamps(accepted: false).map(\.text)
         var accepted = 0
         for round in 0..<40_000 {
+            await yieldNowAndThen(round)
             var characters: [Character]
             if round % 2 == 0 {
                 characters = (0..<Int.random(in: 0...40, using: &random)).map { _ in alphabet.randomElement(using: &random)! }
