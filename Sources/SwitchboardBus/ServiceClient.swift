@@ -204,6 +204,9 @@ public final class ServiceClient: Sendable {
         let (stream, continuation) = AsyncThrowingStream<ServiceReply, any Error>.makeStream()
         let route = Route(service: service, continuation: continuation)
         let total = timeout ?? settings.timeout
+        // Unstructured because the stream is handed back before anything is sent: the request
+        // runs while the caller iterates, in no scope of the caller's, and ends with the stream
+        // (finished, failed, or abandoned: `onTermination` cancels it).
         let task = Task {
             await self.perform(
                 route: route, service: service, operation: operation, content: content, timeout: total, idempotent: idempotent)
@@ -260,18 +263,17 @@ public final class ServiceClient: Sendable {
         while ContinuousClock.now < deadline && !Task.isCancelled {
             logger.debug("retrying on a fresh socket", metadata: ["service": "\(service)", "request_id": "\(id)"])
             do {
-                let socket = try await io.open(.dealer, linger: 0) { [endpoint, options = settings.socketOptions] in
-                    try $0.set(options)
-                    try $0.connect(endpoint)
+                let answered = try await withFreshSocket { socket in
+                    try await socket.send(frames)
+                    let attemptEnd = min(deadline, ContinuousClock.now + attemptTime)
+                    while ContinuousClock.now < attemptEnd {
+                        guard let message = try await socket.receive(timeout: attemptEnd - ContinuousClock.now) else { break }
+                        if routeReply(message.frames, expecting: id, lookup: { $0 == id ? route : nil }) == true { return true }
+                        if route.progress.withLock({ $0.finished }) { return true }
+                    }
+                    return false
                 }
-                defer { Task { await socket.close() } }
-                try await socket.send(frames)
-                let attemptEnd = min(deadline, ContinuousClock.now + attemptTime)
-                while ContinuousClock.now < attemptEnd {
-                    guard let message = try await socket.receive(timeout: attemptEnd - ContinuousClock.now) else { break }
-                    if routeReply(message.frames, expecting: id, lookup: { $0 == id ? route : nil }) == true { return }
-                    if route.progress.withLock({ $0.finished }) { return }
-                }
+                if answered { return }
             } catch {
                 route.fail(Self.clientError(error))
                 return
@@ -285,6 +287,22 @@ public final class ServiceClient: Sendable {
         if let error = error as? ServiceClientError { return error }
         if error is CancellationError { return .closed }
         return .closed
+    }
+
+    /// Runs `body` on a socket of its own, closed before this returns, whichever way `body` ends.
+    private func withFreshSocket<T>(_ body: (AsyncSocket) async throws -> T) async throws -> T {
+        let socket = try await io.open(.dealer, linger: 0) { [endpoint, options = settings.socketOptions] in
+            try $0.set(options)
+            try $0.connect(endpoint)
+        }
+        do {
+            let result = try await body(socket)
+            await socket.close()
+            return result
+        } catch {
+            await socket.close()
+            throw error
+        }
     }
 
     // MARK: The shared socket and its reader
@@ -329,6 +347,9 @@ public final class ServiceClient: Sendable {
                 state.opening = false
                 if case .success(let socket) = result {
                     state.socket = socket
+                    // Unstructured because the shared socket outlives any one request: its reader
+                    // routes replies to every caller, belongs to the client, and is cancelled by
+                    // `close()`.
                     state.reader = Task { await self.read(socket) }
                 }
                 defer { state.openWaiters = [] }
@@ -406,19 +427,16 @@ public final class ServiceClient: Sendable {
     public func mmi(_ service: String, body: [Data] = [], timeout: Duration? = nil) async throws(ServiceClientError) -> [Data] {
         let wait = timeout ?? settings.timeout
         do {
-            let socket = try await io.open(.dealer, linger: 0) { [endpoint, options = settings.socketOptions] in
-                try $0.set(options)
-                try $0.connect(endpoint)
+            return try await withFreshSocket { socket in
+                try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body))
+                guard let answer = try await socket.receive(timeout: wait) else {
+                    throw ServiceClientError.timeout(service: service, operation: "mmi", after: wait)
+                }
+                guard case .client(let message) = try Majordomo.parse(answer.frames[...]), message.service == service else {
+                    throw ServiceClientError.protocolViolation("the answer to \(service) is not an MDP/0.2 client reply for it")
+                }
+                return message.body
             }
-            defer { Task { await socket.close() } }
-            try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body))
-            guard let answer = try await socket.receive(timeout: wait) else {
-                throw ServiceClientError.timeout(service: service, operation: "mmi", after: wait)
-            }
-            guard case .client(let message) = try Majordomo.parse(answer.frames[...]), message.service == service else {
-                throw ServiceClientError.protocolViolation("the answer to \(service) is not an MDP/0.2 client reply for it")
-            }
-            return message.body
         } catch let error as ServiceClientError {
             throw error
         } catch let error as Majordomo.Malformed {

@@ -186,23 +186,33 @@ public final class ServiceWorker: Sendable {
 
     private func serve(_ socket: AsyncSocket, brokerInterval: inout Duration) async throws -> Outcome {
         try await socket.send(Majordomo.worker(.v02, .ready, service: service))
-        var lastHeard = ContinuousClock.now
-        var lastBrokerHeartbeat: ContinuousClock.Instant?
+        let lastHeard = ContinuousClock.now
         // One ticker per socket sends HEARTBEAT whenever nothing else went out for an interval,
         // also while a handler is busy, so a long request does not make the broker think this
         // worker died.
         let sent = SendClock()
-        let ticker = Task { [settings] in
-            while !Task.isCancelled {
-                // Half-interval ticks: no gap between messages exceeds 1.5 intervals.
-                try? await Task.sleep(for: settings.heartbeat / 2)
-                if !Task.isCancelled && sent.idle(for: settings.heartbeat) {
-                    try? await socket.send(Majordomo.worker(.v02, .heartbeat))
-                    sent.touch()
+        return try await withThrowingTaskGroup(of: Void.self) { ticker in
+            ticker.addTask { [settings] in
+                while !Task.isCancelled {
+                    // Half-interval ticks: no gap between messages exceeds 1.5 intervals.
+                    try? await Task.sleep(for: settings.heartbeat / 2)
+                    if !Task.isCancelled && sent.idle(for: settings.heartbeat) {
+                        try? await socket.send(Majordomo.worker(.v02, .heartbeat))
+                        sent.touch()
+                    }
                 }
             }
+            defer { ticker.cancelAll() }
+            return try await exchange(socket, brokerInterval: &brokerInterval, lastHeard: lastHeard, sent: sent)
         }
-        defer { ticker.cancel() }
+    }
+
+    /// Answers the broker on `socket` until it stops, disconnects or falls silent.
+    private func exchange(
+        _ socket: AsyncSocket, brokerInterval: inout Duration, lastHeard: ContinuousClock.Instant, sent: SendClock
+    ) async throws -> Outcome {
+        var lastHeard = lastHeard
+        var lastBrokerHeartbeat: ContinuousClock.Instant?
         while true {
             if stopping {
                 try? await socket.send(Majordomo.worker(.v02, .disconnect))
