@@ -83,7 +83,9 @@ struct OutboxTests {
         let outbox = try fixture.outbox("kiosk-9")
         await fixture.broker.stop()
         try await outbox.enqueue((0..<100).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
-        let down = try await fixture.sender(outbox, resendAfter: .milliseconds(200)).deliver(until: .now + .milliseconds(600))
+        // Long enough for two rounds of resends into the dead connection; the rules for when
+        // they fall due are OutboxDeliveryTests'.
+        let down = try await fixture.sender(outbox, resendAfter: .milliseconds(100)).deliver(until: .now + .milliseconds(300))
         #expect(down.pending == 100)
         #expect(down.brokerAnswered == false)
         #expect(down.delivered == 0)
@@ -95,6 +97,33 @@ struct OutboxTests {
         #expect(up.pending == 0)
         #expect(up.delivered == 100)
         #expect(try fixture.journalRows().count == 100)
+        await fixture.stop()
+    }
+
+    @Test("events journaled before their ACKs were lost are ACKed as duplicates and leave the outbox; the journal keeps one copy")
+    func brokerDeduplicates() async throws {
+        let fixture = try await BrokerFixture.start()
+        let outbox = try fixture.outbox("kiosk-d")
+        let entries = try await outbox.enqueue(
+            (0..<3).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
+        // An earlier run sent #1 and #2 and ended before their ACKs came back.
+        let earlier = try await fixture.producer()
+        for entry in entries.prefix(2) {
+            let frames = [
+                Envelope.versionFrame(), Data("EVENT".utf8), entry.header, Envelope.emptyObject, Envelope.emptyObject, entry.content,
+            ]
+            #expect(try await Events.exchange(earlier, frames).command == .ack)
+        }
+        await earlier.close()
+
+        let report = try await fixture.sender(outbox).deliver(until: .now + .seconds(10))
+        #expect(report.duplicates == 2)
+        #expect(report.delivered == 1)
+        #expect(report.pending == 0)
+        #expect(report.lastBusSeq == 3)
+        let rows = try fixture.journalRows()
+        #expect(rows.map(\.producerSeq) == [1, 2, 3])
+        #expect(rows.map(\.eventID) == entries.map(\.eventID))
         await fixture.stop()
     }
 

@@ -28,9 +28,12 @@ public struct DeliveryReport: Sendable, Hashable {
 ///
 /// It keeps a window of unACKed events in flight, resends an event with the same `event_id`
 /// when no answer comes within `resendAfter` (the broker deduplicates), and deletes an entry
-/// from the outbox only on its ACK. A broker outage only delays delivery: sends wait (the
-/// socket is `ZMQ_IMMEDIATE`, so nothing queues towards a dead connection) and resume on
-/// reconnection.
+/// from the outbox only on its ACK. A broker outage only delays delivery: sends wait in the
+/// socket's pipe for the reconnection (it is not `ZMQ_IMMEDIATE`; `deliver` says why), and
+/// whatever a broken connection lost is resent after `resendAfter`.
+///
+/// The class is the I/O (outbox file, socket, metrics, log); the rules it follows are
+/// `OutboxDelivery`'s, which decides without I/O and is tested without sockets.
 public final class OutboxSender: Sendable {
     public struct Settings: Sendable {
         /// Events in flight without an ACK.
@@ -134,28 +137,25 @@ public final class OutboxSender: Sendable {
                 ] + options)
             try socket.connect(endpoint)
         }
-        var state = DeliveryState()
+        var delivery = OutboxDelivery(
+            settings: .init(
+                window: window, resendAfter: settings.resendAfter, idlePoll: settings.idlePoll, heartbeat: settings.heartbeat),
+            endpoint: endpoint, deadline: deadline, start: .now)
         do {
-            try await run(socket: socket, state: &state, deadline: deadline, keepWaiting: keepWaiting, progress: progress)
+            try await run(socket: socket, delivery: &delivery, keepWaiting: keepWaiting, progress: progress)
         } catch {
             await socket.close()
             throw error
         }
         await socket.close()
-        state.report.pending = try await outbox.counts().pending
-        return state.report
+        var report = delivery.report
+        report.pending = try await outbox.counts().pending
+        return report
     }
 
-    private struct DeliveryState {
-        var report = DeliveryReport()
-        var nextHeartbeat: ContinuousClock.Instant = .now
-        /// Loaded and sent, not yet answered, by `producer_seq`: when each is due for a resend.
-        var inFlight: [Int64: (entry: OutboxEntry, due: ContinuousClock.Instant)] = [:]
-        var lastLoaded: Int64 = 0
-    }
-
+    /// The I/O of a run: loads, sends and receives, and carries out what `delivery` decides.
     private func run(
-        socket: AsyncSocket, state: inout DeliveryState, deadline: ContinuousClock.Instant?, keepWaiting: @Sendable () -> Bool,
+        socket: AsyncSocket, delivery: inout OutboxDelivery, keepWaiting: @Sendable () -> Bool,
         progress: (@Sendable (DeliveryReport) -> Void)?
     ) async throws {
         let versionFrame = Envelope.versionFrame()
@@ -164,57 +164,32 @@ public final class OutboxSender: Sendable {
         }
         while true {
             try Task.checkCancellation()
-            let now = ContinuousClock.now
-            if let deadline, now >= deadline { return }
-            if now >= state.nextHeartbeat {
-                state.nextHeartbeat = now + settings.heartbeat
-                try await sendHeartbeat(on: socket)
-            }
+            guard let round = delivery.beginRound(at: .now) else { return }
+            if round.heartbeat { try await sendHeartbeat(on: socket) }
+            var fresh: [OutboxEntry] = []
+            if let load = round.load { fresh = try await outbox.pending(after: load.after, limit: load.limit) }
+            guard delivery.loaded(fresh, keepWaiting: keepWaiting(), at: .now) == .proceed else { return }
 
-            // Fill the window from the outbox, in sequence order.
-            var sent: [Int64] = []
-            var sendBlocked = false
-            if state.inFlight.count < settings.window {
-                let fresh = try await outbox.pending(after: state.lastLoaded, limit: settings.window - state.inFlight.count)
-                for entry in fresh {
-                    guard try await send(frames(entry), on: socket, within: settings.resendAfter) else {
-                        sendBlocked = true
-                        break
-                    }
-                    state.inFlight[entry.producerSeq] = (entry, .now + settings.resendAfter)
-                    state.lastLoaded = entry.producerSeq
-                    sent.append(entry.producerSeq)
+            while let next = delivery.nextSend() {
+                if try await send(frames(next.entry), on: socket, within: settings.resendAfter) {
+                    delivery.sendCompleted(next, at: .now)
+                } else {
+                    delivery.sendBlocked()
                 }
-                if fresh.isEmpty && state.inFlight.isEmpty && !keepWaiting() { return }
             }
-            // Resend what went unanswered.
-            let due = state.inFlight.values.filter { $0.due <= .now }.sorted { $0.entry.producerSeq < $1.entry.producerSeq }
-            for (entry, _) in due {
-                guard try await send(frames(entry), on: socket, within: settings.resendAfter) else {
-                    sendBlocked = true
-                    break
-                }
-                state.inFlight[entry.producerSeq]?.due = .now + settings.resendAfter
-                sent.append(entry.producerSeq)
+            let sent = delivery.endSends()
+            if sent.resent > 0 {
+                logger.debug("resent unanswered events", metadata: ["count": "\(sent.resent)"])
             }
-            if !due.isEmpty {
-                logger.debug("resent unanswered events", metadata: ["count": "\(due.count)"])
-            }
-            try await outbox.markAttempted(sent)
-            if sendBlocked {
-                state.report.lastProblem = "the broker at \(endpoint) is not reachable"
-            }
+            try await outbox.markAttempted(sent.producerSeqs)
 
-            // Wait for answers until the next resend falls due (or briefly, when idle).
-            let nextDue = state.inFlight.values.map(\.due).min()
-            var wait = nextDue.map { ContinuousClock.now.duration(to: $0) } ?? settings.idlePoll
-            if let deadline { wait = min(wait, ContinuousClock.now.duration(to: deadline)) }
-            wait = max(wait, .milliseconds(1))
-            guard let first = try await socket.receive(timeout: wait) else { continue }
-            var answers = [first]
-            while answers.count < settings.window * 2, let more = socket.tryReceive() { answers.append(more) }
-            try await handle(answers, state: &state)
-            progress?(state.report)
+            guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
+            var messages = [first]
+            while messages.count < settings.window * 2, let more = socket.tryReceive() { messages.append(more) }
+            contact.withLock { $0.heard = .now }
+            let actions = delivery.received(messages.map(decode), at: .now)
+            try await carryOut(actions)
+            progress?(delivery.report)
         }
     }
 
@@ -226,7 +201,10 @@ public final class OutboxSender: Sendable {
         let lastAck = contact.withLock { $0.lastAck }
         let header = HeartbeatHeader(
             producer: outbox.producer, outbox: Int64(depth), lastAckMilliseconds: lastAck.map { Int64($0.timeIntervalSince1970 * 1000) })
-        let frames = [Envelope.versionFrame(), Data("HEARTBEAT".utf8), header.wireJSON(), Envelope.emptyObject, Envelope.emptyObject, Envelope.emptyObject]
+        let frames = [
+            Envelope.versionFrame(), Data("HEARTBEAT".utf8), header.wireJSON(), Envelope.emptyObject, Envelope.emptyObject,
+            Envelope.emptyObject,
+        ]
         _ = try await send(frames, on: socket, within: .milliseconds(100))
     }
 
@@ -254,62 +232,40 @@ public final class OutboxSender: Sendable {
         }
     }
 
-    private func handle(_ answers: [Message], state: inout DeliveryState) async throws {
-        var acked: [Int64] = []
-        contact.withLock { $0.heard = .now }
-        for answer in answers {
-            state.report.brokerAnswered = true
-            let envelope: Envelope
-            do {
-                envelope = try Envelope.decode(answer.frames)
-            } catch {
-                logger.warning("unreadable answer from the broker", metadata: ["error": "\(error)"])
-                continue
-            }
-            switch envelope.command {
-            case .ack:
-                guard let ack = try? envelope.decodeHeader(AckHeader.self) else { continue }
-                // Every ACK deletes its entry, even one no longer in flight here (an answer to a
-                // send made before a restart, or to a resend).
-                acked.append(ack.producerSeq)
-                state.inFlight.removeValue(forKey: ack.producerSeq)
-                if ack.duplicate { state.report.duplicates += 1 } else { state.report.delivered += 1 }
-                state.report.lastBusSeq = max(state.report.lastBusSeq ?? 0, ack.busSeq)
-            case .nack:
-                guard let nack = try? envelope.decodeHeader(NackHeader.self) else { continue }
-                state.report.lastProblem = "\(nack.code.rawValue): \(nack.reason)"
-                if nack.retryable {
-                    // Try again after the usual interval.
-                    state.inFlight[nack.producerSeq]?.due = .now + settings.resendAfter
-                } else {
-                    state.inFlight.removeValue(forKey: nack.producerSeq)
-                    try await outbox.reject(nack.producerSeq, reason: "\(nack.code.rawValue): \(nack.reason)")
-                    state.report.rejected += 1
-                    metrics.refused(nack.code.rawValue)
-                    logger.error(
-                        "event refused by the broker",
-                        metadata: ["event_id": "\(nack.eventID)", "code": "\(nack.code.rawValue)", "reason": "\(nack.reason)"])
-                }
-            case .error:
-                guard let error = try? envelope.decodeHeader(ErrorHeader.self) else { continue }
-                state.report.lastProblem = "\(error.code.rawValue): \(error.message)"
-                if let ref = error.ref, let held = state.inFlight.first(where: { $0.value.entry.eventID == ref }) {
-                    state.inFlight.removeValue(forKey: held.key)
-                    try await outbox.reject(held.key, reason: "\(error.code.rawValue): \(error.message)")
-                    state.report.rejected += 1
-                    metrics.refused(error.code.rawValue)
-                }
-                logger.error("the broker refused a message", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
-            default:
-                continue
-            }
+    /// An answer as the delivery rules take it; one it cannot read only shows the broker is there.
+    private func decode(_ message: Message) -> OutboxDelivery.Answer {
+        let envelope: Envelope
+        do {
+            envelope = try Envelope.decode(message.frames)
+        } catch {
+            logger.warning("unreadable answer from the broker", metadata: ["error": "\(error)"])
+            return .other
         }
-        let deleted = try await outbox.acknowledge(acked)
-        if !acked.isEmpty {
-            let now = Date()
-            contact.withLock { $0.lastAck = now }
-            if deleted > 0 { metrics.acked.increment(by: deleted) }
-            metrics.lastAck.record(now.timeIntervalSince1970)
+        switch envelope.command {
+        case .ack: return (try? envelope.decodeHeader(AckHeader.self)).map { .ack($0) } ?? .other
+        case .nack: return (try? envelope.decodeHeader(NackHeader.self)).map { .nack($0) } ?? .other
+        case .error: return (try? envelope.decodeHeader(ErrorHeader.self)).map { .error($0) } ?? .other
+        default: return .other
         }
+    }
+
+    /// Marks refused entries, deletes ACKed ones, and keeps the metrics and `lastAck` in step.
+    private func carryOut(_ actions: OutboxDelivery.Actions) async throws {
+        for refusal in actions.refuse {
+            try await outbox.reject(refusal.producerSeq, reason: refusal.reason)
+            metrics.refused(refusal.code)
+            logger.error(
+                "event refused by the broker",
+                metadata: ["event_id": "\(refusal.eventID)", "code": "\(refusal.code)", "reason": "\(refusal.detail)"])
+        }
+        for error in actions.unmatchedErrors {
+            logger.error("the broker refused a message", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
+        }
+        guard !actions.acknowledge.isEmpty else { return }
+        let deleted = try await outbox.acknowledge(actions.acknowledge)
+        let now = Date()
+        contact.withLock { $0.lastAck = now }
+        if deleted > 0 { metrics.acked.increment(by: deleted) }
+        metrics.lastAck.record(now.timeIntervalSince1970)
     }
 }
