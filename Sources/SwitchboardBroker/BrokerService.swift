@@ -17,18 +17,22 @@ public struct BrokerService: Service {
 
     public func run() async throws {
         _ = try await broker.start()
-        // The allow-list follows its directory: reloaded on SIGHUP and when a file changes.
-        let watcher = broker.security.map { security in Task { [broker] in await Self.watch(security, broker: broker) } }
-        await withTaskCancellationHandler {
-            await withGracefulShutdownHandler {
-                await broker.waitUntilStopped()
-            } onGracefulShutdown: {
+        await withDiscardingTaskGroup { group in
+            // The allow-list follows its directory: reloaded on SIGHUP and when a file changes.
+            if let security = broker.security {
+                group.addTask { [broker] in await Self.watch(security, broker: broker) }
+            }
+            await withTaskCancellationHandler {
+                await withGracefulShutdownHandler {
+                    await broker.waitUntilStopped()
+                } onGracefulShutdown: {
+                    broker.requestStop()
+                }
+            } onCancel: {
                 broker.requestStop()
             }
-        } onCancel: {
-            broker.requestStop()
+            group.cancelAll()
         }
-        watcher?.cancel()
         if let failure = broker.failure { throw Failure(description: failure) }
     }
 
@@ -37,17 +41,20 @@ public struct BrokerService: Service {
             // A revoked key's open connections are closed: every peer reconnects through ZAP.
             if !security.reload(reason: reason).isEmpty { broker.dropAllConnections() }
         }
-        let hangups = Task {
-            for await _ in await UnixSignalsSequence(trapping: .sighup) { reload("SIGHUP") }
-        }
-        defer { hangups.cancel() }
-        var fingerprint = security.allowList.fingerprint()
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(1))
-            let now = security.allowList.fingerprint()
-            if now != fingerprint {
-                fingerprint = now
-                reload("the certificate directory changed")
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await _ in await UnixSignalsSequence(trapping: .sighup) { reload("SIGHUP") }
+            }
+            group.addTask {
+                var fingerprint = security.allowList.fingerprint()
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    let now = security.allowList.fingerprint()
+                    if now != fingerprint {
+                        fingerprint = now
+                        reload("the certificate directory changed")
+                    }
+                }
             }
         }
     }

@@ -206,7 +206,7 @@ public final class WorkerRuntime: Sendable {
         let made = OutboxSender(
             outbox: outbox, io: io, endpoint: options.ingest, settings: settings, logger: logger, metrics: observability.factory)
         sender.withLock { $0 = made }
-        return OutboxService(sender: made)
+        return OutboxSenderService(sender: made)
     }
 
     /// The admin server (`/metrics`, `/health/*`), ready when the worker is a member of its
@@ -253,25 +253,4 @@ public final class WorkerRuntime: Sendable {
         await io.shutdown()
         await context.terminate()
     }
-}
-
-/// An `OutboxSender` as a service of the worker's group.
-struct OutboxService: Service {
-    let sender: OutboxSender
-
-    func run() async throws {
-        let stopping = StopFlag()
-        try await withGracefulShutdownHandler {
-            _ = try await sender.deliver(keepWaiting: { !stopping.isSet })
-        } onGracefulShutdown: {
-            stopping.set()
-        }
-    }
-}
-
-/// A flag one task sets and others read.
-final class StopFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    var isSet: Bool { value.load(ordering: .acquiring) }
-    func set() { value.store(true, ordering: .releasing) }
 }

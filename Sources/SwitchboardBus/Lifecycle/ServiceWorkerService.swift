@@ -2,7 +2,6 @@
 // graceful shutdown it finishes the request in hand, tells the broker DISCONNECT, and returns.
 
 public import ServiceLifecycle
-public import SwitchboardBus
 
 public struct ServiceWorkerService: Service {
     public let worker: ServiceWorker
