@@ -23,7 +23,8 @@ extension DeliveryReport {
             let waiting = "\(pending) check-in\(pending == 1 ? " is" : "s are")"
             if !brokerAnswered {
                 lines.append(
-                    "The broker at \(endpoint) did not answer within \(wait). \(waiting) saved on this kiosk and will be sent by the next run.")
+                    "The broker at \(endpoint) did not answer within \(wait). \(waiting) saved on this kiosk and will be sent by the next run."
+                )
             } else {
                 lines.append("\(waiting) still waiting and will be sent by the next run.")
             }

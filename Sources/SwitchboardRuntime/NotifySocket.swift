@@ -75,8 +75,11 @@ public final class NotifySocket: Sendable {
     /// Stops the reader, which removes the socket file; messages not yet read are dropped.
     /// Returns at once; a second call does nothing.
     public func stop() {
-        guard let descriptor = wake.withLock({ end in defer { end = nil }; return end }) else { return }
-        close(descriptor)
+        let descriptor = wake.withLock { end in
+            defer { end = nil }
+            return end
+        }
+        if let descriptor { close(descriptor) }
     }
 
     private static func read(_ descriptor: Int32, until wake: Int32, onMessage: @Sendable ([String: String]) -> Void) {

@@ -6,10 +6,10 @@
 import ArgumentParser
 import Foundation
 import Logging
+import ServiceLifecycle
 import SwitchboardBus
 import SwitchboardKiosk
 import SwitchboardObservability
-import ServiceLifecycle
 import SwitchboardRuntime
 
 struct ServeCommand: AsyncParsableCommand {

@@ -49,12 +49,14 @@ struct CheckInImportTests {
         #expect(text.contains("line 4: 4 fields, the header has 5"), "\(text)")
     }
 
-    @Test("what is not a check-in file is refused with what is wrong", arguments: [
-        ("", "is empty"),
-        ("first_name,shoe_size\nAna,40\n", "line 1: unknown column 'shoe_size' (known: first_name, last_name"),
-        (header, "has a header but no rows"),
-        ("first_name,site_id\n\"Ana,1\n", ": line 2: a quoted field is not closed"),
-    ])
+    @Test(
+        "what is not a check-in file is refused with what is wrong",
+        arguments: [
+            ("", "is empty"),
+            ("first_name,shoe_size\nAna,40\n", "line 1: unknown column 'shoe_size' (known: first_name, last_name"),
+            (header, "has a header but no rows"),
+            ("first_name,site_id\n\"Ana,1\n", ": line 2: a quoted field is not closed"),
+        ])
     func refused(text: String, expected: String) throws {
         let refused = #expect(throws: CheckInImport.Failure.self) {
             try CheckInImport(data: Data(text.utf8), file: "day.csv", kioskID: "k1")

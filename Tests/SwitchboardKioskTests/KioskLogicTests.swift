@@ -1,9 +1,10 @@
 import Foundation
-@testable import SwitchboardBus
 import SwitchboardKiosk
 import SwitchboardProtocol
 import SwitchboardTesting
 import Testing
+
+@testable import SwitchboardBus
 
 @Suite("Kiosk logic without a broker")
 struct KioskLogicTests {
