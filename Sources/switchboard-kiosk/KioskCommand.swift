@@ -184,25 +184,13 @@ struct CheckInCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let lookupWait = try parseWait(self.lookupWait)
-        if checkIn.participant.etoParticipantID == nil, lookupWait > .zero, let first = checkIn.participant.firstName,
-            let last = checkIn.participant.lastName, let site = Int(exactly: checkIn.siteID), let program = Int(exactly: checkIn.programID)
-        {
-            let query = ETOServiceContent.SearchQuery(
-                siteID: site, programID: program, firstName: first, lastName: last, dateOfBirth: checkIn.participant.dateOfBirth)
+        if lookupWait > .zero, let query = ParticipantMatch.query(for: checkIn) {
             let found: Result<[ETOServiceContent.Participant], ETOLookup.Failure> = try await options.withLookup { lookup in
                 do throws(ETOLookup.Failure) { return .success(try await lookup.search(query, timeout: lookupWait)) } catch {
                     return .failure(error)
                 }
             }
-            switch found {
-            case .success(let matches) where matches.count == 1:
-                checkIn.participant.etoParticipantID = Int64(matches[0].participantID)
-                print("ETO knows this person: participant \(matches[0].participantID).")
-            case .success(let matches):
-                print("ETO has \(matches.isEmpty ? "no" : "\(matches.count)") matching participants; recording by name.")
-            case .failure(let failure):
-                print("No answer from ETO (\(failure)); recording by name.")
-            }
+            print(ParticipantMatch.apply(found, to: &checkIn))
         }
         let (outbox, logger) = try options.open()
         let entry = try await outbox.enqueue([.checkIn(checkIn)])[0]
