@@ -159,7 +159,8 @@ public final class Supervisor: Sendable {
         state.withLock { $0.children.filter { $0.status.exitCode != nil }.map(\.program.name) }
     }
 
-    /// Waits until the child `name` says READY=1, exits, or `timeout` passes.
+    /// Waits until the child `name` says READY=1, exits, or `timeout` passes (a name never
+    /// started: `.timedOut` at once).
     public func waitUntilReady(_ name: String, timeout: Duration) async -> Readiness {
         _ = await wait(timeout: timeout) { statuses in statuses[name].map { $0.ready || $0.exitCode != nil } ?? true }
         guard let status = statuses[name] else { return .timedOut }

@@ -183,6 +183,8 @@ struct UpCommand: AsyncParsableCommand {
             say("metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(adminBase + 1) kiosk, \(adminBase + 3) auth, \(adminBase + 4)–\(adminBase + 6) filemaker, eto, directory")
         }
         say("Ctrl-C stops everything.")
+        // `up` under systemd (Type=notify) is ready once everything is started.
+        ServiceReadiness.notify(.ready)
 
         let limit = duration.flatMap(DurationText.parse)
         // Ends when the time is up, or as soon as any program exits on its own.
