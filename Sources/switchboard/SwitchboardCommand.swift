@@ -4,7 +4,6 @@ import SwitchboardEmulators
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
-import ZeroMQ
 
 @main
 struct SwitchboardCommand: AsyncParsableCommand {
