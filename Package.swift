@@ -20,6 +20,7 @@ var products: [Product] = [
     .executable(name: "switchboard", targets: ["switchboard"]),
     .executable(name: "switchboard-broker", targets: ["switchboard-broker"]),
     .executable(name: "switchboard-kiosk", targets: ["switchboard-kiosk"]),
+    .library(name: "SwitchboardKiosk", targets: ["SwitchboardKiosk"]),
     .executable(name: "switchboard-monitor", targets: ["switchboard-monitor"]),
     .library(name: "SwitchboardHTTP", targets: ["SwitchboardHTTP"]),
     .library(name: "SwitchboardCredentials", targets: ["SwitchboardCredentials"]),
@@ -141,14 +142,37 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
+    // The kiosk's logic: check-ins as outbox events, the all-or-nothing CSV import, load
+    // generation, and the long-running kiosk as services of one ServiceGroup.
+    .target(
+        name: "SwitchboardKiosk",
+        dependencies: [
+            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardObservability", "ZeroMQ",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardKioskTests",
+        dependencies: [
+            "SwitchboardKiosk", "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "SwitchboardObservability",
+            "SwitchboardTesting",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
     .executableTarget(
         name: "switchboard-kiosk",
         dependencies: [
-            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity", "SwitchboardObservability",
-            .product(name: "CoreMetrics", package: "swift-metrics"),
+            "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity",
+            "SwitchboardObservability",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
-            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -394,6 +418,11 @@ var targets: [Target] = [
         swiftSettings: swiftSettings
     ),
     .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
+    .testTarget(
+        name: "SwitchboardRuntimeTests",
+        dependencies: ["SwitchboardRuntime", "SwitchboardTesting"],
+        swiftSettings: swiftSettings
+    ),
     .testTarget(name: "SwitchboardSecurityTests", dependencies: ["SwitchboardSecurity"], swiftSettings: swiftSettings),
     .testTarget(
         name: "SwitchboardProtocolTests",

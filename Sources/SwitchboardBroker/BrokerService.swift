@@ -6,9 +6,14 @@ import UnixSignals
 /// cancellation both stop it the same way, after the batch in hand is durable and answered.
 public struct BrokerService: Service {
     public let broker: Broker
+    /// Called once the broker has bound its endpoints (and written `endpoints.json`).
+    let onServing: @Sendable () -> Void
 
-    public init(broker: Broker) {
+    /// - Parameter onServing: called once every endpoint is bound, e.g. to tell a supervisor
+    ///   the broker is ready (`ServiceReadiness.notify(.ready)`).
+    public init(broker: Broker, onServing: @escaping @Sendable () -> Void = {}) {
         self.broker = broker
+        self.onServing = onServing
     }
 
     public struct Failure: Error, CustomStringConvertible {
@@ -17,6 +22,7 @@ public struct BrokerService: Service {
 
     public func run() async throws {
         _ = try await broker.start()
+        onServing()
         await withDiscardingTaskGroup { group in
             // The allow-list follows its directory: reloaded on SIGHUP and when a file changes.
             if let security = broker.security {

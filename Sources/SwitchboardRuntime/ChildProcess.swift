@@ -10,7 +10,7 @@ import CSpawn
 /// and error descriptors, every signal at its default and none blocked, and no other descriptor
 /// of ours (closefrom 3).
 public final class ChildProcess: @unchecked Sendable {
-    // @unchecked: the mutable state (`pid`, `exitStatus`) is guarded by `exited`.
+    // @unchecked: the mutable state (`pid`, `exitStatus`, `exitHandlers`) is guarded by `exited`.
     public let name: String
     private let path: String
     private let arguments: [String]
@@ -21,6 +21,7 @@ public final class ChildProcess: @unchecked Sendable {
     private let exited = NSCondition()
     private var pid: pid_t = 0
     private var exitStatus: Int32?
+    private var exitHandlers: [@Sendable (Int32) -> Void] = []
 
     /// The directory holding our executables: the one this process was started from.
     public static var executableDirectory: URL {
@@ -90,9 +91,13 @@ public final class ChildProcess: @unchecked Sendable {
             var status: Int32 = 0
             while waitpid(child, &status, 0) == -1 && errno == EINTR {}
             exited.lock()
-            exitStatus = Self.exitCode(status)
+            let code = Self.exitCode(status)
+            exitStatus = code
+            let handlers = exitHandlers
+            exitHandlers = []
             exited.broadcast()
             exited.unlock()
+            for handler in handlers { handler(code) }
         }
         reaper.name = "child-\(name)"
         reaper.start()
@@ -129,6 +134,19 @@ public final class ChildProcess: @unchecked Sendable {
         defer { exited.unlock() }
         guard pid != 0, exitStatus == nil else { return }
         kill(pid, signal)
+    }
+
+    /// Calls `handler` with the exit code once the child has exited (at once if it has), on the
+    /// thread that reaped it; it must not block.
+    public func onExit(_ handler: @escaping @Sendable (Int32) -> Void) {
+        exited.lock()
+        guard let code = exitStatus else {
+            exitHandlers.append(handler)
+            exited.unlock()
+            return
+        }
+        exited.unlock()
+        handler(code)
     }
 
     /// Waits for the exit without blocking the cooperative pool; nil on time-out.

@@ -124,6 +124,7 @@ struct AuthCommand: AsyncParsableCommand {
             metadata: [
                 "accounts": "\(accounts.accounts.map { "\($0.backend)/\($0.account)" }.joined(separator: ","))", "outbox": "\(outbox.path)",
             ])
+        ServiceReadiness.notify(.ready)
         let keepAliveInterval = Duration.seconds(max(1, keepAlive))
         _ = try await untilInterrupted {
             try await withThrowingTaskGroup(of: Void.self) { group in

@@ -111,7 +111,9 @@ struct BrokerCommand: AsyncParsableCommand {
         }
         var readiness = Readiness()
         readiness.add("journal") { broker.isServing }
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: BrokerService(broker: broker))]
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: BrokerService(broker: broker) { ServiceReadiness.notify(.ready) })
+        ]
         if let admin = observability.adminServer(at: adminAddress, readiness: readiness, logger: logger) {
             services.append(.init(service: admin))
         }

@@ -86,6 +86,7 @@ struct EmulatorCommand: AsyncParsableCommand {
         _ = try await untilInterrupted {
             try await emulator.run { port in
                 FileHandle.standardOutput.write(Data("listening \(scheme)://\(host):\(port)\n".utf8))
+                ServiceReadiness.notify(.ready, .status("listening \(scheme)://\(host):\(port)"))
             }
         }
     }

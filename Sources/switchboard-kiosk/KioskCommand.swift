@@ -2,15 +2,11 @@ import ArgumentParser
 import Foundation
 import Logging
 import SwitchboardBus
+import SwitchboardKiosk
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
-import Synchronization
 import ZeroMQ
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 @main
 struct KioskCommand: AsyncParsableCommand {
@@ -120,49 +116,24 @@ struct KioskOptions: ParsableArguments {
         }
     }
 
-    /// Delivers what is waiting, telling the person how it went.
+    /// The sender's settings: this kiosk's CURVE keys, when given.
+    var senderSettings: OutboxSender.Settings {
+        var settings = OutboxSender.Settings()
+        settings.socketOptions = credentials?.socketOptions ?? []
+        return settings
+    }
+
+    /// Delivers what is waiting, for at most `wait`.
     func deliver(
         _ outbox: Outbox, logger: Logger, wait: Duration, keepWaiting: @escaping @Sendable () -> Bool = { false }
     ) async throws -> DeliveryReport {
-        let context = try Context()
-        let io = try IOThread(context: context)
-        var settings = OutboxSender.Settings()
-        settings.socketOptions = credentials?.socketOptions ?? []
-        let sender = OutboxSender(outbox: outbox, io: io, endpoint: ingestEndpoint, settings: settings, logger: logger)
-        let report: DeliveryReport
-        do {
-            report = try await sender.deliver(until: .now + wait, keepWaiting: keepWaiting)
-        } catch {
-            await io.shutdown()
-            throw error
-        }
-        await io.shutdown()
-        await context.terminate()
-        return report
+        try await OutboxDelivery.deliver(
+            outbox, endpoint: ingestEndpoint, settings: senderSettings, within: wait, keepWaiting: keepWaiting, logger: logger)
     }
 
+    /// Tells the person how delivery went.
     func tell(_ report: DeliveryReport, wait: Duration) {
-        if report.delivered + report.duplicates > 0 {
-            var line = "Delivered \(report.delivered + report.duplicates) check-in\(report.delivered + report.duplicates == 1 ? "" : "s")"
-            if let seq = report.lastBusSeq { line += " (broker sequence up to #\(seq))" }
-            print(line + ".")
-        }
-        if report.rejected > 0 {
-            print(
-                "Refused by the broker: \(report.rejected) (kept on this kiosk; see 'switchboard-kiosk status'). Last reason: \(report.lastProblem ?? "unknown")."
-            )
-        }
-        if report.pending > 0 {
-            if !report.brokerAnswered {
-                print(
-                    "The broker at \(ingestEndpoint) did not answer within \(wait). \(report.pending) check-in\(report.pending == 1 ? " is" : "s are") saved on this kiosk and will be sent by the next run."
-                )
-            } else {
-                print("\(report.pending) check-in\(report.pending == 1 ? " is" : "s are") still waiting and will be sent by the next run.")
-            }
-        } else if report.rejected == 0 {
-            print("Nothing waiting.")
-        }
+        for line in report.summary(endpoint: ingestEndpoint, wait: wait) { print(line) }
     }
 }
 
@@ -213,30 +184,16 @@ struct CheckInCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let lookupWait = try parseWait(self.lookupWait)
-        if checkIn.participant.etoParticipantID == nil, lookupWait > .zero, let first = checkIn.participant.firstName,
-            let last = checkIn.participant.lastName, let site = Int(exactly: checkIn.siteID), let program = Int(exactly: checkIn.programID)
-        {
-            let query = ETOServiceContent.SearchQuery(
-                siteID: site, programID: program, firstName: first, lastName: last, dateOfBirth: checkIn.participant.dateOfBirth)
+        if lookupWait > .zero, let query = ParticipantMatch.query(for: checkIn) {
             let found: Result<[ETOServiceContent.Participant], ETOLookup.Failure> = try await options.withLookup { lookup in
                 do throws(ETOLookup.Failure) { return .success(try await lookup.search(query, timeout: lookupWait)) } catch {
                     return .failure(error)
                 }
             }
-            switch found {
-            case .success(let matches) where matches.count == 1:
-                checkIn.participant.etoParticipantID = Int64(matches[0].participantID)
-                print("ETO knows this person: participant \(matches[0].participantID).")
-            case .success(let matches):
-                print("ETO has \(matches.isEmpty ? "no" : "\(matches.count)") matching participants; recording by name.")
-            case .failure(let failure):
-                print("No answer from ETO (\(failure)); recording by name.")
-            }
+            print(ParticipantMatch.apply(found, to: &checkIn))
         }
         let (outbox, logger) = try options.open()
-        let entry = try await outbox.enqueue([
-            .init(type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: CheckInForm.orderingKey(checkIn))
-        ])[0]
+        let entry = try await outbox.enqueue([.checkIn(checkIn)])[0]
         print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         options.tell(report, wait: wait)
@@ -257,65 +214,21 @@ struct ImportCommand: AsyncParsableCommand {
 
     func run() async throws {
         let wait = try parseWait(wait)
-        guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
-        guard let text = String(data: data, encoding: .utf8) else { throw ValidationError("\(file) is not UTF-8 text") }
-        let rows: [(line: Int, fields: [String])]
+        let csv: CheckInImport
         do {
-            rows = try CheckInForm.parseCSV(text)
+            csv = try CheckInImport(path: file, kioskID: options.kioskID)
         } catch {
-            throw ValidationError("\(file): \(error)")
+            throw ValidationError("\(error)")
         }
-        guard let header = rows.first else { throw ValidationError("\(file) is empty") }
-        let names = header.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        if let unknown = names.first(where: { !CheckInForm.columns.contains($0) }) {
-            throw ValidationError("\(file) line 1: unknown column '\(unknown)' (known: \(CheckInForm.columns.joined(separator: ", ")))")
-        }
-        var events: [Outbox.NewEvent] = []
-        var problems: [String] = []
-        for row in rows.dropFirst() {
-            guard row.fields.count == names.count else {
-                problems.append("line \(row.line): \(row.fields.count) fields, the header has \(names.count)")
-                continue
-            }
-            let values = Dictionary(zip(names, row.fields), uniquingKeysWith: { a, _ in a })
-            let checkIn: CheckIn
-            do {
-                checkIn = try CheckInForm.make(values, kioskID: options.kioskID)
-            } catch {
-                problems.append("line \(row.line), column '\(error.field)': \(error.message)")
-                continue
-            }
-            events.append(
-                .init(
-                    type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn), key: CheckInForm.orderingKey(checkIn)
-                ))
-        }
-        guard problems.isEmpty else {
-            let shown = problems.prefix(20).joined(separator: "\n  ")
-            throw ValidationError(
-                "\(file): \(problems.count) row\(problems.count == 1 ? "" : "s") refused, nothing was queued:\n  \(shown)\(problems.count > 20 ? "\n  …" : "")"
-            )
-        }
-        guard !events.isEmpty else { throw ValidationError("\(file) has a header but no rows") }
         let (outbox, logger) = try options.open()
         do {
-            try await outbox.enqueue(events, importDigest: (digest(data), (file as NSString).lastPathComponent))
-        } catch let failure as Outbox.Failure {
-            throw ValidationError("\(file): \(failure.description)")
+            try await csv.enqueue(into: outbox)
+        } catch let failure as CheckInImport.Failure {
+            throw ValidationError(failure.description)
         }
-        print("Queued \(events.count) check-ins from \(file). \(try await outbox.counts().pending) waiting to send.")
+        print("Queued \(csv.events.count) check-ins from \(file). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         options.tell(report, wait: wait)
-    }
-
-    /// A content digest (FNV-1a, 64-bit, over bytes and length): identifies a file, not a secret.
-    func digest(_ data: Data) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in data {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01B3
-        }
-        return String(hash, radix: 16) + "-" + String(data.count)
     }
 }
 
@@ -369,42 +282,18 @@ struct LoadCommand: AsyncParsableCommand {
     func run() async throws {
         let wait = try parseWait(wait)
         let (outbox, logger) = try options.open()
-        let kioskID = options.kioskID
-        let generated = Counter()
+        let generator = LoadGenerator(outbox: outbox, kioskID: options.kioskID, pacing: LoadPacing(rate: rate, total: count))
         let start = ContinuousClock.now
-        let total = count
-        let rate = rate
         let report = try await withThrowingTaskGroup(of: DeliveryReport?.self) { group in
             group.addTask {
-                var made = 0
-                var batch: [Outbox.NewEvent] = []
-                while made < total {
-                    let due = rate == 0 ? total : min(total, Int(Double(start.duration(to: .now).wholeMilliseconds + 10) * rate / 1000))
-                    let size = min(max(due - made, 0), 500)
-                    if size == 0 {
-                        try await Task.sleep(for: .milliseconds(5))
-                        continue
-                    }
-                    batch.removeAll(keepingCapacity: true)
-                    for i in 0..<size {
-                        let checkIn = SyntheticCheckIns.make(index: made + i, kioskID: kioskID)
-                        batch.append(
-                            .init(
-                                type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn),
-                                key: CheckInForm.orderingKey(checkIn)))
-                    }
-                    try await outbox.enqueue(batch)
-                    made += size
-                    generated.set(made)
-                }
+                try await generator.run()
                 return nil
             }
             // Delivery may take as long as generating at the asked rate, then --wait more; with
             // the broker down the run still ends, and what is left stays in the outbox.
-            let generating: Duration = rate > 0 ? .milliseconds(Int64(Double(total) / rate * 1000)) : .seconds(60)
             group.addTask {
-                try await options.deliver(outbox, logger: logger, wait: generating + wait) {
-                    generated.value < total
+                try await options.deliver(outbox, logger: logger, wait: generator.pacing.expectedDuration + wait) {
+                    !generator.isFinished
                 }
             }
             var final: DeliveryReport?
@@ -414,7 +303,7 @@ struct LoadCommand: AsyncParsableCommand {
         let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
         print(
             String(
-                format: "Generated %d check-ins; delivered %d in %.2fs (%.0f/s).", total,
+                format: "Generated %d check-ins; delivered %d in %.2fs (%.0f/s).", count,
                 (report?.delivered ?? 0) + (report?.duplicates ?? 0), seconds,
                 Double((report?.delivered ?? 0) + (report?.duplicates ?? 0)) / max(seconds, 0.001)))
         if let report { options.tell(report, wait: wait) }
@@ -435,94 +324,23 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561, or SWITCHBOARD_ADMIN).")
     var admin: String?
 
-    /// The roster's rows as named fields, checked once: a bad row stops the demo before it starts.
-    func readRoster(_ path: String, kioskID: String) throws -> [[String: String]] {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw ValidationError("--roster: cannot read \(path) as UTF-8 text")
-        }
-        let rows: [(line: Int, fields: [String])]
-        do { rows = try CheckInForm.parseCSV(text) } catch { throw ValidationError("--roster: \(path): \(error)") }
-        guard let header = rows.first, rows.count > 1 else { throw ValidationError("--roster: \(path) has no rows") }
-        let names = header.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        if let unknown = names.first(where: { !CheckInForm.columns.contains($0) }) {
-            throw ValidationError("--roster: \(path) line 1: unknown column '\(unknown)'")
-        }
-        return try rows.dropFirst().map { row in
-            guard row.fields.count == names.count else {
-                throw ValidationError("--roster: \(path) line \(row.line): \(row.fields.count) fields, the header has \(names.count)")
-            }
-            let values = Dictionary(zip(names, row.fields), uniquingKeysWith: { a, _ in a })
-            do { _ = try CheckInForm.make(values, kioskID: kioskID) } catch {
-                throw ValidationError("--roster: \(path) line \(row.line): \(error)")
-            }
-            return values
-        }
-    }
-
     func run() async throws {
         guard let interval = DurationText.parse(interval), interval > .zero else {
             throw ValidationError("--interval: '\(interval)' is not a duration")
         }
         let kioskID = options.kioskID
-        let people = try roster.map { try readRoster($0, kioskID: kioskID) }
+        let people: CheckInRoster?
+        do {
+            people = try roster.map { try CheckInRoster(path: $0, kioskID: kioskID) }
+        } catch {
+            throw ValidationError("--roster: \(error)")
+        }
         let admin = try KioskAdmin.address(admin)
-        let options = options
         let (outbox, logger) = try options.open()
         print("Demo kiosk \(kioskID): one check-in every \(interval) to \(options.ingestEndpoint). Ctrl-C stops.")
-        _ = try await untilInterrupted {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    var index = Int.random(in: 0..<1000)
-                    while true {
-                        let checkIn =
-                            try people.map { try CheckInForm.make($0[index % $0.count], kioskID: kioskID) }
-                            ?? SyntheticCheckIns.make(index: index, kioskID: kioskID)
-                        try await outbox.enqueue([
-                            .init(
-                                type: CheckIn.type, schema: CheckIn.schema, content: try WireJSON.encode(checkIn),
-                                key: CheckInForm.orderingKey(checkIn))
-                        ])
-                        index += 1
-                        try await Task.sleep(for: interval)
-                    }
-                }
-                group.addTask {
-                    try await KioskAdmin.deliverForever(options: options, outbox: outbox, logger: logger, admin: admin)
-                }
-                try await group.next()
-                group.cancelAll()
-            }
-        }
+        let recorder = CheckInTrickle(outbox: outbox, kioskID: kioskID, interval: interval, roster: people)
+        try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: admin, recorder: recorder)
         print("Demo kiosk stopped; \(try await outbox.counts().pending) check-ins waiting.")
-    }
-}
-
-/// A thread-safe integer for progress shared between tasks.
-final class Counter: Sendable {
-    private let storage = Mutex(0)
-    var value: Int { storage.withLock { $0 } }
-    func set(_ value: Int) { storage.withLock { $0 = value } }
-}
-
-/// Plausible, clearly fictional check-ins for load and demos.
-enum SyntheticCheckIns {
-    static let firstNames = ["Ana", "Marcus", "Li", "Fatima", "Joe", "Priya", "Dmitri", "Grace", "Tomás", "Aisha", "Sam", "Rosa"]
-    static let lastNames = ["Diaz", "Johnson", "Chen", "Okafor", "Smith", "Patel", "Ivanov", "Nguyen", "García", "Hassan", "Lee", "Moreno"]
-
-    static func make(index: Int, kioskID: String) -> CheckIn {
-        let first = firstNames[index % firstNames.count]
-        let last = lastNames[(index / firstNames.count) % lastNames.count]
-        let year = 1950 + (index * 7) % 55
-        let month = 1 + (index * 5) % 12
-        let day = 1 + (index * 3) % 28
-        let dob = String(format: "%04d-%02d-%02d", year, month, day)
-        let outreach = index % 10 == 9
-        return CheckIn(
-            participant: .init(firstName: first, lastName: last, dateOfBirth: dob),
-            siteID: Int64(12 + index % 3), programID: Int64(3 + index % 2), kioskID: kioskID,
-            checkedInAt: Timestamp.now(),
-            location: outreach ? .init(latitude: 47.6 + Double(index % 100) / 1000, longitude: -122.33, accuracyMeters: 15) : nil,
-            notes: outreach ? "Street outreach contact." : nil)
     }
 }
 

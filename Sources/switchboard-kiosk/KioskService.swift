@@ -1,15 +1,16 @@
 // The kiosk as a long-running program (`serve`, and `demo`): it keeps sending its outbox,
 // reports its depth and last delivery to the broker in HEARTBEATs, and serves /metrics and
 // /health on its admin address, so an operator sees a kiosk that records but cannot deliver.
+// The services and their shutdown order are SwitchboardKiosk's `KioskServices`.
 
 import ArgumentParser
 import Foundation
 import Logging
+import ServiceLifecycle
 import SwitchboardBus
+import SwitchboardKiosk
 import SwitchboardObservability
 import SwitchboardRuntime
-import SwitchboardSecurity
-import ZeroMQ
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -34,9 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
         let address = try KioskAdmin.address(admin)
         let (outbox, logger) = try options.open()
         print("Kiosk \(options.kioskID): sending its outbox to \(options.ingestEndpoint). Ctrl-C stops.")
-        _ = try await untilInterrupted {
-            try await KioskAdmin.deliverForever(options: options, outbox: outbox, logger: logger, admin: address)
-        }
+        try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: address, recorder: nil)
         print("Kiosk stopped; \(try await outbox.counts().pending) check-ins waiting.")
     }
 }
@@ -50,40 +49,14 @@ enum KioskAdmin {
         }
     }
 
-    /// Sends the outbox until cancelled, with the admin server beside it.
-    static func deliverForever(options: KioskOptions, outbox: Outbox, logger: Logger, admin: AdminAddress?) async throws {
-        let observability = Observability.bootstrap(program: "switchboard-kiosk")
-        let context = try Context()
-        let io = try IOThread(context: context)
-        var settings = OutboxSender.Settings()
-        settings.socketOptions = options.credentials?.socketOptions ?? []
-        let sender = OutboxSender(
-            outbox: outbox, io: io, endpoint: options.ingestEndpoint, settings: settings, logger: logger, metrics: observability.factory)
-        var readiness = Readiness()
-        readiness.add("broker") { sender.isConnected }
-        // What the outbox has held over its life (waiting, refused and delivered), which other
-        // kiosk commands add to.
-        let recorded = TotalCounter(label: "switchboard_kiosk_checkins_total", factory: observability.factory)
-        let server = observability.adminServer(
-            at: admin, readiness: readiness,
-            collectors: [
-                { await sender.updateDepth() },
-                { if let counts = try? await outbox.counts() { recorded.update(total: Double(counts.pending + counts.rejected) + Double(counts.delivered)) } },
-            ], logger: logger)
-        do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { _ = try await sender.deliver(keepWaiting: { true }) }
-                // Cancelled with the delivery at Ctrl-C (the kiosk has no service group yet).
-                if let server { group.addTask { try await server.run() } }
-                try await group.next()
-                group.cancelAll()
-            }
-        } catch {
-            await io.shutdown()
-            await context.terminate()
-            throw error
-        }
-        await io.shutdown()
-        await context.terminate()
+    /// Runs the kiosk's services (admin server, delivery, and the recorder if any) as one
+    /// ServiceGroup until SIGTERM or SIGINT, which stops them gracefully.
+    static func run(options: KioskOptions, outbox: Outbox, logger: Logger, admin: AdminAddress?, recorder: CheckInTrickle?) async throws {
+        let services = try KioskServices(
+            outbox: outbox, endpoint: options.ingestEndpoint, settings: options.senderSettings, admin: admin,
+            observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: recorder, logger: logger)
+        // Ready: the outbox is open, so check-ins are kept whether or not the broker answers.
+        ServiceReadiness.notify(.ready)
+        try await services.serviceGroup(logger: logger).run()
     }
 }

@@ -4,7 +4,6 @@ import SwitchboardEmulators
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
-import ZeroMQ
 
 @main
 struct SwitchboardCommand: AsyncParsableCommand {
@@ -60,8 +59,6 @@ struct UpCommand: AsyncParsableCommand {
         let logs = data.appendingPathComponent("logs")
         try fileManager.createDirectory(at: logs, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let brokerDirectory = data.appendingPathComponent("broker").path
-        let endpointsFile = (brokerDirectory as NSString).appendingPathComponent("endpoints.json")
-        try? fileManager.removeItem(atPath: endpointsFile)
         let ingest = "tcp://127.0.0.1:\(port)"
         let fanout = "tcp://127.0.0.1:\(port + 1)"
         let replay = "tcp://127.0.0.1:\(port + 2)"
@@ -77,31 +74,30 @@ struct UpCommand: AsyncParsableCommand {
 
         // Secure by default: keys for the broker, the demo kiosk, the monitor and an operator
         // (for `switchboard status`, `groups` and `dlq`) are made on first start and kept under <data-dir>/keys.
-        let keys = try insecure ? nil : LocalKeys.ensure(in: data.appendingPathComponent("keys"))
+        let keys = try insecure ? nil : LocalKeys.ensure(in: data.appendingPathComponent("keys"), principals: Self.principals)
+        // Every child reports READY=1 on its own notify socket; the broker and the emulators are
+        // waited for, as the rest need them.
+        let supervisor = try Supervisor()
         let brokerLog = try openLog(logs.appendingPathComponent("broker.log"))
-        let broker = ChildProcess(
-            name: "broker", executable: "switchboard-broker",
-            arguments: [
-                "--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
-                "--groups", groups,
-            ] + admin(0) + (keys?.brokerArguments ?? ["--insecure"]),
-            errors: brokerLog)
-        try broker.start()
+        try supervisor.start(
+            .init(
+                name: "broker", executable: "switchboard-broker",
+                arguments: [
+                    "--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
+                    "--groups", groups,
+                ] + admin(0) + (keys?.brokerArguments ?? ["--insecure"]),
+                errors: brokerLog, stopGrace: .seconds(20)))
         say("Switchboard is starting in \(data.path) (broker log: \(logs.appendingPathComponent("broker.log").path))")
 
-        // The broker writes its endpoints file once every socket is bound.
-        let ready = ContinuousClock.now + .seconds(15)
-        while !fileManager.fileExists(atPath: endpointsFile) {
-            guard broker.isRunning else {
-                throw ValidationError(
-                    "the broker stopped at start; see \(logs.appendingPathComponent("broker.log").path) (is port \(port) in use? try --port)"
-                )
-            }
-            guard ContinuousClock.now < ready else {
-                await broker.stop()
-                throw ValidationError("the broker did not become ready within 15s; see its log")
-            }
-            try await Task.sleep(for: .milliseconds(50))
+        // The broker says it is ready once every socket is bound.
+        switch await supervisor.waitUntilReady("broker", timeout: .seconds(15)) {
+        case .ready: break
+        case .exited:
+            throw ValidationError(
+                "the broker stopped at start; see \(logs.appendingPathComponent("broker.log").path) (is port \(port) in use? try --port)")
+        case .timedOut:
+            await supervisor.stopAll()
+            throw ValidationError("the broker did not become ready within 15s; see its log")
         }
         say("broker: ingest \(ingest), fan-out \(fanout), replay \(replay), service \(service), groups \(groups)")
         if let keys {
@@ -110,7 +106,6 @@ struct UpCommand: AsyncParsableCommand {
             say("WARNING: --insecure: no encryption, no authentication; anyone on this machine may connect")
         }
 
-        var children: [ChildProcess] = []
         // The emulated back ends (HTTPS with a test CA made on first start) and the auth manager,
         // which logs in to them with the seed's demo accounts and trusts only that CA.
         let emulatorDirectory = data.appendingPathComponent("emulator")
@@ -118,29 +113,18 @@ struct UpCommand: AsyncParsableCommand {
         let tlsDirectory = emulatorDirectory.appendingPathComponent("tls")
         let emulatorLogPath = logs.appendingPathComponent("emulator.log")
         let emulatorLog = try openLog(emulatorLogPath)
-        // The log is appended to across runs: readiness is the listening line written after this offset.
-        let emulatorLogStart = (try? emulatorLog.offset()) ?? 0
-        let emulator = ChildProcess(
-            name: "emulator", executable: "switchboard-emulator",
-            arguments: [
-                "--port", String(emulatorPort), "--state", emulatorDirectory.appendingPathComponent("state.json").path,
-                "--tls-generate", tlsDirectory.path,
-            ], output: emulatorLog, errors: emulatorLog)
-        try emulator.start()
-        children.append(emulator)
-        let emulatorReady = ContinuousClock.now + .seconds(15)
-        func emulatorListening() -> Bool {
-            guard let data = try? Data(contentsOf: emulatorLogPath), data.count > Int(emulatorLogStart) else { return false }
-            return String(decoding: data.dropFirst(Int(emulatorLogStart)), as: UTF8.self).contains("listening https://")
-        }
-        while !emulatorListening() {
-            guard emulator.isRunning, ContinuousClock.now < emulatorReady else {
-                for child in children { await child.stop() }
-                await broker.stop()
-                throw ValidationError(
-                    "the emulator did not start; see \(emulatorLogPath.path) (is port \(emulatorPort) in use? try --emulator-port)")
-            }
-            try await Task.sleep(for: .milliseconds(50))
+        try supervisor.start(
+            .init(
+                name: "emulator", executable: "switchboard-emulator",
+                arguments: [
+                    "--port", String(emulatorPort), "--state", emulatorDirectory.appendingPathComponent("state.json").path,
+                    "--tls-generate", tlsDirectory.path,
+                ], output: emulatorLog, errors: emulatorLog))
+        // Ready once it listens.
+        guard await supervisor.waitUntilReady("emulator", timeout: .seconds(15)) == .ready else {
+            await supervisor.stopAll()
+            throw ValidationError(
+                "the emulator did not start; see \(emulatorLogPath.path) (is port \(emulatorPort) in use? try --emulator-port)")
         }
         let backends = "https://127.0.0.1:\(emulatorPort)"
         say(
@@ -150,75 +134,66 @@ struct UpCommand: AsyncParsableCommand {
         let authDirectory = data.appendingPathComponent("auth")
         let accountsFile = try DemoAccounts.write(in: authDirectory, base: backends)
         let authLog = try openLog(logs.appendingPathComponent("auth.log"))
-        let auth = ChildProcess(
-            name: "auth", executable: "switchboard-auth",
-            arguments: [
-                "--accounts", accountsFile, "--service", service, "--ingest", ingest, "--data-dir",
-                authDirectory.appendingPathComponent("state").path, "--ca-file", tlsDirectory.appendingPathComponent("ca.pem").path,
-            ] + admin(3) + (keys?.clientArguments("auth") ?? []),
-            output: authLog, errors: authLog)
-        try auth.start()
-        children.append(auth)
+        try supervisor.start(
+            .init(
+                name: "auth", executable: "switchboard-auth",
+                arguments: [
+                    "--accounts", accountsFile, "--service", service, "--ingest", ingest, "--data-dir",
+                    authDirectory.appendingPathComponent("state").path, "--ca-file", tlsDirectory.appendingPathComponent("ca.pem").path,
+                ] + admin(3) + (keys?.clientArguments("auth") ?? []),
+                output: authLog, errors: authLog))
         say("auth: service `auth` for FileMaker, ETO, Directory and SAP (log: \(logs.appendingPathComponent("auth.log").path))")
 
         // The workers, each with its own key, data directory and log; their tokens come from auth.
         let caFile = tlsDirectory.appendingPathComponent("ca.pem").path
         for (offset, (name, url)) in [("filemaker", backends), ("eto", backends + "/API"), ("directory", backends + "/directory")].enumerated() {
             let log = try openLog(logs.appendingPathComponent("\(name).log"))
-            let worker = ChildProcess(
-                name: name, executable: "switchboard-\(name)",
-                arguments: [
-                    "--groups", groups, "--service", service, "--ingest", ingest, "--url", url, "--ca-file", caFile, "--data-dir",
-                    data.appendingPathComponent(name).path,
-                ] + admin(4 + offset) + (keys?.clientArguments(name) ?? []),
-                output: log, errors: log)
-            try worker.start()
-            children.append(worker)
+            try supervisor.start(
+                .init(
+                    name: name, executable: "switchboard-\(name)",
+                    arguments: [
+                        "--groups", groups, "--service", service, "--ingest", ingest, "--url", url, "--ca-file", caFile, "--data-dir",
+                        data.appendingPathComponent(name).path,
+                    ] + admin(4 + offset) + (keys?.clientArguments(name) ?? []),
+                    output: log, errors: log))
         }
         say(
             "workers: switchboard-filemaker (group filemaker → FileMaker CheckIns and Staff), switchboard-eto (group eto → TouchPoint 54; service eto), switchboard-directory (Directory ⇄ person.*) (logs: \(logs.path)/{filemaker,eto,directory}.log)"
         )
 
-        let monitor = ChildProcess(
-            name: "monitor", executable: "switchboard-monitor",
-            arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"] + (keys?.clientArguments("monitor") ?? []))
-        try monitor.start()
-        children.append(monitor)
+        try supervisor.start(
+            .init(
+                name: "monitor", executable: "switchboard-monitor",
+                arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"] + (keys?.clientArguments("monitor") ?? [])))
         if !noDemo {
             let kioskLog = try openLog(logs.appendingPathComponent("kiosk.log"))
             let roster = try DemoRoster.write(in: data.appendingPathComponent("kiosk"))
-            let kiosk = ChildProcess(
-                name: "kiosk", executable: "switchboard-kiosk",
-                arguments: [
-                    "demo", "--kiosk", "demo-kiosk-1", "--broker", ingest, "--interval", interval,
-                    "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path, "--roster", roster,
-                ] + admin(1) + (keys?.clientArguments("demo-kiosk-1") ?? []),
-                output: kioskLog, errors: kioskLog)
-            try kiosk.start()
-            children.append(kiosk)
+            try supervisor.start(
+                .init(
+                    name: "kiosk", executable: "switchboard-kiosk",
+                    arguments: [
+                        "demo", "--kiosk", "demo-kiosk-1", "--broker", ingest, "--interval", interval,
+                        "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path, "--roster", roster,
+                    ] + admin(1) + (keys?.clientArguments("demo-kiosk-1") ?? []),
+                    output: kioskLog, errors: kioskLog))
             say("demo kiosk: one check-in every \(interval) (log: \(logs.appendingPathComponent("kiosk.log").path))")
         }
         if let adminBase, adminBase != 0 {
             say("metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(adminBase + 1) kiosk, \(adminBase + 3) auth, \(adminBase + 4)–\(adminBase + 6) filemaker, eto, directory")
         }
         say("Ctrl-C stops everything.")
+        // `up` under systemd (Type=notify) is ready once everything is started.
+        ServiceReadiness.notify(.ready)
 
         let limit = duration.flatMap(DurationText.parse)
-        let all = children + [broker]
-        _ = try await untilInterrupted {
-            // Ends when the time is up, or as soon as any program exits on its own.
-            let deadline = limit.map { ContinuousClock.now + $0 }
-            while all.allSatisfy(\.isRunning) {
-                if let deadline, ContinuousClock.now >= deadline { return }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        let died = all.filter { !$0.isRunning }.map(\.name)
+        // Ends when the time is up, or as soon as any program exits on its own.
+        _ = try await untilInterrupted { await supervisor.waitUntilAnyExits(timeout: limit) }
+        // Named as before the supervisor: the other programs first, then the broker.
+        let died = supervisor.exited.filter { $0 != "broker" } + supervisor.exited.filter { $0 == "broker" }
         // In the reverse of the start: the kiosk and monitor, the workers (they finish what they
         // hold and leave their groups while auth and the back ends still answer), auth, the
-        // emulators; the broker last: it drains and closes the journal.
-        for child in children.reversed() { await child.stop() }
-        let brokerStatus = await broker.stop(grace: .seconds(20))
+        // emulators; the broker last (20 s): it drains and closes the journal.
+        let brokerStatus = await supervisor.stopAll()["broker"] ?? nil
         if !died.isEmpty {
             say("Stopped because \(died.joined(separator: ", ")) exited unexpectedly; see \(logs.path).")
             throw ExitCode(1)
@@ -226,6 +201,13 @@ struct UpCommand: AsyncParsableCommand {
         say(
             "Switchboard stopped\(brokerStatus == 0 ? " cleanly" : " (broker exit status \(brokerStatus.map(String.init) ?? "unknown"))").")
     }
+
+    /// The principals `up` makes keys for (LocalKeys): one per program, and an operator for
+    /// `switchboard status`, `groups` and `dlq`.
+    static let principals: [(name: String, role: Role)] = [
+        ("broker", .broker), ("demo-kiosk-1", .kiosk), ("monitor", .monitor), ("operator", .admin), ("auth", .auth),
+        ("filemaker", .worker(service: "filemaker")), ("eto", .worker(service: "eto")), ("directory", .worker(service: "directory")),
+    ]
 
     private func openLog(_ url: URL) throws -> FileHandle {
         if !FileManager.default.fileExists(atPath: url.path) {
@@ -241,48 +223,6 @@ struct UpCommand: AsyncParsableCommand {
 /// otherwise overtake ours in a pipe or a log.
 func say(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
-}
-
-/// The keys `switchboard up` runs with: made once, kept under `<data-dir>/keys`
-/// (`secrets/` 0700 with the `.secret` files 0600, `allowed/` the broker's allow-list).
-struct LocalKeys {
-    let directory: URL
-    var secrets: URL { directory.appendingPathComponent("secrets") }
-    var allowed: URL { directory.appendingPathComponent("allowed") }
-
-    static let principals: [(String, Role)] = [
-        ("broker", .broker), ("demo-kiosk-1", .kiosk), ("monitor", .monitor), ("operator", .admin), ("auth", .auth),
-        ("filemaker", .worker(service: "filemaker")), ("eto", .worker(service: "eto")), ("directory", .worker(service: "directory")),
-    ]
-
-    static func ensure(in directory: URL) throws -> LocalKeys {
-        let keys = LocalKeys(directory: directory)
-        let fileManager = FileManager.default
-        try fileManager.createDirectory(at: keys.secrets, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try fileManager.createDirectory(at: keys.allowed, withIntermediateDirectories: true)
-        for (name, role) in principals {
-            let secret = keys.secrets.appendingPathComponent("\(name).secret").path
-            if !fileManager.fileExists(atPath: secret) {
-                try Certificate(name: name, role: role, keys: try CurveKeyPair.generate()).write(to: keys.secrets.path)
-            }
-            let allowedCopy = keys.allowed.appendingPathComponent("\(name).cert").path
-            if role != .broker && !fileManager.fileExists(atPath: allowedCopy) {
-                try fileManager.copyItem(atPath: keys.secrets.appendingPathComponent("\(name).cert").path, toPath: allowedCopy)
-            }
-        }
-        return keys
-    }
-
-    var brokerArguments: [String] {
-        ["--key", secrets.appendingPathComponent("broker.secret").path, "--certificates", allowed.path]
-    }
-
-    func clientArguments(_ name: String) -> [String] {
-        [
-            "--certificate", secrets.appendingPathComponent("\(name).secret").path, "--broker-key",
-            secrets.appendingPathComponent("broker.cert").path,
-        ]
-    }
 }
 
 /// The accounts file `switchboard up` gives `switchboard-auth`: the emulator seed's demo

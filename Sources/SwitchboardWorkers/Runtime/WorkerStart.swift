@@ -7,6 +7,7 @@ public import Logging
 public import ServiceLifecycle
 public import SwitchboardBus
 import SwitchboardProtocol
+import SwitchboardRuntime
 
 public enum WorkerStart {
     /// Runs `body` until it succeeds, throws a non-retryable error, or `limit` has passed.
@@ -29,7 +30,8 @@ public enum WorkerStart {
     }
 
     /// Logs the worker's group membership as it changes: "ready" when the broker says JOINED
-    /// (what `switchboard up` and an operator wait for), and each rejoin with its reason.
+    /// (what an operator waits for; a supervisor is told READY=1 then), and each rejoin with
+    /// its reason.
     public struct ReadyLog: Service {
         let consumer: GroupConsumer
         let logger: Logger
@@ -43,6 +45,7 @@ public enum WorkerStart {
             for await notice in consumer.notices.cancelOnGracefulShutdown() {
                 switch notice {
                 case .joined(let joined):
+                    ServiceReadiness.notify(.ready, .status("joined group \(joined.group)"))
                     logger.info(
                         "ready: joined the group",
                         metadata: [

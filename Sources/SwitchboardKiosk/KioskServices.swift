@@ -1,0 +1,213 @@
+// The kiosk as a long-running program (`serve`, and `demo`) is one ServiceGroup of three
+// services: the admin server, the delivery of the outbox, and (in `demo`) the recording of
+// check-ins. A group shuts its services down gracefully in the reverse of their order, so on
+// SIGTERM the recorder stops first (a check-in being saved is saved; no new one begins), then
+// the delivery sends what is waiting for as long as its drain time allows, and the admin server
+// goes last, answering /health and /metrics until the work has stopped. Whatever is not
+// delivered by then stays in the outbox for the next run: nothing recorded is lost, and nothing
+// the broker acknowledged is sent again except as a duplicate it recognises.
+
+public import CoreMetrics
+public import Logging
+public import ServiceLifecycle
+public import SwitchboardBus
+public import SwitchboardObservability
+import SwitchboardProtocol
+import Synchronization
+public import UnixSignals
+import ZeroMQ
+
+/// Sends an outbox to the broker until graceful shutdown, then drains it.
+///
+/// On graceful shutdown it stops waiting for new events and keeps sending until the outbox has
+/// nothing pending and nothing in flight, or `drainTime` has passed; then it returns. On
+/// cancellation it stops at once. Either way what was not acknowledged stays in the outbox.
+/// It owns its ZeroMQ context, which `run` ends: run it once.
+public final class OutboxDelivery: Service, Sendable {
+    public let sender: OutboxSender
+    /// How long graceful shutdown may spend sending what is waiting.
+    public let drainTime: Duration
+    private let context: Context
+    private let io: IOThread
+    private let logger: Logger
+
+    /// - Parameter metrics: where the outbox metrics go.
+    public init(
+        outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), drainTime: Duration = .seconds(5),
+        logger: Logger, metrics: any MetricsFactory
+    ) throws {
+        context = try Context()
+        io = try IOThread(context: context)
+        sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoint, settings: settings, logger: logger, metrics: metrics)
+        self.drainTime = drainTime
+        self.logger = logger
+    }
+
+    /// Whether the broker answers (the kiosk's readiness).
+    public var isConnected: Bool { sender.isConnected }
+
+    public func run() async throws {
+        let draining = Flag()
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { [sender] in
+                    _ = try await sender.deliver(keepWaiting: { !draining.isSet })
+                }
+                group.addTask { [drainTime] in
+                    // Cancelled instead: the delivery ended (an error), or the group is cancelled.
+                    guard (try? await gracefulShutdown()) != nil else { return }
+                    draining.set()
+                    try? await Task.sleep(for: drainTime)
+                }
+                // The first to end decides: the delivery drained, or the drain time ran out.
+                try await group.next()
+                group.cancelAll()
+                try await group.waitForAll()
+            }
+        } catch is CancellationError {
+            // The drain time ran out, or the group was cancelled: what is left stays queued.
+        } catch {
+            await close()
+            throw error
+        }
+        await close()
+        let waiting = (try? await sender.outbox.counts().pending) ?? -1
+        logger.info("outbox delivery stopped", metadata: ["waiting": "\(waiting)", "drained": "\(waiting == 0)"])
+    }
+
+    /// Sends what `outbox` holds until nothing is pending or `wait` has passed, on a ZeroMQ
+    /// context of its own: what a kiosk command that records once (`checkin`, `import`,
+    /// `flush`, `load`) does before it exits.
+    /// - Parameter keepWaiting: asked when the outbox is empty: true waits for more (a load
+    ///   run still generating).
+    public static func deliver(
+        _ outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), within wait: Duration,
+        keepWaiting: @escaping @Sendable () -> Bool = { false }, logger: Logger
+    ) async throws -> DeliveryReport {
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoint, settings: settings, logger: logger)
+        let report: DeliveryReport
+        do {
+            report = try await sender.deliver(until: .now + wait, keepWaiting: keepWaiting)
+        } catch {
+            await io.shutdown()
+            throw error
+        }
+        await io.shutdown()
+        await context.terminate()
+        return report
+    }
+
+    private func close() async {
+        await io.shutdown()
+        await context.terminate()
+    }
+}
+
+/// A boolean set once, read from any thread (the sender asks it from its loop).
+private final class Flag: Sendable {
+    private let value = Atomic(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
+}
+
+/// Records a check-in every `interval` until graceful shutdown or cancellation: the demo kiosk.
+///
+/// Shutdown cuts the wait between check-ins short, never an enqueue in progress: a check-in it
+/// began to save is saved (the outbox's transaction), and none is begun after.
+public struct CheckInTrickle: Service {
+    public let outbox: Outbox
+    public let kioskID: String
+    public let interval: Duration
+    /// The people to check in, in turn; nil: `SyntheticCheckIns`.
+    public let roster: CheckInRoster?
+    /// Where in the roster (or the synthetic people) to begin.
+    public let startIndex: Int
+
+    public init(outbox: Outbox, kioskID: String, interval: Duration, roster: CheckInRoster?, startIndex: Int = .random(in: 0..<1000)) {
+        self.outbox = outbox
+        self.kioskID = kioskID
+        self.interval = interval
+        self.roster = roster
+        self.startIndex = startIndex
+    }
+
+    public func run() async throws {
+        var index = startIndex
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            let checkIn = try roster?.checkIn(index, kioskID: kioskID) ?? SyntheticCheckIns.make(index: index, kioskID: kioskID)
+            try await outbox.enqueue([.checkIn(checkIn)])
+            index += 1
+            do {
+                try await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
+            } catch is CancellationError {
+                return
+            }
+        }
+    }
+}
+
+/// The services of a long-running kiosk, in start order (shutdown goes in reverse; see the
+/// top of this file).
+public struct KioskServices: Sendable {
+    /// Serves /metrics and /health (ready: the broker answers); nil with `--admin none`.
+    public let admin: AdminServer?
+    public let delivery: OutboxDelivery
+    /// Records check-ins (the demo); nil for a kiosk that only sends (`serve`).
+    public let recorder: CheckInTrickle?
+
+    /// - Parameters:
+    ///   - endpoint: the broker's ingest endpoint.
+    ///   - settings: the sender's settings (CURVE keys among them).
+    ///   - admin: where to serve /metrics and /health, or nil for nowhere.
+    ///   - observability: the program's metrics registry.
+    public init(
+        outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), drainTime: Duration = .seconds(5),
+        admin: AdminAddress?, observability: Observability, recorder: CheckInTrickle?, logger: Logger
+    ) throws {
+        let delivery = try OutboxDelivery(
+            outbox: outbox, endpoint: endpoint, settings: settings, drainTime: drainTime, logger: logger, metrics: observability.factory)
+        var readiness = Readiness()
+        readiness.add("broker") { delivery.isConnected }
+        // What the outbox has held over its life (waiting, refused and delivered), which other
+        // kiosk commands add to.
+        let recorded = TotalCounter(label: "switchboard_kiosk_checkins_total", factory: observability.factory)
+        self.admin = observability.adminServer(
+            at: admin, readiness: readiness,
+            collectors: [
+                { await delivery.sender.updateDepth() },
+                {
+                    if let counts = try? await outbox.counts() {
+                        recorded.update(total: Double(counts.pending + counts.rejected) + Double(counts.delivered))
+                    }
+                },
+            ], logger: logger)
+        self.delivery = delivery
+        self.recorder = recorder
+    }
+
+    /// The services in start order (admin server, delivery, recorder), named, with what their
+    /// ending does to the group.
+    public var configurations: [ServiceGroupConfiguration.ServiceConfiguration] {
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let admin { services.append(.init(service: admin, serviceName: "admin")) }
+        services.append(.init(service: delivery, serviceName: "delivery"))
+        if let recorder {
+            // A recorder that fails (a full disk) leaves the delivery its drain, not a cancellation.
+            services.append(.init(service: recorder, failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "recorder"))
+        }
+        return services
+    }
+
+    /// The group a kiosk program runs: graceful shutdown on `signals`, and cancellation of what
+    /// is left after `deadline` (it should stay under what a supervisor grants before SIGKILL:
+    /// `switchboard up` and systemd give 10 s).
+    public func serviceGroup(
+        signals: [UnixSignal] = [.sigterm, .sigint], deadline: Duration = .seconds(8), logger: Logger
+    ) -> ServiceGroup {
+        var configuration = ServiceGroupConfiguration(services: configurations, gracefulShutdownSignals: signals, logger: logger)
+        configuration.maximumGracefulShutdownDuration = deadline
+        return ServiceGroup(configuration: configuration)
+    }
+}

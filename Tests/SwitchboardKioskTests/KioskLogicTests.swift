@@ -1,0 +1,96 @@
+import Foundation
+import SwitchboardKiosk
+import SwitchboardProtocol
+import SwitchboardTesting
+import Testing
+
+@testable import SwitchboardBus
+
+@Suite("Kiosk logic without a broker")
+struct KioskLogicTests {
+    @Test("a check-in's event is checkin.recorded, keyed by its person, content as the wire writes it")
+    func checkInEvent() throws {
+        let checkIn = CheckIn(
+            participant: .init(firstName: "Ana", lastName: "Ortiz", dateOfBirth: "1976-02-23"), siteID: 101, programID: 792,
+            kioskID: "k", checkedInAt: "2026-11-22T21:04:00Z")
+        let event = try Outbox.NewEvent.checkIn(checkIn)
+        #expect(event.type == "checkin.recorded" && event.schema == "checkin.recorded/1")
+        #expect(event.key == "person:683e6d1735634598")
+        #expect(event.content == (try WireJSON.encode(checkIn)))
+        var known = checkIn
+        known.participant.etoParticipantID = 1000
+        #expect(try Outbox.NewEvent.checkIn(known).key == "eto:1000")
+    }
+
+    @Test("the file digest is FNV-1a 64 (its published vectors) and the length")
+    func digest() {
+        #expect(FileDigest.of(Data()) == "cbf29ce484222325-0")
+        #expect(FileDigest.of(Data("a".utf8)) == "af63dc4c8601ec8c-1")
+        #expect(FileDigest.of(Data("foobar".utf8)) == "85944171f73967e8-6")
+    }
+
+    @Test("pacing: due by elapsed time at the rate, all at once at rate 0, never past the total")
+    func pacing() {
+        let pace = LoadPacing(rate: 100, total: 1000)
+        #expect(pace.due(after: .zero) == 1)
+        #expect(pace.due(after: .milliseconds(990)) == 100)
+        #expect(pace.due(after: .seconds(60)) == 1000)
+        #expect(pace.expectedDuration == .seconds(10))
+        #expect(LoadPacing(rate: 0, total: 7).due(after: .zero) == 7)
+        #expect(LoadPacing(rate: 0, total: 7).expectedDuration == .seconds(60))
+    }
+
+    @Test("a load run puts exactly its total in the outbox, in batches, each a valid keyed check-in")
+    func loadRun() async throws {
+        let directory = try TemporaryDirectory("load")
+        defer { directory.remove() }
+        let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "load-1")
+        let generator = LoadGenerator(outbox: outbox, kioskID: "load-1", pacing: LoadPacing(rate: 0, total: 1_234))
+        #expect(!generator.isFinished)
+        try await generator.run()
+        #expect(generator.generated == 1_234 && generator.isFinished)
+        #expect(try await outbox.counts().pending == 1_234)
+        let entries = try await outbox.pending(after: 0, limit: 2_000)
+        #expect(entries.count == 1_234)
+        for entry in entries.prefix(50) {
+            let checkIn = try JSONDecoder().decode(CheckIn.self, from: entry.content)
+            try checkIn.validate()
+            #expect(String(decoding: entry.header, as: UTF8.self).contains(CheckInForm.orderingKey(checkIn)))
+        }
+    }
+
+    @Test("synthetic check-ins are valid and repeatable; every tenth is street outreach with a location")
+    func synthetic() throws {
+        for index in 0..<300 {
+            let checkIn = SyntheticCheckIns.make(index: index, kioskID: "k1")
+            try checkIn.validate()
+            #expect((checkIn.location != nil) == (index % 10 == 9))
+            let again = SyntheticCheckIns.make(index: index, kioskID: "k1")
+            #expect(again.participant == checkIn.participant && again.siteID == checkIn.siteID)
+        }
+    }
+
+    @Test("what the person reads after a delivery")
+    func summary() {
+        var report = DeliveryReport()
+        #expect(report.summary(endpoint: "tcp://b:1", wait: .seconds(5)) == ["Nothing waiting."])
+        report.delivered = 2
+        report.duplicates = 1
+        report.lastBusSeq = 41
+        report.pending = 1
+        report.brokerAnswered = true
+        #expect(
+            report.summary(endpoint: "tcp://b:1", wait: .seconds(5)) == [
+                "Delivered 3 check-ins (broker sequence up to #41).", "1 check-in is still waiting and will be sent by the next run.",
+            ])
+        report = DeliveryReport()
+        report.pending = 4
+        report.rejected = 1
+        report.lastProblem = "forbidden: no"
+        #expect(
+            report.summary(endpoint: "tcp://b:1", wait: .seconds(5)) == [
+                "Refused by the broker: 1 (kept on this kiosk; see 'switchboard-kiosk status'). Last reason: forbidden: no.",
+                "The broker at tcp://b:1 did not answer within 5.0 seconds. 4 check-ins are saved on this kiosk and will be sent by the next run.",
+            ])
+    }
+}
