@@ -260,6 +260,7 @@ var targets: [Target] = [
             "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -363,6 +364,7 @@ var targets: [Target] = [
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ],
         exclude: ["README.md"],
         resources: [.copy("Resources/seed.json")],

@@ -23,7 +23,7 @@ import ZeroMQ
 /// nothing pending and nothing in flight, or `drainTime` has passed; then it returns. On
 /// cancellation it stops at once. Either way what was not acknowledged stays in the outbox.
 /// It owns its ZeroMQ context, which `run` ends: run it once.
-public final class OutboxDelivery: Service, Sendable {
+public final class KioskDelivery: Service, Sendable {
     public let sender: OutboxSender
     /// How long graceful shutdown may spend sending what is waiting.
     public let drainTime: Duration
@@ -153,7 +153,7 @@ public struct CheckInTrickle: Service {
 public struct KioskServices: Sendable {
     /// Serves /metrics and /health (ready: the broker answers); nil with `--admin none`.
     public let admin: AdminServer?
-    public let delivery: OutboxDelivery
+    public let delivery: KioskDelivery
     /// Records check-ins (the demo); nil for a kiosk that only sends (`serve`).
     public let recorder: CheckInTrickle?
 
@@ -166,7 +166,7 @@ public struct KioskServices: Sendable {
         outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), drainTime: Duration = .seconds(5),
         admin: AdminAddress?, observability: Observability, recorder: CheckInTrickle?, logger: Logger
     ) throws {
-        let delivery = try OutboxDelivery(
+        let delivery = try KioskDelivery(
             outbox: outbox, endpoint: endpoint, settings: settings, drainTime: drainTime, logger: logger, metrics: observability.factory)
         var readiness = Readiness()
         readiness.add("broker") { delivery.isConnected }

@@ -2,13 +2,6 @@ import Logging
 import ServiceLifecycle
 public import SwitchboardEmulators
 
-/// The emulator as a `Service`, so a fixture can stop it gracefully.
-private struct EmulatorService: Service {
-    let emulator: Emulator
-    let onListening: @Sendable (Int) async -> Void
-    func run() async throws { try await emulator.run(onListening: onListening) }
-}
-
 /// A running in-process emulator on a free loopback port, for tests and benchmarks.
 public struct RunningEmulator: Sendable {
     public let emulator: Emulator

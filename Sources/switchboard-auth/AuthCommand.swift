@@ -7,7 +7,9 @@ import SwitchboardCredentials
 import SwitchboardHTTP
 import SwitchboardObservability
 import SwitchboardRuntime
+import ServiceLifecycle
 import SwitchboardSecurity
+import UnixSignals
 import ZeroMQ
 
 @main
@@ -126,19 +128,19 @@ struct AuthCommand: AsyncParsableCommand {
             ])
         ServiceReadiness.notify(.ready)
         let keepAliveInterval = Duration.seconds(max(1, keepAlive))
-        _ = try await untilInterrupted {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await worker.run() }
-                group.addTask { await service.keepAlive(every: keepAliveInterval) }
-                group.addTask { _ = try await sender.deliver(keepWaiting: { true }) }
-                // Cancelled with the rest at SIGTERM (this program has no service group yet).
-                if let adminServer { group.addTask { try await adminServer.run() } }
-                try await group.next()
-                group.cancelAll()
-            }
-        }
-        logger.info("auth stopping: logging out")
-        await service.logOutAll()
+        var services: [any Service] = [
+            OutboxSenderService(sender: sender), AuthSessions(auth: service, keepAliveInterval: keepAliveInterval, logger: logger),
+            ServiceWorkerService(worker: worker),
+        ]
+        if let adminServer { services.append(adminServer) }
+        // SIGTERM or SIGINT stops the services in reverse order: the admin server, the worker
+        // (its request in hand answered), the sessions (logged out), then the outbox (what is
+        // left sent, within the deadline).
+        var configuration = ServiceGroupConfiguration(
+            services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(8)
+        try await ServiceGroup(configuration: configuration).run()
+        logger.info("auth stopped")
         try? await cache.save()
         try? await http.shutdown()
     }

@@ -4,7 +4,9 @@ import Logging
 import NIOCore
 import NIOPosix
 import SwitchboardEmulators
+import ServiceLifecycle
 import SwitchboardRuntime
+import UnixSignals
 
 @main
 struct EmulatorCommand: AsyncParsableCommand {
@@ -83,11 +85,14 @@ struct EmulatorCommand: AsyncParsableCommand {
         let emulator = try Emulator(configuration: settings, logger: logger)
         let scheme = settings.tls == nil ? "http" : "https"
         let host = self.host
-        _ = try await untilInterrupted {
-            try await emulator.run { port in
-                FileHandle.standardOutput.write(Data("listening \(scheme)://\(host):\(port)\n".utf8))
-                ServiceReadiness.notify(.ready, .status("listening \(scheme)://\(host):\(port)"))
-            }
+        let service = EmulatorService(emulator: emulator) { port in
+            FileHandle.standardOutput.write(Data("listening \(scheme)://\(host):\(port)\n".utf8))
+            ServiceReadiness.notify(.ready, .status("listening \(scheme)://\(host):\(port)"))
         }
+        // SIGTERM and SIGINT shut the server down gracefully (connections in hand are answered);
+        // it also saves the state file on the way out.
+        try await ServiceGroup(
+            configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        ).run()
     }
 }

@@ -127,7 +127,7 @@ struct KioskOptions: ParsableArguments {
     func deliver(
         _ outbox: Outbox, logger: Logger, wait: Duration, keepWaiting: @escaping @Sendable () -> Bool = { false }
     ) async throws -> DeliveryReport {
-        try await OutboxDelivery.deliver(
+        try await KioskDelivery.deliver(
             outbox, endpoint: ingestEndpoint, settings: senderSettings, within: wait, keepWaiting: keepWaiting, logger: logger)
     }
 
