@@ -99,10 +99,17 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
+    // The one way our programs open a SQLite file that must survive a crash (journal, outboxes,
+    // processed sets): private, WAL, synchronous=FULL checked.
+    .target(
+        name: "SwitchboardStorage",
+        dependencies: ["SwitchboardRuntime", .product(name: "GRDB", package: "GRDB.swift")],
+        swiftSettings: swiftSettings
+    ),
     .target(
         name: "SwitchboardBroker",
         dependencies: [
-            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity",
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -121,7 +128,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardBus",
         dependencies: [
-            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime",
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardStorage",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -267,8 +274,8 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-auth",
         dependencies: [
-            "SwitchboardAuth", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardObservability",
-            "ZeroMQ",
+            "SwitchboardAuth", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime", "SwitchboardSecurity",
+            "SwitchboardObservability", "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -291,7 +298,7 @@ var targets: [Target] = [
         name: "SwitchboardWorkers",
         dependencies: [
             "SwitchboardAuth", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
-            "SwitchboardRuntime", "SwitchboardSecurity", "ZeroMQ",
+            "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "ZeroMQ",
             "SwitchboardObservability",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

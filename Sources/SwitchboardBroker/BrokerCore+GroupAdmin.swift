@@ -38,7 +38,8 @@ extension BrokerCore {
             if let security = broker.security {
                 guard let role = security.role(of: principal) else {
                     security.refused("revoked", principal: principal, endpoint: .groups, reason: "principal is no longer allowed")
-                    throw GroupRequestFailure(status: 403, code: "forbidden", message: "principal '\(principal ?? "?")' is no longer allowed")
+                    throw GroupRequestFailure(
+                        status: 403, code: "forbidden", message: "principal '\(principal ?? "?")' is no longer allowed")
                 }
                 if let reason = Policy.groupOperation(role, operation: header.operation) {
                     security.refused("group", principal: principal, endpoint: .groups, reason: reason)
@@ -68,11 +69,15 @@ extension BrokerCore {
         reply(identity, Envelope(command: .reply, header: data, parent: parent, content: content), on: groupSocket)
     }
 
-    func runGroupOperation(_ operation: String, _ input: [String: JSONValue], by admin: String, now: ContinuousClock.Instant) throws
+    func runGroupOperation(
+        _ operation: String, _ input: [String: JSONValue], by admin: String, now: ContinuousClock.Instant
+    ) throws
         -> JSONValue
     {
         func groupName() throws -> String {
-            guard case .string(let name)? = input["group"] else { throw GroupRequestFailure.badRequest("content: field 'group' is required") }
+            guard case .string(let name)? = input["group"] else {
+                throw GroupRequestFailure.badRequest("content: field 'group' is required")
+            }
             guard GroupName.isValid(name) else {
                 throw GroupRequestFailure.badRequest("content: field 'group' must be 1–64 of a–z 0–9 _ - starting with a letter")
             }
@@ -103,9 +108,12 @@ extension BrokerCore {
         }
         switch operation {
         case "producers.list":
-            return .object(["producers": .array(producers.entries.keys.sorted().compactMap { name in
-                producers.entries[name].map { describeProducer(name, $0) }
-            })])
+            return .object([
+                "producers": .array(
+                    producers.entries.keys.sorted().compactMap { name in
+                        producers.entries[name].map { describeProducer(name, $0) }
+                    })
+            ])
         case "groups.list":
             // Dead letters made earlier in this loop iteration are counted only once committed.
             try flushGroups()
@@ -117,12 +125,15 @@ extension BrokerCore {
             let start = try start()
             if let runtime = groups.groups[name] {
                 guard Set(runtime.topics) == Set(topics) else {
-                    throw GroupRequestFailure(status: 409, code: "conflict", message: "group '\(name)' exists with topics \(runtime.topics)")
+                    throw GroupRequestFailure(
+                        status: 409, code: "conflict", message: "group '\(name)' exists with topics \(runtime.topics)")
                 }
                 return try describeGroup(name)
             }
             try createGroup(name, topics: topics, start: start)
-            audit("created", group: name, by: admin, extra: ["topics": .array(topics.map(JSONValue.string)), "start": .string(start.description)])
+            audit(
+                "created", group: name, by: admin,
+                extra: ["topics": .array(topics.map(JSONValue.string)), "start": .string(start.description)])
             return try describeGroup(name)
         case "groups.reset":
             let (name, runtime) = try existing()

@@ -1,6 +1,7 @@
 public import Foundation
 import GRDB
 import SwitchboardProtocol
+import SwitchboardStorage
 
 /// An event the ingest path has checked and wants journaled.
 struct PendingEvent {
@@ -64,45 +65,30 @@ public final class Journal {
 
     public init(path: String) throws {
         self.path = path
-        var configuration = Configuration()
-        configuration.journalMode = .wal
-        configuration.label = "journal"
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
-        queue = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE events (
-                        bus_seq INTEGER PRIMARY KEY,
-                        event_id TEXT NOT NULL UNIQUE,
-                        producer TEXT NOT NULL,
-                        producer_seq INTEGER NOT NULL,
-                        type TEXT NOT NULL,
-                        received_at INTEGER NOT NULL,
-                        size INTEGER NOT NULL,
-                        header BLOB NOT NULL,
-                        parent BLOB NOT NULL,
-                        metadata BLOB NOT NULL,
-                        content BLOB NOT NULL,
-                        UNIQUE (producer, producer_seq)
-                    );
-                    CREATE TABLE journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                    """)
-            try db.execute(
-                sql: "INSERT INTO journal_meta (key, value) VALUES ('broker_id', ?)", arguments: [UUIDv7.string()])
-        }
-        Self.registerGroupMigrations(&migrator)
-        try migrator.migrate(queue)
-        // GRDB's WAL set-up switches to synchronous=NORMAL after prepareDatabase runs; an ACK
-        // must mean "on disk", so set FULL again now, and check it took.
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
-                throw JournalFailure(description: "SQLite refused synchronous=FULL for \(path)")
+        queue = try PrivateDatabase.open(path: path, label: "journal") { migrator in
+            migrator.registerMigration("v1") { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE events (
+                            bus_seq INTEGER PRIMARY KEY,
+                            event_id TEXT NOT NULL UNIQUE,
+                            producer TEXT NOT NULL,
+                            producer_seq INTEGER NOT NULL,
+                            type TEXT NOT NULL,
+                            received_at INTEGER NOT NULL,
+                            size INTEGER NOT NULL,
+                            header BLOB NOT NULL,
+                            parent BLOB NOT NULL,
+                            metadata BLOB NOT NULL,
+                            content BLOB NOT NULL,
+                            UNIQUE (producer, producer_seq)
+                        );
+                        CREATE TABLE journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                        """)
+                try db.execute(
+                    sql: "INSERT INTO journal_meta (key, value) VALUES ('broker_id', ?)", arguments: [UUIDv7.string()])
             }
+            Self.registerGroupMigrations(&migrator)
         }
         let (brokerID, head, first, bytes, count) = try queue.read { db in
             (

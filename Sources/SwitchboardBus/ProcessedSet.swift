@@ -4,6 +4,7 @@
 
 import Foundation
 import GRDB
+import SwitchboardStorage
 
 /// The `event_id`s a worker has finished, in its own SQLite file (WAL, `synchronous=FULL`,
 /// mode 0600 in a 0700 directory). Thread-safe; disk I/O runs on GRDB's queue, never on the

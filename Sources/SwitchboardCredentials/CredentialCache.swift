@@ -5,9 +5,9 @@
 // callers that arrive during a refresh wait for it). When the back end keeps rejecting fresh
 // tokens, the storm guard stops the cache from logging in again and again and says so.
 
+public import CoreMetrics
 import Dispatch
 public import Foundation
-public import CoreMetrics
 public import Logging
 import Synchronization
 
@@ -152,7 +152,9 @@ public final class CredentialCache: Sendable {
                 case .wait:
                     break
                 case .startRefresh(let flight):
-                    if state.withLock({ $0.entries[key] != nil }) { count("switchboard_backend_refreshes_total", key, ("reason", "expired")) }
+                    if state.withLock({ $0.entries[key] != nil }) {
+                        count("switchboard_backend_refreshes_total", key, ("reason", "expired"))
+                    }
                     startRefresh(key, flight: flight, refresh: refresh)
                 }
             }
@@ -190,7 +192,8 @@ public final class CredentialCache: Sendable {
         // Both outcomes' series exist from the first log-in on, so a first failure is an increase.
         let outcome = (try? result.get()) == nil ? "failure" : "success"
         _ = Counter(
-            label: "switchboard_backend_logins_total", dimensions: [("backend", key.backend), ("outcome", outcome == "success" ? "failure" : "success")],
+            label: "switchboard_backend_logins_total",
+            dimensions: [("backend", key.backend), ("outcome", outcome == "success" ? "failure" : "success")],
             factory: configuration.metrics)
         count("switchboard_backend_logins_total", key, ("outcome", outcome))
         switch result {

@@ -18,7 +18,8 @@ final class HTTPMetrics: Sendable {
         let counter = counters.withLock { counters in
             if let known = counters[key] { return known }
             let made = Counter(
-                label: "switchboard_backend_requests_total", dimensions: [("backend", backend), ("operation", operation), ("status", status)],
+                label: "switchboard_backend_requests_total",
+                dimensions: [("backend", backend), ("operation", operation), ("status", status)],
                 factory: factory)
             counters[key] = made
             return made
@@ -28,7 +29,8 @@ final class HTTPMetrics: Sendable {
             let key = "\(backend) \(operation)"
             if let known = timers[key] { return known }
             let made = CoreMetrics.Timer(
-                label: "switchboard_backend_request_seconds", dimensions: [("backend", backend), ("operation", operation)], factory: factory)
+                label: "switchboard_backend_request_seconds", dimensions: [("backend", backend), ("operation", operation)], factory: factory
+            )
             timers[key] = made
             return made
         }

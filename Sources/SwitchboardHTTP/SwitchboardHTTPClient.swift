@@ -3,8 +3,8 @@
 // verification always on, TLS 1.2 or later, the system's roots plus our own CA files.
 
 import AsyncHTTPClient
-public import Foundation
 public import CoreMetrics
+public import Foundation
 public import Logging
 import NIOCore
 import NIOFoundationCompat

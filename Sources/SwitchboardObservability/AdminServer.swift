@@ -3,10 +3,10 @@
 // Loopback by default: the figures name groups, services and producers, which an operator
 // shares with the monitoring host on purpose, not with whoever reaches the machine.
 
+import CoreMetrics
 import Foundation
 import Hummingbird
 public import Logging
-import CoreMetrics
 import NIOCore
 import Prometheus
 public import ServiceLifecycle

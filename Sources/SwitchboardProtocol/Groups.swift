@@ -299,7 +299,9 @@ public struct LeaveHeader: Codable, Sendable, Hashable {
 /// Reading the fields of group requests outside this module, with the same messages.
 public enum GroupFields {
     /// A list of 1–32 type prefixes of 1–128 bytes, from `fields[key]`.
-    public static func topics(_ fields: [String: JSONValue], _ key: String = "topics", frame: String = "content") throws(ProtocolError)
+    public static func topics(
+        _ fields: [String: JSONValue], _ key: String = "topics", frame: String = "content"
+    ) throws(ProtocolError)
         -> [String]
     {
         try WireObject(fields: fields, frame: frame, code: .schemaViolation).topics(key)

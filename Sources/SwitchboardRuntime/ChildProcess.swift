@@ -1,5 +1,5 @@
-public import Foundation
 import CSpawn
+public import Foundation
 
 /// A program of ours started as a child process, for `switchboard up` and end-to-end tests.
 ///

@@ -1,13 +1,13 @@
 import ArgumentParser
 import Foundation
 import Logging
+import ServiceLifecycle
 import SwitchboardAuth
 import SwitchboardBus
 import SwitchboardCredentials
 import SwitchboardHTTP
 import SwitchboardObservability
 import SwitchboardRuntime
-import ServiceLifecycle
 import SwitchboardSecurity
 import UnixSignals
 import ZeroMQ

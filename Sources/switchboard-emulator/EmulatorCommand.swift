@@ -3,8 +3,8 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
-import SwitchboardEmulators
 import ServiceLifecycle
+import SwitchboardEmulators
 import SwitchboardRuntime
 import UnixSignals
 

@@ -44,7 +44,9 @@ final class DashboardState: Sendable {
                 func text(_ key: String) -> String? { if case .string(let value)? = fields[key] { value } else { nil } }
                 let who = text("principal").map { " \($0)" } ?? ""
                 state.problems.append(
-                    Problem(at: header.time, kind: "refused: \(text("kind") ?? "?")", text: "\(who) \(text("reason") ?? "")".trimmingCharacters(in: .whitespaces)))
+                    Problem(
+                        at: header.time, kind: "refused: \(text("kind") ?? "?")",
+                        text: "\(who) \(text("reason") ?? "")".trimmingCharacters(in: .whitespaces)))
             } else if header.type.hasPrefix("dlq."), case .object(let fields)? = JSONValue.parse(event.content) {
                 // The code and the attempts only: the failure message can quote the event.
                 var code = "?"
@@ -56,7 +58,8 @@ final class DashboardState: Sendable {
                 state.problems.append(
                     Problem(
                         at: header.time, kind: "dead letter",
-                        text: "group \(header.type.dropFirst(4)): #\(busSeq) after \(attempts) attempt\(attempts == 1 ? "" : "s"), \(code)"))
+                        text: "group \(header.type.dropFirst(4)): #\(busSeq) after \(attempts) attempt\(attempts == 1 ? "" : "s"), \(code)")
+                )
             }
             if state.problems.count > 20 { state.problems.removeFirst(state.problems.count - 20) }
         }

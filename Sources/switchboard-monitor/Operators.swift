@@ -101,7 +101,11 @@ struct DeadLettersCommand: AsyncParsableCommand {
         let (json, group, showMessage) = (options.json, group, showPersonalData)
         try await options.repeating { client in
             var letters = try await client.deadLetters(group: group)
-            if !showMessage { letters = letters.map { var letter = $0; letter.message = "[personal]"; return letter } }
+            if !showMessage {
+                letters = letters.map {
+                    var letter = $0; letter.message = "[personal]"; return letter
+                }
+            }
             if json { return String(decoding: try JSONEncoder.sorted.encode(["dead_letters": letters]), as: UTF8.self) }
             return Table.render(
                 ["group", "bus_seq", "type", "attempts", "code", "at"] + (showMessage ? ["message"] : []),
@@ -159,7 +163,8 @@ enum RateBoard {
             // The last word: the totals the stream ended with.
             let final = totals.counts.withLock { $0 }
             let rows = final.keys.sorted().map { [$0.type, $0.producer, "\(final[$0] ?? 0)"] }
-            Table.emit("\(Timestamp.now())  totals\n" + Table.render(["type", "producer", "total"], rows, empty: "No events."), clearing: false)
+            Table.emit(
+                "\(Timestamp.now())  totals\n" + Table.render(["type", "producer", "total"], rows, empty: "No events."), clearing: false)
         }
     }
 }

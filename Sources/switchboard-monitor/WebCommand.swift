@@ -78,7 +78,8 @@ struct WebCommand: AsyncParsableCommand {
         let state = DashboardState()
         let server = DashboardServer(address: address, token: secret, state: state, admin: admin, logger: logger) { port in
             // The one place the token is shown: whoever started the dashboard opens it.
-            FileHandle.standardOutput.write(Data("Dashboard: http://\(AdminAddress(host: address.host, port: port))/?token=\(secret)\n".utf8))
+            FileHandle.standardOutput.write(
+                Data("Dashboard: http://\(AdminAddress(host: address.host, port: port))/?token=\(secret)\n".utf8))
         }
         var configuration = ServiceGroupConfiguration(
             services: [

@@ -146,7 +146,9 @@ struct UpCommand: AsyncParsableCommand {
 
         // The workers, each with its own key, data directory and log; their tokens come from auth.
         let caFile = tlsDirectory.appendingPathComponent("ca.pem").path
-        for (offset, (name, url)) in [("filemaker", backends), ("eto", backends + "/API"), ("directory", backends + "/directory")].enumerated() {
+        for (offset, (name, url)) in [("filemaker", backends), ("eto", backends + "/API"), ("directory", backends + "/directory")]
+            .enumerated()
+        {
             let log = try openLog(logs.appendingPathComponent("\(name).log"))
             try supervisor.start(
                 .init(
@@ -179,7 +181,9 @@ struct UpCommand: AsyncParsableCommand {
             say("demo kiosk: one check-in every \(interval) (log: \(logs.appendingPathComponent("kiosk.log").path))")
         }
         if let adminBase, adminBase != 0 {
-            say("metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(adminBase + 1) kiosk, \(adminBase + 3) auth, \(adminBase + 4)–\(adminBase + 6) filemaker, eto, directory")
+            say(
+                "metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(adminBase + 1) kiosk, \(adminBase + 3) auth, \(adminBase + 4)–\(adminBase + 6) filemaker, eto, directory"
+            )
         }
         say("Ctrl-C stops everything.")
         // `up` under systemd (Type=notify) is ready once everything is started.

@@ -71,7 +71,9 @@ struct DashboardProcessTests {
     )
     func dashboardInABrowser() async throws {
         for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
-            try #require(FileManager.default.isExecutableFile(atPath: tool), "\(tool) is missing: run deploy/local/setup.sh (it installs chromium and chromium-driver)")
+            try #require(
+                FileManager.default.isExecutableFile(atPath: tool),
+                "\(tool) is missing: run deploy/local/setup.sh (it installs chromium and chromium-driver)")
         }
         let directory = try TemporaryDirectory("dashboard")
         defer { directory.remove() }
@@ -88,7 +90,8 @@ struct DashboardProcessTests {
                 "--groups", endpoints.groups, "--service", endpoints.service,
             ], log: "web.log")
         defer { web.signal(SIGKILL) }
-        let driver = try programs.start("chromedriver", ["--port=\(driverPort)"], log: "chromedriver.log", executable: "/usr/bin/chromedriver")
+        let driver = try programs.start(
+            "chromedriver", ["--port=\(driverPort)"], log: "chromedriver.log", executable: "/usr/bin/chromedriver")
         defer { driver.signal(SIGKILL) }
         try await waitUntil("the dashboard and chromedriver listen", timeout: .seconds(30), interval: .milliseconds(100)) {
             guard web.isRunning else { throw WaitTimedOut(description: "the dashboard exited: \(programs.read("web.log"))") }
@@ -102,13 +105,16 @@ struct DashboardProcessTests {
         func load(_ count: Int, kiosk: String) async throws {
             let process = try programs.start(
                 "switchboard-kiosk",
-                ["load", "--rate", "0", "--count", "\(count)", "--kiosk", kiosk, "--outbox", directory.path("\(kiosk)/outbox.sqlite"),
-                 "--broker", endpoints.ingest], log: "\(kiosk)-\(count).log")
+                [
+                    "load", "--rate", "0", "--count", "\(count)", "--kiosk", kiosk, "--outbox", directory.path("\(kiosk)/outbox.sqlite"),
+                    "--broker", endpoints.ingest,
+                ], log: "\(kiosk)-\(count).log")
             #expect(await process.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("\(kiosk)-\(count).log"))")
         }
         try await load(30, kiosk: "shelter-east")
         let create = try programs.start(
-            "switchboard", ["groups", "create", "audit", "--topic", "checkin.", "--start", "earliest", "--broker-groups", endpoints.groups, "--insecure"],
+            "switchboard",
+            ["groups", "create", "audit", "--topic", "checkin.", "--start", "earliest", "--broker-groups", endpoints.groups, "--insecure"],
             log: "create.log")
         #expect(await create.waitForExit(timeout: .seconds(30)) == 0)
 
@@ -140,7 +146,8 @@ struct DashboardProcessTests {
         let io = try IOThread(context: context)
         var quiet = Logger(label: "member")
         quiet.logLevel = .critical
-        let consumer = GroupConsumer(io: io, endpoint: endpoints.groups, settings: .init(group: "audit", topics: ["checkin."]), logger: quiet)
+        let consumer = GroupConsumer(
+            io: io, endpoint: endpoints.groups, settings: .init(group: "audit", topics: ["checkin."]), logger: quiet)
         let member = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await consumer.run() }

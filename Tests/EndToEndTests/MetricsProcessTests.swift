@@ -93,7 +93,9 @@ extension WorkerProcessTests {
         #expect(value(after.writer, "switchboard_worker_deliveries_total", ["group": "filemaker", "outcome": "nack"]) == 0)
         #expect(value(after.writer, "switchboard_worker_handler_seconds_count", ["group": "filemaker"]) == 500)
         #expect(
-            value(after.writer, "switchboard_backend_requests_total", ["backend": "filemaker", "operation": "records.create", "status": "200"])
+            value(
+                after.writer, "switchboard_backend_requests_total",
+                ["backend": "filemaker", "operation": "records.create", "status": "200"])
                 == 500)
         #expect(value(after.writer, "switchboard_backend_logins_total", ["backend": "filemaker", "outcome": "success"]) >= 1)
         #expect(value(after.writer, "switchboard_outbox_acked_total") == 500)

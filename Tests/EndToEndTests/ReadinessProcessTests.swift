@@ -8,7 +8,9 @@ import Testing
 /// READY=1 on its notify socket, and SIGTERM stops the kiosk's service group gracefully.
 @Suite("Readiness and graceful stop (processes)", .timeLimit(.minutes(2)))
 struct ReadinessProcessTests {
-    @Test("broker and demo kiosk say READY=1; SIGTERM stops the kiosk first (exit 0, outbox drained, every check-in journaled once), then the broker")
+    @Test(
+        "broker and demo kiosk say READY=1; SIGTERM stops the kiosk first (exit 0, outbox drained, every check-in journaled once), then the broker"
+    )
     func brokerAndKiosk() async throws {
         let directory = try TemporaryDirectory("readiness")
         defer { directory.remove() }

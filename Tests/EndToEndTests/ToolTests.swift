@@ -34,7 +34,9 @@ struct ToolTests {
         #expect(await broker.stop() == 0)
     }
 
-    @Test("the monitor's operator views: --stats counts each type and producer, lag shows a group's cursor and lag, dlq an empty list; bad options are refused by name")
+    @Test(
+        "the monitor's operator views: --stats counts each type and producer, lag shows a group's cursor and lag, dlq an empty list; bad options are refused by name"
+    )
     func monitorOperatorViews() async throws {
         let directory = try TemporaryDirectory("monitor-views")
         defer { directory.remove() }
@@ -43,12 +45,15 @@ struct ToolTests {
         for kiosk in ["k-a", "k-b"] {
             let load = try programs.start(
                 "switchboard-kiosk",
-                ["load", "--rate", "0", "--count", kiosk == "k-a" ? "120" : "80", "--kiosk", kiosk, "--outbox",
-                 directory.path("\(kiosk)/outbox.sqlite"), "--broker", endpoints.ingest], log: "\(kiosk).log")
+                [
+                    "load", "--rate", "0", "--count", kiosk == "k-a" ? "120" : "80", "--kiosk", kiosk, "--outbox",
+                    directory.path("\(kiosk)/outbox.sqlite"), "--broker", endpoints.ingest,
+                ], log: "\(kiosk).log")
             #expect(await load.waitForExit(timeout: .seconds(120)) == 0)
         }
         let stats = try programs.start(
-            "switchboard-monitor", ["--stats", "--from", "1", "--count", "200", "--fanout", endpoints.fanout, "--replay", endpoints.replay],
+            "switchboard-monitor",
+            ["--stats", "--from", "1", "--count", "200", "--fanout", endpoints.fanout, "--replay", endpoints.replay],
             log: "stats.log")
         #expect(await stats.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("stats.log"))")
         let totals = programs.read("stats.log").components(separatedBy: "totals\n").last ?? ""
@@ -57,12 +62,15 @@ struct ToolTests {
         #expect(rows.contains(["checkin.recorded", "k-b", "80"]), "\(totals)")
 
         let create = try programs.start(
-            "switchboard", ["groups", "create", "audit", "--topic", "checkin.", "--start", "earliest", "--broker-groups", endpoints.groups, "--insecure"],
+            "switchboard",
+            ["groups", "create", "audit", "--topic", "checkin.", "--start", "earliest", "--broker-groups", endpoints.groups, "--insecure"],
             log: "create.log")
         #expect(await create.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("create.log"))")
         let lag = try programs.start("switchboard-monitor", ["lag", "--groups", endpoints.groups], log: "lag.log")
         #expect(await lag.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("lag.log"))")
-        let lagRows = programs.read("lag.log").split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+        let lagRows = programs.read("lag.log").split(separator: "\n").map {
+            $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        }
         // No member yet: cursor 0, the 200 check-ins are its lag.
         #expect(lagRows.first?.prefix(4) == ["group", "cursor", "head", "lag"])
         #expect(lagRows.contains { $0.first == "audit" && $0.count > 3 && $0[1] == "0" && $0[3] == "200" }, "\(programs.read("lag.log"))")

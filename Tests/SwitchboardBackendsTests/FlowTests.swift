@@ -134,7 +134,8 @@ extension FlowTests {
             #expect(try await fm.record(layout: "CheckIns", id: first.reference.recordId, auth: auth)["Bed"] == "Bed 7")
             let calls = try await h.requests("filemaker").compactMap { entry -> String? in
                 guard let path = entry["path"] as? String, path.contains("/layouts/CheckIns/") else { return nil }
-                return "\(entry["method"] as? String ?? "?") \(path.hasSuffix("/_find") ? "find" : path.hasSuffix("/records") ? "create" : "get") \(entry["status"] as? Int ?? 0)"
+                return
+                    "\(entry["method"] as? String ?? "?") \(path.hasSuffix("/_find") ? "find" : path.hasSuffix("/records") ? "create" : "get") \(entry["status"] as? Int ?? 0)"
             }
             #expect(calls == ["POST create 200", "POST create 500", "POST find 200", "GET get 200"], "\(calls)")
         }

@@ -261,9 +261,10 @@ struct GroupAdminTests {
     @Test(
         "with CURVE: a monitor and a worker list groups and dead letters but get 403 for dlq.show and dlq.replay; admin may, and is named")
     func roles() async throws {
-        let secure = try await SecureBroker.start(principals: [
-            ("admin-1", .admin, nil), ("ops-1", .monitor, nil), ("eto-1", .worker(service: "eto"), nil), ("riverside-1", .kiosk, nil),
-        ], Self.patient)
+        let secure = try await SecureBroker.start(
+            principals: [
+                ("admin-1", .admin, nil), ("ops-1", .monitor, nil), ("eto-1", .worker(service: "eto"), nil), ("riverside-1", .kiosk, nil),
+            ], Self.patient)
         let fixture = secure.fixture
         let kiosk = try await secure.dealer("riverside-1", fixture.endpoints.ingest)
         #expect(

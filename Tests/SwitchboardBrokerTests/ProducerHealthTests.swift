@@ -11,7 +11,10 @@ import ZeroMQ
 @Suite("Producer health: HEARTBEAT reports and producers.list")
 struct ProducerHealthTests {
     static func heartbeat(_ fields: String) -> [Data] {
-        [Envelope.versionFrame(), Data("HEARTBEAT".utf8), Data(fields.utf8), Envelope.emptyObject, Envelope.emptyObject, Envelope.emptyObject]
+        [
+            Envelope.versionFrame(), Data("HEARTBEAT".utf8), Data(fields.utf8), Envelope.emptyObject, Envelope.emptyObject,
+            Envelope.emptyObject,
+        ]
     }
 
     @Test("a HEARTBEAT's outbox and last ACK, and a producer's last event, reach producers.list; {} still gets HEAD")
@@ -39,11 +42,13 @@ struct ProducerHealthTests {
         await fixture.stop()
     }
 
-    @Test("a HEARTBEAT with a bad field gets ERROR invalid-header naming it, and the broker serves on", arguments: [
-        (#"{"producer":"riverside-1","outbox":-1}"#, "outbox"), (#"{"producer":"riverside-1","outbox":"3"}"#, "outbox"),
-        (#"{"producer":"river side","outbox":1}"#, "producer"), (#"{"outbox":2}"#, "producer"),
-        (#"{"producer":"riverside-1","last_ack":"yesterday"}"#, "last_ack"),
-    ])
+    @Test(
+        "a HEARTBEAT with a bad field gets ERROR invalid-header naming it, and the broker serves on",
+        arguments: [
+            (#"{"producer":"riverside-1","outbox":-1}"#, "outbox"), (#"{"producer":"riverside-1","outbox":"3"}"#, "outbox"),
+            (#"{"producer":"river side","outbox":1}"#, "producer"), (#"{"outbox":2}"#, "producer"),
+            (#"{"producer":"riverside-1","last_ack":"yesterday"}"#, "last_ack"),
+        ])
     func refused(_ header: String, _ field: String) async throws {
         let fixture = try await BrokerFixture.start()
         let producer = try await fixture.producer()

@@ -98,7 +98,10 @@ struct ServiceDispatcherTests {
         }
         // The sender is still served afterwards: MMI answers it.
         let mmi = dispatcher.receive(Self.request("mmi.nothing", "", body: [], from: peer), at: at(20))
-        #expect(Self.sent(mmi, to: peer) == [Majordomo.clientReply(.v02, delimited: false, final: true, service: "mmi.nothing", body: [Data("501".utf8)])])
+        #expect(
+            Self.sent(mmi, to: peer) == [
+                Majordomo.clientReply(.v02, delimited: false, final: true, service: "mmi.nothing", body: [Data("501".utf8)])
+            ])
     }
 
     // MARK: - Dispatch
@@ -111,7 +114,10 @@ struct ServiceDispatcherTests {
         let one = dispatcher.receive(Self.request("lru", "1"), at: at(2))
         #expect(Self.dispatched(one).map(\.worker) == [Self.id("first")])
         let reply = dispatcher.receive(Self.final("first", "a"), at: at(3))
-        #expect(Self.sent(reply, to: Self.client) == [Majordomo.clientReply(.v02, delimited: false, final: true, service: "lru", body: [Data("a".utf8)])])
+        #expect(
+            Self.sent(reply, to: Self.client) == [
+                Majordomo.clientReply(.v02, delimited: false, final: true, service: "lru", body: [Data("a".utf8)])
+            ])
         // first answered and went to the back: second has been idle longer.
         let two = dispatcher.receive(Self.request("lru", "2"), at: at(4))
         #expect(Self.dispatched(two).map(\.worker) == [Self.id("second")])
@@ -137,14 +143,20 @@ struct ServiceDispatcherTests {
         Self.ready(&dispatcher, "w", service: "s", at: at(0))
         let old = Self.id("old-client")
         _ = dispatcher.receive(Self.from(old, Majordomo.clientRequest(.v01, service: "s", body: [Data("q".utf8)])), at: at(1))
-        let partial = dispatcher.receive(Self.from(Self.id("w"), Majordomo.worker(.v02, .partial, client: old, body: [Data("p".utf8)])), at: at(2))
+        let partial = dispatcher.receive(
+            Self.from(Self.id("w"), Majordomo.worker(.v02, .partial, client: old, body: [Data("p".utf8)])), at: at(2))
         #expect(Self.sent(partial).isEmpty, "MDP/0.1 has no partial replies")
         let final = dispatcher.receive(Self.final("w", "f", to: old), at: at(3))
-        #expect(Self.sent(final, to: old) == [Majordomo.clientReply(.v01, delimited: true, final: true, service: "s", body: [Data("f".utf8)])])
+        #expect(
+            Self.sent(final, to: old) == [Majordomo.clientReply(.v01, delimited: true, final: true, service: "s", body: [Data("f".utf8)])])
 
         _ = dispatcher.receive(Self.request("s", "q2"), at: at(4))
-        let partial2 = dispatcher.receive(Self.from(Self.id("w"), Majordomo.worker(.v02, .partial, client: Self.client, body: [Data("p".utf8)])), at: at(5))
-        #expect(Self.sent(partial2, to: Self.client) == [Majordomo.clientReply(.v02, delimited: false, final: false, service: "s", body: [Data("p".utf8)])])
+        let partial2 = dispatcher.receive(
+            Self.from(Self.id("w"), Majordomo.worker(.v02, .partial, client: Self.client, body: [Data("p".utf8)])), at: at(5))
+        #expect(
+            Self.sent(partial2, to: Self.client) == [
+                Majordomo.clientReply(.v02, delimited: false, final: false, service: "s", body: [Data("p".utf8)])
+            ])
         #expect(dispatcher.statistics.replies == 1, "a PARTIAL is not a reply")
     }
 
@@ -267,7 +279,8 @@ struct ServiceDispatcherTests {
         Self.ready(&dispatcher, "w", service: "s", at: at(0))
         Self.ready(&dispatcher, "spare", service: "s", at: at(0))
         _ = dispatcher.receive(Self.request("s", "q"), at: at(1))
-        _ = dispatcher.receive(Self.from(Self.id("w"), Majordomo.worker(.v02, .partial, client: Self.client, body: [Data("p".utf8)])), at: at(2))
+        _ = dispatcher.receive(
+            Self.from(Self.id("w"), Majordomo.worker(.v02, .partial, client: Self.client, body: [Data("p".utf8)])), at: at(2))
         let lost = dispatcher.receive(Self.from(Self.id("w"), Majordomo.worker(.v02, .disconnect)), at: at(3))
         #expect(Self.dispatched(lost).isEmpty)
         let failure = try Self.failure(lost)
@@ -319,7 +332,9 @@ struct ServiceDispatcherTests {
     @Test("beyond service.queue_limit a request gets 503 queue-full at once")
     func queueFull() throws {
         var dispatcher = Self.dispatcher(queueLimit: 2)
-        for index in 0..<2 { #expect(Self.sent(dispatcher.receive(Self.request("busy", "\(index)"), at: at(index)), to: Self.client).isEmpty) }
+        for index in 0..<2 {
+            #expect(Self.sent(dispatcher.receive(Self.request("busy", "\(index)"), at: at(index)), to: Self.client).isEmpty)
+        }
         let third = dispatcher.receive(Self.request("busy", "2"), at: at(2))
         let failure = try Self.failure(third)
         #expect(failure.status == 503 && failure.code == "queue-full")
@@ -346,8 +361,10 @@ struct ServiceDispatcherTests {
         _ = dispatcher.receive(Self.from(Self.id("b"), Majordomo.worker(.v01, .ready, service: "alpha")), at: at(0))
         _ = dispatcher.receive(Self.request("alpha", "x"), at: at(1))
         _ = dispatcher.receive(Self.request("waiting", "y"), at: at(2))
-        #expect(Self.sent(dispatcher.receive(Self.request("mmi.service", "alpha"), at: at(3)), to: Self.client).first?.last == Data("200".utf8))
-        #expect(Self.sent(dispatcher.receive(Self.request("mmi.service", "none"), at: at(3)), to: Self.client).first?.last == Data("404".utf8))
+        #expect(
+            Self.sent(dispatcher.receive(Self.request("mmi.service", "alpha"), at: at(3)), to: Self.client).first?.last == Data("200".utf8))
+        #expect(
+            Self.sent(dispatcher.receive(Self.request("mmi.service", "none"), at: at(3)), to: Self.client).first?.last == Data("404".utf8))
         let answer = try #require(Self.sent(dispatcher.receive(Self.request("mmi.workers", ""), at: at(502)), to: Self.client).first)
         #expect(answer[3] == Data("200".utf8))
         let report = try #require(JSONValue.parse(answer[4]))
@@ -356,11 +373,13 @@ struct ServiceDispatcherTests {
                 == .object([
                     "services": .array([
                         .object([
-                            "name": .string("alpha"), "workers": .integer(2), "idle": .integer(1), "busy": .integer(1), "queued": .integer(0),
+                            "name": .string("alpha"), "workers": .integer(2), "idle": .integer(1), "busy": .integer(1),
+                            "queued": .integer(0),
                             "oldest_queued_ms": .integer(0), "protocols": .array([.string("MDP/0.1"), .string("MDP/0.2")]),
                         ]),
                         .object([
-                            "name": .string("waiting"), "workers": .integer(0), "idle": .integer(0), "busy": .integer(0), "queued": .integer(1),
+                            "name": .string("waiting"), "workers": .integer(0), "idle": .integer(0), "busy": .integer(0),
+                            "queued": .integer(1),
                             "oldest_queued_ms": .integer(500), "protocols": .array([]),
                         ]),
                     ]),

@@ -44,7 +44,8 @@ struct OutboxTests {
             for index in 0..<200 {
                 group.addTask {
                     let content = Data(#"{"n":\#(index)}"#.utf8)
-                    let entry = try await outbox.enqueue(shared: .init(type: "filemaker.record.written", schema: "test/1", content: content))
+                    let entry = try await outbox.enqueue(
+                        shared: .init(type: "filemaker.record.written", schema: "test/1", content: content))
                     #expect(entry.content == content)
                     return entry
                 }
@@ -57,8 +58,9 @@ struct OutboxTests {
         let reopened = try Outbox(path: path, producer: "filemaker-worker-1")
         let pending = try await reopened.pending(limit: 1000)
         #expect(pending.map(\.producerSeq) == Array(1...200))
-        #expect(Dictionary(uniqueKeysWithValues: pending.map { ($0.producerSeq, $0.content) })
-            == Dictionary(uniqueKeysWithValues: entries.map { ($0.producerSeq, $0.content) }))
+        #expect(
+            Dictionary(uniqueKeysWithValues: pending.map { ($0.producerSeq, $0.content) })
+                == Dictionary(uniqueKeysWithValues: entries.map { ($0.producerSeq, $0.content) }))
         // And one more after the burst still works (the commit loop ended and starts again).
         let last = try await reopened.enqueue(shared: .init(type: "filemaker.record.written", schema: "test/1", content: Data("{}".utf8)))
         #expect(last.producerSeq == 201)

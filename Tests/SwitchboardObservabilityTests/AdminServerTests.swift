@@ -44,7 +44,8 @@ struct AdminServerTests {
     @Test("/metrics serves what the libraries counted, with help and type lines, and the process figures")
     func metrics() async throws {
         let observability = Observability(program: "test")
-        let counter = Counter(label: "switchboard_broker_events_journaled_total", dimensions: [("type", "checkin.recorded")], factory: observability.factory)
+        let counter = Counter(
+            label: "switchboard_broker_events_journaled_total", dimensions: [("type", "checkin.recorded")], factory: observability.factory)
         counter.increment(by: 3)
         let timer = Timer(label: "switchboard_broker_ack_seconds", factory: observability.factory)
         timer.recordMilliseconds(2)
@@ -125,7 +126,8 @@ struct AdminServerTests {
             guard cells.count >= 5, cells[1].hasPrefix("`"), cells[1].hasSuffix("`"), !cells[1].contains("/") else { continue }
             let name = String(cells[1].dropFirst().dropLast())
             let type = cells[2].split(separator: " ").first.map(String.init) ?? ""
-            let labels = cells[3] == "—" ? [] : cells[3].split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }
+            let labels =
+                cells[3] == "—" ? [] : cells[3].split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }
             documented[name] = (type, labels)
         }
         #expect(documented.count == MetricCatalog.all.count)

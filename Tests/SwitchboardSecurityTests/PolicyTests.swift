@@ -78,7 +78,9 @@ struct PolicyTests {
         #expect(Policy.call(.kiosk, service: "eto", operation: nil) != nil)
         #expect(Policy.call(.kiosk, service: "sap", operation: "users.get") != nil)
         for role in Self.roles { #expect(Policy.call(role, service: "mmi.workers", operation: nil) == nil, "\(role)") }
-        for role in [Role.monitor, .admin, .broker] { #expect(Policy.call(role, service: "eto", operation: "sites.list") != nil, "\(role)") }
+        for role in [Role.monitor, .admin, .broker] {
+            #expect(Policy.call(role, service: "eto", operation: "sites.list") != nil, "\(role)")
+        }
         #expect(Policy.isReadOnly("participants.lookup") && !Policy.isReadOnly("participants.add") && !Policy.isReadOnly(""))
     }
 }

@@ -208,9 +208,13 @@ struct EventGateTests {
             for _ in 0..<50 {
                 group.addTask {
                     await gate.enter("e")
-                    running.state.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                    running.state.withLock {
+                        $0.now += 1; $0.most = max($0.most, $0.now)
+                    }
                     await Task.yield()
-                    running.state.withLock { $0.now -= 1; $0.done += 1 }
+                    running.state.withLock {
+                        $0.now -= 1; $0.done += 1
+                    }
                     gate.leave("e")
                 }
             }

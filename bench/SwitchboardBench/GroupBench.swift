@@ -114,7 +114,8 @@ func groupBench(quick: Bool) async throws {
         let drained = Measured(count: acked.count, seconds: Double(start.duration(to: .now).wholeMilliseconds) / 1000)
         row(
             "a group of \(members) drains the \(total) journaled events", Bench.rate(drained),
-            String(format: "%.2f× of ingest alone (%d of %d acked, join included)", drained.perSecond / alone.perSecond, acked.count, total))
+            String(format: "%.2f× of ingest alone (%d of %d acked, join included)", drained.perSecond / alone.perSecond, acked.count, total)
+        )
         await context.terminate()
     }
 
@@ -127,7 +128,8 @@ func groupBench(quick: Bool) async throws {
         let threads = (0..<members).map { _ in
             Thread {
                 do {
-                    let result = try benchMember(context: context, endpoint: endpoint, group: group, credit: 256, total: total, acked: acked)
+                    let result = try benchMember(
+                        context: context, endpoint: endpoint, group: group, credit: 256, total: total, acked: acked)
                     results.withLock { $0.append((result.count, result.first, result.last)) }
                 } catch {
                     print("member of \(group) failed: \(error)")

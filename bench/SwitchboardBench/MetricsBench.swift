@@ -43,6 +43,7 @@ func metricsBench(quick: Bool) async throws {
     print(String(format: "%-44@ %10.0f/s  runs: %@", "with metrics, scraped every second" as NSString, best.with.perSecond, rates(with)))
     print(
         String(
-            format: "best with / best without: %.3f× (cost %.1f %%); %d scrapes during the runs", best.with.perSecond / best.without.perSecond,
+            format: "best with / best without: %.3f× (cost %.1f %%); %d scrapes during the runs",
+            best.with.perSecond / best.without.perSecond,
             (1 - best.with.perSecond / best.without.perSecond) * 100, scrapes))
 }

@@ -299,7 +299,7 @@ public struct FileMakerClient: Sendable {
         data[uniqueField] = .text(value)
         do throws(HTTPError) {
             return (try await create(layout: layout, fieldData: data, auth: auth), true)
-        } catch where error.vendorCode == "504" {
+        } catch  where error.vendorCode == "504" {
             if let existing = try await findExact(layout: layout, field: uniqueField, value: value, auth: auth) {
                 if !uniqueValidated {
                     transport.logger.info(

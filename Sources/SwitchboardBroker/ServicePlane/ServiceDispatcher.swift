@@ -428,7 +428,8 @@ extension ServiceDispatcher.Action {
             if !final && request.clientVersion == .v01 { return nil }
             return (
                 request.client,
-                Majordomo.clientReply(request.clientVersion, delimited: request.clientDelimited, final: final, service: request.service, body: body)
+                Majordomo.clientReply(
+                    request.clientVersion, delimited: request.clientDelimited, final: final, service: request.service, body: body)
             )
         case .command(let command, let peer):
             return (peer.identity, Majordomo.worker(peer.version, command, delimited: peer.delimited))

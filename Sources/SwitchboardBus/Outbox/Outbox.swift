@@ -1,6 +1,7 @@
 public import Foundation
 import GRDB
 import SwitchboardProtocol
+import SwitchboardStorage
 import Synchronization
 
 /// One event waiting in an outbox for the broker's ACK.

@@ -10,6 +10,7 @@ import Foundation
 import GRDB
 import SwitchboardBus
 import SwitchboardProtocol
+import SwitchboardStorage
 
 public final class DirectorySyncStore: Sendable {
     public let path: String

@@ -44,7 +44,9 @@ public final class GroupWorker: Service, Sendable {
             uniqueKeysWithValues: ["ack", "nack", "term"].map { outcome in
                 (
                     outcome,
-                    Counter(label: "switchboard_worker_deliveries_total", dimensions: [("group", group), ("outcome", outcome)], factory: metrics)
+                    Counter(
+                        label: "switchboard_worker_deliveries_total", dimensions: [("group", group), ("outcome", outcome)], factory: metrics
+                    )
                 )
             })
         handling = CoreMetrics.Timer(label: "switchboard_worker_handler_seconds", dimensions: [("group", group)], factory: metrics)

@@ -217,7 +217,8 @@ public final class WorkerRuntime: Sendable {
         let sender = sender.withLock { $0 }
         if let sender { readiness.add("broker") { sender.isConnected } }
         return observability.adminServer(
-            at: adminAddress, readiness: readiness, collectors: sender.map { sender in [{ await sender.updateDepth() }] } ?? [], logger: logger)
+            at: adminAddress, readiness: readiness, collectors: sender.map { sender in [{ await sender.updateDepth() }] } ?? [],
+            logger: logger)
     }
 
     /// Runs `services` after this worker's outbox service in one `ServiceGroup` until SIGTERM or

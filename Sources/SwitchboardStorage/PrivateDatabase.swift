@@ -1,9 +1,10 @@
-// The one way our processes open a SQLite file of their own (the outbox, a worker's processed
-// set, the Directory syncer's store): private, WAL, and durable when a write returns.
+// The one way our processes open a SQLite file of their own (the broker's journal, an outbox, a
+// worker's processed set, the Directory syncer's store): private, WAL, and durable when a
+// write returns.
 
 import Foundation
-import SwitchboardRuntime
 package import GRDB
+import SwitchboardRuntime
 
 /// Opens SQLite files that hold what must survive a crash.
 package enum PrivateDatabase {
@@ -14,7 +15,10 @@ package enum PrivateDatabase {
     /// Opens (or creates) the file at `path`: mode 0600 in a directory made 0700, WAL,
     /// `synchronous=FULL` (checked: a write is on disk when it returns; GRDB's WAL set-up would
     /// leave NORMAL), migrated by what `register` adds.
-    package static func open(path: String, register: (inout DatabaseMigrator) -> Void) throws -> DatabaseQueue {
+    /// - Parameter label: names the database in GRDB's dispatch queues (and so in stack traces).
+    package static func open(
+        path: String, label: String? = nil, register: (inout DatabaseMigrator) -> Void
+    ) throws -> DatabaseQueue {
         let directory = PrivateFiles.parentDirectory(of: path)
         if !directory.isEmpty {
             try FileManager.default.createDirectory(
@@ -26,6 +30,10 @@ package enum PrivateDatabase {
         var configuration = Configuration()
         configuration.journalMode = .wal
         configuration.busyMode = .timeout(10)
+        configuration.label = label
+        // GRDB's WAL set-up switches to synchronous=NORMAL after prepareDatabase runs; a write
+        // (an ACK, an outbox entry) must mean "on disk", so it is set FULL again after the
+        // migrations, and checked.
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let queue = try DatabaseQueue(path: path, configuration: configuration)
         var migrator = DatabaseMigrator()
