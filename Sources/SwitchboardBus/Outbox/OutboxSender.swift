@@ -170,12 +170,12 @@ public final class OutboxSender: Sendable {
             if let load = round.load { fresh = try await outbox.pending(after: load.after, limit: load.limit) }
             guard delivery.loaded(fresh, keepWaiting: keepWaiting(), at: .now) == .proceed else { return }
 
-            while let next = delivery.nextSend() {
-                if try await send(frames(next.entry), on: socket, within: settings.resendAfter) {
-                    delivery.sendCompleted(next, at: .now)
-                } else {
-                    delivery.sendBlocked()
-                }
+            var sends: [OutboxDelivery.Send] = []
+            while let next = delivery.nextSend() { sends.append(next) }
+            if !sends.isEmpty {
+                let completed = try await send(sends.map { frames($0.entry) }, on: socket, stallLimit: settings.resendAfter)
+                for (send, instant) in zip(sends, completed) { delivery.sendCompleted(send, at: instant) }
+                if completed.count < sends.count { delivery.sendBlocked() }
             }
             let sent = delivery.endSends()
             if sent.resent > 0 {
@@ -205,31 +205,51 @@ public final class OutboxSender: Sendable {
             Envelope.versionFrame(), Data("HEARTBEAT".utf8), header.wireJSON(), Envelope.emptyObject, Envelope.emptyObject,
             Envelope.emptyObject,
         ]
-        _ = try await send(frames, on: socket, within: .milliseconds(100))
+        _ = try await send([frames], on: socket, stallLimit: .milliseconds(100))
     }
 
-    /// Sends unless the socket stays blocked for `within` (broker unreachable).
-    private func send(_ frames: [Data], on socket: AsyncSocket, within: Duration) async throws -> Bool {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
+    /// Sends `messages` in order and returns when each one went out (libzmq queued it). Stops
+    /// early when none goes out for `stallLimit`: the socket stays at its high-water mark, so
+    /// the broker is not reachable; what was not sent then is withdrawn.
+    ///
+    /// One watchdog per batch, not a timer task racing each message: on a busy cooperative pool
+    /// (two threads on two cores), two tasks per message made a round of 256 sends take seconds.
+    private func send(_ messages: [[Data]], on socket: AsyncSocket, stallLimit: Duration) async throws -> [ContinuousClock.Instant] {
+        let completed = Completions()
+        try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                do {
-                    try await socket.send(frames)
-                    return true
-                } catch is CancellationError {
-                    return false
+                for frames in messages {
+                    do {
+                        try await socket.send(frames)
+                    } catch is CancellationError {
+                        return
+                    }
+                    completed.add(.now)
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: within)
-                return false
+                var seen = 0
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: stallLimit)
+                    let count = completed.count
+                    if count == seen || Task.isCancelled { return }
+                    seen = count
+                }
             }
-            let first = try await group.next() ?? false
+            // The first to end decides: every message went out, or the watchdog saw a stall.
+            try await group.next()
             group.cancelAll()
-            // A send that completed as the timer fired still counts as sent.
-            var sent = first
-            while let next = try await group.next() { sent = sent || next }
-            return sent
+            try await group.waitForAll()
         }
+        return completed.all
+    }
+
+    /// When each message of a batch went out, shared by the sending task and its watchdog.
+    private final class Completions: Sendable {
+        private let instants = Mutex<[ContinuousClock.Instant]>([])
+        func add(_ instant: ContinuousClock.Instant) { instants.withLock { $0.append(instant) } }
+        var count: Int { instants.withLock { $0.count } }
+        var all: [ContinuousClock.Instant] { instants.withLock { $0 } }
     }
 
     /// An answer as the delivery rules take it; one it cannot read only shows the broker is there.
