@@ -28,6 +28,11 @@ struct Programs {
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
             directory: directory.url, output: handle, errors: handle)
         try child.start()
+        // The programs a test starts run at a lower priority than the test process: every suite
+        // runs at once, and a handful of busy programs (a broker, workers, a browser) would
+        // otherwise take the cores from the tests that count heartbeats in this process. The
+        // programs' own children inherit it.
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(child.processIdentifier), 10)
         return child
     }
 

@@ -98,7 +98,9 @@ struct GroupConsumerTests {
     func poisonToDeadLetterAndReplay() async throws {
         let fixture = try await BrokerFixture.start { configuration in
             configuration.groupMaxDeliver = 3
-            configuration.groupBackoff = [.seconds(1), .seconds(2)]
+            // Long enough for the other 199 to be acked meanwhile even when every suite shares two
+            // cores with this one (they take well under a second alone).
+            configuration.groupBackoff = [.seconds(3), .seconds(6)]
         }
         try await publishCheckIns(fixture, producer: "riverside-1", count: 200, keys: 10) { $0 == 50 ? "poison" : nil }
         let log = MemberLog()
@@ -148,11 +150,11 @@ struct GroupConsumerTests {
         }
         let poisonDeliveries = log.all.filter { $0.key == "poison" }
         #expect(poisonDeliveries.map(\.attempt) == [1, 2, 3, 1], "\(poisonDeliveries.map(\.attempt))")
-        // The back-off list: 1 s after the first NACK, 2 s after the second.
+        // The back-off list: 3 s after the first NACK, 6 s after the second.
         let gaps = zip(poisonDeliveries, poisonDeliveries.dropFirst()).prefix(2).map { $0.0.start.duration(to: $0.1.start) }
-        #expect(gaps.count == 2 && gaps[0] >= .seconds(1) && gaps[1] >= .seconds(2), "\(gaps)")
+        #expect(gaps.count == 2 && gaps[0] >= .seconds(3) && gaps[1] >= .seconds(6), "\(gaps)")
         // Other keys were not held up: all of them were acked while the poison event waited out
-        // its back-offs (3 s; the other 199 take well under one).
+        // its back-offs (9 s; the other 199 take well under one).
         let deadAt = poisonDeliveries[2].start
         #expect(log.all.filter { $0.outcome == "ack" && $0.start < deadAt && $0.key != "poison" }.count == 199)
         // Committed at the end of the broker iteration that sent the redelivery.

@@ -12,7 +12,7 @@ import Testing
 /// The long-running kiosk's ServiceGroup against a real broker and a real outbox: graceful
 /// shutdown stops the recorder first, drains the delivery, stops the admin server last, and
 /// loses nothing.
-@Suite("Kiosk service group: shutdown order", .serialized, .timeLimit(.minutes(2)))
+@Suite("Kiosk service group: shutdown order", .serialized, .timeLimit(.minutes(3)))
 struct KioskServiceGroupTests {
     /// The order in which services returned from `run`.
     final class Endings: Sendable {
@@ -69,7 +69,7 @@ struct KioskServiceGroupTests {
         let group = group(services, endings: endings, deadline: .seconds(30))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            try await waitUntil("check-ins are recorded and delivered while the kiosk runs", timeout: .seconds(30)) {
+            try await waitUntil("check-ins are recorded and delivered while the kiosk runs", timeout: .seconds(90)) {
                 let counts = try await outbox.counts()
                 return counts.delivered >= 20 && counts.pending + Int(counts.delivered) >= 40
             }
