@@ -38,11 +38,28 @@ fi
 # -sanitize=fuzzer instruments every Swift module of the build (SwitchboardProtocol included,
 # which is what gives coverage) and links libFuzzer; address adds ASan for the unsafe-pointer
 # code (the JSON parser reads through an UnsafeBufferPointer). Release: the decoders as shipped.
+# `nice -n 19 swift build` is not enough: SwiftPM's compiler processes were seen at nice 0
+# while swift-build itself ran at 19. So the build's descendants are reniced every 0.5 s (ours
+# alone, by process id) until it ends.
+descendants() { local child; for child in $(pgrep -P "$1"); do echo "$child"; descendants "$child"; done; }
+niced_build() {
+    (cd "$here" && nice -n 19 swift build -c release --product "$1" -Xswiftc -sanitize=fuzzer,address) \
+        >"$here/corpus/build.log" 2>&1 &
+    local build=$! pids
+    while kill -0 "$build" 2>/dev/null; do
+        pids=$(descendants "$build")
+        [[ -z $pids ]] || renice -n 19 -p $pids >/dev/null 2>&1 || true
+        sleep 0.5
+    done
+    if ! wait "$build"; then grep -v "Cannot export local symbol" "$here/corpus/build.log" | tail -20; exit 1; fi
+    tail -1 "$here/corpus/build.log"
+}
+
 # Only the selected products are built: the protocol targets never wait for SwitchboardBus.
+mkdir -p "$here/corpus"
 for name in "${selected[@]}"; do
     echo "building fuzz-$name (nice 19)…"
-    (cd "$here" && nice -n 19 swift build -c release --product "fuzz-$name" -Xswiftc -sanitize=fuzzer,address 2>&1 \
-        | grep -v "Cannot export local symbol" | tail -1)
+    niced_build "fuzz-$name"
 done
 
 # Inputs above these sizes only repeat the size checks; small inputs keep exec/s high.
@@ -54,8 +71,8 @@ for name in "${selected[@]}"; do
     mkdir -p "$dir/found" "$dir/artifacts"
     python3 "$here/seeds.py" "$dir/seeds" "$name" >/dev/null
     echo "== fuzz-$name: ${limit[*]} -max_len=$(max_len "$name") ${extra[*]}"
-    # SWIFT_BACKTRACE=enable=no: on a trap, Swift's backtracer would take the signal before
-    # libFuzzer (and, niced, took minutes), so libFuzzer would not write the crash input.
+    # SWIFT_BACKTRACE=enable=no: on a trap, the Swift runtime starts swift-backtrace, which kept
+    # the output pipe open for over 10 minutes (niced) after libFuzzer had written the input.
     set +e
     SWIFT_BACKTRACE=enable=no nice -n 19 "$here/.build/release/fuzz-$name" \
         "$dir/found" "$dir/seeds" "${limit[@]}" -max_len="$(max_len "$name")" \
@@ -65,7 +82,8 @@ for name in "${selected[@]}"; do
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/last.log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$dir/last.log")
     progress=$(grep -E '^#[0-9]+' "$dir/last.log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9]+[a-zA-Z]*' || true)
-    crashes=$(grep -cE '^==[0-9]+==.*(ERROR|deadly signal)|^SUMMARY: libFuzzer' "$dir/last.log" || true)
+    # libFuzzer stops at the first crash, leak, timeout or OOM and ends its report with one SUMMARY line.
+    crashes=$(grep -c '^SUMMARY: ' "$dir/last.log" || true)
     echo "   executions ${runs:-?}, exec/s ${rate:-?}, ${progress:-no progress line}, crashes ${crashes}, exit ${code}"
     if [[ $code -ne 0 ]]; then
         status=1
