@@ -7,8 +7,8 @@
 # command. Per target, under bench/fuzz/corpus/TARGET/ (git-ignored):
 #   seeds/      rebuilt from protocol/vectors on every run (seeds.py)
 #   found/      the units libFuzzer adds; kept between runs, so a run goes on where the last stopped
-#   artifacts/  crash-*, timeout-*, oom-* inputs; reproduce one with
-#               bench/fuzz/.build/release/fuzz-TARGET corpus/TARGET/artifacts/crash-…
+#   artifacts/  crash-*, timeout-*, oom-* inputs; reproduce one with SWIFT_BACKTRACE=enable=no
+#               bench/fuzz/.build/release/fuzz-TARGET bench/fuzz/corpus/TARGET/artifacts/crash-…
 #   last.log    libFuzzer's output
 # Prints per target: executions, exec/s, coverage (cov = edges, ft = features), corpus, crashes.
 set -euo pipefail
@@ -17,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # The protocol targets first (cheap to build), then csv (builds SwitchboardBus and its dependencies).
 targets=(envelope headers groups majordomo json timestamp csv)
 
-usage() { echo "usage: $0 {all|${targets[*]// /|}} [--time SECONDS | --runs N] [-- libFuzzer flags]" >&2; exit 2; }
+usage() { echo "usage: $0 {all|$(IFS='|'; echo "${targets[*]}")} [--time SECONDS | --runs N] [-- libFuzzer flags]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
 target=$1; shift
 limit=(-max_total_time=60)
