@@ -23,7 +23,7 @@ struct CrashTests {
         defer { directory.remove() }
         let programs = Programs(directory: directory)
         let csv = try programs.writeCSV("day.csv", rows: Self.total)
-        var (broker, endpoints) = try await programs.broker()
+        var (broker, endpoints) = try await programs.brokerOnFixedPorts()
         let kiosk = try programs.start(
             "switchboard-kiosk",
             [

@@ -127,7 +127,7 @@ struct GroupProcessTests {
         let directory = try TemporaryDirectory("group-kill-broker")
         defer { directory.remove() }
         let programs = Programs(directory: directory)
-        var (broker, endpoints) = try await programs.broker()
+        var (broker, endpoints) = try await programs.brokerOnFixedPorts()
         let csv = try programs.writeCSV("day.csv", rows: 5_000, people: 50)
         let kiosk = try programs.start(
             "switchboard-kiosk",

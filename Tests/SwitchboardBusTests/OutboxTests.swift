@@ -80,7 +80,10 @@ struct OutboxTests {
     @Test("with the broker down, check-ins wait in the outbox; when it is back, they are delivered once")
     func brokerOutage() async throws {
         let directory = try TemporaryDirectory("outage")
-        var fixture = try await BrokerFixture.start(directory: directory)
+        // A fixed port below the ephemeral range: the broker comes back on it (a port picked
+        // for `*` may be another test's outgoing connection by then).
+        let port = try freePort()
+        var fixture = try await BrokerFixture.start(directory: directory) { $0.ingestEndpoint = "tcp://127.0.0.1:\(port)" }
         let ingest = fixture.endpoints.ingest
         let outbox = try fixture.outbox("kiosk-9")
         await fixture.broker.stop()
