@@ -66,6 +66,7 @@ var targets: [Target] = [
         name: "SwitchboardRuntime",
         dependencies: [
             "CSpawn",
+            .product(name: "Configuration", package: "swift-configuration"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -509,6 +510,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
     ],
     targets: targets
 )

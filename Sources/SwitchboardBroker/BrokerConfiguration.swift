@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import SwitchboardProtocol
 public import SwitchboardRuntime
 
@@ -76,6 +76,18 @@ public struct BrokerConfiguration: Sendable {
         "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure", "groups", "groups.ack_wait",
         "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval", "admin",
     ]
+
+    /// The broker's layers: its own section only (`broker.*`, `SWITCHBOARD_BROKER_*`), and the
+    /// shared `admin` (`SWITCHBOARD_ADMIN`) under its own. A file without sections is the
+    /// broker's alone.
+    public static func layers(
+        file: String?, flags: [String: String] = [:], flagNames: [String: String] = [:],
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationLayers.Failure) -> ConfigurationLayers {
+        try ConfigurationLayers(
+            program: "broker", file: file, keys: keys, flags: flags, flagNames: flagNames, shared: ["admin"], sectioned: false,
+            environment: environment)
+    }
 
     /// Reads the file and environment layers over the defaults.
     ///
@@ -162,6 +174,17 @@ public struct BrokerConfiguration: Sendable {
         }
         if securityKey != nil && insecure {
             throw ConfigurationLayers.Failure("insecure and security.key contradict each other: give one or the other")
+        }
+        if insecure {
+            let endpoints = [
+                ("ingest", ingestEndpoint), ("fanout", fanoutEndpoint), ("replay", replayEndpoint), ("service", serviceEndpoint),
+                ("groups", groupsEndpoint),
+            ]
+            for (name, endpoint) in endpoints where !EndpointReach.isLocal(endpoint) {
+                throw ConfigurationLayers.Failure(
+                    "\(name) \(endpoint) can be reached from other machines, and the broker runs without CURVE (insecure) only on loopback, ipc or inproc endpoints: give security.key and security.certificates (switchboard keys init)"
+                )
+            }
         }
         if securityKey == nil && !insecure {
             throw ConfigurationLayers.Failure(

@@ -41,32 +41,73 @@ struct AuthCommand: AsyncParsableCommand {
     /// Where state goes without --data-dir: the directory `switchboard up` gives auth.
     static let defaultDataDirectory = ".switchboard/auth/state"
 
-    @Option(help: "The accounts file (JSON, mode 0600; format shown above).") var accounts: String?
-    @Option(help: "The broker's service endpoint (Majordomo).") var service = "tcp://127.0.0.1:5563"
-    @Option(help: "The broker's ingest endpoint, for auth.* events.") var ingest = "tcp://127.0.0.1:5560"
-    @Option(name: .customLong("data-dir"), help: "Directory for the event outbox and the encrypted token file (created 0700).")
-    var dataDirectory = AuthCommand.defaultDataDirectory
-    @Option(name: .customLong("ca-file"), help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable.")
+    @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"auth\" section, and the shared keys at its top.")
+    var config: String?
+    @Option(help: "The accounts file (JSON, mode 0600; format shown above; key accounts_file).") var accounts: String?
+    @Option(
+        name: .customLong("broker-host"), help: "The broker's host name or address: its endpoints at the default ports (default 127.0.0.1)."
+    )
+    var brokerHost: String?
+    @Option(help: "The broker's service endpoint (Majordomo; default tcp://<broker-host>:5563).") var service: String?
+    @Option(help: "The broker's ingest endpoint, for auth.* events (default tcp://<broker-host>:5560).") var ingest: String?
+    @Option(
+        name: .customLong("data-dir"),
+        help: "Directory for the event outbox and the encrypted token file (default \(AuthCommand.defaultDataDirectory); created 0700).")
+    var dataDirectory: String?
+    @Option(
+        name: .customLong("ca-file"),
+        help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable (ca_file: comma-separated).")
     var caFiles: [String] = []
-    @Option(help: "Requests served at once.") var concurrency = 4
-    @Option(name: .customLong("keep-alive"), help: "Seconds between checks that keep idle-clocked sessions alive.") var keepAlive = 60
+    @Option(help: "Requests served at once (default 4).") var concurrency: Int?
+    @Option(name: .customLong("keep-alive"), help: "Seconds between checks that keep idle-clocked sessions alive (default 60).")
+    var keepAlive: Int?
     @Option(help: "This program's secret certificate (role auth), for a secure broker.") var certificate: String?
     @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key.") var brokerKey: String?
-    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9563, or SWITCHBOARD_ADMIN).")
-    var admin: String?
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9563).") var admin: String?
     @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
+    static let flagNames = [
+        "accounts_file": "--accounts", "broker_host": "--broker-host", "service": "--service", "ingest": "--ingest",
+        "data_dir": "--data-dir", "ca_file": "--ca-file", "concurrency": "--concurrency", "keep_alive": "--keep-alive",
+        "certificate": "--certificate", "broker_key": "--broker-key", "admin": "--admin", "log_format": "--log-format",
+        "log_level": "--log-level",
+    ]
+
     func run() async throws {
+        let layers: ConfigurationLayers
+        let endpoints: BrokerEndpoints
+        let (accountsFile, dataDirectoryGiven, caFiles, concurrency, keepAlive, certificate, brokerKey, admin):
+            (String?, String, [String], Int, Int, String?, String?, String?)
         do {
-            try StructuredLogHandler.bootstrap(formatOption: logFormat, levelOption: logLevel)
+            let given: [String: String?] = [
+                "accounts_file": self.accounts, "broker_host": brokerHost, "service": service, "ingest": ingest,
+                "data_dir": self.dataDirectory, "ca_file": self.caFiles.isEmpty ? nil : self.caFiles.joined(separator: ","),
+                "concurrency": self.concurrency.map(String.init), "keep_alive": self.keepAlive.map(String.init),
+                "certificate": self.certificate, "broker_key": self.brokerKey, "admin": self.admin, "log_format": logFormat,
+                "log_level": logLevel,
+            ]
+            layers = try ConfigurationLayers(
+                program: "auth", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
+                flagNames: Self.flagNames)
+            endpoints = try BrokerEndpoints(layers: layers)
+            accountsFile = try layers.nonEmpty("accounts_file")
+            dataDirectoryGiven = try layers.nonEmpty("data_dir") ?? Self.defaultDataDirectory
+            caFiles = try layers.list("ca_file") ?? []
+            concurrency = try layers.integer("concurrency", default: 4, in: 1...64)
+            keepAlive = try layers.integer("keep_alive", default: 60, in: 1...86_400)
+            certificate = try layers.nonEmpty("certificate")
+            brokerKey = try layers.nonEmpty("broker_key")
+            admin = try layers.nonEmpty("admin")
+            try StructuredLogHandler.bootstrap(
+                formatOption: try layers.nonEmpty("log_format"), levelOption: try layers.nonEmpty("log_level"))
         } catch {
             throw ValidationError("\(error)")
         }
         let logger = Logger(label: "auth")
         let adminAddress: AdminAddress?
         do {
-            adminAddress = try AdminAddress.resolve(admin, defaultPort: 9563)
+            adminAddress = try AdminAddress.resolve(admin, defaultPort: 9563, environment: [:])
         } catch {
             throw ValidationError(error.description)
         }
@@ -75,8 +116,8 @@ struct AuthCommand: AsyncParsableCommand {
         let accounts: AuthAccounts
         let credentials: ClientCredentials?
         do {
-            accounts = try AuthAccounts.load(path: self.accounts)
-            credentials = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+            accounts = try AuthAccounts.load(path: accountsFile)
+            credentials = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey, environment: [:])
         } catch let error as AuthError {
             throw ValidationError(error.message)
         } catch let error as Certificate.Failure {
@@ -92,7 +133,7 @@ struct AuthCommand: AsyncParsableCommand {
         // Events always go through a durable outbox, as section 14.4 promises: without
         // --data-dir it lives in the default directory rather than nowhere. Absolute, so the
         // log says where.
-        let dataDirectory = URL(fileURLWithPath: self.dataDirectory).standardizedFileURL.path
+        let dataDirectory = URL(fileURLWithPath: dataDirectoryGiven).standardizedFileURL.path
         let cache: CredentialCache
         let outbox: Outbox
         do {
@@ -110,13 +151,13 @@ struct AuthCommand: AsyncParsableCommand {
         let context = try Context()
         let io = try IOThread(context: context)
         var settings = ServiceWorker.Settings()
-        settings.concurrency = max(1, concurrency)
+        settings.concurrency = concurrency
         settings.socketOptions = credentials?.socketOptions ?? []
         let worker = ServiceWorker(
-            service: "auth", io: io, endpoint: self.service, settings: settings, logger: logger, handler: service.handle)
+            service: "auth", io: io, endpoint: endpoints.service, settings: settings, logger: logger, handler: service.handle)
         var senderSettings = OutboxSender.Settings()
         senderSettings.socketOptions = credentials?.socketOptions ?? []
-        let sender = OutboxSender(outbox: outbox, io: io, endpoint: ingest, settings: senderSettings, logger: logger)
+        let sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoints.ingest, settings: senderSettings, logger: logger)
         var readiness = Readiness()
         readiness.add("broker") { sender.isConnected }
         let adminServer = observability.adminServer(
@@ -127,7 +168,7 @@ struct AuthCommand: AsyncParsableCommand {
                 "accounts": "\(accounts.accounts.map { "\($0.backend)/\($0.account)" }.joined(separator: ","))", "outbox": "\(outbox.path)",
             ])
         ServiceReadiness.notify(.ready)
-        let keepAliveInterval = Duration.seconds(max(1, keepAlive))
+        let keepAliveInterval = Duration.seconds(keepAlive)
         var services: [any Service] = [
             OutboxSenderService(sender: sender), AuthSessions(auth: service, keepAliveInterval: keepAliveInterval, logger: logger),
             ServiceWorkerService(worker: worker),

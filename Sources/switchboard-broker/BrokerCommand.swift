@@ -15,9 +15,14 @@ struct BrokerCommand: AsyncParsableCommand {
         commandName: "switchboard-broker",
         abstract: "The Switchboard broker: durable event journal, live fan-out and replay.",
         discussion: """
-            Settings come from, in rising order: defaults, --config FILE (JSON), environment
-            variables SWITCHBOARD_BROKER_<KEY> (e.g. SWITCHBOARD_BROKER_RETENTION_MAX_AGE), flags.
-            File keys: \(BrokerConfiguration.keys.joined(separator: ", ")).
+            Settings come from, in rising order: defaults, a JSON file (--config FILE or
+            SWITCHBOARD_CONFIG; its "broker" section, or the whole file when it has no
+            sections), environment variables SWITCHBOARD_BROKER_<KEY> (e.g.
+            SWITCHBOARD_BROKER_RETENTION_MAX_AGE; SWITCHBOARD_ADMIN under
+            SWITCHBOARD_BROKER_ADMIN), flags. Keys: \(BrokerConfiguration.keys.joined(separator: ", ")).
+            Without CURVE (--insecure) every endpoint must be loopback, ipc or inproc: anything
+            else is refused at start. Bind to every interface with tcp://0.0.0.0:PORT, to one
+            with tcp://eth0:PORT or its address.
             SIGTERM or SIGINT stops it gracefully: every acknowledged event is on disk.
             """)
 
@@ -61,29 +66,24 @@ struct BrokerCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "broker")
 
-        var environment = ProcessInfo.processInfo.environment
-        // SWITCHBOARD_ADMIN is every program's admin address; the broker's own key wins.
-        if environment["SWITCHBOARD_BROKER_ADMIN"] == nil, let admin = environment["SWITCHBOARD_ADMIN"] {
-            environment["SWITCHBOARD_BROKER_ADMIN"] = admin
-        }
-        // Flags are the top layer: feed them in as the environment would, so every value goes
-        // through the same parsing and the same error messages.
-        let flags: [(String, String?)] = [
-            ("ingest", ingest), ("fanout", fanout), ("replay", replay), ("service", service), ("groups", groups),
-            ("groups.ack_wait", ackWait), ("groups.max_deliver", maxDeliver), ("groups.backoff", backoff),
-            ("groups.liveness", memberLiveness), ("groups.commit_interval", groupCommitInterval), ("security.key", key),
-            ("security.certificates", certificates), ("insecure", insecure ? "true" : nil),
-            ("data_dir", dataDirectory),
-            ("heartbeat", heartbeat), ("retention.max_age", retentionMaxAge),
-            ("retention.max_bytes", retentionMaxBytes), ("min_version", minimumVersion), ("admin", admin),
+        // Flags are the top layer, read through the same parsing and error messages as the rest.
+        let flags: [(String, String, String?)] = [
+            ("ingest", "--ingest", ingest), ("fanout", "--fanout", fanout), ("replay", "--replay", replay),
+            ("service", "--service", service), ("groups", "--groups", groups), ("groups.ack_wait", "--ack-wait", ackWait),
+            ("groups.max_deliver", "--max-deliver", maxDeliver), ("groups.backoff", "--backoff", backoff),
+            ("groups.liveness", "--member-liveness", memberLiveness),
+            ("groups.commit_interval", "--group-commit-interval", groupCommitInterval),
+            ("security.key", "--key", key), ("security.certificates", "--certificates", certificates),
+            ("insecure", "--insecure", insecure ? "true" : nil), ("data_dir", "--data-dir", dataDirectory),
+            ("heartbeat", "--heartbeat", heartbeat), ("retention.max_age", "--retention-max-age", retentionMaxAge),
+            ("retention.max_bytes", "--retention-max-bytes", retentionMaxBytes), ("min_version", "--min-version", minimumVersion),
+            ("admin", "--admin", admin),
         ]
-        for (key, value) in flags {
-            if let value { environment["SWITCHBOARD_BROKER_" + key.uppercased().replacingOccurrences(of: ".", with: "_")] = value }
-        }
         let settings: BrokerConfiguration
         do {
-            let layers = try ConfigurationLayers(
-                file: config, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys, environment: environment)
+            let layers = try BrokerConfiguration.layers(
+                file: config, flags: flags.reduce(into: [:]) { $0[$1.0] = $1.2 },
+                flagNames: flags.reduce(into: [:]) { $0[$1.0] = $1.1 })
             settings = try BrokerConfiguration(layers: layers)
         } catch let failure as ConfigurationLayers.Failure {
             throw ValidationError(failure.description)

@@ -52,58 +52,66 @@ struct DirectoryCommand: AsyncParsableCommand {
         subcommands: [AddCommand.self, DeleteCommand.self])
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "The Directory service root (ending in /directory).") var url = "https://127.0.0.1:8480/directory"
-    @Option(help: "The Directory user whose people are synced and whose key auth hands out (auth holds its password).")
-    var account = "outreach-team"
-    @Option(help: "Time between two polls of the Directory: 30s, 500ms, 2m (100ms – 1d).") var interval = "30s"
+    @Option(help: "The Directory service root (ending in /directory; default https://127.0.0.1:8480/directory).") var url: String?
+    @Option(
+        help: "The Directory user whose people are synced and whose key auth hands out (auth holds its password; default outreach-team).")
+    var account: String?
+    @Option(help: "Time between two polls of the Directory: 30s (the default), 500ms, 2m (100ms – 1d).") var interval: String?
     @Option(
         name: .customLong("max-missing"),
-        help: "The share of the last accepted list (0 < x ≤ 1) that may go missing in one poll before the list is held back as suspect.")
-    var maxMissing = 0.5
-    @Option(name: .customLong("start-timeout"), help: "Seconds to keep trying to reach auth and the Directory at start before giving up.")
-    var startTimeout = 60
+        help:
+            "The share of the last accepted list (0 < x ≤ 1) that may go missing in one poll before the list is held back as suspect (default 0.5)."
+    )
+    var maxMissing: Double?
+    @Option(
+        name: .customLong("start-timeout"),
+        help: "Seconds to keep trying to reach auth and the Directory at start before giving up (default 60).")
+    var startTimeout: Int?
 
-    func validate() throws {
-        guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
-            throw ValidationError("--url must be an http(s) URL, got '\(url)'")
-        }
-        guard !account.isEmpty else { throw ValidationError("--account must not be empty") }
-        _ = try Self.duration(interval, option: "--interval")
-        guard maxMissing > 0, maxMissing <= 1 else {
-            throw ValidationError("--max-missing must be above 0 and at most 1, got \(maxMissing)")
-        }
-        guard startTimeout >= 1 else { throw ValidationError("--start-timeout must be at least 1 second") }
-    }
-
-    /// `500ms`, `30s`, `2m`, `1h`, `1d`, or plain seconds.
-    static func duration(_ text: String, option: String) throws -> Duration {
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
-        var seconds: Double?
-        for (suffix, factor) in units where text.hasSuffix(suffix) {
-            if let value = Double(text.dropLast(suffix.count)) {
-                seconds = value * factor
-                break
-            }
-        }
-        if seconds == nil { seconds = Double(text) }
-        guard let seconds, seconds.isFinite, seconds >= 0.1, seconds <= 86_400 else {
-            throw ValidationError("\(option) must be a duration from 100ms to 1d (30s, 500ms, 2m), got '\(text)'")
-        }
-        return .milliseconds(Int64((seconds * 1000).rounded()))
-    }
+    /// The syncer's own keys and their flags (`add` and `delete` read the same file section).
+    static let flagNames = [
+        "url": "--url", "account": "--account", "interval": "--interval", "max_missing": "--max-missing",
+        "start_timeout": "--start-timeout",
+    ]
 
     func run() async throws {
-        do {
-            try StructuredLogHandler.bootstrap(formatOption: worker.logFormat, levelOption: worker.logLevel)
+        let settings: WorkerSettings
+        let (url, account, interval, maxMissing, startTimeout): (String, String, Duration, Double, Int)
+        do throws(WorkerConfigurationError) {
+            settings = try WorkerSettings(
+                layers: worker.layers(
+                    service: "directory",
+                    extra: [
+                        "url": self.url, "account": self.account, "interval": self.interval,
+                        "max_missing": self.maxMissing.map { String($0) }, "start_timeout": self.startTimeout.map(String.init),
+                    ],
+                    extraNames: Self.flagNames))
+            (url, account, interval, maxMissing, startTimeout) = try settings.read { layers throws(ConfigurationLayers.Failure) in
+                let interval = try layers.duration("interval") ?? .seconds(30)
+                guard interval >= .milliseconds(100), interval <= .seconds(86_400) else {
+                    throw ConfigurationLayers.Failure(
+                        "interval from \(try layers.lookup("interval")?.source ?? "?") must be a duration from 100ms to 1d")
+                }
+                let maxMissing = try layers.lookup("max_missing").map { text, source throws(ConfigurationLayers.Failure) in
+                    guard let value = Double(text), value > 0, value <= 1 else {
+                        throw ConfigurationLayers.Failure("max_missing from \(source) must be above 0 and at most 1, got '\(text)'")
+                    }
+                    return value
+                }
+                return (
+                    try layers.url("url") ?? "https://127.0.0.1:8480/directory", try layers.nonEmpty("account") ?? "outreach-team",
+                    interval, maxMissing ?? 0.5, try layers.integer("start_timeout", default: 60, in: 1...3600)
+                )
+            }
+            try settings.bootstrapLogging()
         } catch {
-            throw ValidationError("\(error)")
+            throw ValidationError(error.description)
         }
         let logger = Logger(label: "directory")
-        let interval = try Self.duration(interval, option: "--interval")
         let runtime: WorkerRuntime
         let store: DirectorySyncStore
         do throws(WorkerConfigurationError) {
-            runtime = try WorkerRuntime(service: "directory", options: worker, logger: logger)
+            runtime = try WorkerRuntime(service: "directory", settings: settings, logger: logger)
             do {
                 store = try DirectorySyncStore(path: runtime.dataDirectory + "/directory-sync.sqlite")
             } catch {
@@ -132,7 +140,8 @@ struct DirectoryCommand: AsyncParsableCommand {
         logger.info(
             "directory syncer starting",
             metadata: [
-                "account": "\(account)", "interval": "\(interval)", "max_missing": "\(maxMissing)", "groups": "\(worker.groups)",
+                "account": "\(account)", "interval": "\(interval)", "max_missing": "\(maxMissing)",
+                "groups": "\(settings.endpoints.groups)",
                 "data_dir": "\(runtime.dataDirectory)",
             ])
         try await runtime.run(
@@ -158,15 +167,12 @@ struct RequestOptions: ParsableArguments {
 
     /// Puts one event into the syncer's outbox and sends it; prints its event id.
     func send(type: String, schema: String, content: some Encodable & Sendable, key: String?) async throws {
-        do {
-            try StructuredLogHandler.bootstrap(formatOption: worker.logFormat, levelOption: worker.logLevel ?? "warning")
-        } catch {
-            throw ValidationError("\(error)")
-        }
         let logger = Logger(label: "directory")
         let runtime: WorkerRuntime
         do throws(WorkerConfigurationError) {
-            runtime = try WorkerRuntime(service: "directory", options: worker, logger: logger)
+            let settings = try WorkerSettings(layers: worker.layers(service: "directory", extraNames: DirectoryCommand.flagNames))
+            try settings.bootstrapLogging(defaultLevel: "warning")
+            runtime = try WorkerRuntime(service: "directory", settings: settings, logger: logger)
         } catch {
             throw ValidationError(error.description)
         }
@@ -175,7 +181,8 @@ struct RequestOptions: ParsableArguments {
         ])
         var settings = OutboxSender.Settings()
         settings.socketOptions = runtime.credentials?.socketOptions ?? []
-        let sender = OutboxSender(outbox: runtime.outbox, io: runtime.io, endpoint: worker.ingest, settings: settings, logger: logger)
+        let sender = OutboxSender(
+            outbox: runtime.outbox, io: runtime.io, endpoint: runtime.settings.endpoints.ingest, settings: settings, logger: logger)
         _ = try await sender.deliver(until: .now + .seconds(wait))
         // Whether this request is still waiting: not whether the outbox is empty, which the
         // syncer running on the same data directory may be filling with its own facts meanwhile.

@@ -21,8 +21,9 @@ struct EmulatorCommand: AsyncParsableCommand {
             SIGTERM or SIGINT stops it; with --state the data is saved first.
             """)
 
-    @Option(help: "Address to listen on.") var host = "127.0.0.1"
-    @Option(help: "Port (0 picks a free one, reported on the listening line).") var port = 8480
+    @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"emulator\" section.") var config: String?
+    @Option(help: "Address to listen on (default 127.0.0.1).") var host: String?
+    @Option(help: "Port (default 8480; 0 picks a free one, reported on the listening line).") var port: Int?
     @Option(name: .customLong("api"), help: "Serve only this API (eto, filemaker, directory, sap); repeat for several. Default: all.")
     var apis: [String] = []
     @Option(help: "Seed document (JSON) instead of the bundled one.") var seed: String?
@@ -37,18 +38,41 @@ struct EmulatorCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
+    static let flagNames = [
+        "host": "--host", "port": "--port", "api": "--api", "seed": "--seed", "state": "--state", "tls_generate": "--tls-generate",
+        "tls_certificate": "--tls-certificate", "tls_key": "--tls-key", "log_format": "--log-format", "log_level": "--log-level",
+    ]
+
     func run() async throws {
         // Run Swift concurrency on NIO's event loops: a request then never hops between the
         // event loop and the cooperative pool (measured: 1.4–1.6× the requests per second on two
         // cores, `switchboard-bench --emulator --nio-executor`).
         _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        let (host, port, apis, seed, state, tlsGenerate, tlsCertificate, tlsKey):
+            (String, Int, [String], String?, String?, String?, String?, String?)
         do {
-            try StructuredLogHandler.bootstrap(formatOption: logFormat, levelOption: logLevel)
+            let given: [String: String?] = [
+                "host": self.host, "port": self.port.map(String.init), "api": self.apis.isEmpty ? nil : self.apis.joined(separator: ","),
+                "seed": self.seed, "state": self.state, "tls_generate": self.tlsGenerate, "tls_certificate": self.tlsCertificate,
+                "tls_key": self.tlsKey, "log_format": logFormat, "log_level": logLevel,
+            ]
+            let layers = try ConfigurationLayers(
+                program: "emulator", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
+                flagNames: Self.flagNames, shared: ["log_format", "log_level"])
+            host = try layers.nonEmpty("host") ?? "127.0.0.1"
+            port = try layers.integer("port", default: 8480, in: 0...65535)
+            apis = try layers.list("api") ?? []
+            seed = try layers.nonEmpty("seed")
+            state = try layers.nonEmpty("state")
+            tlsGenerate = try layers.nonEmpty("tls_generate")
+            tlsCertificate = try layers.nonEmpty("tls_certificate")
+            tlsKey = try layers.nonEmpty("tls_key")
+            try StructuredLogHandler.bootstrap(
+                formatOption: try layers.nonEmpty("log_format"), levelOption: try layers.nonEmpty("log_level"))
         } catch {
             throw ValidationError("\(error)")
         }
         let logger = Logger(label: "emulator")
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535, got \(port)") }
 
         var settings: Emulator.Configuration
         do {
@@ -84,7 +108,6 @@ struct EmulatorCommand: AsyncParsableCommand {
         }
         let emulator = try Emulator(configuration: settings, logger: logger)
         let scheme = settings.tls == nil ? "http" : "https"
-        let host = self.host
         let service = EmulatorService(emulator: emulator) { port in
             FileHandle.standardOutput.write(Data("listening \(scheme)://\(host):\(port)\n".utf8))
             ServiceReadiness.notify(.ready, .status("listening \(scheme)://\(host):\(port)"))

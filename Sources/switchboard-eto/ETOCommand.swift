@@ -48,28 +48,43 @@ struct ETOCommand: AsyncParsableCommand {
             """)
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "ETO's API root (ending in /API).") var url = "https://127.0.0.1:8480/API"
-    @Option(help: "The ETO account (e-mail) whose sessions auth hands out (auth holds its password).")
-    var account = "intake@riverside.example"
+    @Option(help: "ETO's API root (ending in /API; default https://127.0.0.1:8480/API).") var url: String?
+    @Option(help: "The ETO account (e-mail) whose sessions auth hands out (auth holds its password; default intake@riverside.example).")
+    var account: String?
     @Option(help: "The TouchPoint configuration file (JSON, shown above); default: TouchPoint 54 of the seed.") var touchpoint: String?
-    @Option(help: "Service requests answered at once.") var concurrency = 4
+    @Option(help: "Service requests answered at once (default 4).") var concurrency: Int?
     @Flag(name: .customLong("no-service"), help: "Record check-ins only; do not serve `eto` on the service plane.") var noService = false
     @Flag(name: .customLong("no-group"), help: "Serve `eto` only; do not join the group `eto`.") var noGroup = false
 
-    func validate() throws {
-        guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
-            throw ValidationError("--url must be an http(s) URL, got '\(url)'")
-        }
-        guard !account.isEmpty else { throw ValidationError("--account must not be empty") }
-        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64, got \(concurrency)") }
-        guard !(noService && noGroup) else { throw ValidationError("--no-service and --no-group together leave nothing to do") }
-    }
-
     func run() async throws {
-        do {
-            try StructuredLogHandler.bootstrap(formatOption: worker.logFormat, levelOption: worker.logLevel)
+        let settings: WorkerSettings
+        let (url, account, touchpoint, concurrency, noService, noGroup): (String, String, String?, Int, Bool, Bool)
+        do throws(WorkerConfigurationError) {
+            settings = try WorkerSettings(
+                layers: worker.layers(
+                    service: "eto",
+                    extra: [
+                        "url": self.url, "account": self.account, "touchpoint": self.touchpoint,
+                        "concurrency": self.concurrency.map(String.init), "no_service": self.noService ? "true" : nil,
+                        "no_group": self.noGroup ? "true" : nil,
+                    ],
+                    extraNames: [
+                        "url": "--url", "account": "--account", "touchpoint": "--touchpoint", "concurrency": "--concurrency",
+                        "no_service": "--no-service", "no_group": "--no-group",
+                    ]))
+            (url, account, touchpoint, concurrency, noService, noGroup) = try settings.read { layers throws(ConfigurationLayers.Failure) in
+                (
+                    try layers.url("url") ?? "https://127.0.0.1:8480/API", try layers.nonEmpty("account") ?? "intake@riverside.example",
+                    try layers.nonEmpty("touchpoint"), try layers.integer("concurrency", default: 4, in: 1...64),
+                    try layers.bool("no_service") ?? false, try layers.bool("no_group") ?? false
+                )
+            }
+            guard !(noService && noGroup) else {
+                throw WorkerConfigurationError("no_service and no_group (--no-service, --no-group) together leave nothing to do")
+            }
+            try settings.bootstrapLogging()
         } catch {
-            throw ValidationError("\(error)")
+            throw ValidationError(error.description)
         }
         let logger = Logger(label: "eto")
         let configuration: ETOTouchPointConfiguration
@@ -80,13 +95,12 @@ struct ETOCommand: AsyncParsableCommand {
             } else {
                 configuration = .default
             }
-            runtime = try WorkerRuntime(service: "eto", options: worker, logger: logger)
+            runtime = try WorkerRuntime(service: "eto", settings: settings, logger: logger)
         } catch {
             throw ValidationError(error.description)
         }
         let client = ETOClient(http: runtime.http, baseURL: url, logger: logger)
         let tokens = runtime.tokens
-        let account = self.account
         let access = ETOSiteAccess(client: client) { site in .provider(tokens.eto(account: account, site: site)) }
 
         let sso: @Sendable (ETO.SSOToken?) async throws -> (token: ETO.SSOToken, enterprise: String) = { refused in
@@ -97,11 +111,12 @@ struct ETOCommand: AsyncParsableCommand {
         var services: [any Service] = []
         if !noService {
             let service = ETOService(eto: access, sso: sso, sites: sites, logger: logger)
-            var settings = ServiceWorker.Settings()
-            settings.concurrency = concurrency
-            settings.socketOptions = runtime.credentials?.socketOptions ?? []
+            var workerSettings = ServiceWorker.Settings()
+            workerSettings.concurrency = concurrency
+            workerSettings.socketOptions = runtime.credentials?.socketOptions ?? []
             let serviceWorker = ServiceWorker(
-                service: "eto", io: runtime.io, endpoint: worker.service, settings: settings, logger: logger, handler: service.handle)
+                service: "eto", io: runtime.io, endpoint: settings.endpoints.service, settings: workerSettings, logger: logger,
+                handler: service.handle)
             services.append(ServiceWorkerService(worker: serviceWorker))
         }
         var groupConsumer: GroupConsumer?

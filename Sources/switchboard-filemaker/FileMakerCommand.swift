@@ -52,40 +52,52 @@ struct FileMakerCommand: AsyncParsableCommand {
             """)
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "The FileMaker server's base URL (https://host[:port]).") var url = "https://127.0.0.1:8480"
-    @Option(help: "The FileMaker database (file) name.") var database = "Shelter"
-    @Option(help: "The FileMaker account whose session auth hands out (auth holds its password).") var account = "switchboard"
+    @Option(help: "The FileMaker server's base URL (https://host[:port]; default https://127.0.0.1:8480).") var url: String?
+    @Option(help: "The FileMaker database (file) name (default Shelter).") var database: String?
+    @Option(help: "The FileMaker account whose session auth hands out (auth holds its password; default switchboard).")
+    var account: String?
     @Option(help: "The field mapping file (JSON, shown above); default: the seed's CheckIns layout.") var mapping: String?
     @Option(
         name: .customLong("start-timeout"),
-        help: "Seconds to keep trying to reach auth and FileMaker at start before giving up.")
-    var startTimeout = 60
-
-    func validate() throws {
-        guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
-            throw ValidationError("--url must be an http(s) URL, got '\(url)'")
-        }
-        guard !database.isEmpty else { throw ValidationError("--database must not be empty") }
-        guard !account.isEmpty else { throw ValidationError("--account must not be empty") }
-        guard startTimeout >= 1 else { throw ValidationError("--start-timeout must be at least 1 second") }
-    }
+        help: "Seconds to keep trying to reach auth and FileMaker at start before giving up (default 60).")
+    var startTimeout: Int?
 
     func run() async throws {
-        do {
-            try StructuredLogHandler.bootstrap(formatOption: worker.logFormat, levelOption: worker.logLevel)
+        let settings: WorkerSettings
+        let (url, database, account, mappingPath, startTimeout): (String, String, String, String?, Int)
+        do throws(WorkerConfigurationError) {
+            settings = try WorkerSettings(
+                layers: worker.layers(
+                    service: "filemaker",
+                    extra: [
+                        "url": self.url, "database": self.database, "account": self.account, "mapping": self.mapping,
+                        "start_timeout": self.startTimeout.map(String.init),
+                    ],
+                    extraNames: [
+                        "url": "--url", "database": "--database", "account": "--account", "mapping": "--mapping",
+                        "start_timeout": "--start-timeout",
+                    ]))
+            (url, database, account, mappingPath, startTimeout) = try settings.read { layers throws(ConfigurationLayers.Failure) in
+                (
+                    try layers.url("url") ?? "https://127.0.0.1:8480", try layers.nonEmpty("database") ?? "Shelter",
+                    try layers.nonEmpty("account") ?? "switchboard", try layers.nonEmpty("mapping"),
+                    try layers.integer("start_timeout", default: 60, in: 1...3600)
+                )
+            }
+            try settings.bootstrapLogging()
         } catch {
-            throw ValidationError("\(error)")
+            throw ValidationError(error.description)
         }
         let logger = Logger(label: "filemaker")
         let mapping: FileMakerMapping
         let runtime: WorkerRuntime
         do throws(WorkerConfigurationError) {
-            if let path = self.mapping {
-                mapping = try FileMakerMapping.load(path: path)
+            if let mappingPath {
+                mapping = try FileMakerMapping.load(path: mappingPath)
             } else {
                 mapping = .default
             }
-            runtime = try WorkerRuntime(service: "filemaker", options: worker, logger: logger)
+            runtime = try WorkerRuntime(service: "filemaker", settings: settings, logger: logger)
         } catch {
             throw ValidationError(error.description)
         }
@@ -109,7 +121,7 @@ struct FileMakerCommand: AsyncParsableCommand {
         logger.info(
             "filemaker writer starting",
             metadata: [
-                "database": "\(database)", "layout": "\(mapping.checkins.layout)", "groups": "\(worker.groups)",
+                "database": "\(database)", "layout": "\(mapping.checkins.layout)", "groups": "\(settings.endpoints.groups)",
                 "data_dir": "\(runtime.dataDirectory)",
             ])
         try await runtime.run(

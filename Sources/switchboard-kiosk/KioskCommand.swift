@@ -19,8 +19,12 @@ struct KioskCommand: AsyncParsableCommand {
             `lookup` and `sites` ask ETO through the service `eto` (switchboard-eto); `checkin`
             asks it for the participant id when given a name, and records by name when ETO does
             not answer in time or finds no single match.
-            Environment: SWITCHBOARD_KIOSK_ID, SWITCHBOARD_INGEST, SWITCHBOARD_SERVICE,
-            SWITCHBOARD_KIOSK_OUTBOX.
+            Settings come from, in rising order: defaults, a JSON file (--config FILE or
+            SWITCHBOARD_CONFIG: its "kiosk" section, then the shared keys at its top), the
+            environment (SWITCHBOARD_KIOSK_<KEY>, then SWITCHBOARD_<KEY> for the shared keys:
+            SWITCHBOARD_BROKER_HOST, SWITCHBOARD_INGEST, SWITCHBOARD_SERVICE,
+            SWITCHBOARD_CERTIFICATE, SWITCHBOARD_BROKER_KEY, SWITCHBOARD_ADMIN), flags. Keys:
+            id, broker_host, ingest, service, outbox, log_level, certificate, broker_key, admin.
             """,
         subcommands: [
             CheckInCommand.self, LookupCommand.self, SitesCommand.self, ImportCommand.self, LoadCommand.self, FlushCommand.self,
@@ -30,37 +34,90 @@ struct KioskCommand: AsyncParsableCommand {
 
 /// Options every kiosk command shares.
 struct KioskOptions: ParsableArguments {
-    @Option(help: "This kiosk's id (the producer name), e.g. riverside-1.") var kiosk: String?
-    @Option(help: "The broker's ingest endpoint.") var broker: String?
-    @Option(help: "The broker's service endpoint, for the `eto` service (lookups).") var service: String?
-    @Option(help: "The outbox file.") var outbox: String?
-    @Option(name: .customLong("log-level"), help: "Log level for diagnostics on standard error.") var logLevel: String = "warning"
-    @Option(help: "This kiosk's secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.")
-    var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
-    var brokerKey: String?
+    @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"kiosk\" section, and the shared keys at its top.")
+    var config: String?
+    @Option(help: "This kiosk's id (the producer name), e.g. riverside-1 (key id; default: the certificate's name, else kiosk-<host>).")
+    var kiosk: String?
+    @Option(
+        name: .customLong("broker-host"), help: "The broker's host name or address: its endpoints at the default ports (default 127.0.0.1)."
+    )
+    var brokerHost: String?
+    @Option(help: "The broker's ingest endpoint (key ingest; default tcp://<broker-host>:5560).") var broker: String?
+    @Option(help: "The broker's service endpoint, for the `eto` service (lookups; default tcp://<broker-host>:5563).")
+    var service: String?
+    @Option(help: "The outbox file (default .switchboard/kiosk/<id>/outbox.sqlite).") var outbox: String?
+    @Option(name: .customLong("log-level"), help: "Log level for diagnostics on standard error (default warning).") var logLevel: String?
+    @Option(help: "This kiosk's secret certificate, for a broker that runs CURVE.") var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key.") var brokerKey: String?
 
-    /// The CURVE credentials, if given; checked in `validate`.
-    var credentials: ClientCredentials? {
-        try? ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+    static let flagNames = [
+        "id": "--kiosk", "broker_host": "--broker-host", "ingest": "--broker", "service": "--service", "outbox": "--outbox",
+        "log_level": "--log-level", "certificate": "--certificate", "broker_key": "--broker-key", "admin": "--admin",
+    ]
+
+    /// What the flags, the environment and the file say, over the defaults.
+    struct Settings {
+        var layers: ConfigurationLayers
+        var kioskID: String
+        var endpoints: BrokerEndpoints
+        var outboxPath: String
+        var logLevel: Logger.Level
+        var credentials: ClientCredentials?
     }
 
-    var kioskID: String {
-        if let kiosk { return kiosk }
-        // With a certificate, the kiosk is the principal it names (the broker checks it).
-        if let name = credentials?.certificate.name { return name }
-        if let id = ProcessInfo.processInfo.environment["SWITCHBOARD_KIOSK_ID"] { return id }
-        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "local"
-        return "kiosk-" + String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(50))
+    /// Reads the layers; `admin` is the subcommand's `--admin`, where it has one.
+    func settings(admin: String? = nil) throws -> Settings {
+        let given: [String: String?] = [
+            "id": kiosk, "broker_host": brokerHost, "ingest": broker, "service": service, "outbox": outbox, "log_level": logLevel,
+            "certificate": certificate, "broker_key": brokerKey, "admin": admin,
+        ]
+        do {
+            let layers = try ConfigurationLayers(
+                program: "kiosk", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
+                flagNames: Self.flagNames)
+            let endpoints = try BrokerEndpoints(layers: layers)
+            let credentials = try ClientCredentials.load(
+                certificate: try layers.nonEmpty("certificate"), brokerKey: try layers.nonEmpty("broker_key"), environment: [:])
+            let given = try layers.nonEmpty("id")
+            if let given, let credentials, given != credentials.certificate.name {
+                throw ConfigurationLayers.Failure(
+                    "id '\(given)' (\(try layers.lookup("id")?.source ?? "?")) differs from the certificate's principal '\(credentials.certificate.name)'; the broker would refuse its check-ins"
+                )
+            }
+            // With a certificate, the kiosk is the principal it names (the broker checks it).
+            let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "local"
+            let kioskID =
+                given ?? credentials?.certificate.name
+                ?? "kiosk-" + String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(50))
+            guard Producer.isValid(kioskID) else {
+                throw ConfigurationLayers.Failure("id: '\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
+            }
+            let levelText = try layers.nonEmpty("log_level") ?? "warning"
+            guard let level = Logger.Level(rawValue: levelText) else {
+                throw ConfigurationLayers.Failure("log_level: '\(levelText)' is not a level")
+            }
+            return Settings(
+                layers: layers, kioskID: kioskID, endpoints: endpoints,
+                outboxPath: try layers.nonEmpty("outbox") ?? ".switchboard/kiosk/\(kioskID)/outbox.sqlite", logLevel: level,
+                credentials: credentials)
+        } catch let failure as ConfigurationLayers.Failure {
+            throw ValidationError(failure.description)
+        } catch let failure as Certificate.Failure {
+            throw ValidationError(failure.description)
+        }
     }
 
-    var ingestEndpoint: String {
-        broker ?? ProcessInfo.processInfo.environment["SWITCHBOARD_INGEST"] ?? "tcp://127.0.0.1:5560"
+    /// The settings, once `validate` has accepted them.
+    private var checked: Settings {
+        // swift-format-ignore: NeverUseForceTry
+        try! settings()
     }
 
-    var serviceEndpoint: String {
-        service ?? ProcessInfo.processInfo.environment["SWITCHBOARD_SERVICE"] ?? "tcp://127.0.0.1:5563"
-    }
+    /// The CURVE credentials, if given.
+    var credentials: ClientCredentials? { checked.credentials }
+    var kioskID: String { checked.kioskID }
+    var ingestEndpoint: String { checked.endpoints.ingest }
+    var serviceEndpoint: String { checked.endpoints.service }
 
     /// Runs `body` with the `eto` service's client on this kiosk's credentials, then closes it.
     func withLookup<T: Sendable>(_ body: (ETOLookup) async throws -> T) async throws -> T {
@@ -83,30 +140,14 @@ struct KioskOptions: ParsableArguments {
         }
     }
 
-    var outboxPath: String {
-        outbox ?? ProcessInfo.processInfo.environment["SWITCHBOARD_KIOSK_OUTBOX"] ?? ".switchboard/kiosk/\(kioskID)/outbox.sqlite"
-    }
+    var outboxPath: String { checked.outboxPath }
 
     func validate() throws {
-        do {
-            if let loaded = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey), let kiosk,
-                kiosk != loaded.certificate.name
-            {
-                throw ValidationError(
-                    "--kiosk '\(kiosk)' differs from the certificate's principal '\(loaded.certificate.name)'; the broker would refuse its check-ins"
-                )
-            }
-        } catch let failure as Certificate.Failure {
-            throw ValidationError(failure.description)
-        }
-        guard Producer.isValid(kioskID) else {
-            throw ValidationError("--kiosk: '\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
-        }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: '\(logLevel)' is not a level") }
+        _ = try settings()
     }
 
     func open() throws -> (Outbox, Logger) {
-        StructuredLogHandler.bootstrap(level: Logger.Level(rawValue: logLevel))
+        StructuredLogHandler.bootstrap(level: checked.logLevel)
         var logger = Logger(label: "kiosk")
         logger[metadataKey: "kiosk"] = "\(kioskID)"
         do {
@@ -321,7 +362,7 @@ struct DemoCommand: AsyncParsableCommand {
             "A CSV of people to check in, in turn (the columns of `import`; checked_in_at is now). Without it, made-up people who match no back end."
     )
     var roster: String?
-    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561, or SWITCHBOARD_ADMIN).")
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561).")
     var admin: String?
 
     func run() async throws {
@@ -335,7 +376,7 @@ struct DemoCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("--roster: \(error)")
         }
-        let admin = try KioskAdmin.address(admin)
+        let admin = try KioskAdmin.address(options: options, admin)
         let (outbox, logger) = try options.open()
         print("Demo kiosk \(kioskID): one check-in every \(interval) to \(options.ingestEndpoint). Ctrl-C stops.")
         let recorder = CheckInTrickle(outbox: outbox, kioskID: kioskID, interval: interval, roster: people)

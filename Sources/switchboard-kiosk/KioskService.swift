@@ -24,15 +24,15 @@ struct ServeCommand: AsyncParsableCommand {
             """)
 
     @OptionGroup var options: KioskOptions
-    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561, or SWITCHBOARD_ADMIN).")
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561).")
     var admin: String?
 
     func validate() throws {
-        _ = try KioskAdmin.address(admin)
+        _ = try KioskAdmin.address(options: options, admin)
     }
 
     func run() async throws {
-        let address = try KioskAdmin.address(admin)
+        let address = try KioskAdmin.address(options: options, admin)
         let (outbox, logger) = try options.open()
         print("Kiosk \(options.kioskID): sending its outbox to \(options.ingestEndpoint). Ctrl-C stops.")
         try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: address, recorder: nil)
@@ -41,9 +41,10 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 enum KioskAdmin {
-    static func address(_ option: String?) throws -> AdminAddress? {
+    static func address(options: KioskOptions, _ option: String?) throws -> AdminAddress? {
+        let layers = try options.settings(admin: option).layers
         do {
-            return try AdminAddress.resolve(option, defaultPort: 9561)
+            return try AdminAddress.resolve(layers.string("admin"), defaultPort: 9561, environment: [:])
         } catch {
             throw ValidationError(error.description)
         }

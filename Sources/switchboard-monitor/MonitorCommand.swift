@@ -25,7 +25,7 @@ struct WatchCommand: AsyncParsableCommand {
             sequence numbers and HEAD heartbeats and filled from the journal; the monitor says so.
             Values of keys that look like secrets are never printed. Personal data (names, date
             of birth, location, notes) is shown as [personal] unless --show-personal-data.
-            Environment: SWITCHBOARD_FANOUT, SWITCHBOARD_REPLAY.
+            \(ConfigurationLayers.help(program: "monitor"))
             """)
 
     @Option(name: .customLong("topic"), help: "Follow event types starting with this prefix (repeatable; default: all).") var topics:
@@ -39,19 +39,9 @@ struct WatchCommand: AsyncParsableCommand {
     var stats = false
     @Option(help: "Replay the journal from this bus sequence number, then follow live.") var from: Int64?
     @Option(help: "Exit after this many events.") var count: Int?
-    @Option(help: "The broker's fan-out endpoint.") var fanout: String?
-    @Option(help: "The broker's replay endpoint.") var replay: String?
-    @Option(help: "This monitor's secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.")
-    var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
-    var brokerKey: String?
+    @OptionGroup var connection: MonitorConnection
 
     func validate() throws {
-        do {
-            _ = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
-        } catch let failure as Certificate.Failure {
-            throw ValidationError(failure.description)
-        }
         if let from, from < 1 { throw ValidationError("--from must be at least 1") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         for topic in topics where topic.isEmpty || topic.utf8.count > Topic.maximumLength {
@@ -61,11 +51,9 @@ struct WatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         StructuredLogHandler.bootstrap(level: .warning)
-        let environment = ProcessInfo.processInfo.environment
+        let settings = try connection.settings()
         let endpoints = JournalFollower.Endpoints(
-            fanout: fanout ?? environment["SWITCHBOARD_FANOUT"] ?? "tcp://127.0.0.1:5561",
-            replay: replay ?? environment["SWITCHBOARD_REPLAY"] ?? "tcp://127.0.0.1:5562",
-            socketOptions: try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)?.socketOptions ?? [])
+            fanout: settings.endpoints.fanout, replay: settings.endpoints.replay, socketOptions: settings.socketOptions)
         let context = try Context()
         let io = try IOThread(context: context)
         let printer = EventPrinter(json: json, showingPersonalData: showPersonalData)

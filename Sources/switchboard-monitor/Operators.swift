@@ -14,28 +14,20 @@ import ZeroMQ
 
 /// Where the groups endpoint is and who we are there.
 struct GroupEndpointOptions: ParsableArguments {
-    @Option(help: "The broker's consumer-group endpoint (or SWITCHBOARD_GROUPS).") var groups: String?
-    @Option(help: "This monitor's secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.")
-    var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
-    var brokerKey: String?
+    @OptionGroup var connection: MonitorConnection
     @Flag(help: "One JSON document instead of a table.") var json = false
     @Option(help: "Show it again every this many seconds until interrupted.") var every: Int?
 
     func validate() throws {
-        do {
-            _ = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
-        } catch let failure as Certificate.Failure {
-            throw ValidationError(failure.description)
-        }
         if let every, every < 1 { throw ValidationError("--every must be at least 1 second") }
     }
 
     /// Runs `body` with a client of the groups endpoint, once or every `--every` seconds.
     func repeating(_ body: @escaping @Sendable (GroupAdminClient) async throws -> String) async throws {
         StructuredLogHandler.bootstrap(level: .warning)
-        let endpoint = groups ?? ProcessInfo.processInfo.environment["SWITCHBOARD_GROUPS"] ?? "tcp://127.0.0.1:5564"
-        let options = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)?.socketOptions ?? []
+        let settings = try connection.settings()
+        let endpoint = settings.endpoints.groups
+        let options = settings.socketOptions
         let context = try Context()
         let io = try IOThread(context: context)
         let client = GroupAdminClient(io: io, endpoint: endpoint, settings: .init(socketOptions: options))

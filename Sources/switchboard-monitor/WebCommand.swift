@@ -32,26 +32,26 @@ struct WebCommand: AsyncParsableCommand {
             refuses it for the monitor's role.
             """)
 
-    @Option(help: "Where to serve the dashboard (HOST:PORT; loopback by default).") var listen = "127.0.0.1:9570"
+    @Option(help: "Where to serve the dashboard (HOST:PORT; default 127.0.0.1:9570, loopback).") var listen: String?
     @Option(help: "The token that opens the page (or SWITCHBOARD_DASHBOARD_TOKEN); default: a new random one.") var token: String?
-    @Option(help: "The broker's fan-out endpoint (or SWITCHBOARD_FANOUT).") var fanout: String?
-    @Option(help: "The broker's replay endpoint (or SWITCHBOARD_REPLAY).") var replay: String?
-    @Option(help: "The broker's consumer-group endpoint (or SWITCHBOARD_GROUPS).") var groups: String?
-    @Option(help: "The broker's service endpoint, for services and workers (or SWITCHBOARD_SERVICE).") var service: String?
-    @Option(help: "This monitor's (or an admin's) secret certificate (or SWITCHBOARD_CERTIFICATE).") var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
-    var brokerKey: String?
+    @OptionGroup var connection: MonitorConnection
 
-    func validate() throws {
+    /// Where the page is served: the layers' `listen`.
+    func listenAddress() throws -> AdminAddress {
+        let layers = try connection.settings(extra: ["listen": listen]).layers
+        let text = layers.string("listen") ?? "127.0.0.1:9570"
         do {
-            _ = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
-            _ = try AdminAddress.parse(listen, option: "--listen")
-        } catch let failure as Certificate.Failure {
-            throw ValidationError(failure.description)
+            guard text != "none", let address = try AdminAddress.parse(text, option: "listen") else {
+                throw ValidationError("listen must be HOST:PORT, got '\(text)'")
+            }
+            return address
         } catch let failure as AdminAddress.Failure {
             throw ValidationError(failure.description)
         }
-        if listen == "none" { throw ValidationError("--listen must be HOST:PORT") }
+    }
+
+    func validate() throws {
+        _ = try listenAddress()
         if let token, token.count < 16 { throw ValidationError("--token must be at least 16 characters") }
     }
 
@@ -59,21 +59,21 @@ struct WebCommand: AsyncParsableCommand {
         StructuredLogHandler.bootstrap(level: .warning)
         let logger = Logger(label: "dashboard")
         let environment = ProcessInfo.processInfo.environment
-        let options = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)?.socketOptions ?? []
-        guard let address = try AdminAddress.parse(listen, option: "--listen") else { throw ValidationError("--listen must be HOST:PORT") }
+        let settings = try connection.settings(extra: ["listen": listen])
+        let options = settings.socketOptions
+        let address = try listenAddress()
         let secret = token ?? environment["SWITCHBOARD_DASHBOARD_TOKEN"] ?? Self.randomToken()
         let endpoints = JournalFollower.Endpoints(
-            fanout: fanout ?? environment["SWITCHBOARD_FANOUT"] ?? "tcp://127.0.0.1:5561",
-            replay: replay ?? environment["SWITCHBOARD_REPLAY"] ?? "tcp://127.0.0.1:5562", socketOptions: options)
+            fanout: settings.endpoints.fanout, replay: settings.endpoints.replay, socketOptions: options)
         let context = try Context()
         let io = try IOThread(context: context)
         let admin = GroupAdminClient(
-            io: io, endpoint: groups ?? environment["SWITCHBOARD_GROUPS"] ?? "tcp://127.0.0.1:5564",
+            io: io, endpoint: settings.endpoints.groups,
             settings: .init(timeout: .seconds(2), socketOptions: options))
         var clientSettings = ServiceClient.Settings()
         clientSettings.socketOptions = options
         let services = ServiceClient(
-            io: io, endpoint: service ?? environment["SWITCHBOARD_SERVICE"] ?? "tcp://127.0.0.1:5563", settings: clientSettings,
+            io: io, endpoint: settings.endpoints.service, settings: clientSettings,
             logger: logger)
         let state = DashboardState()
         let server = DashboardServer(address: address, token: secret, state: state, admin: admin, logger: logger) { port in

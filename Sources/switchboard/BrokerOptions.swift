@@ -7,11 +7,15 @@ import ZeroMQ
 
 /// How the operator commands (`status`, `groups`, `dlq`) find a broker and the keys to reach it.
 ///
-/// Endpoints: the flag, else an environment variable, else what a local broker wrote to
-/// `<data-dir>/broker/endpoints.json`, else the broker's default. Keys: `--certificate` and
-/// `--broker-key` (or `SWITCHBOARD_CERTIFICATE` and `SWITCHBOARD_BROKER_KEY`), else the
-/// operator key `switchboard up` made under `<data-dir>/keys`, else none; `--insecure` uses none.
+/// Endpoints: the flag, the environment or the configuration file (section "operator", then the
+/// shared keys), else what a local broker wrote to `<data-dir>/broker/endpoints.json`, else the
+/// broker's default. Keys: `certificate` and `broker_key` from the same layers, else the operator
+/// key `switchboard up` made under `<data-dir>/keys`, else none; `--insecure` uses none.
 struct BrokerOptions: ParsableArguments {
+    @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"operator\" section, and the shared keys at its top.")
+    var config: String?
+    @Option(name: .customLong("broker-host"), help: "The broker's host name or address: its endpoints at the default ports.")
+    var brokerHost: String?
     @Option(
         name: .customLong("broker-groups"),
         help: ArgumentHelp(
@@ -21,22 +25,49 @@ struct BrokerOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "Where `switchboard up` keeps its state: its endpoints file and operator key.")
     var dataDirectory = ".switchboard"
     @Option(help: "How long to wait for the broker (e.g. 3s, 500ms).") var timeout = "3s"
-    @Option(help: "A secret certificate (or SWITCHBOARD_CERTIFICATE), for a broker that runs CURVE.") var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (or SWITCHBOARD_BROKER_KEY).")
-    var brokerKey: String?
+    @Option(help: "A secret certificate (an admin's for changes), for a broker that runs CURVE.") var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key.") var brokerKey: String?
+
+    static let flagNames = [
+        "broker_host": "--broker-host", "groups": "--broker-groups", "service": "--service", "certificate": "--certificate",
+        "broker_key": "--broker-key",
+    ]
+
+    /// The layers of the operator commands; `service` is `status`'s flag.
+    func layers(service: String? = nil) throws -> ConfigurationLayers {
+        let given: [String: String?] = [
+            "broker_host": brokerHost, "groups": groups, "service": service, "certificate": certificate, "broker_key": brokerKey,
+        ]
+        do {
+            return try ConfigurationLayers(
+                program: "operator", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
+                flagNames: Self.flagNames)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
     @Flag(help: "Connect without CURVE, even where keys are found: for a broker run with --insecure.") var insecure = false
 
     func validate() throws {
+        let layers = try layers()
         if insecure {
             guard certificate == nil && brokerKey == nil else {
                 throw ValidationError("--insecure connects without keys: give it, or --certificate and --broker-key, not both")
             }
         } else {
             do {
-                _ = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+                _ = try ClientCredentials.load(
+                    certificate: try layers.nonEmpty("certificate"), brokerKey: try layers.nonEmpty("broker_key"), environment: [:])
             } catch let failure as Certificate.Failure {
                 throw ValidationError(failure.description)
+            } catch {
+                throw ValidationError("\(error)")
             }
+        }
+        do {
+            _ = try BrokerEndpoints(layers: layers)
+        } catch {
+            throw ValidationError(error.description)
         }
         guard let wait = DurationText.parse(timeout), wait > .zero else {
             throw ValidationError("--timeout: '\(timeout)' is not a duration (3s, 500ms)")
@@ -48,7 +79,12 @@ struct BrokerOptions: ParsableArguments {
     /// From the flags or environment; else the operator key `switchboard up` made, if any.
     func credentials() throws -> ClientCredentials? {
         if insecure { return nil }
-        if let given = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey) { return given }
+        let layers = try layers()
+        if let given = try ClientCredentials.load(
+            certificate: try layers.nonEmpty("certificate"), brokerKey: try layers.nonEmpty("broker_key"), environment: [:])
+        {
+            return given
+        }
         let secrets = URL(fileURLWithPath: dataDirectory).appendingPathComponent("keys/secrets")
         let operatorSecret = secrets.appendingPathComponent("operator.secret").path
         let brokerCertificate = secrets.appendingPathComponent("broker.cert").path
@@ -58,10 +94,16 @@ struct BrokerOptions: ParsableArguments {
         return try ClientCredentials.load(certificate: operatorSecret, brokerKey: brokerCertificate, environment: [:])
     }
 
-    /// One of the broker's endpoints: `given`, else `environment`, else `<data-dir>/broker/endpoints.json`'s `key`, else `fallback`.
-    func endpoint(_ key: String, given: String?, environment variable: String, fallback: String) -> String {
-        if let given { return given }
-        if let fromEnvironment = ProcessInfo.processInfo.environment[variable] { return fromEnvironment }
+    /// One of the broker's endpoints (`groups`, `service`): from the layers (`given` is the flag),
+    /// else `<data-dir>/broker/endpoints.json`'s, else the broker's default.
+    func endpoint(_ key: String, given: String? = nil) -> String {
+        let layers = try? layers(service: key == "service" ? given : nil)
+        if let layers, (try? layers.lookup(key)) != nil || layers.string("broker_host") != nil,
+            let endpoints = try? BrokerEndpoints(layers: layers)
+        {
+            return key == "service" ? endpoints.service : endpoints.groups
+        }
+        let fallback = key == "service" ? BrokerEndpoints().service : BrokerEndpoints().groups
         let file = URL(fileURLWithPath: dataDirectory).appendingPathComponent("broker/endpoints.json")
         if let endpoints = try? JSONDecoder().decode([String: String].self, from: Data(contentsOf: file)), let found = endpoints[key] {
             return found
@@ -70,7 +112,7 @@ struct BrokerOptions: ParsableArguments {
     }
 
     var groupsEndpoint: String {
-        endpoint("groups", given: groups, environment: "SWITCHBOARD_GROUPS", fallback: "tcp://127.0.0.1:5564")
+        endpoint("groups")
     }
 
     /// Runs `body` with a client of the groups endpoint. A refusal or a silent broker is

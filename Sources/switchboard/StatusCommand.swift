@@ -27,7 +27,7 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
     var endpoint: String {
-        broker.endpoint("service", given: service, environment: "SWITCHBOARD_SERVICE", fallback: "tcp://127.0.0.1:5563")
+        broker.endpoint("service", given: service)
     }
 
     func run() async throws {

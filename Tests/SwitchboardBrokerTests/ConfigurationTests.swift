@@ -12,15 +12,15 @@ struct ConfigurationTests {
         let directory = try TemporaryDirectory("config")
         defer { directory.remove() }
         let file = directory.path("broker.json")
-        try #"{"ingest": "tcp://0.0.0.0:7000", "retention": {"max_age": "12h", "max_bytes": "2GB"}, "batch_limit": 100}"#
+        try #"{"ingest": "tcp://127.0.0.1:7000", "retention": {"max_age": "12h", "max_bytes": "2GB"}, "batch_limit": 100}"#
             .write(toFile: file, atomically: true, encoding: .utf8)
-        let layers = try ConfigurationLayers(
-            file: file, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys,
+        let layers = try BrokerConfiguration.layers(
+            file: file,
             environment: [
                 "SWITCHBOARD_BROKER_BATCH_LIMIT": "500", "SWITCHBOARD_BROKER_HEARTBEAT": "250ms", "SWITCHBOARD_BROKER_INSECURE": "true",
             ])
         let configuration = try BrokerConfiguration(layers: layers)
-        #expect(configuration.ingestEndpoint == "tcp://0.0.0.0:7000")
+        #expect(configuration.ingestEndpoint == "tcp://127.0.0.1:7000")
         #expect(configuration.fanoutEndpoint == "tcp://127.0.0.1:5561")
         #expect(configuration.retentionMaxAge == .seconds(12 * 3600))
         #expect(configuration.retentionMaxBytes == 2 << 30)
@@ -40,6 +40,12 @@ struct ConfigurationTests {
             (#"{"security.key": "/k.secret", "security.certificates": "/c", "insecure": "true"}"#, [:], "contradict"),
             ("{}", ["SWITCHBOARD_BROKER_INSECURE": "maybe"], "insecure must be true or false"),
             ("[1, 2]", [:], "not a JSON object"),
+            (#"{"broker": {"ingest": "tcp://0.0.0.0:5560", "insecure": true}}"#, [:], "only on loopback"),
+            (#"{"fanout": "tcp://*:5561"}"#, ["SWITCHBOARD_BROKER_INSECURE": "true"], "fanout tcp://*:5561 can be reached"),
+            ("{}", ["SWITCHBOARD_BROKER_GROUPS": "tcp://eth0:5564", "SWITCHBOARD_BROKER_INSECURE": "1"], "groups tcp://eth0:5564"),
+            ("{}", ["SWITCHBOARD_BROKER_RETENTON_MAX_AGE": "1d"], "SWITCHBOARD_BROKER_RETENTON_MAX_AGE: broker has no such setting"),
+            (#"{"broker": {"heartbeat": "1s"}, "colour": "blue"}"#, [:], "unknown key 'colour' at the top"),
+            (#"{"broker": {"colour": "blue"}}"#, [:], "unknown key 'broker.colour'"),
         ])
     func refusals(file text: String, environment: [String: String], mentions: String) throws {
         let directory = try TemporaryDirectory("config")
@@ -47,8 +53,7 @@ struct ConfigurationTests {
         let file = directory.path("broker.json")
         try text.write(toFile: file, atomically: true, encoding: .utf8)
         do {
-            let layers = try ConfigurationLayers(
-                file: file, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys, environment: environment)
+            let layers = try BrokerConfiguration.layers(file: file, environment: environment)
             _ = try BrokerConfiguration(layers: layers)
             Issue.record("accepted \(text) \(environment)")
         } catch {
@@ -58,8 +63,8 @@ struct ConfigurationTests {
 
     @Test("'none' turns retention limits off")
     func noRetention() throws {
-        let layers = try ConfigurationLayers(
-            file: nil, environmentPrefix: "SWITCHBOARD_BROKER_", keys: BrokerConfiguration.keys,
+        let layers = try BrokerConfiguration.layers(
+            file: nil,
             environment: [
                 "SWITCHBOARD_BROKER_RETENTION_MAX_AGE": "none", "SWITCHBOARD_BROKER_RETENTION_MAX_BYTES": "none",
                 "SWITCHBOARD_BROKER_INSECURE": "true",

@@ -5,7 +5,7 @@
 // A worker never holds a password: `auth` does, and hands out tokens.
 
 public import ArgumentParser
-import Foundation
+public import Foundation
 public import Logging
 public import ServiceLifecycle
 public import SwitchboardAuth
@@ -14,62 +14,146 @@ import SwitchboardCredentials
 public import SwitchboardHTTP
 public import SwitchboardObservability
 import SwitchboardProtocol
-import SwitchboardRuntime
+public import SwitchboardRuntime
 public import SwitchboardSecurity
 import Synchronization
 import UnixSignals
 public import ZeroMQ
 
-/// The settings every worker takes, with the same names and defaults in each.
+/// The flags every worker takes, with the same names in each. None has a default here: a flag
+/// not given leaves the setting to the environment, the file or the built-in default
+/// (`WorkerSettings`).
 public struct WorkerOptions: ParsableArguments, Sendable {
-    @Option(help: "The broker's consumer-group endpoint.") public var groups = "tcp://127.0.0.1:5564"
-    @Option(help: "The broker's service endpoint (Majordomo), where `auth` answers token.get.") public var service = "tcp://127.0.0.1:5563"
-    @Option(help: "The broker's ingest endpoint, for the events this worker publishes.") public var ingest = "tcp://127.0.0.1:5560"
+    @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its section for this worker, and the shared keys at its top.")
+    public var config: String?
     @Option(
-        help: "This program's secret certificate (role worker:<service>) for a secure broker; or SWITCHBOARD_CERTIFICATE.")
-    public var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key; or SWITCHBOARD_BROKER_KEY.")
-    public var brokerKey: String?
+        name: .customLong("broker-host"), help: "The broker's host name or address: its endpoints at the default ports (default 127.0.0.1)."
+    )
+    public var brokerHost: String?
+    @Option(help: "The broker's consumer-group endpoint (default tcp://<broker-host>:5564).") public var groups: String?
+    @Option(help: "The broker's service endpoint (Majordomo), where `auth` answers token.get (default tcp://<broker-host>:5563).")
+    public var service: String?
+    @Option(help: "The broker's ingest endpoint, for the events this worker publishes (default tcp://<broker-host>:5560).")
+    public var ingest: String?
+    @Option(help: "This program's secret certificate (role worker:<service>) for a secure broker.") public var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key.") public var brokerKey: String?
     @Option(
         name: .customLong("data-dir"),
-        help: "Directory for this worker's event outbox and its own state (created 0700; one open to others is refused).")
+        help:
+            "Directory for this worker's event outbox and its own state (default .switchboard/<service>; created 0700; one open to others is refused)."
+    )
     public var dataDirectory: String?
-    @Option(name: .customLong("ca-file"), help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable.")
+    @Option(
+        name: .customLong("ca-file"),
+        help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable (ca_file: comma-separated).")
     public var caFiles: [String] = []
-    @Option(help: "Events in flight to this worker at once (its credit in the group).") public var credit = 16
+    @Option(help: "Events in flight to this worker at once (its credit in the group; default 16).") public var credit: Int?
     @Option(help: "This member's name in the broker's logs and `switchboard groups` (default: <service>:<host>-<pid>).")
     public var member: String?
-    @Option(name: .customLong("auth-timeout"), help: "Seconds to wait for the auth service's answer to token.get.")
-    public var authTimeout = 30
+    @Option(name: .customLong("auth-timeout"), help: "Seconds to wait for the auth service's answer to token.get (default 30).")
+    public var authTimeout: Int?
     @Option(
         name: .customLong("shutdown-timeout"),
         help:
-            "Seconds SIGTERM waits for the work in hand and the outbox before it cancels the rest (nothing is lost: the broker redelivers, the outbox keeps)."
+            "Seconds SIGTERM waits for the work in hand and the outbox before it cancels the rest (default 20; nothing is lost: the broker redelivers, the outbox keeps)."
     )
-    public var shutdownTimeout = 20
+    public var shutdownTimeout: Int?
     @Option(
-        help:
-            "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9564 filemaker, 9565 eto, 9566 directory; or SWITCHBOARD_ADMIN)."
-    )
+        help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9564 filemaker, 9565 eto, 9566 directory).")
     public var admin: String?
     @Option(name: .customLong("log-format"), help: "text or json.") public var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") public var logLevel: String?
 
     public init() {}
 
-    public func validate() throws {
-        guard (1...1000).contains(credit) else { throw ValidationError("--credit must be between 1 and 1000, got \(credit)") }
-        guard (1...3600).contains(shutdownTimeout) else {
-            throw ValidationError("--shutdown-timeout must be between 1 and 3600 seconds, got \(shutdownTimeout)")
+    /// The keys behind these flags, and the flag of each.
+    static let flagNames: [String: String] = [
+        "broker_host": "--broker-host", "groups": "--groups", "service": "--service", "ingest": "--ingest",
+        "certificate": "--certificate", "broker_key": "--broker-key", "data_dir": "--data-dir", "ca_file": "--ca-file",
+        "credit": "--credit", "member": "--member", "auth_timeout": "--auth-timeout", "shutdown_timeout": "--shutdown-timeout",
+        "admin": "--admin", "log_format": "--log-format", "log_level": "--log-level",
+    ]
+
+    var flagValues: [String: String] {
+        let given: [String: String?] = [
+            "broker_host": brokerHost, "groups": groups, "service": service, "ingest": ingest, "certificate": certificate,
+            "broker_key": brokerKey, "data_dir": dataDirectory, "ca_file": caFiles.isEmpty ? nil : caFiles.joined(separator: ","),
+            "credit": credit.map(String.init), "member": member, "auth_timeout": authTimeout.map(String.init),
+            "shutdown_timeout": shutdownTimeout.map(String.init), "admin": admin, "log_format": logFormat, "log_level": logLevel,
+        ]
+        return given.compactMapValues { $0 }
+    }
+
+    /// The layers of worker `service`: these flags and the program's own (`extra`: key → flag
+    /// value, `extraNames`: key → flag), over its environment and file.
+    public func layers(
+        service: String, extra: [String: String?] = [:], extraNames: [String: String] = [:],
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(WorkerConfigurationError) -> ConfigurationLayers {
+        var flags = flagValues
+        for (key, value) in extra { if let value { flags[key] = value } }
+        do {
+            return try ConfigurationLayers(
+                program: service, file: config, keys: Array(Self.flagNames.keys) + extraNames.keys, flags: flags,
+                flagNames: Self.flagNames.merging(extraNames) { first, _ in first }, environment: environment)
+        } catch {
+            throw WorkerConfigurationError(error.description)
         }
-        guard (1...3600).contains(authTimeout) else {
-            throw ValidationError("--auth-timeout must be between 1 and 3600 seconds, got \(authTimeout)")
+    }
+}
+
+/// What every worker runs with, read from its layers: defaults < file < environment < flags.
+public struct WorkerSettings: Sendable {
+    public var endpoints: BrokerEndpoints
+    public var certificate: String?
+    public var brokerKey: String?
+    public var dataDirectory: String?
+    public var caFiles: [String]
+    public var credit: Int
+    public var member: String?
+    public var authTimeout: Int
+    public var shutdownTimeout: Int
+    public var admin: String?
+    public var logFormat: String?
+    public var logLevel: String?
+    /// Where everything came from: the worker's own keys are read from here too.
+    public let layers: ConfigurationLayers
+
+    public init(layers: ConfigurationLayers) throws(WorkerConfigurationError) {
+        self.layers = layers
+        do {
+            endpoints = try BrokerEndpoints(layers: layers)
+            certificate = try layers.nonEmpty("certificate")
+            brokerKey = try layers.nonEmpty("broker_key")
+            dataDirectory = try layers.nonEmpty("data_dir")
+            caFiles = try layers.list("ca_file") ?? []
+            credit = try layers.integer("credit", default: 16, in: 1...1000)
+            member = try layers.nonEmpty("member")
+            authTimeout = try layers.integer("auth_timeout", default: 30, in: 1...3600)
+            shutdownTimeout = try layers.integer("shutdown_timeout", default: 20, in: 1...3600)
+            admin = try layers.nonEmpty("admin")
+            logFormat = try layers.nonEmpty("log_format")
+            logLevel = try layers.nonEmpty("log_level")
+        } catch {
+            throw WorkerConfigurationError(error.description)
         }
-        if let admin { _ = try AdminAddress.parse(admin, option: "--admin") }
-        for (name, value) in [("--groups", groups), ("--service", service), ("--ingest", ingest)] {
-            guard value.hasPrefix("tcp://") || value.hasPrefix("ipc://") || value.hasPrefix("inproc://") else {
-                throw ValidationError("\(name) must be a ZeroMQ endpoint (tcp://host:port, ipc://path), got '\(value)'")
-            }
+    }
+
+    /// Reads `key` from the worker's layers, turning a bad value into a start-up error.
+    public func read<T>(_ body: (ConfigurationLayers) throws(ConfigurationLayers.Failure) -> T) throws(WorkerConfigurationError) -> T {
+        do {
+            return try body(layers)
+        } catch {
+            throw WorkerConfigurationError(error.description)
+        }
+    }
+
+    /// Sets up logging as the settings say.
+    public func bootstrapLogging(defaultLevel: String? = nil) throws(WorkerConfigurationError) {
+        do {
+            try StructuredLogHandler.bootstrap(formatOption: logFormat, levelOption: logLevel ?? defaultLevel)
+        } catch {
+            throw WorkerConfigurationError("\(error)")
         }
     }
 }
@@ -90,7 +174,7 @@ public struct WorkerConfigurationError: Error, Sendable, CustomStringConvertible
 public final class WorkerRuntime: Sendable {
     /// The service and group this worker serves (`filemaker`, `eto`, `directory`).
     public let service: String
-    public let options: WorkerOptions
+    public let settings: WorkerSettings
     public let credentials: ClientCredentials?
     public let context: Context
     public let io: IOThread
@@ -123,25 +207,25 @@ public final class WorkerRuntime: Sendable {
     }
 
     /// Builds the parts; every failure names the setting to fix.
-    public init(service: String, options: WorkerOptions, logger: Logger) throws(WorkerConfigurationError) {
+    public init(service: String, settings options: WorkerSettings, logger: Logger) throws(WorkerConfigurationError) {
         self.service = service
-        self.options = options
+        self.settings = options
         self.logger = logger
         observability = Observability.bootstrap(program: "switchboard-\(service)")
         do {
             adminAddress = try AdminAddress.resolve(
-                options.admin, defaultPort: ["filemaker": 9564, "eto": 9565, "directory": 9566][service] ?? 0)
+                options.admin, defaultPort: ["filemaker": 9564, "eto": 9565, "directory": 9566][service] ?? 0, environment: [:])
         } catch {
             throw WorkerConfigurationError(error.description)
         }
         do {
-            credentials = try ClientCredentials.load(certificate: options.certificate, brokerKey: options.brokerKey)
+            credentials = try ClientCredentials.load(certificate: options.certificate, brokerKey: options.brokerKey, environment: [:])
         } catch {
-            throw WorkerConfigurationError("--certificate/--broker-key: \(error)")
+            throw WorkerConfigurationError("certificate/broker_key: \(error)")
         }
         if let credentials, credentials.certificate.role != .worker(service: service) {
             throw WorkerConfigurationError(
-                "--certificate: \(credentials.certificate.name) has role \(credentials.certificate.role), but this program needs role worker:\(service)"
+                "certificate: \(credentials.certificate.name) has role \(credentials.certificate.role), but this program needs role worker:\(service)"
             )
         }
         let directory = URL(fileURLWithPath: options.dataDirectory ?? ".switchboard/\(service)").standardizedFileURL.path
@@ -175,7 +259,7 @@ public final class WorkerRuntime: Sendable {
         var clientSettings = ServiceClient.Settings()
         clientSettings.socketOptions = credentials?.socketOptions ?? []
         clientSettings.timeout = .seconds(options.authTimeout)
-        serviceClient = ServiceClient(io: io, endpoint: options.service, settings: clientSettings, logger: logger)
+        serviceClient = ServiceClient(io: io, endpoint: options.endpoints.service, settings: clientSettings, logger: logger)
         tokens = AuthTokenProvider(
             client: serviceClient, cache: CredentialCache(configuration: .init(logger: logger, metrics: observability.factory)),
             timeout: .seconds(options.authTimeout))
@@ -184,10 +268,10 @@ public final class WorkerRuntime: Sendable {
     /// This worker's member of its group, filtered to `topics`.
     public func consumer(topics: [String]) -> GroupConsumer {
         let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host"
-        let settings = GroupConsumer.Settings(
-            group: service, topics: topics, credit: options.credit, member: options.member ?? "\(service):\(host)-\(getpid())",
+        let member = GroupConsumer.Settings(
+            group: service, topics: topics, credit: settings.credit, member: settings.member ?? "\(service):\(host)-\(getpid())",
             socketOptions: credentials?.socketOptions ?? [])
-        return GroupConsumer(io: io, endpoint: options.groups, settings: settings, logger: logger)
+        return GroupConsumer(io: io, endpoint: settings.endpoints.groups, settings: member, logger: logger)
     }
 
     /// Writes an event to this worker's outbox; the outbox service sends it to the broker and
@@ -204,7 +288,8 @@ public final class WorkerRuntime: Sendable {
         var settings = OutboxSender.Settings()
         settings.socketOptions = credentials?.socketOptions ?? []
         let made = OutboxSender(
-            outbox: outbox, io: io, endpoint: options.ingest, settings: settings, logger: logger, metrics: observability.factory)
+            outbox: outbox, io: io, endpoint: self.settings.endpoints.ingest, settings: settings, logger: logger,
+            metrics: observability.factory)
         sender.withLock { $0 = made }
         return OutboxSenderService(sender: made)
     }
@@ -234,7 +319,7 @@ public final class WorkerRuntime: Sendable {
         // broker that stays away must not keep the process up: after this, what is left is
         // cancelled (the outbox keeps its events for the next start; unsettled deliveries come
         // again).
-        configuration.maximumGracefulShutdownDuration = .seconds(options.shutdownTimeout)
+        configuration.maximumGracefulShutdownDuration = .seconds(settings.shutdownTimeout)
         let group = ServiceGroup(configuration: configuration)
         do {
             try await group.run()
