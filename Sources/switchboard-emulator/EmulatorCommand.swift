@@ -32,6 +32,10 @@ struct EmulatorCommand: AsyncParsableCommand {
         name: .customLong("tls-generate"),
         help: "Serve HTTPS with a new test CA and server certificate written to this directory (ca.pem, server.pem, server-key.pem).")
     var tlsGenerate: String?
+    @Option(
+        name: .customLong("tls-host"),
+        help: "A DNS name or address the generated server certificate is for, besides localhost and 127.0.0.1; repeatable (key tls_hosts).")
+    var tlsHosts: [String] = []
     @Option(name: .customLong("tls-certificate"), help: "Serve HTTPS with this PEM certificate chain (with --tls-key).") var tlsCertificate:
         String?
     @Option(name: .customLong("tls-key"), help: "The PEM private key for --tls-certificate.") var tlsKey: String?
@@ -39,7 +43,7 @@ struct EmulatorCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
     static let flagNames = [
-        "host": "--host", "port": "--port", "api": "--api", "seed": "--seed", "state": "--state", "tls_generate": "--tls-generate",
+        "host": "--host", "port": "--port", "api": "--api", "seed": "--seed", "state": "--state", "tls_generate": "--tls-generate", "tls_hosts": "--tls-host",
         "tls_certificate": "--tls-certificate", "tls_key": "--tls-key", "log_format": "--log-format", "log_level": "--log-level",
     ]
 
@@ -48,12 +52,13 @@ struct EmulatorCommand: AsyncParsableCommand {
         // event loop and the cooperative pool (measured: 1.4–1.6× the requests per second on two
         // cores, `switchboard-bench --emulator --nio-executor`).
         _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-        let (host, port, apis, seed, state, tlsGenerate, tlsCertificate, tlsKey):
-            (String, Int, [String], String?, String?, String?, String?, String?)
+        let (host, port, apis, seed, state, tlsGenerate, tlsHosts, tlsCertificate, tlsKey):
+            (String, Int, [String], String?, String?, String?, [String], String?, String?)
         do {
             let given: [String: String?] = [
                 "host": self.host, "port": self.port.map(String.init), "api": self.apis.isEmpty ? nil : self.apis.joined(separator: ","),
-                "seed": self.seed, "state": self.state, "tls_generate": self.tlsGenerate, "tls_certificate": self.tlsCertificate,
+                "seed": self.seed, "state": self.state, "tls_generate": self.tlsGenerate,
+                "tls_hosts": self.tlsHosts.isEmpty ? nil : self.tlsHosts.joined(separator: ","), "tls_certificate": self.tlsCertificate,
                 "tls_key": self.tlsKey, "log_format": logFormat, "log_level": logLevel,
             ]
             let layers = try ConfigurationLayers(
@@ -65,6 +70,7 @@ struct EmulatorCommand: AsyncParsableCommand {
             seed = try layers.nonEmpty("seed")
             state = try layers.nonEmpty("state")
             tlsGenerate = try layers.nonEmpty("tls_generate")
+            tlsHosts = try layers.list("tls_hosts") ?? []
             tlsCertificate = try layers.nonEmpty("tls_certificate")
             tlsKey = try layers.nonEmpty("tls_key")
             try StructuredLogHandler.bootstrap(
@@ -94,7 +100,7 @@ struct EmulatorCommand: AsyncParsableCommand {
             switch (tlsGenerate, tlsCertificate, tlsKey) {
             case (nil, nil, nil): break
             case (let directory?, nil, nil):
-                let tls = try EmulatorTLS.generate()
+                let tls = try EmulatorTLS.generate(hosts: ["localhost", "127.0.0.1"] + tlsHosts)
                 try tls.write(to: directory)
                 settings.tls = tls
                 logger.info("test CA written; trust \(directory)/ca.pem to connect with verification on")

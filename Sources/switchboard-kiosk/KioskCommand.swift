@@ -90,7 +90,8 @@ struct KioskOptions: ParsableArguments {
                 given ?? credentials?.certificate.name
                 ?? "kiosk-" + String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(50))
             guard Producer.isValid(kioskID) else {
-                throw ConfigurationLayers.Failure("id: '\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
+                let source = try layers.lookup("id").map { " from \($0.source)" } ?? ""
+                throw ConfigurationLayers.Failure("id\(source): '\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
             }
             let levelText = try layers.nonEmpty("log_level") ?? "warning"
             guard let level = Logger.Level(rawValue: levelText) else {

@@ -32,14 +32,14 @@ struct WorkerProcessTests {
         }
 
         /// Starts `switchboard-filemaker` against this stack.
-        func fileMaker(_ log: String, extra: [String] = []) throws -> ChildProcess {
+        func fileMaker(_ log: String, extra: [String] = [], environment: [String: String] = [:]) throws -> ChildProcess {
             try started.add(
                 programs.start(
                     "switchboard-filemaker",
                     [
                         "--groups", endpoints.groups, "--service", endpoints.service, "--ingest", endpoints.ingest, "--url", base,
                         "--data-dir", programs.directory.path("filemaker-state"), "--credit", "16",
-                    ] + extra, log: log))
+                    ] + extra, log: log, environment: environment))
         }
 
         /// Starts `switchboard-eto` against this stack.
@@ -207,7 +207,14 @@ struct WorkerProcessTests {
 
         let fourth = try stack.fileMaker("bad-4.log", extra: ["--credit", "0"])
         #expect(await fourth.waitForExit(timeout: .seconds(20)) != 0)
-        #expect(programs.read("bad-4.log").contains("--credit must be between 1 and 1000"))
+        #expect(programs.read("bad-4.log").contains("credit from flag --credit must be 1–1000, got 0"), "\(programs.read("bad-4.log"))")
+
+        // The same setting from the environment names the variable.
+        let environmentCredit = try stack.fileMaker("bad-4e.log", environment: ["SWITCHBOARD_FILEMAKER_AUTH_TIMEOUT": "lots"])
+        #expect(await environmentCredit.waitForExit(timeout: .seconds(20)) != 0)
+        #expect(
+            programs.read("bad-4e.log").contains("auth_timeout from environment SWITCHBOARD_FILEMAKER_AUTH_TIMEOUT must be an integer"),
+            "\(programs.read("bad-4e.log"))")
 
         // switchboard-eto: its TouchPoint file, and a data directory others can read.
         let touchpoint = directory.path("touchpoint.json")

@@ -1,0 +1,659 @@
+#!/usr/bin/env python3
+"""Switchboard across hosts: one Linux network namespace per host, joined by veth pairs and a
+bridge, every program started from the configuration file, environment and key bundle an
+administrator would give it. Needs root and `ip netns`; run by deploy/local/test.sh (skipped with
+a clear line otherwise) or by hand: `sudo deploy/netns/run.sh [--quick] [--keep]`.
+
+Hosts (10.213.0.0/24 on a bridge in namespace <p>lan; this script's own namespace joins it as
+10.213.0.1 to drive and watch):
+  broker     .10  switchboard-broker (CURVE on every endpoint, bound to 0.0.0.0)
+  backoffice .20  switchboard-emulator (HTTPS, ETO/FileMaker/Directory/SAP) and switchboard-auth
+  workers-1  .31  switchboard-filemaker, switchboard-eto, switchboard-directory
+  workers-2  .32  the same three again, with their own keys
+  site-101   .41  switchboard-kiosk serve (kiosk site-101-kiosk-1)
+  site-102   .42  switchboard-kiosk serve (kiosk site-102-kiosk-1)
+  ops        .50  switchboard-monitor web
+Programs find each other by DNS name (broker.switchboard.test, backoffice.switchboard.test),
+from each namespace's own /etc/hosts (/etc/netns/<ns>/hosts).
+
+Scenarios, each ending with its accounting (sent, journaled, written, duplicates) and a verdict:
+  1. check-ins from the two sites reach FileMaker and ETO exactly once with CURVE on every hop;
+     a kiosk key from another deployment is refused.
+  2. site-101's link is cut (ip link set … down) while its kiosk keeps recording, then restored;
+     tc netem adds 150 ms delay and 2 % loss on both kiosk links throughout.
+  3. the broker host's processes are killed with -9 and restarted mid-run; then workers-2 is cut
+     off while it holds deliveries: they go to workers-1.
+"""
+
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SUBNET = "10.213.0"
+HOSTS = {
+    "broker": 10,
+    "backoffice": 20,
+    "workers-1": 31,
+    "workers-2": 32,
+    "site-101": 41,
+    "site-102": 42,
+    "ops": 50,
+}
+# Short names for interfaces and namespaces (an interface name has at most 15 characters).
+SHORT = {"broker": "brk", "backoffice": "off", "workers-1": "w1", "workers-2": "w2", "site-101": "s101", "site-102": "s102", "ops": "ops"}
+NAMES = {"broker.switchboard.test": "broker", "backoffice.switchboard.test": "backoffice"}
+WORKERS = ["filemaker", "eto", "directory"]
+KIOSKS = {"site-101": "site-101-kiosk-1", "site-102": "site-102-kiosk-1"}
+
+
+def log(text):
+    print(f"netns: {text}", flush=True)
+
+
+def run(*args, check=True, **kwargs):
+    result = subprocess.run(args, capture_output=True, text=True, **kwargs)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result
+
+
+class Failure(Exception):
+    pass
+
+
+class Topology:
+    """The namespaces, the bridge and the links; torn down on exit whatever happened."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.lan = prefix + "lan"
+        self.created = []
+
+    def ns(self, host):
+        return self.prefix + SHORT[host]
+
+    def veth(self, host):
+        return "v" + self.prefix + SHORT[host]
+
+    def build(self):
+        run("ip", "netns", "add", self.lan)
+        self.created.append(self.lan)
+        run("ip", "-n", self.lan, "link", "add", "br0", "type", "bridge")
+        run("ip", "-n", self.lan, "link", "set", "br0", "up")
+        run("ip", "-n", self.lan, "link", "set", "lo", "up")
+        hosts_file = "127.0.0.1 localhost\n" + "".join(
+            f"{SUBNET}.{HOSTS[host]} {name}\n" for name, host in NAMES.items()
+        )
+        for host, octet in HOSTS.items():
+            ns = self.ns(host)
+            run("ip", "netns", "add", ns)
+            self.created.append(ns)
+            os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
+            with open(f"/etc/netns/{ns}/hosts", "w") as f:
+                f.write(hosts_file)
+            outside = self.veth(host)
+            run("ip", "link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            run("ip", "link", "set", outside, "netns", self.lan)
+            run("ip", "-n", self.lan, "link", "set", outside, "master", "br0")
+            run("ip", "-n", self.lan, "link", "set", outside, "up")
+            run("ip", "-n", ns, "addr", "add", f"{SUBNET}.{octet}/24", "dev", "eth0")
+            run("ip", "-n", ns, "link", "set", "eth0", "up")
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+        # This script's namespace joins as 10.213.0.1 to drive the emulator and read health.
+        self.console = ("c" + self.prefix)[:15]
+        run("ip", "link", "add", self.console, "type", "veth", "peer", "name", "vconsole", "netns", self.lan)
+        run("ip", "-n", self.lan, "link", "set", "vconsole", "master", "br0")
+        run("ip", "-n", self.lan, "link", "set", "vconsole", "up")
+        run("ip", "addr", "add", f"{SUBNET}.1/24", "dev", self.console)
+        run("ip", "link", "set", self.console, "up")
+
+    def cut(self, host):
+        run("ip", "-n", self.lan, "link", "set", self.veth(host), "down")
+
+    def restore(self, host):
+        run("ip", "-n", self.lan, "link", "set", self.veth(host), "up")
+
+    def impair(self, host, delay_ms, loss_percent):
+        """Delay and loss on the host's link, both directions. Returns what was applied: with
+        tc netem where the kernel has it; else the loss alone, with nftables (a kernel built
+        without CONFIG_NET_SCH_NETEM cannot delay packets)."""
+        spec = ["delay", f"{delay_ms}ms", "loss", f"{loss_percent}%"]
+        applied = run("ip", "netns", "exec", self.ns(host), "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", *spec, check=False)
+        if applied.returncode == 0:
+            run("ip", "netns", "exec", self.lan, "tc", "qdisc", "replace", "dev", self.veth(host), "root", "netem", *spec)
+            return f"tc netem {delay_ms} ms delay and {loss_percent} % loss each way"
+        if shutil.which("nft") is None:
+            raise Failure(f"neither tc netem ({applied.stderr.strip()}) nor nft is available to impair {host}'s link")
+        ns = self.ns(host)
+        run("ip", "netns", "exec", ns, "nft", "add", "table", "inet", "impair")
+        for chain, hook in (("in", "input"), ("out", "output")):
+            run("ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "impair", chain, f"{{ type filter hook {hook} priority 0; }}")
+            run("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "impair", chain, "numgen", "random", "mod", "100", "<", str(loss_percent), "drop")
+        return f"{loss_percent} % loss each way with nftables; NO delay: this kernel has no netem ({applied.stderr.strip()})"
+
+    def teardown(self):
+        if getattr(self, "console", None):
+            run("ip", "link", "del", self.console, check=False)
+        for ns in reversed(self.created):
+            # Whatever still runs in a host's namespace goes with it.
+            pids = run("ip", "netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            run("ip", "netns", "del", ns, check=False)
+            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+
+
+class Deployment:
+    """What an administrator would hand each host: keys, a configuration file, an environment."""
+
+    def __init__(self, topology, work, bin_dir):
+        self.topology = topology
+        self.work = work
+        self.bin = bin_dir
+        self.processes = {}
+
+    def host_dir(self, host):
+        path = os.path.join(self.work, "hosts", host)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def keys(self):
+        """One key per principal and the broker's allow-list, then one bundle per host."""
+        inventory = {
+            "deployment": "netns-test",
+            "broker_host": "broker.switchboard.test",
+            "hosts": {
+                "broker": {"programs": ["broker"]},
+                "backoffice": {"programs": ["auth"]},
+                "workers-1": {"programs": WORKERS},
+                "workers-2": {"programs": WORKERS},
+                "site-101": {"kiosks": [KIOSKS["site-101"]]},
+                "site-102": {"kiosks": [KIOSKS["site-102"]]},
+                "ops": {"programs": ["monitor", "admin"]},
+            },
+        }
+        path = os.path.join(self.work, "inventory.json")
+        with open(path, "w") as f:
+            json.dump(inventory, f, indent=2)
+        self.keydir = os.path.join(self.work, "keys")
+        result = run(os.path.join(self.bin, "switchboard"), "keys", "init", "--inventory", path, "--dir", self.keydir, check=False)
+        if result.returncode == 0:
+            self.bundles = os.path.join(self.keydir, "bundles")
+            return "switchboard keys init"
+        # Without `switchboard keys`: the same layout from `switchboard keygen`.
+        self.bundles = os.path.join(self.keydir, "bundles")
+        secrets = os.path.join(self.keydir, "secret")
+        allowed = os.path.join(self.keydir, "allowed")
+        os.makedirs(allowed, mode=0o700, exist_ok=True)
+        roles = {"broker": "broker", "auth": "auth", "monitor": "monitor", "admin": "admin"}
+        for host, entry in inventory["hosts"].items():
+            bundle = os.path.join(self.bundles, host)
+            os.makedirs(bundle, mode=0o700, exist_ok=True)
+            principals = [(p, "broker" if p == "broker" else f"{host}-{p}", roles.get(p, f"worker:{p}")) for p in entry.get("programs", [])]
+            principals += [(k, k, "kiosk") for k in entry.get("kiosks", [])]
+            for program, name, role in principals:
+                run(os.path.join(self.bin, "switchboard"), "keygen", "--name", name, "--role", role, "--out", secrets)
+                shutil.copy(os.path.join(secrets, name + ".secret"), os.path.join(bundle, program + ".secret"))
+                os.chmod(os.path.join(bundle, program + ".secret"), 0o600)
+                if role != "broker":
+                    shutil.copy(os.path.join(secrets, name + ".cert"), allowed)
+        for host in inventory["hosts"]:
+            shutil.copy(os.path.join(secrets, "broker.cert"), os.path.join(self.bundles, host, "broker.cert"))
+        shutil.copytree(allowed, os.path.join(self.bundles, "broker", "allowed"))
+        return "switchboard keygen (switchboard keys is not built)"
+
+    def bundle(self, host, name):
+        return os.path.join(self.bundles, host, name)
+
+    def config(self, host, document):
+        path = os.path.join(self.host_dir(host), "switchboard.json")
+        with open(path, "w") as f:
+            json.dump(document, f, indent=2)
+        os.chmod(path, 0o600)
+        return path
+
+    def start(self, host, program, arguments, name=None, environment=None):
+        name = name or program
+        config = os.path.join(self.host_dir(host), "switchboard.json")
+        env = {"PATH": "/usr/bin:/bin", "SWITCHBOARD_CONFIG": config, "SWITCHBOARD_LOG_FORMAT": "text", "HOME": self.host_dir(host)}
+        env.update(environment or {})
+        log_path = os.path.join(self.host_dir(host), name + ".log")
+        log_file = open(log_path, "a")
+        process = subprocess.Popen(
+            ["ip", "netns", "exec", self.topology.ns(host), os.path.join(self.bin, "switchboard-" + program), *arguments],
+            env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=self.host_dir(host), start_new_session=True,
+        )
+        self.processes[(host, name)] = process
+        return process
+
+    def kill9(self, host, name):
+        process = self.processes.pop((host, name))
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop_all(self):
+        for (host, name), process in list(self.processes.items()):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+    def read_log(self, host, name):
+        with open(os.path.join(self.host_dir(host), name + ".log")) as f:
+            return f.read()
+
+
+def wait_until(what, check, timeout, interval=0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            errors = "; ".join(f"{url}: {error}" for url, error in LAST_ERROR.items())
+            raise Failure(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last errors: {errors})" if errors else ""))
+        time.sleep(interval)
+
+
+# The emulators' test CA, once they made it: HTTPS is checked against it, never skipped.
+TRUST = {}
+
+
+def http(url, method="GET", body=None, cafile=None):
+    context = ssl.create_default_context(cafile=cafile or TRUST.get("ca")) if url.startswith("https") else None
+    request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body is not None else None)
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=5, context=context) as response:
+        return response.status, response.read()
+
+
+LAST_ERROR = {}
+
+
+def ready(url):
+    try:
+        return http(url)[0] == 200
+    except Exception as error:
+        LAST_ERROR[url] = repr(error)
+        return False
+
+
+class Stack:
+    def __init__(self, deployment, quick):
+        self.d = deployment
+        self.quick = quick
+        self.sent = 0
+        self.batches = 0
+        self.emulator = f"https://{SUBNET}.{HOSTS['backoffice']}:8480"
+
+    def start(self):
+        d = self.d
+        # broker: binds every interface, CURVE with the allow-list from its bundle.
+        broker_dir = d.host_dir("broker")
+        d.config(
+            "broker",
+            {
+                "broker": {
+                    "ingest": "tcp://0.0.0.0:5560",
+                    "fanout": "tcp://0.0.0.0:5561",
+                    "replay": "tcp://0.0.0.0:5562",
+                    "service": "tcp://0.0.0.0:5563",
+                    "groups": "tcp://0.0.0.0:5564",
+                    "data_dir": os.path.join(broker_dir, "state"),
+                    "admin": "0.0.0.0:9560",
+                    "security": {"key": d.bundle("broker", "broker.secret"), "certificates": d.bundle("broker", "allowed")},
+                    "groups.liveness": "3s",
+                }
+            },
+        )
+        self.start_broker()
+        # back office: the emulators (their certificate names the DNS name) and auth.
+        office = d.host_dir("backoffice")
+        tls = os.path.join(office, "tls")
+        base = "https://backoffice.switchboard.test:8480"
+        accounts = os.path.join(office, "accounts.json")
+        with open(accounts, "w") as f:
+            json.dump(
+                {
+                    "accounts": [
+                        {"backend": "filemaker", "account": "switchboard", "password": "fm-demo-Passw0rd!", "base_url": base, "options": {"database": "Shelter"}},
+                        {"backend": "eto", "account": "intake@riverside.example", "password": "eto-demo-Passw0rd!", "base_url": base + "/API", "options": {"site": "101", "program": "792", "time_zone": "UTC"}},
+                        {"backend": "directory", "account": "outreach-team", "password": "dir-demo-Passw0rd!", "base_url": base + "/directory"},
+                    ]
+                },
+                f,
+            )
+        os.chmod(accounts, 0o600)
+        d.config(
+            "backoffice",
+            {
+                "broker_host": "broker.switchboard.test",
+                "broker_key": d.bundle("backoffice", "broker.cert"),
+                "emulator": {
+                    "host": "0.0.0.0",
+                    "port": 8480,
+                    "state": os.path.join(office, "emulator-state.json"),
+                    "tls_generate": tls,
+                    "tls_hosts": ["backoffice.switchboard.test", f"{SUBNET}.{HOSTS['backoffice']}"],
+                },
+                "auth": {
+                    "certificate": d.bundle("backoffice", "auth.secret"),
+                    "accounts_file": accounts,
+                    "data_dir": os.path.join(office, "auth"),
+                    "ca_file": os.path.join(tls, "ca.pem"),
+                    "admin": "0.0.0.0:9563",
+                },
+            },
+        )
+        d.start("backoffice", "emulator", [])
+        self.ca = os.path.join(tls, "ca.pem")
+        TRUST["ca"] = self.ca
+        wait_until("the emulator", lambda: os.path.exists(self.ca) and ready(self.emulator + "/_emulator/health"), 30)
+        fm, eto = self.written_all()
+        self.seeded = (set(fm), set(eto))
+        d.start("backoffice", "auth", [])
+        wait_until("auth ready", lambda: ready(f"http://{SUBNET}.{HOSTS['backoffice']}:9563/health/ready"), 60)
+        for host in ("workers-1", "workers-2"):
+            self.start_workers(host)
+        for host, kiosk in KIOSKS.items():
+            d.config(
+                host,
+                {
+                    "broker_host": "broker.switchboard.test",
+                    "broker_key": d.bundle(host, "broker.cert"),
+                    "kiosk": {
+                        "certificate": d.bundle(host, kiosk + ".secret"),
+                        "outbox": os.path.join(d.host_dir(host), "outbox.sqlite"),
+                        "admin": "0.0.0.0:9561",
+                    },
+                },
+            )
+            d.start(host, "kiosk", ["serve"])
+        d.config(
+            "ops",
+            {
+                "broker_host": "broker.switchboard.test",
+                "broker_key": d.bundle("ops", "broker.cert"),
+                "monitor": {"certificate": d.bundle("ops", "monitor.secret"), "listen": "0.0.0.0:9570"},
+            },
+        )
+        d.start("ops", "monitor", ["web", "--token", "netns-test-dashboard-token"], environment={})
+        for host in KIOSKS:
+            wait_until(f"{host}'s kiosk ready", lambda host=host: ready(f"http://{SUBNET}.{HOSTS[host]}:9561/health/ready"), 60)
+        for host in ("workers-1", "workers-2"):
+            for offset, worker in enumerate(WORKERS):
+                wait_until(
+                    f"{worker} on {host} ready", lambda host=host, offset=offset: ready(f"http://{SUBNET}.{HOSTS[host]}:{9564 + offset}/health/ready"), 90
+                )
+        wait_until("the dashboard", lambda: ready(f"http://{SUBNET}.{HOSTS['ops']}:9570/health") or self.dashboard_up(), 30)
+
+    def dashboard_up(self):
+        try:
+            http(f"http://{SUBNET}.{HOSTS['ops']}:9570/")
+            return True
+        except urllib.error.HTTPError:
+            return True  # it answers (with 401 without the token)
+        except Exception:
+            return False
+
+    def start_broker(self):
+        self.d.start("broker", "broker", [])
+        wait_until("the broker", lambda: ready(f"http://{SUBNET}.{HOSTS['broker']}:9560/health/ready"), 30)
+
+    def start_workers(self, host):
+        d = self.d
+        tls_ca = os.path.join(d.host_dir(host), "ca.pem")
+        shutil.copy(self.ca, tls_ca)
+        sections = {}
+        for offset, worker in enumerate(WORKERS):
+            sections[worker] = {
+                "certificate": d.bundle(host, worker + ".secret"),
+                "data_dir": os.path.join(d.host_dir(host), worker),
+                "admin": f"0.0.0.0:{9564 + offset}",
+                "member": f"{worker}:{host}",
+            }
+        sections["filemaker"]["url"] = "https://backoffice.switchboard.test:8480"
+        sections["eto"]["url"] = "https://backoffice.switchboard.test:8480/API"
+        sections["directory"]["url"] = "https://backoffice.switchboard.test:8480/directory"
+        d.config(host, {"broker_host": "broker.switchboard.test", "broker_key": d.bundle(host, "broker.cert"), "ca_file": tls_ca, **sections})
+        for worker in WORKERS:
+            d.start(host, worker, [])
+
+    # What was recorded, journaled and written.
+
+    def record(self, site, count, tag):
+        """`count` check-ins of the seed's participants, saved in the site kiosk's outbox."""
+        people = self.participants()
+        self.batches += 1
+        path = os.path.join(self.d.host_dir(site), f"batch-{self.batches}.csv")
+        with open(path, "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["first_name", "last_name", "date_of_birth", "site_id", "program_id", "notes"])
+            for i in range(count):
+                p = people[(self.sent + i) % len(people)]
+                out.writerow([p["first"], p["last"], p["dob"], p["site"], p["program"], f"{tag} {site} row {i}"])
+        kiosk = subprocess.run(
+            ["ip", "netns", "exec", self.d.topology.ns(site), os.path.join(self.d.bin, "switchboard-kiosk"), "import", path, "--wait", "0s"],
+            env={"PATH": "/usr/bin:/bin", "SWITCHBOARD_CONFIG": os.path.join(self.d.host_dir(site), "switchboard.json")},
+            capture_output=True, text=True, cwd=self.d.host_dir(site), timeout=120,
+        )
+        if kiosk.returncode not in (0, 2):
+            raise Failure(f"import at {site} failed ({kiosk.returncode}): {kiosk.stdout}{kiosk.stderr}")
+        self.sent += count
+
+    _people = None
+
+    def participants(self):
+        if Stack._people is None:
+            with open(os.path.join(ROOT, "Sources/SwitchboardEmulators/Resources/seed.json")) as f:
+                seed = json.load(f)
+            enabled = {p["id"] for e in seed["eto"]["enterprises"] for s in e["sites"] for p in s["programs"] if not p.get("disabled")}
+            people = []
+            for p in seed["eto"]["participants"]:
+                programs = [e["programID"] for e in p["enrollments"] if e["programID"] in enabled]
+                if p.get("disabled") or not programs:
+                    continue
+                dob = time.strftime("%Y-%m-%d", time.gmtime(p["dateOfBirth"] / 1000))
+                people.append({"first": p["firstName"], "last": p["lastName"], "dob": dob, "site": p["siteID"], "program": programs[0]})
+            Stack._people = people
+        return Stack._people
+
+    def journal(self):
+        path = os.path.join(self.d.host_dir("broker"), "state", "journal.sqlite")
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            rows = db.execute("SELECT event_id, producer, producer_seq FROM events WHERE type = 'checkin.recorded'").fetchall()
+        finally:
+            db.close()
+        return rows
+
+    def written(self):
+        """The event ids of the check-ins in FileMaker and ETO, leaving out what the seed holds."""
+        fm, eto = self.written_all()
+        seeded_fm, seeded_eto = self.seeded
+        return [e for e in fm if e not in seeded_fm], [e for e in eto if e not in seeded_eto]
+
+    def written_all(self):
+        http(self.emulator + "/_emulator/save", method="POST", body={}, cafile=self.ca)
+        with open(os.path.join(self.d.host_dir("backoffice"), "emulator-state.json")) as f:
+            state = json.load(f)
+        fm = []
+        for database in state["filemaker"]["databases"]:
+            for table in database["tables"]:
+                if table["name"] == "CheckIns":
+                    fm += [r["fieldData"].get("EventID") for r in table["records"] if r["fieldData"].get("EventID")]
+        eto = [r["elements"][0]["value"] for r in state["eto"]["responses"] if r.get("elements")]
+        return fm, eto
+
+    def accounting(self, scenario, timeout):
+        """Waits until every recorded check-in is written twice over, then prints the figures."""
+
+        def complete():
+            journal = self.journal()
+            fm, eto = self.written()
+            ids = {row[0] for row in journal}
+            return (len(journal) >= self.sent and ids <= set(fm) and ids <= set(eto)), journal, fm, eto
+
+        try:
+            wait_until(f"{self.sent} check-ins in FileMaker and ETO", lambda: complete()[0], timeout, interval=1)
+        except Failure as failure:
+            problem = str(failure)
+        else:
+            problem = None
+        _, journal, fm, eto = complete()
+        ids = {row[0] for row in journal}
+        figures = {
+            "sent": self.sent,
+            "journaled": len(journal),
+            "journaled_distinct_producer_seq": len({(r[1], r[2]) for r in journal}),
+            "filemaker_written": len(fm),
+            "filemaker_distinct": len(set(fm)),
+            "eto_written": len(eto),
+            "eto_distinct": len(set(eto)),
+            "duplicates": (len(fm) - len(set(fm))) + (len(eto) - len(set(eto))) + (len(journal) - len({(r[1], r[2]) for r in journal})),
+            "missing_filemaker": len(ids - set(fm)),
+            "missing_eto": len(ids - set(eto)),
+        }
+        log(f"{scenario}: accounting " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+        ok = (
+            problem is None
+            and figures["journaled"] == self.sent
+            and figures["duplicates"] == 0
+            and figures["missing_filemaker"] == 0
+            and figures["missing_eto"] == 0
+            and figures["filemaker_distinct"] == figures["eto_distinct"] == self.sent
+        )
+        if not ok:
+            raise Failure(f"{scenario}: {problem or 'the accounting does not balance'}")
+        log(f"{scenario}: PASS (nothing lost, nothing duplicated)")
+
+
+def scenario_exactly_once(stack, count):
+    name = "scenario 1 (two sites, CURVE on every hop)"
+    log(f"{name}: {count} check-ins from each site")
+    for site in KIOSKS:
+        stack.record(site, count, "s1")
+    stack.accounting(name, timeout=300)
+    # A kiosk key made for another deployment: its own broker key, never on this allow-list.
+    d = stack.d
+    foreign = os.path.join(d.work, "foreign")
+    run(os.path.join(d.bin, "switchboard"), "keygen", "--name", "site-101-kiosk-1", "--role", "kiosk", "--out", foreign)
+    run(os.path.join(d.bin, "switchboard"), "keygen", "--name", "broker", "--role", "broker", "--out", foreign)
+    outbox = os.path.join(d.host_dir("site-101"), "foreign-outbox.sqlite")
+    attempt = subprocess.run(
+        [
+            "ip", "netns", "exec", d.topology.ns("site-101"), os.path.join(d.bin, "switchboard-kiosk"), "checkin",
+            "--first", "Ana", "--last", "Ortiz", "--site", "101", "--program", "792", "--wait", "5s",
+            "--certificate", os.path.join(foreign, "site-101-kiosk-1.secret"), "--broker-key", d.bundle("site-101", "broker.cert"),
+            "--outbox", outbox, "--broker-host", "broker.switchboard.test",
+        ],
+        env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60,
+    )
+    journaled = len(stack.journal())
+    if journaled != stack.sent:
+        raise Failure(f"{name}: the foreign key's check-in was journaled ({journaled} events, {stack.sent} sent)")
+    log(f"{name}: a kiosk key from another deployment is refused (its check-in stays in its outbox: {attempt.stdout.strip().splitlines()[-1] if attempt.stdout.strip() else attempt.returncode})")
+
+
+def scenario_link_cut(stack, count, cut_seconds):
+    name = f"scenario 2 (site-101 cut for {cut_seconds}s; kiosk links impaired throughout)"
+    topology = stack.d.topology
+    for site in KIOSKS:
+        log(f"{name}: {site}: {topology.impair(site, 150, 2)}")
+    stack.record("site-101", count // 2, "s2-before")
+    stack.record("site-102", count, "s2")
+    topology.cut("site-101")
+    log(f"{name}: site-101's link is down; its kiosk keeps recording")
+    start = time.monotonic()
+    stack.record("site-101", count // 2, "s2-during")
+    time.sleep(max(0, cut_seconds - (time.monotonic() - start)))
+    journaled_from_site = sum(1 for row in stack.journal() if row[1] == KIOSKS["site-101"])
+    topology.restore("site-101")
+    log(f"{name}: link restored ({journaled_from_site} of site-101's check-ins were journaled before)")
+    stack.accounting(name, timeout=300)
+
+
+def scenario_broker_kill_and_worker_cut(stack, count):
+    name = "scenario 3 (broker killed -9 and restarted; workers-2 cut off)"
+    d = stack.d
+    for site in KIOSKS:
+        stack.record(site, count, "s3")
+    time.sleep(1)
+    d.kill9("broker", "broker")
+    log(f"{name}: broker killed with -9; restarting it")
+    stack.start_broker()
+    # Wait until both worker hosts hold deliveries again, then cut workers-2 off.
+    for site in KIOSKS:
+        stack.record(site, count, "s3-after")
+    stack.d.topology.cut("workers-2")
+    log(f"{name}: workers-2 cut off; its in-flight events go to workers-1")
+    stack.accounting(name, timeout=300)
+    stack.d.topology.restore("workers-2")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", default=os.environ.get("SWITCHBOARD_BIN", os.path.join(ROOT, ".build/debug")))
+    parser.add_argument("--quick", action="store_true", help="fewer check-ins and a 10 s cut (the figures are the same kind)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, journal, state)")
+    parser.add_argument("--limit", type=int, default=1200, help="seconds before the whole run gives up")
+    args = parser.parse_args()
+    if os.geteuid() != 0 or shutil.which("ip") is None or run("ip", "netns", "list", check=False).returncode != 0:
+        print("netns: SKIPPED: needs root and `ip netns` (iproute2)")
+        return 0
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure(f"the run exceeded --limit {args.limit}s")))
+    signal.alarm(args.limit)
+    work = tempfile.mkdtemp(prefix="switchboard-netns-")
+    os.chmod(work, 0o700)
+    topology = Topology(f"sb{os.getpid() % 100000}")
+    deployment = Deployment(topology, work, args.bin)
+    started = time.monotonic()
+    status = 1
+    try:
+        topology.build()
+        log(f"{len(HOSTS)} hosts on {SUBNET}.0/24 (work directory {work})")
+        log(f"keys: {deployment.keys()}")
+        stack = Stack(deployment, args.quick)
+        stack.start()
+        log("every program is ready")
+        scenario_exactly_once(stack, 100 if args.quick else 1000)
+        scenario_link_cut(stack, 50 if args.quick else 200, 10 if args.quick else 60)
+        scenario_broker_kill_and_worker_cut(stack, 50 if args.quick else 200)
+        log(f"all scenarios passed in {time.monotonic() - started:.0f}s")
+        status = 0
+    except Failure as failure:
+        log(f"FAIL: {failure}")
+    except Exception as error:  # a broken set-up: say what, keep the logs
+        log(f"FAIL: {type(error).__name__}: {error}")
+    finally:
+        signal.alarm(0)
+        deployment.stop_all()
+        topology.teardown()
+        if status != 0 or args.keep:
+            log(f"logs kept in {work}/hosts/*/*.log")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
