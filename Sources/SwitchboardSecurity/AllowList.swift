@@ -4,9 +4,18 @@ public import ZeroMQ
 
 /// The broker's allow-list: every `*.cert` file of a directory, by public key. Reloadable; a
 /// reload that fails keeps the list it had.
+///
+/// Each principal name has one certificate, with one exception: while a key is rotated, the
+/// principal's new key is `<name>.cert` and its old one `<name>.previous.cert`, both of the same
+/// role, so the program keeps working until it runs with its new key (`switchboard keys rotate`).
+/// Any other two certificates naming the same principal are refused: two devices under one name
+/// would publish under one producer name.
 public final class AllowList: Sendable {
     public let directory: String
     private let state = Mutex<[CurveKey: Certificate]>([:])
+
+    /// What a rotated-out key's file name adds to the principal's name: `<name>.previous.cert`.
+    public static let previousSuffix = ".previous"
 
     /// Loads the directory; throws if it cannot be read or a certificate in it is bad (a broker
     /// should not start with an allow-list it cannot trust).
@@ -26,14 +35,19 @@ public final class AllowList: Sendable {
             throw Certificate.Failure("cannot read the certificate directory \(directory): \(error.localizedDescription)")
         }
         var loaded: [CurveKey: Certificate] = [:]
-        var byName: [String: String] = [:]
-        for name in names.sorted() where name.hasSuffix(".cert") {
-            let path = (directory as NSString).appendingPathComponent(name)
+        var byName: [String: (file: String, certificate: Certificate)] = [:]
+        for file in names.sorted() where file.hasSuffix(".cert") {
+            let path = (directory as NSString).appendingPathComponent(file)
             let certificate = try Certificate.load(publicFile: path)
             if let other = byName[certificate.name] {
-                throw Certificate.Failure("\(path) and \(other) both name principal '\(certificate.name)'")
+                let principal = certificate.name
+                let rotation = Set([other.file, file]) == ["\(principal).cert", "\(principal)\(Self.previousSuffix).cert"]
+                guard rotation, other.certificate.role == certificate.role else {
+                    throw Certificate.Failure(
+                        "\(path) and \((directory as NSString).appendingPathComponent(other.file)) both name principal '\(principal)'")
+                }
             }
-            byName[certificate.name] = path
+            byName[certificate.name] = (file, certificate)
             loaded[certificate.publicKey] = certificate
         }
         return state.withLock { current in
@@ -45,8 +59,14 @@ public final class AllowList: Sendable {
 
     public func certificate(for key: CurveKey) -> Certificate? { state.withLock { $0[key] } }
 
-    /// The certificate of a principal by name (as `User-Id` gives it).
-    public func certificate(named name: String) -> Certificate? { state.withLock { $0.values.first { $0.name == name } } }
+    /// The certificate of a principal by name (as `User-Id` gives it); during a rotation, an
+    /// unexpired one of its two when there is one.
+    public func certificate(named name: String) -> Certificate? {
+        state.withLock { certificates in
+            let named = certificates.values.filter { $0.name == name }
+            return named.first { !$0.isExpired() } ?? named.first
+        }
+    }
 
     public var count: Int { state.withLock { $0.count } }
 
