@@ -43,7 +43,8 @@ struct EmulatorCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
 
     static let flagNames = [
-        "host": "--host", "port": "--port", "api": "--api", "seed": "--seed", "state": "--state", "tls_generate": "--tls-generate", "tls_hosts": "--tls-host",
+        "host": "--host", "port": "--port", "api": "--api", "seed": "--seed", "state": "--state", "tls_generate": "--tls-generate",
+        "tls_hosts": "--tls-host",
         "tls_certificate": "--tls-certificate", "tls_key": "--tls-key", "log_format": "--log-format", "log_level": "--log-level",
     ]
 

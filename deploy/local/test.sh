@@ -47,3 +47,9 @@ run_tests() {
 # share the two cores with it. Tests about timing drive their rules with a manual clock; socket
 # tests leave seconds of margin; long CPU-bound loops yield the cooperative pool.
 run_tests
+# The multi-host test: one network namespace per host, real links cut and impaired, the same
+# configuration files and key bundles an administrator would use (deploy/netns/netns_test.py).
+# Needs root and `ip netns`; prints SKIPPED otherwise. The short form (--quick: 100 check-ins
+# per site, a 10 s cut); scenario 3 (the broker killed -9) is left out until the duplicate it
+# can find is fixed (deploy/netns/README.md).
+deploy/netns/run.sh --quick --scenarios 1,2 --bin "$(swift build --show-bin-path)"

@@ -616,6 +616,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer check-ins and a 10 s cut (the figures are the same kind)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, journal, state)")
     parser.add_argument("--limit", type=int, default=1200, help="seconds before the whole run gives up")
+    parser.add_argument(
+        "--scenarios", default="1,2,3",
+        help="which scenarios to run (default 1,2,3; 3 still finds a duplicate ETO write now and then: deploy/netns/README.md)")
     args = parser.parse_args()
     if os.geteuid() != 0 or shutil.which("ip") is None or run("ip", "netns", "list", check=False).returncode != 0:
         print("netns: SKIPPED: needs root and `ip netns` (iproute2)")
@@ -635,9 +638,13 @@ def main():
         stack = Stack(deployment, args.quick)
         stack.start()
         log("every program is ready")
-        scenario_exactly_once(stack, 100 if args.quick else 1000)
-        scenario_link_cut(stack, 50 if args.quick else 200, 10 if args.quick else 60)
-        scenario_broker_kill_and_worker_cut(stack, 50 if args.quick else 200)
+        chosen = {part.strip() for part in args.scenarios.split(",")}
+        if "1" in chosen:
+            scenario_exactly_once(stack, 100 if args.quick else 1000)
+        if "2" in chosen:
+            scenario_link_cut(stack, 50 if args.quick else 200, 10 if args.quick else 60)
+        if "3" in chosen:
+            scenario_broker_kill_and_worker_cut(stack, 50 if args.quick else 200)
         log(f"all scenarios passed in {time.monotonic() - started:.0f}s")
         status = 0
     except Failure as failure:
