@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# Checks the deployment files of deploy/ that no test runs: the systemd units, their
+# environment files, the container files and the Kubernetes manifests. Runs every check, prints
+# each result, exits 1 if any failed. Installs what it needs from PyPI when missing (pip, quiet):
+# kubernetes-validate (bundles the Kubernetes JSON schemas: works offline), check-jsonschema
+# (bundles the compose-spec schema), PyYAML. Needs systemd-analyze (Debian's systemd).
+#
+# What each check proves, and what it does not:
+#  - units: `systemd-analyze verify` on every unit of deploy/systemd in a throw-away root that
+#    holds a copy of this machine's system units (so targets and dependencies resolve) and
+#    stand-in executables at exactly the install paths of the design (/usr/local/bin/switchboard*,
+#    /bin/kill). That checks each directive's name and value, the specifiers (%d, %S, %i), the
+#    dependencies and the install section, and that every Exec*= path is one we install: a
+#    misspelt program path has no stand-in and fails. verify exits 0 on unknown or unparsable
+#    directives (it only warns), so any line it prints fails the check. Not proved: how the
+#    sandbox behaves when the programs run (that needs a booted systemd), that the credentials
+#    exist on a host.
+#  - environment files: every line is a comment, blank, or NAME=value with a NAME the
+#    configuration design allows, and none sets a path the units own (credentials, data dirs).
+#  - YAML: every .yaml of container/ and kubernetes/ parses (all documents).
+#  - compose: compose.yaml against the compose-spec JSON schema.
+#  - Kubernetes: every manifest against the Kubernetes JSON schemas of 1.30 and 1.37, strict
+#    (unknown fields fail).
+#  - Containerfile: its stages, and that it installs every program the units start.
+#  - the checkers themselves: a unit with a misspelt directive, a manifest with a misspelt
+#    field and a compose file with a wrong type must each FAIL; if one passes, the check that
+#    let it through is worthless and this script fails.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# Bound the whole run: a hung tool must not hang the test command.
+if [ -z "${SWITCHBOARD_DEPLOY_CHECK_CHILD:-}" ]; then
+    SWITCHBOARD_DEPLOY_CHECK_CHILD=1 exec timeout --kill-after=10 "${SWITCHBOARD_DEPLOY_CHECK_LIMIT:-300}" "$0" "$@"
+fi
+
+command -v systemd-analyze >/dev/null 2>&1 || {
+    echo "check: systemd-analyze is missing (Debian package systemd)" >&2
+    exit 1
+}
+need=()
+command -v kubernetes-validate >/dev/null 2>&1 || need+=(kubernetes-validate)
+command -v check-jsonschema >/dev/null 2>&1 || need+=(check-jsonschema)
+python3 -c "import yaml" 2>/dev/null || need+=(pyyaml)
+if [ "${#need[@]}" -gt 0 ]; then
+    echo "check: installing ${need[*]} with pip"
+    python3 -m pip install --quiet --disable-pip-version-check "${need[@]}" >"$work/pip.log" 2>&1 || {
+        cat "$work/pip.log" >&2
+        echo "check: pip install ${need[*]} failed" >&2
+        exit 1
+    }
+fi
+echo "check: $(systemd-analyze --version | head -1), kubernetes-validate $(kubernetes-validate --version), $(check-jsonschema --version 2>&1 | head -1)"
+
+passed=0
+failed=0
+step() {
+    local name="$1"
+    shift
+    echo "== $name"
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        echo "check: FAILED: $name" >&2
+        failed=$((failed + 1))
+    fi
+}
+
+# --- systemd ----------------------------------------------------------------------------------
+# The root: this machine's system units, and stand-ins at the paths the design installs.
+root="$work/root"
+mkdir -p "$root/usr/lib/systemd" "$root/etc/systemd/system" "$root/usr/local/bin" "$root/bin"
+cp -a "$(systemd-analyze unit-paths | grep -m1 -E '^/(usr/)?lib/systemd/system$')" "$root/usr/lib/systemd/system"
+for program in switchboard switchboard-broker switchboard-auth switchboard-filemaker switchboard-eto \
+    switchboard-directory switchboard-kiosk switchboard-monitor switchboard-emulator; do
+    printf '#!/bin/sh\nexit 0\n' >"$root/usr/local/bin/$program"
+    chmod 755 "$root/usr/local/bin/$program"
+done
+printf '#!/bin/sh\nexit 0\n' >"$root/bin/kill"
+chmod 755 "$root/bin/kill"
+
+# verify_units DIR: verifies every unit file of DIR in the root (a template as one instance);
+# fails on a non-zero exit or on any line verify prints.
+verify_units() {
+    local dir="$1" names=() unit out status
+    rm -f "$root"/etc/systemd/system/switchboard*
+    for unit in "$dir"/*.service; do
+        cp "$unit" "$root/etc/systemd/system/"
+        case "$(basename "$unit")" in
+            *@.service) names+=("$(basename "$unit" .service)site-101-kiosk-1.service") ;;
+            *) names+=("$(basename "$unit")") ;;
+        esac
+    done
+    status=0
+    out="$(systemd-analyze verify --man=no --root="$root" "${names[@]}" 2>&1)" || status=$?
+    if [ "$status" -ne 0 ] || [ -n "$out" ]; then
+        printf '%s\n' "$out" | sed "s|$root||g" >&2
+        echo "check: systemd-analyze verify exited $status and printed the lines above" >&2
+        return 1
+    fi
+    echo "verified: ${names[*]}"
+}
+step "systemd-analyze verify deploy/systemd/*.service" verify_units "$here/systemd"
+
+# A deliberately broken copy must fail: a misspelt directive (verify only warns about it) and a
+# program path that is not installed.
+broken_units_fail() {
+    mkdir -p "$work/broken"
+    sed -e 's/^ProtectSystem=strict/ProtectSytem=strict/' "$here/systemd/switchboard-broker.service" \
+        >"$work/broken/switchboard-broker.service"
+    sed -e 's|/usr/local/bin/switchboard-eto|/usr/local/bin/switchbaord-eto|' "$here/systemd/switchboard-eto.service" \
+        >"$work/broken/switchboard-eto.service"
+    local unit
+    for unit in "$work"/broken/*.service; do
+        rm -rf "$work/one" && mkdir "$work/one" && cp "$unit" "$work/one/"
+        if verify_units "$work/one" >/dev/null 2>&1; then
+            echo "check: a broken $(basename "$unit") passed verify" >&2
+            return 1
+        fi
+    done
+    echo "both broken copies failed, as they must"
+}
+step "the unit check fails on broken units" broken_units_fail
+
+# Environment files: only the configuration design's names, none the units own.
+check_env_files() {
+    python3 - "$here/systemd/env" "$here/systemd" <<'PY'
+import os, re, sys
+env_dir, unit_dir = sys.argv[1], sys.argv[2]
+programs = ["BROKER", "AUTH", "FILEMAKER", "ETO", "DIRECTORY", "KIOSK", "MONITOR", "EMULATOR"]
+# The names of the configuration design (docs: deploy/README.md, "Configuration"): shared
+# client keys; data_dir and admin of every program; the broker's keys; the workers', auth's and
+# the kiosk's own. Emulator and monitor names below follow the design's rule (flag --foo-bar of
+# program P is SWITCHBOARD_P_FOO_BAR).
+shared = ["BROKER_HOST", "INGEST", "FANOUT", "REPLAY", "SERVICE", "GROUPS", "CERTIFICATE", "BROKER_KEY",
+          "CA_FILE", "LOG_FORMAT", "LOG_LEVEL", "CONFIG"]
+allowed = {"SWITCHBOARD_" + k for k in shared}
+for p in programs:
+    allowed |= {f"SWITCHBOARD_{p}_DATA_DIR", f"SWITCHBOARD_{p}_ADMIN", f"SWITCHBOARD_{p}_LOG_FORMAT", f"SWITCHBOARD_{p}_LOG_LEVEL"}
+    if p != "BROKER":
+        allowed |= {f"SWITCHBOARD_{p}_{k}" for k in shared if k not in ("CONFIG", "BROKER_HOST", "BROKER_KEY")}
+broker = ["INGEST", "FANOUT", "REPLAY", "SERVICE", "GROUPS", "SECURITY_KEY", "SECURITY_CERTIFICATES", "HEARTBEAT",
+          "RETENTION_MAX_AGE", "RETENTION_MAX_BYTES", "RETENTION_INTERVAL", "GROUPS_ACK_WAIT", "GROUPS_MAX_DELIVER",
+          "GROUPS_BACKOFF", "GROUPS_LIVENESS", "MIN_VERSION", "BATCH_LIMIT", "HWM", "MAX_FRAME_BYTES"]
+allowed |= {"SWITCHBOARD_BROKER_" + k for k in broker}
+for w in ["FILEMAKER", "ETO", "DIRECTORY"]:
+    allowed |= {f"SWITCHBOARD_{w}_{k}" for k in ["URL", "ACCOUNT", "CREDIT", "MEMBER"]}
+allowed |= {"SWITCHBOARD_FILEMAKER_DATABASE", "SWITCHBOARD_FILEMAKER_MAPPING", "SWITCHBOARD_AUTH_ACCOUNTS_FILE",
+            "SWITCHBOARD_KIOSK_ID", "SWITCHBOARD_KIOSK_OUTBOX", "SWITCHBOARD_DASHBOARD_TOKEN", "SWITCHBOARD_MONITOR_LISTEN"}
+allowed |= {f"SWITCHBOARD_EMULATOR_{k}" for k in ["HOST", "PORT", "STATE", "SEED", "TLS_GENERATE", "TLS_HOSTS"]}
+# What the units set from credentials and StateDirectory: an env file would override them.
+owned = set()
+for name in os.listdir(unit_dir):
+    if name.endswith(".service"):
+        for line in open(os.path.join(unit_dir, name)):
+            m = re.match(r"Environment=([A-Z0-9_]+)=", line)
+            if m:
+                owned.add(m.group(1))
+bad = []
+for name in sorted(os.listdir(env_dir)):
+    for number, line in enumerate(open(os.path.join(env_dir, name)), 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Z][A-Z0-9_]*)=(\S.*)", text)
+        if not m:
+            bad.append(f"{name}:{number}: not NAME=value: {text}")
+        elif m.group(1) not in allowed:
+            bad.append(f"{name}:{number}: {m.group(1)} is not a name of the configuration design")
+        elif m.group(1) in owned:
+            bad.append(f"{name}:{number}: {m.group(1)} is set by the unit (credential or state path)")
+for line in bad:
+    print(line, file=sys.stderr)
+# The unit-owned names must be design names too.
+for name in sorted(owned - allowed):
+    print(f"a unit sets {name}, which is not a name of the configuration design", file=sys.stderr)
+    bad.append(name)
+sys.exit(1 if bad else 0)
+PY
+}
+step "environment files use only the design's names" check_env_files
+
+# --- YAML, compose, Kubernetes -----------------------------------------------------------------
+yaml_files=("$here"/container/*.yaml "$here"/kubernetes/*.yaml "$here"/kubernetes/examples/*.yaml)
+check_yaml() {
+    python3 - "$@" <<'PY'
+import sys, yaml
+bad = 0
+for path in sys.argv[1:]:
+    try:
+        docs = [d for d in yaml.safe_load_all(open(path)) if d is not None]
+        print(f"{path.split('/deploy/')[-1]}: {len(docs)} document(s)")
+    except yaml.YAMLError as error:
+        print(f"{path}: {error}", file=sys.stderr)
+        bad = 1
+sys.exit(bad)
+PY
+}
+step "YAML well formed" check_yaml "${yaml_files[@]}"
+step "compose.yaml against the compose-spec schema" \
+    check-jsonschema --builtin-schema vendor.compose-spec "$here/container/compose.yaml"
+k8s_files=("$here"/kubernetes/*.yaml "$here"/kubernetes/examples/secrets.yaml)
+for version in 1.30.0 1.37.0; do
+    step "Kubernetes manifests against the $version schemas (strict)" \
+        kubernetes-validate --strict --quiet -k "$version" "${k8s_files[@]}"
+done
+
+checkers_fail_on_broken_input() {
+    # A misspelt field in a container and a replica count of the wrong type.
+    sed -e 's/readOnlyRootFilesystem: true/readOnlyRootFileSystem: true/' -e 's/replicas: 2/replicas: "two"/' \
+        "$here/kubernetes/workers.yaml" >"$work/workers-broken.yaml"
+    if kubernetes-validate --strict --quiet -k 1.30.0 "$work/workers-broken.yaml" >/dev/null 2>&1; then
+        echo "check: kubernetes-validate passed a broken manifest" >&2
+        return 1
+    fi
+    sed -e 's/restart: on-failure/restart: [on-failure]/' "$here/container/compose.yaml" >"$work/compose-broken.yaml"
+    if check-jsonschema --builtin-schema vendor.compose-spec "$work/compose-broken.yaml" >/dev/null 2>&1; then
+        echo "check: check-jsonschema passed a broken compose file" >&2
+        return 1
+    fi
+    echo "the broken manifest and the broken compose file failed, as they must"
+}
+step "the manifest checks fail on broken input" checkers_fail_on_broken_input
+
+# --- Containerfile --------------------------------------------------------------------------------
+check_containerfile() {
+    python3 - "$here/container/Containerfile" "$here/systemd" <<'PY'
+import os, re, sys
+text = open(sys.argv[1]).read()
+stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M)
+bad = []
+if [s[1] for s in stages] != ["build", "runtime"]:
+    bad.append(f"expected stages build and runtime, found {stages}")
+if not re.search(r"^USER\s+10001", text, re.M):
+    bad.append("the runtime stage does not switch to the non-root user 10001")
+for needed in ["libzmq3-dev", "libsqlite3-dev", "libzmq5", "libsqlite3-0", "swift build -c release", "*.resources"]:
+    if needed not in text:
+        bad.append(f"{needed} is missing")
+started = set()
+for name in os.listdir(sys.argv[2]):
+    if name.endswith(".service"):
+        started |= set(re.findall(r"^ExecStart=/usr/local/bin/(\S+)", open(os.path.join(sys.argv[2], name)).read(), re.M))
+installed = set(re.search(r"for p in (.*?); do", text, re.S).group(1).replace("\\", " ").split())
+for program in sorted(started - installed):
+    bad.append(f"a unit starts {program}, which the image does not install")
+for line in bad:
+    print(line, file=sys.stderr)
+print(f"stages {[s[1] for s in stages]}; installs {len(installed)} programs, the units start {sorted(started)}")
+sys.exit(1 if bad else 0)
+PY
+}
+step "Containerfile stages and programs" check_containerfile
+
+echo "check: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
