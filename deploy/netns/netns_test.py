@@ -404,7 +404,7 @@ class Stack:
                 wait_until(
                     f"{worker} on {host} ready", lambda host=host, offset=offset: ready(f"http://{SUBNET}.{HOSTS[host]}:{9564 + offset}/health/ready"), 90
                 )
-        wait_until("the dashboard", lambda: ready(f"http://{SUBNET}.{HOSTS['ops']}:9570/health") or self.dashboard_up(), 30)
+        wait_until("the dashboard", self.dashboard_up, 30)
 
     def dashboard_up(self):
         try:
@@ -562,7 +562,7 @@ def scenario_exactly_once(stack, count):
     attempt = subprocess.run(
         [
             "ip", "netns", "exec", d.topology.ns("site-101"), os.path.join(d.bin, "switchboard-kiosk"), "checkin",
-            "--first", "Ana", "--last", "Ortiz", "--site", "101", "--program", "792", "--wait", "5s",
+            "--first", "Ana", "--last", "Ortiz", "--site", "101", "--program", "792", "--wait", "5s", "--lookup-wait", "0s",
             "--certificate", os.path.join(foreign, "site-101-kiosk-1.secret"), "--broker-key", d.bundle("site-101", "broker.cert"),
             "--outbox", outbox, "--broker-host", "broker.switchboard.test",
         ],
@@ -595,9 +595,11 @@ def scenario_link_cut(stack, count, cut_seconds):
 def scenario_broker_kill_and_worker_cut(stack, count):
     name = "scenario 3 (broker killed -9 and restarted; workers-2 cut off)"
     d = stack.d
+    before = len(stack.journal())
     for site in KIOSKS:
         stack.record(site, count, "s3")
-    time.sleep(1)
+    # Kill it mid-run: once some of this batch is journaled (and so being delivered), not before.
+    wait_until("the first of the batch journaled", lambda: len(stack.journal()) > before, 60, interval=0.1)
     d.kill9("broker", "broker")
     log(f"{name}: broker killed with -9; restarting it")
     stack.start_broker()
