@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Durations written as `500ms`, `30s`, `15m`, `12h`, `7d`, or a bare number of seconds.
 public enum DurationText {
