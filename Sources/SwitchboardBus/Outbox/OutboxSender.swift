@@ -85,10 +85,23 @@ public final class OutboxSender: Sendable {
     /// Sets the outbox-depth gauge from the outbox file (a program's admin server calls this
     /// before each scrape).
     public func updateDepth() async {
-        guard let counts = try? await outbox.counts() else { return }
-        metrics.depth.record(counts.pending)
-        metrics.kept.record(counts.rejected)
+        // An acknowledgement deletes its entries, then counts them as acked. A count taken while
+        // one is under way may still hold entries the acked counter is about to include: retry
+        // when one finished during the count, and leave out the ones still under way, so waiting
+        // plus acknowledged never exceeds what was recorded.
+        for _ in 0..<3 {
+            let finishedBefore = acknowledging.withLock { $0.finished }
+            guard let counts = try? await outbox.counts() else { return }
+            let (finished, underWay) = acknowledging.withLock { ($0.finished, $0.underWay) }
+            guard finished == finishedBefore else { continue }
+            metrics.depth.record(max(0, counts.pending - underWay))
+            metrics.kept.record(counts.rejected)
+            return
+        }
     }
+
+    /// Entries being deleted as acknowledged and not yet counted, and acknowledgements finished.
+    private let acknowledging = Mutex<(underWay: Int, finished: Int)>((0, 0))
 
     struct Metrics: Sendable {
         let depth: Gauge
@@ -282,10 +295,22 @@ public final class OutboxSender: Sendable {
             logger.error("the broker refused a message", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
         }
         guard !actions.acknowledge.isEmpty else { return }
-        let deleted = try await outbox.acknowledge(actions.acknowledge)
+        let count = actions.acknowledge.count
+        acknowledging.withLock { $0.underWay += count }
+        let deleted: Int
+        do {
+            deleted = try await outbox.acknowledge(actions.acknowledge)
+        } catch {
+            acknowledging.withLock { $0.underWay -= count }
+            throw error
+        }
         let now = Date()
         contact.withLock { $0.lastAck = now }
         if deleted > 0 { metrics.acked.increment(by: deleted) }
+        acknowledging.withLock {
+            $0.underWay -= count
+            $0.finished += 1
+        }
         metrics.lastAck.record(now.timeIntervalSince1970)
     }
 }
