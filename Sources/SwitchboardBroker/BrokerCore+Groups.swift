@@ -46,6 +46,9 @@ struct GroupBook {
 
     init(journal: Journal, settings: ConsumerGroupSettings, logger: Logger) throws {
         self.settings = settings
+        // Events delivered before the restart wait one liveness period for the members still
+        // working on them to rejoin and claim them (protocol section 15.3).
+        let reclaimUntil = ContinuousClock.now + settings.liveness
         for stored in try journal.loadGroups() {
             // A group whose cursor retention has passed starts at what is still journaled.
             var snapshot = stored.snapshot
@@ -57,7 +60,7 @@ struct GroupBook {
             }
             groups[stored.name] = GroupRuntime(
                 name: stored.name, topics: stored.topics, createdAt: stored.createdAt, start: stored.start,
-                state: ConsumerGroupState(name: stored.name, settings: settings, restoring: snapshot))
+                state: ConsumerGroupState(name: stored.name, settings: settings, restoring: snapshot, reclaimUntil: reclaimUntil))
         }
     }
 
@@ -171,31 +174,39 @@ extension BrokerCore {
         }
         let member = GroupMemberID(identity)
         let name = join.member ?? principal ?? member.description
-        let joinedAt = try groups.withGroup(join.group) { runtime throws(ProtocolError) -> (actions: [GroupAction], cursor: Int64) in
+        let joinedAt = try groups.withGroup(join.group) {
+            runtime throws(ProtocolError) -> (actions: [GroupAction], cursor: Int64, held: [Int64]) in
             guard Set(runtime.topics) == Set(join.topics) else {
                 throw ProtocolError(
                     .groupConflict,
                     "group '\(join.group)' takes \(runtime.topics), not \(join.topics); an admin can delete the group to change it")
             }
             let actions: [GroupAction]
+            var held: [Int64] = []
             do throws(GroupRefusal) {
-                actions = try runtime.state.join(member: member, name: name, credit: join.credit, now: now)
+                actions = try runtime.state.join(
+                    member: member, name: name, credit: join.credit, holding: join.holding, held: &held, now: now)
             } catch {
                 throw ProtocolError(.invalidHeader, "header: field 'credit' \(error.message)")
             }
             runtime.members[member] = (name, principal, join.credit)
-            return (actions, runtime.state.cursor)
+            return (actions, runtime.state.cursor, held)
         }
-        guard let (actions, cursor) = joinedAt else { return }
+        guard let (actions, cursor, held) = joinedAt else { return }
         groups.connections[identity, default: []].insert(join.group)
         let settings = groups.settings
         let joined = JoinedHeader(
             group: join.group, member: name, credit: join.credit, ackWaitMilliseconds: settings.ackWait.milliseconds,
             heartbeatMilliseconds: configuration.heartbeat.milliseconds, livenessMilliseconds: settings.liveness.milliseconds,
             maxDeliver: settings.maxDeliver, backoffMilliseconds: settings.backoff.map(\.milliseconds), cursor: cursor,
-            head: journal.head)
+            head: journal.head, held: held)
         reply(identity, try Envelope(command: .joined, header: joined), on: groupSocket)
         logger.info("group member joined", metadata: ["group": "\(join.group)", "member": "\(name)", "credit": "\(join.credit)"])
+        if !join.holding.isEmpty {
+            logger.notice(
+                "a rejoining member claimed the deliveries it still works on",
+                metadata: ["group": "\(join.group)", "member": "\(name)", "claimed": "\(join.holding.count)", "held": "\(held.count)"])
+        }
         try perform(actions, group: join.group, now: now)
     }
 

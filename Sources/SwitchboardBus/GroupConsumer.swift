@@ -34,6 +34,7 @@ public struct GroupDelivery: Sendable {
     /// The side effect succeeded: the group never gets this event again.
     public func ack() async throws { try await settle(SettleHeader(.ack, group: group, busSeq: busSeq, attempt: attempt)) }
 
+
     /// It failed for now: deliver it again after `delay`, or after the group's back-off when nil.
     public func nack(after delay: Duration? = nil, code: String? = nil, message: String? = nil) async throws {
         let milliseconds = delay.map { delay in
@@ -53,7 +54,9 @@ public struct GroupDelivery: Sendable {
     public func inProgress() async throws { try await settle(SettleHeader(.progress, group: group, busSeq: busSeq, attempt: attempt)) }
 
     func settle(_ header: SettleHeader) async throws {
-        try await consumer.send(Envelope(command: header.command, header: header.wireJSON()), connection: connection)
+        try await consumer.send(
+            Envelope(command: header.command, header: header.wireJSON()), connection: connection,
+            settling: (busSeq, attempt, final: header.outcome != .progress))
     }
 }
 
@@ -105,7 +108,15 @@ public final class GroupConsumer: Sendable {
     private let io: IOThread
     private let endpoint: String
     private let logger: Logger
-    private let current = Mutex<(socket: AsyncSocket?, connection: Int, lastSent: ContinuousClock.Instant)>((nil, 0, .now))
+    /// The connection in use, and the deliveries not settled yet: for each, its attempt and the
+    /// connection it belongs to now (the one it came on, or a later one that reclaimed it).
+    private struct Current {
+        var socket: AsyncSocket?
+        var connection = 0
+        var lastSent = ContinuousClock.now
+        var outstanding: [Int64: (attempt: Int, connection: Int)] = [:]
+    }
+    private let current = Mutex(Current())
     private let leaving = Mutex(false)
     private let joinedNow = Mutex(false)
 
@@ -132,10 +143,19 @@ public final class GroupConsumer: Sendable {
 
     private var isLeaving: Bool { leaving.withLock { $0 } }
 
-    /// Whether a delivery came on the connection in use now. One from a replaced connection was
-    /// taken back by the broker (and may be at another member): do not start work on it.
+    /// Whether a delivery belongs to the connection in use now: it came on it, or this member
+    /// claimed it back when it rejoined. Any other was taken back by the broker (and may be at
+    /// another member): do not start work on it.
     public func isCurrent(_ delivery: GroupDelivery) -> Bool {
-        current.withLock { $0.connection == delivery.connection }
+        current.withLock { state in
+            Self.owner(of: delivery.busSeq, attempt: delivery.attempt, cameOn: delivery.connection, in: state) == state.connection
+        }
+    }
+
+    /// The connection a delivery belongs to now.
+    private static func owner(of busSeq: Int64, attempt: Int, cameOn connection: Int, in state: Current) -> Int {
+        guard let held = state.outstanding[busSeq], held.attempt == attempt else { return connection }
+        return held.connection
     }
 
     /// Joins and serves the connection until `leave()` or cancellation: heartbeats while idle, a
@@ -189,8 +209,16 @@ public final class GroupConsumer: Sendable {
             try socket.set(options + [.heartbeatInterval(milliseconds: 2000), .heartbeatTimeout(milliseconds: 6000)])
             try socket.connect(endpoint)
         }
+        // What this member still works on from earlier connections: the broker gives each back
+        // unless it went to another member meanwhile (protocol section 15.2, JOIN `holding`).
+        let holding = current.withLock { state in
+            state.outstanding.sorted { $0.key < $1.key }.prefix(JoinHeader.maximumHolding).map {
+                HeldDelivery(busSeq: $0.key, attempt: $0.value.attempt)
+            }
+        }
         let join = JoinHeader(
-            group: settings.group, topics: settings.topics, credit: settings.credit, member: settings.member, start: settings.start)
+            group: settings.group, topics: settings.topics, credit: settings.credit, member: settings.member, start: settings.start,
+            holding: holding)
         do {
             try await socket.send(Envelope(command: .join, header: join.wireJSON()).frames())
             let deadline = ContinuousClock.now + settings.joinTimeout
@@ -200,7 +228,24 @@ public final class GroupConsumer: Sendable {
                 switch envelope.command {
                 case .joined:
                     let joined = try envelope.decodeHeader(JoinedHeader.self)
-                    current.withLock { $0 = (socket, $0.connection + 1, .now) }
+                    let kept = Set(joined.held ?? [])
+                    current.withLock { state in
+                        state.socket = socket
+                        state.connection += 1
+                        state.lastSent = .now
+                        // Claimed back: settled on this connection. The rest went elsewhere.
+                        for (busSeq, held) in state.outstanding {
+                            state.outstanding[busSeq] = kept.contains(busSeq) ? (held.attempt, state.connection) : nil
+                        }
+                    }
+                    if !holding.isEmpty {
+                        logger.notice(
+                            "rejoined holding deliveries",
+                            metadata: [
+                                "group": "\(settings.group)", "claimed": "\(holding.count)", "kept": "\(kept.count)",
+                                "lost": "\(holding.count - kept.count)",
+                            ])
+                    }
                     return (socket, joined)
                 case .error:
                     let error = try envelope.decodeHeader(ErrorHeader.self)
@@ -255,6 +300,7 @@ public final class GroupConsumer: Sendable {
             do {
                 let header = try envelope.decodeHeader(DeliverHeader.self)
                 let event = try JSONDecoder().decode(EventHeader.self, from: envelope.parent)
+                current.withLock { $0.outstanding[header.busSeq] = (header.attempt, connection) }
                 deliveryInput.yield(
                     GroupDelivery(
                         group: header.group, busSeq: header.busSeq, attempt: header.attempt, deadline: header.deadline,
@@ -278,14 +324,22 @@ public final class GroupConsumer: Sendable {
     /// A settle for a delivery of a connection that has been replaced: the broker took that
     /// delivery back when the old connection went, and delivers it again.
     public struct ReplacedConnection: Error, Sendable, CustomStringConvertible {
-        public var description: String { "the delivery's connection was replaced; the broker delivers it again" }
+        public var description: String { "the delivery's connection was replaced and the broker gave the delivery to another member" }
     }
 
-    /// Sends on the connection a delivery came from; a settle for a connection that has been
-    /// replaced is not sent, and throws `ReplacedConnection`.
-    func send(_ envelope: Envelope, connection: Int) async throws {
+    /// Sends on the connection a delivery belongs to; a settle for a delivery whose connection
+    /// has been replaced (and that was not claimed back) is not sent, and throws
+    /// `ReplacedConnection`. A final settle (not PROGRESS) ends the delivery's bookkeeping.
+    func send(_ envelope: Envelope, connection: Int, settling delivery: (busSeq: Int64, attempt: Int, final: Bool)? = nil) async throws {
         let socket = current.withLock { state -> AsyncSocket? in
-            guard state.connection == connection else { return nil }
+            var owner = connection
+            if let delivery {
+                owner = Self.owner(of: delivery.busSeq, attempt: delivery.attempt, cameOn: connection, in: state)
+                if delivery.final, state.outstanding[delivery.busSeq]?.attempt == delivery.attempt {
+                    state.outstanding[delivery.busSeq] = nil
+                }
+            }
+            guard state.connection == owner else { return nil }
             state.lastSent = .now
             return state.socket
         }

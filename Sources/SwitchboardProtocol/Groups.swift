@@ -70,16 +70,24 @@ public struct JoinHeader: Sendable, Hashable {
     public var member: String?
     /// Where the group starts if this JOIN creates it; default `earliest`.
     public var start: GroupStart?
+    /// Deliveries this member is still working on from an earlier connection (a rejoin after a
+    /// reconnect or a broker restart): the broker gives each back to it if no one else has it.
+    public var holding: [HeldDelivery]
 
-    public init(group: String, topics: [String], credit: Int, member: String? = nil, start: GroupStart? = nil) {
+    public init(
+        group: String, topics: [String], credit: Int, member: String? = nil, start: GroupStart? = nil, holding: [HeldDelivery] = []
+    ) {
         self.group = group
         self.topics = topics
         self.credit = credit
         self.member = member
         self.start = start
+        self.holding = holding
     }
 
     public static let maximumCredit = 1000
+    /// At most this many entries in `holding` (a member never holds more than its credit).
+    public static let maximumHolding = 1000
 
     public init(wire fields: [String: JSONValue]) throws(ProtocolError) {
         let object = WireObject(fields: fields, frame: "header", code: .invalidHeader)
@@ -103,6 +111,38 @@ public struct JoinHeader: Sendable, Hashable {
             }
             start = .sequence(seq)
         }
+        holding = try Self.holding(fields["holding"], object)
+    }
+
+    /// `holding`: absent, or an array of at most `maximumHolding` objects `{bus_seq, attempt}`.
+    /// A bus_seq named twice counts once, with its first attempt.
+    static func holding(_ value: JSONValue?, _ object: WireObject) throws(ProtocolError) -> [HeldDelivery] {
+        guard let value else { return [] }
+        guard case .array(let items) = value, items.count <= maximumHolding else {
+            throw object.fail("holding", "must be an array of at most \(maximumHolding) {bus_seq, attempt} objects")
+        }
+        var seen = Set<Int64>()
+        var held: [HeldDelivery] = []
+        held.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            guard case .object(let fields) = item else {
+                throw object.fail("holding", "must hold {bus_seq, attempt} objects; item \(index) is not an object")
+            }
+            let entry = WireObject(fields: fields, frame: object.frame, code: object.code)
+            func number(_ key: String, _ range: ClosedRange<Int64>, _ rule: String) throws(ProtocolError) -> Int64 {
+                let number: Int64?
+                do throws(ProtocolError) { number = try entry.optionalInteger(key) } catch { number = nil }
+                guard let number, range.contains(number) else {
+                    let got = fields[key].map { String(decoding: $0.compactData, as: UTF8.self).prefix(40) } ?? "nothing"
+                    throw object.fail("holding", "item \(index): '\(key)' must be an integer \(rule), got \(got)")
+                }
+                return number
+            }
+            let busSeq = try number("bus_seq", 1...FetchHeader.maximumSequence, "from 1 to 2^53")
+            let attempt = try number("attempt", 1...Int64(SettleHeader.maximumAttempt), "from 1 to \(SettleHeader.maximumAttempt)")
+            if seen.insert(busSeq).inserted { held.append(HeldDelivery(busSeq: busSeq, attempt: Int(attempt))) }
+        }
+        return held
     }
 
     public func wireJSON() -> Data {
@@ -111,7 +151,22 @@ public struct JoinHeader: Sendable, Hashable {
         ]
         if let member { fields["member"] = .string(member) }
         if let start { fields["start"] = start.json }
+        if !holding.isEmpty {
+            fields["holding"] = .array(
+                holding.map { .object(["bus_seq": .integer($0.busSeq), "attempt": .integer(Int64($0.attempt))]) })
+        }
         return JSONValue.object(fields).compactData
+    }
+}
+
+/// One delivery a rejoining member says it still works on: the DELIVER's `bus_seq` and `attempt`.
+public struct HeldDelivery: Sendable, Hashable {
+    public var busSeq: Int64
+    public var attempt: Int
+
+    public init(busSeq: Int64, attempt: Int) {
+        self.busSeq = busSeq
+        self.attempt = attempt
     }
 }
 
@@ -131,16 +186,20 @@ public struct JoinedHeader: Codable, Sendable, Hashable {
     /// The group's cursor: every matching event up to it is settled.
     public var cursor: Int64
     public var head: Int64
+    /// The bus_seqs of the JOIN's `holding` that this member now holds (sent by every broker of
+    /// this version; nil from an older one, which gives nothing back).
+    public var held: [Int64]?
 
     enum CodingKeys: String, CodingKey {
         case group, member, credit, ackWaitMilliseconds = "ack_wait_ms", heartbeatMilliseconds = "heartbeat_ms",
-            livenessMilliseconds = "liveness_ms", maxDeliver = "max_deliver", backoffMilliseconds = "backoff_ms", cursor, head
+            livenessMilliseconds = "liveness_ms", maxDeliver = "max_deliver", backoffMilliseconds = "backoff_ms", cursor, head, held
     }
 
     public init(
         group: String, member: String, credit: Int, ackWaitMilliseconds: Int64, heartbeatMilliseconds: Int64,
-        livenessMilliseconds: Int64, maxDeliver: Int, backoffMilliseconds: [Int64], cursor: Int64, head: Int64
+        livenessMilliseconds: Int64, maxDeliver: Int, backoffMilliseconds: [Int64], cursor: Int64, head: Int64, held: [Int64]? = nil
     ) {
+        self.held = held
         self.group = group
         self.member = member
         self.credit = credit
@@ -237,6 +296,8 @@ public struct SettleHeader: Sendable, Hashable {
     }
 
     public static let maximumDelayMilliseconds: Int64 = 86_400_000
+    /// The highest attempt number a settle (or a JOIN's `holding`) may name.
+    public static let maximumAttempt = 1_000_000
 
     public init(_ outcome: Outcome, wire fields: [String: JSONValue]) throws(ProtocolError) {
         let object = WireObject(fields: fields, frame: "header", code: .invalidHeader)
@@ -246,7 +307,9 @@ public struct SettleHeader: Sendable, Hashable {
         busSeq = try object.integer("bus_seq")
         guard busSeq >= 1 else { throw object.fail("bus_seq", "must be at least 1, got \(busSeq)") }
         let attempt = try object.integer("attempt")
-        guard (1...1_000_000).contains(attempt) else { throw object.fail("attempt", "must be 1–1000000, got \(attempt)") }
+        guard (1...Int64(Self.maximumAttempt)).contains(attempt) else {
+            throw object.fail("attempt", "must be 1–\(Self.maximumAttempt), got \(attempt)")
+        }
         self.attempt = Int(attempt)
         delayMilliseconds = outcome == .nack ? try object.optionalInteger("delay_ms") : nil
         if let delay = delayMilliseconds, !(0...Self.maximumDelayMilliseconds).contains(delay) {

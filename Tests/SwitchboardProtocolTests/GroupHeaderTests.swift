@@ -78,6 +78,18 @@ struct GroupHeaderTests {
             return
         }
         #expect(try JoinHeader(wire: joinFields) == join)
+        let rejoin = JoinHeader(
+            group: "filemaker", topics: ["person."], credit: 8, holding: [HeldDelivery(busSeq: 7, attempt: 2), HeldDelivery(busSeq: 9, attempt: 1)])
+        guard case .object(var rejoinFields)? = JSONValue.parse(rejoin.wireJSON()) else {
+            Issue.record("JOIN wire JSON is not an object")
+            return
+        }
+        #expect(try JoinHeader(wire: rejoinFields) == rejoin)
+        // A bus_seq named twice counts once, with its first attempt.
+        rejoinFields["holding"] = .array([
+            .object(["bus_seq": .integer(7), "attempt": .integer(2)]), .object(["bus_seq": .integer(7), "attempt": .integer(5)]),
+        ])
+        #expect(try JoinHeader(wire: rejoinFields).holding == [HeldDelivery(busSeq: 7, attempt: 2)])
         for outcome in [SettleHeader.Outcome.ack, .nack, .term, .progress] {
             let settle = SettleHeader(
                 outcome, group: "filemaker", busSeq: 1042, attempt: 2, delayMilliseconds: outcome == .nack ? 5000 : nil,

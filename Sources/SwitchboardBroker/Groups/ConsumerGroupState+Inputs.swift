@@ -1,5 +1,6 @@
 import DequeModule
 import HeapModule
+import SwitchboardProtocol
 
 // What members, operators and the broker's timer say to the machine. Every member input counts
 // as a sign of life of a known member, refused or not; nothing else of a refused input sticks.
@@ -8,7 +9,12 @@ extension ConsumerGroupState {
     /// A member joins with `credit`, the most deliveries it holds at once (1…maxCredit). Joining
     /// again under the same id changes its name and credit (a lower credit takes nothing back:
     /// it only stops deliveries until the member is below it) and counts as a sign of life.
-    mutating func join(member id: GroupMemberID, name: String, credit: Int, now: Instant) throws(GroupRefusal) -> [GroupAction] {
+    ///
+    /// `holding` names deliveries the member says it is still working on from an earlier
+    /// connection (see `claim`); `held` returns those it holds now.
+    mutating func join(
+        member id: GroupMemberID, name: String, credit: Int, holding: [HeldDelivery] = [], held: inout [Int64], now: Instant
+    ) throws(GroupRefusal) -> [GroupAction] {
         guard (1...settings.maxCredit).contains(credit) else {
             heard(from: id, now: now)
             throw GroupRefusal(
@@ -23,7 +29,102 @@ extension ConsumerGroupState {
             memberSerial += 1
             members[id] = Member(id: id, name: name, credit: credit, lastSeen: now, serial: memberSerial)
         }
+        held = claim(holding, for: id, now: now)
         return finish(now: now, [])
+    }
+
+    /// `join` without claims.
+    mutating func join(member id: GroupMemberID, name: String, credit: Int, now: Instant) throws(GroupRefusal) -> [GroupAction] {
+        var held: [Int64] = []
+        return try join(member: id, name: name, credit: credit, held: &held, now: now)
+    }
+
+    /// A rejoining member's claims: each delivery goes (back) to it, with a fresh deadline and
+    /// the attempt it names, when no one else can be working on it:
+    /// - in flight to it already under that attempt;
+    /// - in flight under that attempt to another member of the same name (its earlier
+    ///   connection, not yet expired);
+    /// - held back after a restart for its holder to reclaim, or ready, with no delivery after
+    ///   the one named (attempt ≥ the count the broker has) and its key free;
+    /// - after a restart, not read back from the journal yet and not settled: claimed when it is.
+    /// Anything else (settled, backing off after a NACK, in flight to someone else, a later
+    /// delivery made) stays as it is. Returns the bus_seqs the member holds now, ascending.
+    mutating func claim(_ holding: [HeldDelivery], for id: GroupMemberID, now: Instant) -> [Int64] {
+        guard let name = members[id]?.name else { return [] }
+        var held: [Int64] = []
+        for delivery in holding.sorted(by: { $0.busSeq < $1.busSeq }) {
+            let busSeq = delivery.busSeq
+            guard let entry = entries[busSeq] else {
+                if reclaimUntil != nil, busSeq > readThrough, !settledAbove.contains(busSeq) {
+                    claims[busSeq] = (id, delivery.attempt)
+                    held.append(busSeq)
+                }
+                continue
+            }
+            switch entry.phase {
+            case .inFlight(let holder) where holder.attempt == delivery.attempt:
+                if holder.member == id {
+                    held.append(busSeq)
+                } else if members[holder.member]?.name == name {
+                    members[holder.member]!.inFlight.remove(busSeq)
+                    members[id]!.inFlight.insert(busSeq)
+                    let deadline = now + settings.ackWait
+                    entries[busSeq]!.phase = .inFlight(Entry.Holder(member: id, attempt: holder.attempt, deadline: deadline))
+                    ackDeadlines.insert(Timer(at: deadline, busSeq: busSeq, attempt: holder.attempt))
+                    reclaimed += 1
+                    held.append(busSeq)
+                }
+            case .backingOff where entry.awaitsReclaim, .ready:
+                guard claimable(busSeq, attempt: delivery.attempt) else { continue }
+                if entry.awaitsReclaim { backingOffCount -= 1 }
+                hand(busSeq, to: id, attempt: delivery.attempt, now: now)
+                held.append(busSeq)
+            default:
+                continue
+            }
+        }
+        return held
+    }
+
+    /// Whether a claim on unsettled, not-in-flight `busSeq` under `attempt` may be granted: no
+    /// later delivery was made, and it is its key's next event with nothing of the key in flight.
+    func claimable(_ busSeq: Int64, attempt: Int) -> Bool {
+        guard let entry = entries[busSeq], attempt >= entry.attempts else { return false }
+        switch entry.phase {
+        case .inFlight: return false
+        case .backingOff where !entry.awaitsReclaim: return false
+        default: break
+        }
+        guard let key = entry.key else { return true }
+        guard let queue = keys[key] else { return false }
+        return queue.inFlight == nil && queue.pending.first == busSeq
+    }
+
+    /// Puts a claimed event in flight to `member` under `attempt` without a DELIVER (the member
+    /// has it). The caller has checked `claimable` and taken it out of any back-off count.
+    mutating func hand(_ busSeq: Int64, to member: GroupMemberID, attempt: Int, now: Instant) {
+        guard members[member] != nil, var entry = entries[busSeq] else { return }
+        let deadline = now + settings.ackWait
+        entry.attempts = max(entry.attempts, attempt)
+        entry.awaitsReclaim = false
+        entry.isQueued = false
+        entry.phase = .inFlight(Entry.Holder(member: member, attempt: attempt, deadline: deadline))
+        entries[busSeq] = entry
+        if let key = entry.key { keys[key]!.inFlight = busSeq }
+        members[member]!.inFlight.insert(busSeq)
+        inFlightCount += 1
+        reclaimed += 1
+        ackDeadlines.insert(Timer(at: deadline, busSeq: busSeq, attempt: attempt))
+        changed.insert(busSeq)
+    }
+
+    /// Holds a restored, already-delivered event back until `until` (a back-off its holder can
+    /// cut short by claiming it).
+    mutating func holdForReclaim(_ busSeq: Int64, until: Instant) {
+        entries[busSeq]!.phase = .backingOff(until: until)
+        entries[busSeq]!.awaitsReclaim = true
+        backingOffCount += 1
+        backOffs.insert(Timer(at: until, busSeq: busSeq, attempt: entries[busSeq]!.attempts))
     }
 
     /// A member leaves gracefully: what it held is ready again at once, keeping its delivery
@@ -156,6 +257,7 @@ extension ConsumerGroupState {
             backOffs.removeMin()
             guard isCurrentBackOff(timer) else { continue }
             entries[timer.busSeq]!.phase = .ready
+            entries[timer.busSeq]!.awaitsReclaim = false
             backingOffCount -= 1
             reconsider(key: entries[timer.busSeq]!.key, busSeq: timer.busSeq)
         }

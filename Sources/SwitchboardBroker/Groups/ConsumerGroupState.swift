@@ -59,6 +59,9 @@ struct ConsumerGroupState: Sendable {
         var phase: Phase = .ready
         /// A copy of `busSeq` sits in `eligible`. Keeps that heap free of duplicates.
         var isQueued = false
+        /// Delivered before a broker restart and held back (`backingOff` until `reclaimUntil`) so
+        /// the member still working on it can claim it when it rejoins.
+        var awaitsReclaim = false
     }
 
     /// A member and what it holds.
@@ -121,6 +124,13 @@ struct ConsumerGroupState: Sendable {
     var ackDeadlines = Heap<Timer>()
     var backOffs = Heap<Timer>()
 
+    /// After a restart: until then, events the snapshot shows were delivered wait for the member
+    /// that may still be working on them to rejoin and claim them (JOIN `holding`).
+    var reclaimUntil: Instant?
+    /// Claims on events not offered again yet (read back from the journal later), by bus_seq.
+    var claims: [Int64: (member: GroupMemberID, attempt: Int)] = [:]
+    var reclaimed = 0
+
     var members: [GroupMemberID: Member] = [:]
     var memberSerial: UInt64 = 0
     var deliveryCounter: UInt64 = 0
@@ -149,7 +159,15 @@ struct ConsumerGroupState: Sendable {
     /// Nothing is in flight afterwards: replays are deliverable at once, and so is every
     /// unsettled event above the cursor as soon as the broker offers it again, each keeping its
     /// delivery count and last failure. `readThrough` starts at the cursor.
-    init(name: String, settings: ConsumerGroupSettings = ConsumerGroupSettings(), restoring snapshot: GroupSnapshot = GroupSnapshot()) {
+    ///
+    /// With `reclaimUntil` (a broker restarting), events that were delivered before (a delivery
+    /// count above 0) are held back until that instant instead, so that a member still working on
+    /// one can rejoin and claim it (`join(…holding:)`) rather than see it go to another member
+    /// at the same time; unclaimed ones are delivered when it passes.
+    init(
+        name: String, settings: ConsumerGroupSettings = ConsumerGroupSettings(), restoring snapshot: GroupSnapshot = GroupSnapshot(),
+        reclaimUntil: Instant? = nil
+    ) {
         precondition(settings.maxDeliver >= 1, "maxDeliver must be at least 1")
         precondition(settings.bufferLimit >= 1, "bufferLimit must be at least 1")
         precondition(settings.maxCredit >= 1, "maxCredit must be at least 1")
@@ -159,6 +177,7 @@ struct ConsumerGroupState: Sendable {
         cursor = snapshot.cursor
         readThrough = snapshot.cursor
         persistedCursor = snapshot.cursor
+        self.reclaimUntil = reclaimUntil
 
         settledAbove = snapshot.settled.filter { $0 > snapshot.cursor }
         order = Heap(settledAbove)
@@ -176,6 +195,7 @@ struct ConsumerGroupState: Sendable {
                 lastFailure: attempts?.lastFailure)
             replayCount += 1
             if let key = replay.key { keys[key, default: KeyQueue()].pending.append(replay.busSeq) }
+            if let reclaimUntil, entries[replay.busSeq]!.attempts > 0 { holdForReclaim(replay.busSeq, until: reclaimUntil) }
         }
         for (busSeq, attempts) in snapshot.attempts {
             attemptRows.insert(busSeq)
@@ -225,7 +245,8 @@ struct ConsumerGroupState: Sendable {
                 GroupStatus.Member(id: $0.id, name: $0.name, credit: $0.credit, inFlight: $0.inFlight.count)
             },
             pending: inFlightCount, waiting: backingOffCount, ready: entries.count - inFlightCount - backingOffCount,
-            replays: replayCount, cursor: cursor, readThrough: readThrough, redeliveries: redeliveries, deadLetters: deadLetters)
+            replays: replayCount, cursor: cursor, readThrough: readThrough, redeliveries: redeliveries, deadLetters: deadLetters,
+            reclaimed: reclaimed)
     }
 
     /// The unsettled events, buffered and replayed, lowest first. For status and tests: O(n).
@@ -256,8 +277,18 @@ struct ConsumerGroupState: Sendable {
             bufferedCount += 1
             order.insert(event.busSeq)
             if let key = event.key { keys[key, default: KeyQueue()].pending.append(event.busSeq) }
-            makeEligibleIfAllowed(event.busSeq)
+            if let claim = claims.removeValue(forKey: event.busSeq), members[claim.member] != nil,
+                claimable(event.busSeq, attempt: claim.attempt)
+            {
+                hand(event.busSeq, to: claim.member, attempt: claim.attempt, now: now)
+            } else if let reclaimUntil, reclaimUntil > now, (restored?.count ?? 0) > 0 {
+                holdForReclaim(event.busSeq, until: reclaimUntil)
+            } else {
+                makeEligibleIfAllowed(event.busSeq)
+            }
         }
+        // Claims on events read past without being offered: not this group's, or settled.
+        if !claims.isEmpty { claims = claims.filter { $0.key > through } }
         readThrough = through
         // Attempts of events the broker read past without offering (they no longer match).
         while let busSeq = restoredOrder.first, busSeq <= through {

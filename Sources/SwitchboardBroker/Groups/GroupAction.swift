@@ -106,4 +106,6 @@ struct GroupStatus: Hashable, Sendable {
     var redeliveries: Int
     /// Dead letters made since the machine was created.
     var deadLetters: Int
+    /// Deliveries given back to a rejoining member that still held them (JOIN `holding`).
+    var reclaimed: Int = 0
 }
