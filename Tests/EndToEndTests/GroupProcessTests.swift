@@ -177,4 +177,57 @@ struct GroupProcessTests {
         #expect(programs.read(names[0] + ".log").contains("joined") || programs.read(names[0] + ".log").contains("rejoining"))
         #expect(await broker.stop() == 0)
     }
+    @Test(
+        "kill -9 the broker while a member is mid-work: it claims its deliveries back on rejoining, and no event or key is worked on by two members at once"
+    )
+    func restartKeepsHeldWork() async throws {
+        let directory = try TemporaryDirectory("group-reclaim")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        var (broker, endpoints) = try await programs.brokerOnFixedPorts()
+        let csv = try programs.writeCSV("day.csv", rows: 60, people: 20)
+        let kiosk = try programs.start(
+            "switchboard-kiosk",
+            [
+                "import", csv, "--kiosk", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "--wait", "120s",
+            ],
+            log: "kiosk.log")
+        #expect(await kiosk.waitForExit(timeout: .seconds(120)) == 0, "kiosk: \(programs.read("kiosk.log"))")
+        // member-1 is slow (2.5 s an event, two at a time): at the kill it is mid-work on one
+        // and has another queued. member-2 is fast and would take them at once if it could.
+        let names = ["member-1", "member-2"]
+        let slow = try programs.member(names[0], endpoint: endpoints.groups, extra: ["--credit", "2", "--work-ms", "2500"])
+        let logs = names.map { directory.path("\($0).jsonl") }
+        try await waitUntil("member-1 handled one", timeout: .seconds(60)) { !MemberRecord.read([logs[0]]).isEmpty }
+        let fast = try programs.member(names[1], endpoint: endpoints.groups, extra: ["--credit", "8", "--work-ms", "1"])
+        try await waitUntil("member-2 handled one", timeout: .seconds(60)) { !MemberRecord.read([logs[1]]).isEmpty }
+        broker.signal(SIGKILL)
+        #expect(await broker.waitForExit(timeout: .seconds(10)) != nil)
+        (broker, _) = try await programs.broker(
+            ingest: endpoints.ingest, fanout: endpoints.fanout, replay: endpoints.replay, service: endpoints.service,
+            groups: endpoints.groups, log: "broker2.log")
+        try await waitUntil("every check-in acked after the restart", timeout: .seconds(120)) {
+            Set(MemberRecord.read(logs).filter { $0.outcome == "ack" }.map(\.busSeq)).count == 60
+        }
+        _ = await slow.stop()
+        _ = await fast.stop()
+        let records = MemberRecord.read(logs)
+        // No event, and no person's events, in the hands of two members at the same time.
+        for (label, grouping) in [("event", Dictionary(grouping: records) { "\($0.busSeq)" }), ("key", Dictionary(grouping: records, by: \.key))] {
+            for (name, list) in grouping {
+                let sorted = list.sorted { $0.start < $1.start }
+                for (earlier, later) in zip(sorted, sorted.dropFirst()) where later.start < earlier.end {
+                    Issue.record(
+                        "\(label) \(name): \(earlier.member) worked on bus_seq \(earlier.busSeq) until \(earlier.end), \(later.member) started bus_seq \(later.busSeq) at \(later.start)"
+                    )
+                }
+            }
+        }
+        // member-1 named what it held when it rejoined, and got it back.
+        let slowLog = programs.read(names[0] + ".log")
+        #expect(slowLog.contains("rejoined holding deliveries"), "member-1: \(slowLog)")
+        #expect(programs.read("broker2.log").contains("claimed the deliveries it still works on"))
+        #expect(await broker.stop() == 0)
+    }
 }
