@@ -46,9 +46,9 @@ struct GroupBook {
 
     init(journal: Journal, settings: ConsumerGroupSettings, logger: Logger) throws {
         self.settings = settings
-        // Events delivered before the restart wait one liveness period for the members still
-        // working on them to rejoin and claim them (protocol section 15.3).
-        let reclaimUntil = ContinuousClock.now + settings.liveness
+        // Events journaled before the restart wait one liveness period for members still working
+        // on them to rejoin and claim them (protocol section 15.3, Restart and Rejoining).
+        let reclaim = (until: ContinuousClock.now + settings.liveness, through: journal.head)
         for stored in try journal.loadGroups() {
             // A group whose cursor retention has passed starts at what is still journaled.
             var snapshot = stored.snapshot
@@ -60,7 +60,7 @@ struct GroupBook {
             }
             groups[stored.name] = GroupRuntime(
                 name: stored.name, topics: stored.topics, createdAt: stored.createdAt, start: stored.start,
-                state: ConsumerGroupState(name: stored.name, settings: settings, restoring: snapshot, reclaimUntil: reclaimUntil))
+                state: ConsumerGroupState(name: stored.name, settings: settings, restoring: snapshot, reclaim: reclaim))
         }
     }
 
@@ -399,11 +399,13 @@ extension BrokerCore {
                 counters.deadLetters.increment()
                 deadLetter(letter, group: group)
             case .memberExpired(let member):
+                let name = groups.groups[group]?.members[member]?.name ?? member.description
                 groups.groups[group]?.members[member] = nil
                 groups.connections[member.rawValue]?.remove(group)
                 if groups.connections[member.rawValue]?.isEmpty == true { groups.connections[member.rawValue] = nil }
                 logger.warning(
-                    "group member fell silent; its deliveries go to the others", metadata: ["group": "\(group)", "member": "\(member)"])
+                    "group member fell silent; its deliveries go to the others",
+                    metadata: ["group": "\(group)", "member": "\(name)", "connection": "\(member)"])
             }
         }
     }

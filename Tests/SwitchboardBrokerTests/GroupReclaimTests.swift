@@ -24,13 +24,14 @@ struct GroupReclaimTests {
             ackWait: .seconds(30), maxDeliver: 5, backoff: [.seconds(1)], liveness: liveness, bufferLimit: 100, maxCredit: 1000)
     }
 
-    /// A group as a restarted broker rebuilds it: 5 was delivered once before the crash, 6 never;
-    /// both unsettled. Restored at 0 ms, reclaim window until 3 000 ms.
-    func restarted(keys: [Int64: String] = [:]) -> ConsumerGroupState {
+    /// A group as a restarted broker rebuilds it: 5 was delivered once before the crash (the
+    /// count is on disk), 6 maybe (none on disk); both unsettled, and the journal's head was 6.
+    /// Restored at 0 ms, reclaim window until 3 000 ms.
+    func restarted() -> ConsumerGroupState {
         ConsumerGroupState(
             name: "g", settings: settings,
             restoring: GroupSnapshot(cursor: 4, attempts: [5: GroupAttempts(count: 1, lastFailure: nil)]),
-            reclaimUntil: at(3_000))
+            reclaim: (at(3_000), through: 6))
     }
 
     func candidates(_ numbers: [Int64], key: String? = nil) -> [GroupCandidate] {
@@ -45,27 +46,30 @@ struct GroupReclaimTests {
         return (actions, held)
     }
 
-    @Test("after a restart, an event delivered before waits for its holder; the holder's claim gets it back without a DELIVER")
+    @Test("after a restart, events journaled before wait for their holder; the holder's claim gets one back without a DELIVER")
     func restartClaim() throws {
         var group = restarted()
-        #expect(group.offer(candidates([5, 6]), through: 6, now: at(10)) == [])
-        // Another member joins first: it gets 6 (never delivered), not 5.
+        #expect(group.offer(candidates([5, 6, 7]), through: 7, now: at(10)) == [])
+        // Another member joins first: it gets 7 (journaled after the restart), not 5 or 6.
         let other = try join(&group, b, name: "w2", at: 100)
-        #expect(other.actions == [.deliver(member: b, busSeq: 6, attempt: 1, deadline: at(30_100))])
+        #expect(other.actions == [.deliver(member: b, busSeq: 7, attempt: 1, deadline: at(30_100))])
         #expect(other.held == [])
-        #expect(group.status.waiting == 1)
+        #expect(group.status.waiting == 2)
         // The member that had 5 rejoins holding it: it is in flight to it as attempt 1, no DELIVER.
         let holder = try join(&group, a, name: "w1", holding: [HeldDelivery(busSeq: 5, attempt: 1)], at: 900)
         #expect(holder.actions == [])
         #expect(holder.held == [5])
         #expect(group.status.pending == 2)
-        #expect(group.status.waiting == 0)
+        #expect(group.status.waiting == 1)
         #expect(group.status.reclaimed == 1)
-        // The window's end takes nothing from it; its ACK under the claimed attempt settles 5.
-        #expect(group.tick(now: at(3_000)) == [])
+        // The window's end takes nothing from it, and sends the unclaimed 6 (to a: it has
+        // fewer in flight... both have one; a never got a DELIVER, so it is least recent).
+        #expect(group.tick(now: at(3_000)) == [.deliver(member: a, busSeq: 6, attempt: 1, deadline: at(33_000))])
+        // Its ACK under the claimed attempt settles 5.
         #expect(try group.ack(member: a, busSeq: 5, attempt: 1, now: at(3_100)) == [])
-        #expect(try group.ack(member: b, busSeq: 6, attempt: 1, now: at(3_100)) == [])
-        #expect(group.cursor == 6)
+        #expect(try group.ack(member: a, busSeq: 6, attempt: 1, now: at(3_100)) == [])
+        #expect(try group.ack(member: b, busSeq: 7, attempt: 1, now: at(3_100)) == [])
+        #expect(group.cursor == 7)
         #expect(group.status.redeliveries == 0)
     }
 
@@ -76,7 +80,11 @@ struct GroupReclaimTests {
         _ = try join(&group, b, name: "w2", at: 100)
         #expect(group.nextDeadline == at(3_000))
         #expect(group.tick(now: at(2_999)).isEmpty)
-        #expect(group.tick(now: at(3_000)) == [.deliver(member: b, busSeq: 5, attempt: 2, deadline: at(33_000))])
+        #expect(
+            group.tick(now: at(3_000)) == [
+                .deliver(member: b, busSeq: 5, attempt: 2, deadline: at(33_000)),
+                .deliver(member: b, busSeq: 6, attempt: 1, deadline: at(33_000)),
+            ])
         // Too late to claim: it is in flight to another member now.
         let late = try join(&group, a, name: "w1", holding: [HeldDelivery(busSeq: 5, attempt: 1)], at: 3_100)
         #expect(late.held == [])
@@ -89,22 +97,26 @@ struct GroupReclaimTests {
         _ = try join(&group, b, name: "w2", at: 5)
         let holder = try join(&group, a, name: "w1", holding: [HeldDelivery(busSeq: 5, attempt: 1)], at: 6)
         #expect(holder.held == [5])
-        #expect(group.offer(candidates([5, 6]), through: 6, now: at(10)) == [.deliver(member: b, busSeq: 6, attempt: 1, deadline: at(30_010))])
+        #expect(
+            group.offer(candidates([5, 6, 7]), through: 7, now: at(10)) == [.deliver(member: b, busSeq: 7, attempt: 1, deadline: at(30_010))])
         #expect(try group.ack(member: a, busSeq: 5, attempt: 1, now: at(20)) == [])
-        // A claim on an event that never came (it did not match) is dropped with the read.
+        // A claim on an event that never came (it did not match) is dropped with the read; one
+        // beyond the head at the restart (never delivered before it) is not taken.
         var other = restarted()
-        _ = try join(&other, a, name: "w1", holding: [HeldDelivery(busSeq: 9, attempt: 1)], at: 1)
+        let claimed = try join(
+            &other, a, name: "w1", holding: [HeldDelivery(busSeq: 6, attempt: 1), HeldDelivery(busSeq: 9, attempt: 1)], at: 1)
+        #expect(claimed.held == [6])
         _ = other.offer(candidates([5]), through: 12, now: at(10))
         #expect(other.claims.isEmpty)
     }
 
-    @Test("a delivery whose attempt was lost in the crash (count 0 on disk) can still be claimed while no one has it")
+    @Test("a delivery whose count was lost in the crash (none on disk) waits and can be claimed all the same")
     func lostAttemptCount() throws {
-        var group = ConsumerGroupState(name: "g", settings: settings, restoring: GroupSnapshot(cursor: 0), reclaimUntil: at(3_000))
-        _ = group.offer(candidates([1, 2]), through: 2, now: at(10))
+        var group = ConsumerGroupState(name: "g", settings: settings, restoring: GroupSnapshot(cursor: 0), reclaim: (at(3_000), through: 2))
+        _ = group.offer(candidates([1, 2, 3]), through: 3, now: at(10))
         let holder = try join(&group, a, name: "w1", holding: [HeldDelivery(busSeq: 1, attempt: 3)], at: 20)
         #expect(holder.held == [1])
-        #expect(holder.actions == [.deliver(member: a, busSeq: 2, attempt: 1, deadline: at(30_020))])
+        #expect(holder.actions == [.deliver(member: a, busSeq: 3, attempt: 1, deadline: at(30_020))])
         // The count follows the claim, so the next delivery after a NACK is attempt 4.
         #expect(
             try group.nack(member: a, busSeq: 1, attempt: 3, delay: .zero, now: at(30))
@@ -155,8 +167,9 @@ struct GroupReclaimTests {
     func restoredReplay() throws {
         var group = ConsumerGroupState(
             name: "g", settings: settings,
-            restoring: GroupSnapshot(cursor: 10, attempts: [3: GroupAttempts(count: 2, lastFailure: nil)], replays: [GroupCandidate(busSeq: 3, key: nil)]),
-            reclaimUntil: at(3_000))
+            restoring: GroupSnapshot(
+                cursor: 10, attempts: [3: GroupAttempts(count: 2, lastFailure: nil)], replays: [GroupCandidate(busSeq: 3, key: nil)]),
+            reclaim: (at(3_000), through: 10))
         let other = try join(&group, b, name: "w2", at: 0)
         #expect(other.actions == [])
         let holder = try join(&group, a, name: "w1", holding: [HeldDelivery(busSeq: 3, attempt: 2)], at: 10)

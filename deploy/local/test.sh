@@ -9,6 +9,9 @@ python3 protocol/check_vectors.py
 # The alerting rules and their unit tests, the example Prometheus configuration, and the Grafana
 # dashboard against the metric catalog (installs Debian's prometheus package for promtool).
 deploy/prometheus/check.sh
+# The deployment files no test runs: systemd units (systemd-analyze verify), environment files,
+# the Containerfile and compose file, the Kubernetes manifests against their JSON schemas.
+deploy/check.sh
 # The code's layout, as .swift-format describes it (swift-format ships with the toolchain).
 swift format lint --strict --recursive Sources Tests bench Package.swift || {
     echo "test: swift format lint found the above; 'swift format format --in-place FILE' fixes most" >&2

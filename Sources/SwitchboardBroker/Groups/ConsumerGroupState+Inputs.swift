@@ -44,7 +44,7 @@ extension ConsumerGroupState {
     /// - in flight to it already under that attempt;
     /// - in flight under that attempt to another member of the same name (its earlier
     ///   connection, not yet expired);
-    /// - held back after a restart for its holder to reclaim, or ready, with no delivery after
+    /// - held back after a restart for a holder to reclaim, or ready, with no delivery after
     ///   the one named (attempt ≥ the count the broker has) and its key free;
     /// - after a restart, not read back from the journal yet and not settled: claimed when it is.
     /// Anything else (settled, backing off after a NACK, in flight to someone else, a later
@@ -55,7 +55,7 @@ extension ConsumerGroupState {
         for delivery in holding.sorted(by: { $0.busSeq < $1.busSeq }) {
             let busSeq = delivery.busSeq
             guard let entry = entries[busSeq] else {
-                if reclaimUntil != nil, busSeq > readThrough, !settledAbove.contains(busSeq) {
+                if let reclaim, busSeq > readThrough, busSeq <= reclaim.through, !settledAbove.contains(busSeq) {
                     claims[busSeq] = (id, delivery.attempt)
                     held.append(busSeq)
                 }

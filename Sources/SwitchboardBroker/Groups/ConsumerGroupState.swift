@@ -59,8 +59,8 @@ struct ConsumerGroupState: Sendable {
         var phase: Phase = .ready
         /// A copy of `busSeq` sits in `eligible`. Keeps that heap free of duplicates.
         var isQueued = false
-        /// Delivered before a broker restart and held back (`backingOff` until `reclaimUntil`) so
-        /// the member still working on it can claim it when it rejoins.
+        /// Journaled before a broker restart and held back (`backingOff` until `reclaim.until`)
+        /// so a member still working on it can claim it when it rejoins.
         var awaitsReclaim = false
     }
 
@@ -124,9 +124,10 @@ struct ConsumerGroupState: Sendable {
     var ackDeadlines = Heap<Timer>()
     var backOffs = Heap<Timer>()
 
-    /// After a restart: until then, events the snapshot shows were delivered wait for the member
-    /// that may still be working on them to rejoin and claim them (JOIN `holding`).
-    var reclaimUntil: Instant?
+    /// After a restart: until `until`, unsettled events up to `through` (the journal's head at
+    /// the restart: any of them may be in a member's hands) wait for such a member to rejoin and
+    /// claim them (JOIN `holding`).
+    var reclaim: (until: Instant, through: Int64)?
     /// Claims on events not offered again yet (read back from the journal later), by bus_seq.
     var claims: [Int64: (member: GroupMemberID, attempt: Int)] = [:]
     var reclaimed = 0
@@ -160,13 +161,14 @@ struct ConsumerGroupState: Sendable {
     /// unsettled event above the cursor as soon as the broker offers it again, each keeping its
     /// delivery count and last failure. `readThrough` starts at the cursor.
     ///
-    /// With `reclaimUntil` (a broker restarting), events that were delivered before (a delivery
-    /// count above 0) are held back until that instant instead, so that a member still working on
-    /// one can rejoin and claim it (`join(…holding:)`) rather than see it go to another member
-    /// at the same time; unclaimed ones are delivered when it passes.
+    /// With `reclaim` (a broker restarting), every unsettled event up to `reclaim.through` (the
+    /// journal's head) is held back until `reclaim.until` instead, so that a member still working
+    /// on one can rejoin and claim it (`join(…holding:)`) rather than see it go to another member
+    /// at the same time; unclaimed ones are delivered when it passes. The count on disk cannot
+    /// tell which were delivered: one made within a commit interval of a crash has none.
     init(
         name: String, settings: ConsumerGroupSettings = ConsumerGroupSettings(), restoring snapshot: GroupSnapshot = GroupSnapshot(),
-        reclaimUntil: Instant? = nil
+        reclaim: (until: Instant, through: Int64)? = nil
     ) {
         precondition(settings.maxDeliver >= 1, "maxDeliver must be at least 1")
         precondition(settings.bufferLimit >= 1, "bufferLimit must be at least 1")
@@ -177,7 +179,7 @@ struct ConsumerGroupState: Sendable {
         cursor = snapshot.cursor
         readThrough = snapshot.cursor
         persistedCursor = snapshot.cursor
-        self.reclaimUntil = reclaimUntil
+        self.reclaim = reclaim
 
         settledAbove = snapshot.settled.filter { $0 > snapshot.cursor }
         order = Heap(settledAbove)
@@ -195,7 +197,7 @@ struct ConsumerGroupState: Sendable {
                 lastFailure: attempts?.lastFailure)
             replayCount += 1
             if let key = replay.key { keys[key, default: KeyQueue()].pending.append(replay.busSeq) }
-            if let reclaimUntil, entries[replay.busSeq]!.attempts > 0 { holdForReclaim(replay.busSeq, until: reclaimUntil) }
+            if let reclaim { holdForReclaim(replay.busSeq, until: reclaim.until) }
         }
         for (busSeq, attempts) in snapshot.attempts {
             attemptRows.insert(busSeq)
@@ -281,8 +283,8 @@ struct ConsumerGroupState: Sendable {
                 claimable(event.busSeq, attempt: claim.attempt)
             {
                 hand(event.busSeq, to: claim.member, attempt: claim.attempt, now: now)
-            } else if let reclaimUntil, reclaimUntil > now, (restored?.count ?? 0) > 0 {
-                holdForReclaim(event.busSeq, until: reclaimUntil)
+            } else if let reclaim, reclaim.until > now, event.busSeq <= reclaim.through {
+                holdForReclaim(event.busSeq, until: reclaim.until)
             } else {
                 makeEligibleIfAllowed(event.busSeq)
             }
