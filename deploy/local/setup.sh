@@ -2,7 +2,7 @@
 # Installs what Switchboard needs on a fresh Debian machine, when it is missing:
 # libzmq3-dev (ZeroMQ), libsqlite3-dev (SQLite for GRDB), pkg-config, python3's jsonschema
 # (to check the protocol vectors), and with --tests chromium with chromium-driver (the
-# dashboard's browser test) and iproute2 with nftables (the multi-host test;
+# dashboard's browser test) and iproute2 with nftables and iptables (the multi-host test;
 # deploy/prometheus/check.sh installs promtool itself). Safe to run
 # again: it only installs what is absent.
 set -euo pipefail
@@ -14,9 +14,11 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if [ "${1:-}" = "--tests" ]; then
     [ -x /usr/bin/chromium ] || need+=(chromium)
     [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
-    # The multi-host test (deploy/netns): namespaces and links, and packet loss on them.
+    # The multi-host test (deploy/netns): namespaces and links, packet loss on them (nftables)
+    # and, where the kernel has no netem, their delay (iptables NFQUEUE rules and delay.py).
     command -v ip >/dev/null 2>&1 || need+=(iproute2)
     command -v nft >/dev/null 2>&1 || need+=(nftables)
+    command -v iptables >/dev/null 2>&1 || need+=(iptables)
 fi
 if [ ${#need[@]} -gt 0 ]; then
     echo "setup: installing ${need[*]}"

@@ -20,7 +20,9 @@ Scenarios, each ending with its accounting (sent, journaled, written, duplicates
   1. check-ins from the two sites reach FileMaker and ETO exactly once with CURVE on every hop;
      a kiosk key from another deployment is refused.
   2. site-101's link is cut (ip link set … down) while its kiosk keeps recording, then restored;
-     tc netem adds 150 ms delay and 2 % loss on both kiosk links throughout.
+     150 ms delay and 2 % loss each way on both kiosk links throughout: tc netem where the kernel
+     has it, else deploy/netns/delay.py (NFQUEUE, user space) for the delay and nftables for the
+     loss. The round trip from each site to the broker host is measured before and after.
   3. the broker host's processes are killed with -9 and restarted mid-run; then workers-2 is cut
      off while it holds deliveries: they go to workers-1.
 """
@@ -41,6 +43,8 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROBE_PORT = 9  # closed on the broker host: a connect there is a SYN out and a RST back
+DELAYER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "delay.py")
 SUBNET = "10.213.0"
 HOSTS = {
     "broker": 10,
@@ -76,10 +80,12 @@ class Failure(Exception):
 class Topology:
     """The namespaces, the bridge and the links; torn down on exit whatever happened."""
 
-    def __init__(self, prefix):
+    def __init__(self, prefix, work):
         self.prefix = prefix
+        self.work = work
         self.lan = prefix + "lan"
         self.created = []
+        self.delayers = {}  # host: the delay.py process on its link, where there is no netem
 
     def ns(self, host):
         return self.prefix + SHORT[host]
@@ -126,24 +132,110 @@ class Topology:
         run("ip", "-n", self.lan, "link", "set", self.veth(host), "up")
 
     def impair(self, host, delay_ms, loss_percent):
-        """Delay and loss on the host's link, both directions. Returns what was applied: with
-        tc netem where the kernel has it; else the loss alone, with nftables (a kernel built
-        without CONFIG_NET_SCH_NETEM cannot delay packets)."""
+        """Delay and loss on the host's link, both directions (each packet into and out of the host
+        is delayed delay_ms and dropped with loss_percent %), so a round trip gains 2 × delay_ms.
+        Returns what was applied. With tc netem where the kernel has it; else the delay with
+        deploy/netns/delay.py, a user-space delay line fed by iptables NFQUEUE rules on the
+        host's eth0, and the loss with nftables. That delay fails closed: if the delayer dies,
+        the link's traffic is dropped, never let through undelayed (delayer_problem says so)."""
         spec = ["delay", f"{delay_ms}ms", "loss", f"{loss_percent}%"]
         applied = run("ip", "netns", "exec", self.ns(host), "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", *spec, check=False)
         if applied.returncode == 0:
             run("ip", "netns", "exec", self.lan, "tc", "qdisc", "replace", "dev", self.veth(host), "root", "netem", *spec)
             return f"tc netem {delay_ms} ms delay and {loss_percent} % loss each way"
-        if shutil.which("nft") is None:
-            raise Failure(f"neither tc netem ({applied.stderr.strip()}) nor nft is available to impair {host}'s link")
+        missing = [tool for tool in ("nft", "iptables") if shutil.which(tool) is None]
+        if missing:
+            raise Failure(f"this kernel has no tc netem ({applied.stderr.strip()}) and {' and '.join(missing)} is missing to impair {host}'s link otherwise")
         ns = self.ns(host)
         run("ip", "netns", "exec", ns, "nft", "add", "table", "inet", "impair")
         for chain, hook in (("in", "input"), ("out", "output")):
             run("ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "impair", chain, f"{{ type filter hook {hook} priority 0; }}")
             run("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "impair", chain, "numgen", "random", "mod", "100", "<", str(loss_percent), "drop")
-        return f"{loss_percent} % loss each way with nftables; NO delay: this kernel has no netem ({applied.stderr.strip()})"
+        self.start_delayer(host, delay_ms)
+        return (
+            f"{delay_ms} ms delay each way (every IPv4 packet out of and into eth0) with an NFQUEUE delayer in user space "
+            f"(deploy/netns/delay.py), and {loss_percent} % loss each way with nftables: this kernel has no netem ({applied.stderr.strip()})"
+        )
+
+    def start_delayer(self, host, delay_ms):
+        """deploy/netns/delay.py in the host's namespace on NFQUEUE queue 0 (queues are per
+        namespace), then the iptables rules that send eth0's traffic to it: no --queue-bypass, so
+        while no delayer reads the queue the link carries nothing."""
+        ns = self.ns(host)
+        folder = os.path.join(self.work, "hosts", host)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        stats = os.path.join(folder, "delay-stats.json")
+        log_path = os.path.join(folder, "delay.log")
+        with open(log_path, "a") as log_file:
+            process = subprocess.Popen(
+                ["ip", "netns", "exec", ns, sys.executable, DELAYER, "--queue", "0", "--delay-ms", str(delay_ms), "--stats", stats],
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self.delayers[host] = {"process": process, "stats": stats, "log": log_path}
+        deadline = time.monotonic() + 15
+        while not os.path.exists(stats):
+            if process.poll() is not None or time.monotonic() > deadline:
+                with open(log_path) as f:
+                    raise Failure(f"the delayer for {host} did not start (exit {process.poll()}): {f.read().strip()[-500:]}")
+            time.sleep(0.05)
+        for chain, direction in (("OUTPUT", "-o"), ("INPUT", "-i")):
+            run("ip", "netns", "exec", ns, "iptables", "-w", "-A", chain, direction, "eth0", "-j", "NFQUEUE", "--queue-num", "0")
+
+    def delayer_report(self, host):
+        """The delayer's statistics (delay.py --stats), with whether it still runs."""
+        delayer = self.delayers[host]
+        try:
+            with open(delayer["stats"]) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            report = {}
+        report["alive"] = delayer["process"].poll() is None
+        report["exit"] = delayer["process"].poll()
+        return report
+
+    def delayer_problem(self):
+        """Why the delay did not hold throughout, or None: a delayer that stopped left its link
+        carrying nothing from then on (it fails closed)."""
+        for host, delayer in self.delayers.items():
+            code = delayer["process"].poll()
+            if code is not None:
+                with open(delayer["log"]) as f:
+                    tail = f.read().strip()[-500:]
+                return f"the delayer for {host} exited ({code}): from then on its link dropped every packet, so the run was not under the stated delay ({tail})"
+        return None
+
+    def stop_delayers(self):
+        for host, delayer in self.delayers.items():
+            process = delayer["process"]
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=5)
+
+    def rtt(self, hosts, target, port, count):
+        """Round trips from each host to target, measured in parallel with `delay.py --probe`
+        (TCP connect times: SYN out, SYN-ACK or RST back). {host: {"median_ms": …, …}}."""
+        probes = {
+            host: subprocess.Popen(
+                ["ip", "netns", "exec", self.ns(host), sys.executable, DELAYER, "--probe", f"{SUBNET}.{HOSTS[target]}:{port}", "--count", str(count)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            for host in hosts
+        }
+        results = {}
+        for host, probe in probes.items():
+            out, err = probe.communicate(timeout=60)
+            try:
+                results[host] = json.loads(out)
+            except ValueError:
+                raise Failure(f"the round-trip probe from {host} failed ({probe.returncode}): {out}{err}")
+        return results
 
     def teardown(self):
+        self.stop_delayers()
         if getattr(self, "console", None):
             run("ip", "link", "del", self.console, check=False)
         for ns in reversed(self.created):
@@ -520,10 +612,14 @@ class Stack:
         eto = [r["elements"][0]["value"] for r in state["eto"]["responses"] if r.get("elements")]
         return fm, eto
 
-    def accounting(self, scenario, timeout):
-        """Waits until every recorded check-in is written twice over, then prints the figures."""
+    def accounting(self, scenario, timeout, watch=None):
+        """Waits until every recorded check-in is written twice over, then prints the figures.
+        `watch`, if given, is asked at each look: a reason it returns ends the wait at once."""
 
-        def complete():
+        def complete(watching=True):
+            problem = watch() if watch and watching else None
+            if problem:
+                raise Failure(problem)
             journal = self.journal()
             fm, eto = self.written()
             ids = {row[0] for row in journal}
@@ -535,7 +631,7 @@ class Stack:
             problem = str(failure)
         else:
             problem = None
-        _, journal, fm, eto = complete()
+        _, journal, fm, eto = complete(watching=False)
         ids = {row[0] for row in journal}
         figures = {
             "sent": self.sent,
@@ -590,11 +686,16 @@ def scenario_exactly_once(stack, count):
     log(f"{name}: a kiosk key from another deployment is refused (its check-in stays in its outbox: {attempt.stdout.strip().splitlines()[-1] if attempt.stdout.strip() else attempt.returncode})")
 
 
-def scenario_link_cut(stack, count, cut_seconds):
+def scenario_link_cut(stack, count, cut_seconds, probes, delay_ms=150, loss_percent=2):
     name = f"scenario 2 (site-101 cut for {cut_seconds}s; kiosk links impaired throughout)"
     topology = stack.d.topology
-    for site in KIOSKS:
-        log(f"{name}: {site}: {topology.impair(site, 150, 2)}")
+    sites = list(KIOSKS)
+    # Round trips from each site to the broker host (a closed port: SYN out, RST back), before
+    # the impairment, once it is on, and at the end: the delay must show in them.
+    before = topology.rtt(sites, "broker", PROBE_PORT, probes)
+    for site in sites:
+        log(f"{name}: {site}: {topology.impair(site, delay_ms, loss_percent)}")
+    check_delay(name, "once impaired", before, topology.rtt(sites, "broker", PROBE_PORT, probes), delay_ms)
     stack.record("site-101", count // 2, "s2-before")
     stack.record("site-102", count, "s2")
     topology.cut("site-101")
@@ -605,7 +706,35 @@ def scenario_link_cut(stack, count, cut_seconds):
     journaled_from_site = sum(1 for row in stack.journal() if row[1] == KIOSKS["site-101"])
     topology.restore("site-101")
     log(f"{name}: link restored ({journaled_from_site} of site-101's check-ins were journaled before)")
-    stack.accounting(name, timeout=300)
+    # A delayer that stops ends the wait at once (its link has carried nothing since).
+    stack.accounting(name, timeout=300, watch=topology.delayer_problem)
+    problem = topology.delayer_problem()
+    if problem:
+        raise Failure(f"{name}: {problem}")
+    check_delay(name, "at the end", before, topology.rtt(sites, "broker", PROBE_PORT, probes), delay_ms)
+    for site in topology.delayers:
+        r = topology.delayer_report(site)
+        log(
+            f"{name}: {site}'s delayer ran throughout: {r.get('released', 0)} packets held and released, "
+            f"held {r.get('hold_ms_min')}/{r.get('hold_ms_mean')}/{r.get('hold_ms_max')} ms (min/mean/max), "
+            f"longest queue {r.get('longest_queue')}, {r.get('overruns')} overruns (packets the kernel dropped beyond the stated loss), "
+            f"{r.get('errors')} refused verdicts"
+        )
+
+
+def check_delay(name, when, before, after, delay_ms):
+    """Each site's round trip must have grown by the delay both ways (5 % leeway)."""
+    for site in before:
+        if "median_ms" not in before[site] or "median_ms" not in after[site]:
+            raise Failure(f"{name}: no round trip from {site} to the broker host got through ({before[site]}; {after[site]} {when})")
+        added = after[site]["median_ms"] - before[site]["median_ms"]
+        log(
+            f"{name}: {site} to the broker host, round trip (median of {len(after[site]['rtt_ms'])}, {after[site]['lost']} lost) "
+            f"{before[site]['median_ms']:.2f} ms before the impairment, {after[site]['median_ms']:.2f} ms {when}: "
+            f"+{added:.1f} ms ({2 * delay_ms} ms expected, {delay_ms} each way)"
+        )
+        if added < 0.95 * 2 * delay_ms:
+            raise Failure(f"{name}: {site}'s link is not delayed as stated {when} (+{added:.1f} ms, {2 * delay_ms} ms expected)")
 
 
 def scenario_broker_kill_and_worker_cut(stack, count):
@@ -671,7 +800,7 @@ def main():
     signal.alarm(args.limit)
     work = tempfile.mkdtemp(prefix="switchboard-netns-")
     os.chmod(work, 0o700)
-    topology = Topology(f"sb{os.getpid() % 100000}")
+    topology = Topology(f"sb{os.getpid() % 100000}", work)
     deployment = Deployment(topology, work, args.bin)
     started = time.monotonic()
     status = 1
@@ -693,7 +822,7 @@ def main():
         if "1" in chosen:
             scenario_exactly_once(stack, 100 if args.quick else 1000)
         if "2" in chosen:
-            scenario_link_cut(stack, 50 if args.quick else 200, 10 if args.quick else 60)
+            scenario_link_cut(stack, 50 if args.quick else 200, 10 if args.quick else 60, 5 if args.quick else 10)
         if "3" in chosen:
             scenario_broker_kill_and_worker_cut(stack, 50 if args.quick else 200)
         log(f"all scenarios passed in {time.monotonic() - started:.0f}s")
