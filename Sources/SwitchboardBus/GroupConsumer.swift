@@ -34,7 +34,6 @@ public struct GroupDelivery: Sendable {
     /// The side effect succeeded: the group never gets this event again.
     public func ack() async throws { try await settle(SettleHeader(.ack, group: group, busSeq: busSeq, attempt: attempt)) }
 
-
     /// It failed for now: deliver it again after `delay`, or after the group's back-off when nil.
     public func nack(after delay: Duration? = nil, code: String? = nil, message: String? = nil) async throws {
         let milliseconds = delay.map { delay in

@@ -214,7 +214,9 @@ struct GroupProcessTests {
         _ = await fast.stop()
         let records = MemberRecord.read(logs)
         // No event, and no person's events, in the hands of two members at the same time.
-        for (label, grouping) in [("event", Dictionary(grouping: records) { "\($0.busSeq)" }), ("key", Dictionary(grouping: records, by: \.key))] {
+        for (label, grouping) in [
+            ("event", Dictionary(grouping: records) { "\($0.busSeq)" }), ("key", Dictionary(grouping: records, by: \.key)),
+        ] {
             for (name, list) in grouping {
                 let sorted = list.sorted { $0.start < $1.start }
                 for (earlier, later) in zip(sorted, sorted.dropFirst()) where later.start < earlier.end {

@@ -98,7 +98,9 @@ struct GroupReclaimTests {
         let holder = try join(&group, a, name: "w1", holding: [HeldDelivery(busSeq: 5, attempt: 1)], at: 6)
         #expect(holder.held == [5])
         #expect(
-            group.offer(candidates([5, 6, 7]), through: 7, now: at(10)) == [.deliver(member: b, busSeq: 7, attempt: 1, deadline: at(30_010))])
+            group.offer(candidates([5, 6, 7]), through: 7, now: at(10)) == [
+                .deliver(member: b, busSeq: 7, attempt: 1, deadline: at(30_010))
+            ])
         #expect(try group.ack(member: a, busSeq: 5, attempt: 1, now: at(20)) == [])
         // A claim on an event that never came (it did not match) is dropped with the read; one
         // beyond the head at the restart (never delivered before it) is not taken.
@@ -130,12 +132,14 @@ struct GroupReclaimTests {
         _ = group.offer(candidates([1, 2]) + candidates([3, 4], key: "k"), through: 4, now: at(0))
         // 1 is NACKed (backing off), 2 is in flight to a, 3 is in flight, 4 waits behind 3.
         _ = try group.nack(member: a, busSeq: 1, attempt: 1, delay: .seconds(10), now: at(1))
-        let b1 = try join(&group, b, name: "w2", holding: [
-            HeldDelivery(busSeq: 1, attempt: 1),  // backing off after a NACK
-            HeldDelivery(busSeq: 2, attempt: 1),  // in flight to a member of another name
-            HeldDelivery(busSeq: 4, attempt: 1),  // its key's earlier event is in flight
-            HeldDelivery(busSeq: 7, attempt: 1),  // never offered, and no restart
-        ], at: 2)
+        let b1 = try join(
+            &group, b, name: "w2",
+            holding: [
+                HeldDelivery(busSeq: 1, attempt: 1),  // backing off after a NACK
+                HeldDelivery(busSeq: 2, attempt: 1),  // in flight to a member of another name
+                HeldDelivery(busSeq: 4, attempt: 1),  // its key's earlier event is in flight
+                HeldDelivery(busSeq: 7, attempt: 1),  // never offered, and no restart
+            ], at: 2)
         #expect(b1.held == [])
         #expect(group.status.reclaimed == 0)
         // A stale attempt: 3 was taken back (ack time-out) and delivered again as attempt 2.

@@ -79,7 +79,8 @@ struct GroupHeaderTests {
         }
         #expect(try JoinHeader(wire: joinFields) == join)
         let rejoin = JoinHeader(
-            group: "filemaker", topics: ["person."], credit: 8, holding: [HeldDelivery(busSeq: 7, attempt: 2), HeldDelivery(busSeq: 9, attempt: 1)])
+            group: "filemaker", topics: ["person."], credit: 8,
+            holding: [HeldDelivery(busSeq: 7, attempt: 2), HeldDelivery(busSeq: 9, attempt: 1)])
         guard case .object(var rejoinFields)? = JSONValue.parse(rejoin.wireJSON()) else {
             Issue.record("JOIN wire JSON is not an object")
             return

@@ -34,7 +34,8 @@ func benchMember(
     var count = 0
     var lastHeard = ContinuousClock.now
     var lastSent = ContinuousClock.now
-    while count < total, lastHeard.duration(to: .now) < quiet {
+    // Until this member, or the group (`acked`, shared by its members), has `total`.
+    while count < total, (acked?.count ?? 0) < total, lastHeard.duration(to: .now) < quiet {
         guard let message = try receiveOrTimeout(dealer) else {
             if lastSent.duration(to: .now) >= .milliseconds(500) {
                 try dealer.send(Envelope(command: .heartbeat, header: Envelope.emptyObject).frames())
@@ -97,6 +98,7 @@ func groupBench(quick: Bool) async throws {
     for members in [1, 4] {
         let context = try Context()
         let acked = AckedSet()
+        let finished = Mutex(0)
         let start = ContinuousClock.now
         let threads = (0..<members).map { _ in
             Thread {
@@ -107,6 +109,7 @@ func groupBench(quick: Bool) async throws {
                 } catch {
                     print("member of drain\(members) failed: \(error)")
                 }
+                finished.withLock { $0 += 1 }
             }
         }
         for thread in threads { thread.start() }
@@ -116,20 +119,24 @@ func groupBench(quick: Bool) async throws {
             "a group of \(members) drains the \(total) journaled events", Bench.rate(drained),
             String(format: "%.2f× of ingest alone (%d of %d acked, join included)", drained.perSecond / alone.perSecond, acked.count, total)
         )
+        // Members see the group done within a receive time-out (200 ms) and close their sockets.
+        for _ in 0..<100 where finished.withLock({ $0 }) < members { try await Task.sleep(for: .milliseconds(20)) }
         await context.terminate()
     }
 
-    // Sustained: members joined at the head while 4 producers feed the broker.
-    for members in [1, 4] {
+    // Sustained: members joined at the head while 4 producers feed the broker. A member's
+    // credit bounds what the broker delivers to it per round trip (one loop iteration while
+    // ingest keeps the loop busy): 1 member is also measured at the maximum credit.
+    for (members, credit) in [(1, 256), (1, 1000), (4, 256)] {
         let context = try Context()
-        let group = "bench\(members)"
+        let group = "bench\(members)-\(credit)"
         let acked = AckedSet()
         let results = Mutex<[(Int, ContinuousClock.Instant?, ContinuousClock.Instant)]>([])
         let threads = (0..<members).map { _ in
             Thread {
                 do {
                     let result = try benchMember(
-                        context: context, endpoint: endpoint, group: group, credit: 256, total: total, acked: acked)
+                        context: context, endpoint: endpoint, group: group, credit: credit, total: total, acked: acked)
                     results.withLock { $0.append((result.count, result.first, result.last)) }
                 } catch {
                     print("member of \(group) failed: \(error)")
@@ -140,7 +147,8 @@ func groupBench(quick: Bool) async throws {
         // Members join at the head before the producers start.
         try await Task.sleep(for: .milliseconds(500))
         let start = ContinuousClock.now
-        let fed = try await ingest(broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "g\(members)-")
+        let fed = try await ingest(
+            broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "g\(members)-\(credit)-")
         while acked.count < total, start.duration(to: .now) < .seconds(120) {
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -148,11 +156,12 @@ func groupBench(quick: Bool) async throws {
         let count = acked.count
         let seconds = Double(start.duration(to: done).wholeMilliseconds) / 1000
         let through = Measured(count: count, seconds: seconds)
+        let who = "\(members) member\(members == 1 ? "" : "s"), credit \(credit)"
         row(
-            "ingest while \(members) member\(members == 1 ? "" : "s") consume", Bench.rate(fed),
+            "ingest while \(who) consume\(members == 1 ? "s" : "")", Bench.rate(fed),
             String(format: "%.2f× of ingest alone", fed.perSecond / alone.perSecond))
         row(
-            "delivered and acked through the group, \(members) member\(members == 1 ? "" : "s")", Bench.rate(through),
+            "delivered and acked through the group, \(who)", Bench.rate(through),
             String(format: "%.2f× of ingest in the same run (%d of %d acked)", through.perSecond / fed.perSecond, count, total))
         // Members stop after 5 s without a delivery.
         for _ in 0..<600 where results.withLock({ $0.count }) < members { try await Task.sleep(for: .milliseconds(20)) }

@@ -148,9 +148,12 @@ class Topology:
             raise Failure(f"this kernel has no tc netem ({applied.stderr.strip()}) and {' and '.join(missing)} is missing to impair {host}'s link otherwise")
         ns = self.ns(host)
         run("ip", "netns", "exec", ns, "nft", "add", "table", "inet", "impair")
-        for chain, hook in (("in", "input"), ("out", "output")):
+        # Only the host's link (eth0): its loopback traffic is not the kiosk link's.
+        for chain, hook, match in (("in", "input", "iifname"), ("out", "output", "oifname")):
             run("ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "impair", chain, f"{{ type filter hook {hook} priority 0; }}")
-            run("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "impair", chain, "numgen", "random", "mod", "100", "<", str(loss_percent), "drop")
+            run(
+                "ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "impair", chain, match, "eth0",
+                "numgen", "random", "mod", "100", "<", str(loss_percent), "drop")
         self.start_delayer(host, delay_ms)
         return (
             f"{delay_ms} ms delay each way (every IPv4 packet out of and into eth0) with an NFQUEUE delayer in user space "
@@ -399,7 +402,8 @@ class Stack:
 
     def start(self):
         d = self.d
-        # broker: binds every interface, CURVE with the allow-list from its bundle.
+        # broker: binds every interface (the service endpoint by interface name, eth0), CURVE with
+        # the allow-list from its bundle.
         broker_dir = d.host_dir("broker")
         d.config(
             "broker",
@@ -408,7 +412,7 @@ class Stack:
                     "ingest": "tcp://0.0.0.0:5560",
                     "fanout": "tcp://0.0.0.0:5561",
                     "replay": "tcp://0.0.0.0:5562",
-                    "service": "tcp://0.0.0.0:5563",
+                    "service": "tcp://eth0:5563",  # by interface name
                     "groups": "tcp://0.0.0.0:5564",
                     "data_dir": os.path.join(broker_dir, "state"),
                     "admin": "0.0.0.0:9560",
@@ -696,16 +700,23 @@ def scenario_link_cut(stack, count, cut_seconds, probes, delay_ms=150, loss_perc
     for site in sites:
         log(f"{name}: {site}: {topology.impair(site, delay_ms, loss_percent)}")
     check_delay(name, "once impaired", before, topology.rtt(sites, "broker", PROBE_PORT, probes), delay_ms)
+    def from_site():
+        return sum(1 for row in stack.journal() if row[1] == KIOSKS["site-101"])
+
+    earlier = from_site()
     stack.record("site-101", count // 2, "s2-before")
     stack.record("site-102", count, "s2")
+    # Cut the link while the kiosk is sending that batch: once the first of it is journaled.
+    wait_until("site-101 sending its batch", lambda: from_site() > earlier, 60, interval=0.02)
     topology.cut("site-101")
-    log(f"{name}: site-101's link is down; its kiosk keeps recording")
+    at_cut = from_site() - earlier
+    log(f"{name}: site-101's link is down with {at_cut} of its {count // 2} queued check-ins journaled; its kiosk keeps recording")
     start = time.monotonic()
     stack.record("site-101", count // 2, "s2-during")
     time.sleep(max(0, cut_seconds - (time.monotonic() - start)))
-    journaled_from_site = sum(1 for row in stack.journal() if row[1] == KIOSKS["site-101"])
+    journaled_during = from_site() - earlier - at_cut
     topology.restore("site-101")
-    log(f"{name}: link restored ({journaled_from_site} of site-101's check-ins were journaled before)")
+    log(f"{name}: link restored ({journaled_during} of site-101's check-ins journaled while it was down)")
     # A delayer that stops ends the wait at once (its link has carried nothing since).
     stack.accounting(name, timeout=300, watch=topology.delayer_problem)
     problem = topology.delayer_problem()
@@ -774,7 +785,8 @@ def scenario_broker_kill_and_worker_cut(stack, count):
 
     wait_until("the broker taking workers-2's deliveries back", taken_back, 60, interval=0.2)
     log(f"{name}: the broker found workers-2's members silent and gave what they held to workers-1")
-    stack.accounting(name, timeout=300)
+    # The kiosk links stay impaired from scenario 2 on, when it ran.
+    stack.accounting(name, timeout=300, watch=d.topology.delayer_problem)
     stack.d.topology.restore("workers-2")
 
 
