@@ -48,24 +48,27 @@ extension ConsumerGroupState {
     ///   the one named (attempt ≥ the count the broker has) and its key free;
     /// - after a restart, not read back from the journal yet and not settled: claimed when it is.
     /// Anything else (settled, backing off after a NACK, in flight to someone else, a later
-    /// delivery made) stays as it is. Returns the bus_seqs the member holds now, ascending.
+    /// delivery made) stays as it is. The member's credit bounds what it holds: the first two
+    /// kinds are granted first (it surely works on them), then the others in bus_seq order while
+    /// it holds less than its credit. A bus_seq named twice counts once, with its first attempt.
+    /// Returns the bus_seqs the member holds now, ascending.
     mutating func claim(_ holding: [HeldDelivery], for id: GroupMemberID, now: Instant) -> [Int64] {
-        guard let name = members[id]?.name else { return [] }
+        guard let member = members[id] else { return [] }
+        var seen: Set<Int64> = []
+        let named = holding.filter { seen.insert($0.busSeq).inserted }.sorted { $0.busSeq < $1.busSeq }
         var held: [Int64] = []
-        for delivery in holding.sorted(by: { $0.busSeq < $1.busSeq }) {
+        var waiting: [HeldDelivery] = []
+        for delivery in named {
             let busSeq = delivery.busSeq
             guard let entry = entries[busSeq] else {
-                if let reclaim, busSeq > readThrough, busSeq <= reclaim.through, !settledAbove.contains(busSeq) {
-                    claims[busSeq] = (id, delivery.attempt)
-                    held.append(busSeq)
-                }
+                waiting.append(delivery)
                 continue
             }
             switch entry.phase {
             case .inFlight(let holder) where holder.attempt == delivery.attempt:
                 if holder.member == id {
                     held.append(busSeq)
-                } else if members[holder.member]?.name == name {
+                } else if members[holder.member]?.name == member.name {
                     members[holder.member]!.inFlight.remove(busSeq)
                     members[id]!.inFlight.insert(busSeq)
                     let deadline = now + settings.ackWait
@@ -75,15 +78,26 @@ extension ConsumerGroupState {
                     held.append(busSeq)
                 }
             case .backingOff where entry.awaitsReclaim, .ready:
-                guard claimable(busSeq, attempt: delivery.attempt) else { continue }
-                if entry.awaitsReclaim { backingOffCount -= 1 }
-                hand(busSeq, to: id, attempt: delivery.attempt, now: now)
-                held.append(busSeq)
+                waiting.append(delivery)
             default:
                 continue
             }
         }
-        return held
+        var pending = 0
+        for delivery in waiting where members[id]!.inFlight.count + pending < member.credit {
+            let busSeq = delivery.busSeq
+            if let entry = entries[busSeq] {
+                guard claimable(busSeq, attempt: delivery.attempt) else { continue }
+                if entry.awaitsReclaim { backingOffCount -= 1 }
+                hand(busSeq, to: id, attempt: delivery.attempt, now: now)
+                held.append(busSeq)
+            } else if let reclaim, busSeq > readThrough, busSeq <= reclaim.through, !settledAbove.contains(busSeq) {
+                claims[busSeq] = (id, delivery.attempt)
+                pending += 1
+                held.append(busSeq)
+            }
+        }
+        return held.sorted()
     }
 
     /// Whether a claim on unsettled, not-in-flight `busSeq` under `attempt` may be granted: no
