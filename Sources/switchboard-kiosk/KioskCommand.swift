@@ -108,25 +108,35 @@ struct KioskOptions: ParsableArguments {
         }
     }
 
-    /// The settings, once `validate` has accepted them.
+    /// The settings, read again: `validate` accepted them, but a file may have changed since (a
+    /// certificate removed, say), which is then an error naming it, not a crash.
     private var checked: Settings {
-        // swift-format-ignore: NeverUseForceTry
-        try! settings()
+        get throws { try settings() }
     }
 
     /// The CURVE credentials, if given.
-    var credentials: ClientCredentials? { checked.credentials }
-    var kioskID: String { checked.kioskID }
-    var ingestEndpoint: String { checked.endpoints.ingest }
-    var serviceEndpoint: String { checked.endpoints.service }
+    var credentials: ClientCredentials? {
+        get throws { try checked.credentials }
+    }
+    var kioskID: String {
+        get throws { try checked.kioskID }
+    }
+    var ingestEndpoint: String {
+        get throws { try checked.endpoints.ingest }
+    }
+    var serviceEndpoint: String {
+        get throws { try checked.endpoints.service }
+    }
 
     /// Runs `body` with the `eto` service's client on this kiosk's credentials, then closes it.
     func withLookup<T: Sendable>(_ body: (ETOLookup) async throws -> T) async throws -> T {
+        let settings = try checked
         let context = try Context()
         let io = try IOThread(context: context)
-        var settings = ServiceClient.Settings()
-        settings.socketOptions = credentials?.socketOptions ?? []
-        let client = ServiceClient(io: io, endpoint: serviceEndpoint, settings: settings, logger: Logger(label: "kiosk.lookup"))
+        var clientSettings = ServiceClient.Settings()
+        clientSettings.socketOptions = settings.credentials?.socketOptions ?? []
+        let client = ServiceClient(
+            io: io, endpoint: settings.endpoints.service, settings: clientSettings, logger: Logger(label: "kiosk.lookup"))
         do {
             let result = try await body(ETOLookup(client: client))
             await client.close()
@@ -141,28 +151,33 @@ struct KioskOptions: ParsableArguments {
         }
     }
 
-    var outboxPath: String { checked.outboxPath }
+    var outboxPath: String {
+        get throws { try checked.outboxPath }
+    }
 
     func validate() throws {
         _ = try settings()
     }
 
     func open() throws -> (Outbox, Logger) {
-        StructuredLogHandler.bootstrap(level: checked.logLevel)
+        let settings = try checked
+        StructuredLogHandler.bootstrap(level: settings.logLevel)
         var logger = Logger(label: "kiosk")
-        logger[metadataKey: "kiosk"] = "\(kioskID)"
+        logger[metadataKey: "kiosk"] = "\(settings.kioskID)"
         do {
-            return (try Outbox(path: outboxPath, producer: kioskID), logger)
+            return (try Outbox(path: settings.outboxPath, producer: settings.kioskID), logger)
         } catch {
-            throw ValidationError("cannot open the outbox \(outboxPath): \(error)")
+            throw ValidationError("cannot open the outbox \(settings.outboxPath): \(error)")
         }
     }
 
     /// The sender's settings: this kiosk's CURVE keys, when given.
     var senderSettings: OutboxSender.Settings {
-        var settings = OutboxSender.Settings()
-        settings.socketOptions = credentials?.socketOptions ?? []
-        return settings
+        get throws {
+            var settings = OutboxSender.Settings()
+            settings.socketOptions = try credentials?.socketOptions ?? []
+            return settings
+        }
     }
 
     /// Delivers what is waiting, for at most `wait`.
@@ -170,12 +185,12 @@ struct KioskOptions: ParsableArguments {
         _ outbox: Outbox, logger: Logger, wait: Duration, keepWaiting: @escaping @Sendable () -> Bool = { false }
     ) async throws -> DeliveryReport {
         try await KioskDelivery.deliver(
-            outbox, endpoint: ingestEndpoint, settings: senderSettings, within: wait, keepWaiting: keepWaiting, logger: logger)
+            outbox, endpoint: try ingestEndpoint, settings: try senderSettings, within: wait, keepWaiting: keepWaiting, logger: logger)
     }
 
     /// Tells the person how delivery went.
-    func tell(_ report: DeliveryReport, wait: Duration) {
-        for line in report.summary(endpoint: ingestEndpoint, wait: wait) { print(line) }
+    func tell(_ report: DeliveryReport, wait: Duration) throws {
+        for line in report.summary(endpoint: try ingestEndpoint, wait: wait) { print(line) }
     }
 }
 
@@ -220,8 +235,9 @@ struct CheckInCommand: AsyncParsableCommand {
             "accuracy_m": "--accuracy", "notes": "--notes", "checked_in_at": "time",
         ]
         var checkIn: CheckIn
+        let kioskID = try options.kioskID
         do {
-            checkIn = try CheckInForm.make(values, kioskID: options.kioskID) { flags[$0] ?? $0 }
+            checkIn = try CheckInForm.make(values, kioskID: kioskID) { flags[$0] ?? $0 }
         } catch {
             throw ValidationError(error.description)
         }
@@ -238,7 +254,7 @@ struct CheckInCommand: AsyncParsableCommand {
         let entry = try await outbox.enqueue([.checkIn(checkIn)])[0]
         print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
-        options.tell(report, wait: wait)
+        try options.tell(report, wait: wait)
     }
 }
 
@@ -270,7 +286,7 @@ struct ImportCommand: AsyncParsableCommand {
         }
         print("Queued \(csv.events.count) check-ins from \(file). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
-        options.tell(report, wait: wait)
+        try options.tell(report, wait: wait)
     }
 }
 
@@ -285,7 +301,7 @@ struct FlushCommand: AsyncParsableCommand {
         let (outbox, logger) = try options.open()
         print("\(try await outbox.counts().pending) check-ins waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
-        options.tell(report, wait: wait)
+        try options.tell(report, wait: wait)
         if report.pending > 0 { throw ExitCode(3) }
     }
 }
@@ -298,7 +314,7 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let (outbox, _) = try options.open()
         let counts = try await outbox.counts()
-        print("kiosk \(options.kioskID), outbox \(options.outboxPath)")
+        print("kiosk \(try options.kioskID), outbox \(try options.outboxPath)")
         print("waiting: \(counts.pending)   refused: \(counts.rejected)   delivered so far: \(counts.delivered)")
         for rejection in try await outbox.rejected().prefix(50) {
             let (entry, reason) = (rejection.entry, rejection.reason)
@@ -324,7 +340,7 @@ struct LoadCommand: AsyncParsableCommand {
     func run() async throws {
         let wait = try parseWait(wait)
         let (outbox, logger) = try options.open()
-        let generator = LoadGenerator(outbox: outbox, kioskID: options.kioskID, pacing: LoadPacing(rate: rate, total: count))
+        let generator = LoadGenerator(outbox: outbox, kioskID: try options.kioskID, pacing: LoadPacing(rate: rate, total: count))
         let start = ContinuousClock.now
         let report = try await withThrowingTaskGroup(of: DeliveryReport?.self) { group in
             group.addTask {
@@ -348,7 +364,7 @@ struct LoadCommand: AsyncParsableCommand {
                 format: "Generated %d check-ins; delivered %d in %.2fs (%.0f/s).", count,
                 (report?.delivered ?? 0) + (report?.duplicates ?? 0), seconds,
                 Double((report?.delivered ?? 0) + (report?.duplicates ?? 0)) / max(seconds, 0.001)))
-        if let report { options.tell(report, wait: wait) }
+        if let report { try options.tell(report, wait: wait) }
     }
 }
 
@@ -370,7 +386,7 @@ struct DemoCommand: AsyncParsableCommand {
         guard let interval = DurationText.parse(interval), interval > .zero else {
             throw ValidationError("--interval: '\(interval)' is not a duration")
         }
-        let kioskID = options.kioskID
+        let kioskID = try options.kioskID
         let people: CheckInRoster?
         do {
             people = try roster.map { try CheckInRoster(path: $0, kioskID: kioskID) }
@@ -379,7 +395,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
         let admin = try KioskAdmin.address(options: options, admin)
         let (outbox, logger) = try options.open()
-        print("Demo kiosk \(kioskID): one check-in every \(interval) to \(options.ingestEndpoint). Ctrl-C stops.")
+        print("Demo kiosk \(kioskID): one check-in every \(interval) to \(try options.ingestEndpoint). Ctrl-C stops.")
         let recorder = CheckInTrickle(outbox: outbox, kioskID: kioskID, interval: interval, roster: people)
         try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: admin, recorder: recorder)
         print("Demo kiosk stopped; \(try await outbox.counts().pending) check-ins waiting.")

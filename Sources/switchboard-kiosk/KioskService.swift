@@ -34,7 +34,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let address = try KioskAdmin.address(options: options, admin)
         let (outbox, logger) = try options.open()
-        print("Kiosk \(options.kioskID): sending its outbox to \(options.ingestEndpoint). Ctrl-C stops.")
+        print("Kiosk \(try options.kioskID): sending its outbox to \(try options.ingestEndpoint). Ctrl-C stops.")
         try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: address, recorder: nil)
         print("Kiosk stopped; \(try await outbox.counts().pending) check-ins waiting.")
     }
@@ -54,7 +54,7 @@ enum KioskAdmin {
     /// ServiceGroup until SIGTERM or SIGINT, which stops them gracefully.
     static func run(options: KioskOptions, outbox: Outbox, logger: Logger, admin: AdminAddress?, recorder: CheckInTrickle?) async throws {
         let services = try KioskServices(
-            outbox: outbox, endpoint: options.ingestEndpoint, settings: options.senderSettings, admin: admin,
+            outbox: outbox, endpoint: try options.ingestEndpoint, settings: try options.senderSettings, admin: admin,
             observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: recorder, logger: logger)
         // Ready: the outbox is open, so check-ins are kept whether or not the broker answers.
         ServiceReadiness.notify(.ready)
