@@ -106,12 +106,12 @@ extension BrokerCore {
             case .duplicate(let busSeq):
                 duplicates += 1
                 ack(senders[index], h, busSeq: busSeq, duplicate: true)
-            case .conflict(let existing):
+            case .conflict(let existing, let head):
                 conflicts += 1
                 nack(
                     senders[index], h, .conflict,
-                    "producer_seq \(h.producerSeq) of '\(h.producer)' already belongs to event \(existing)",
-                    retryable: false)
+                    "producer_seq \(h.producerSeq) of '\(h.producer)' already belongs to event \(existing); the journal holds up to \(head)",
+                    retryable: false, producerHead: head)
             }
         }
         let wallNow = Date()
@@ -140,10 +140,12 @@ extension BrokerCore {
         reply(identity, Envelope(command: .ack, header: ack.wireJSON()))
     }
 
-    func nack(_ identity: Data, _ header: EventHeader, _ code: ProtocolError.Code, _ reason: String, retryable: Bool) {
+    func nack(
+        _ identity: Data, _ header: EventHeader, _ code: ProtocolError.Code, _ reason: String, retryable: Bool, producerHead: Int64? = nil
+    ) {
         let nack = NackHeader(
             eventID: header.eventID, producer: header.producer, producerSeq: header.producerSeq, code: code,
-            reason: reason, retryable: retryable)
+            reason: reason, retryable: retryable, producerHead: producerHead)
         if let envelope = try? Envelope(command: .nack, header: nack) { reply(identity, envelope) }
         metrics.nack(code: code.rawValue)
         if !retryable || code == .unavailable {

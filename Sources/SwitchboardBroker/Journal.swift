@@ -24,8 +24,9 @@ enum AppendOutcome: Equatable {
     case stored(busSeq: Int64, header: Data)
     /// Journaled before under `busSeq`.
     case duplicate(busSeq: Int64)
-    /// The producer's sequence number already belongs to another event.
-    case conflict(existingEventID: String)
+    /// The producer's sequence number already belongs to another event; `producerHead` is the
+    /// highest sequence number the journal holds for that producer.
+    case conflict(existingEventID: String, producerHead: Int64)
 }
 
 struct JournalFailure: Error, CustomStringConvertible {
@@ -148,7 +149,7 @@ public final class Journal {
                     continue
                 }
                 if let other = inBatchSeq[h.producer]?[h.producerSeq] {
-                    outcomes.append(.conflict(existingEventID: other))
+                    outcomes.append(.conflict(existingEventID: other, producerHead: highs[h.producer] ?? h.producerSeq))
                     continue
                 }
                 let high: Int64
@@ -162,7 +163,9 @@ public final class Journal {
                     if let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq, h.eventID]) {
                         let existingID: String = row[1]
                         let existingSeq: Int64 = row[0]
-                        outcomes.append(existingID == h.eventID ? .duplicate(busSeq: existingSeq) : .conflict(existingEventID: existingID))
+                        outcomes.append(
+                            existingID == h.eventID
+                                ? .duplicate(busSeq: existingSeq) : .conflict(existingEventID: existingID, producerHead: high))
                         highs[h.producer] = high
                         continue
                     }
@@ -184,7 +187,9 @@ public final class Journal {
                         throw JournalFailure(description: "insert of \(h.eventID) was ignored but no clashing row exists")
                     }
                     let existingID: String = row[1]
-                    outcomes.append(existingID == h.eventID ? .duplicate(busSeq: row[0]) : .conflict(existingEventID: existingID))
+                    outcomes.append(
+                        existingID == h.eventID
+                            ? .duplicate(busSeq: row[0]) : .conflict(existingEventID: existingID, producerHead: max(high, h.producerSeq)))
                     highs[h.producer] = high
                     continue
                 }

@@ -112,18 +112,27 @@ public struct NackHeader: Codable, Sendable, Hashable {
     public var reason: String
     /// Whether sending the same event again later may succeed.
     public var retryable: Bool
+    /// With `conflict`: the highest `producer_seq` the journal holds for this producer, so a
+    /// producer whose numbering went back (an outbox restored from a backup) can number the
+    /// event again above it (protocol section 7). Absent from other NACKs and from older brokers.
+    public var producerHead: Int64?
 
     enum CodingKeys: String, CodingKey {
         case eventID = "event_id", producer, producerSeq = "producer_seq", code, reason, retryable
+        case producerHead = "producer_head"
     }
 
-    public init(eventID: String, producer: String, producerSeq: Int64, code: ProtocolError.Code, reason: String, retryable: Bool) {
+    public init(
+        eventID: String, producer: String, producerSeq: Int64, code: ProtocolError.Code, reason: String, retryable: Bool,
+        producerHead: Int64? = nil
+    ) {
         self.eventID = eventID
         self.producer = producer
         self.producerSeq = producerSeq
         self.code = code
         self.reason = reason
         self.retryable = retryable
+        self.producerHead = producerHead
     }
 }
 

@@ -85,6 +85,7 @@ struct IngestTests {
         #expect(nack.code == .conflict)
         #expect(nack.retryable == false)
         #expect(nack.reason.contains(header.eventID))
+        #expect(nack.producerHead == 1, "the highest producer_seq journaled for this producer")
 
         // Duplicates within one batch: the same event twice back to back.
         let (_, twice) = try Events.frames(seq: 2)

@@ -30,7 +30,7 @@ struct JournalTests {
         #expect(outcomes[0] == .duplicate(busSeq: 1))
         #expect(outcomes[1] == .stored(busSeq: 2, header: try storedHeader(fresh, 2)))
         #expect(outcomes[2] == .duplicate(busSeq: 1))
-        #expect(outcomes[3] == .conflict(existingEventID: first.header.eventID))
+        #expect(outcomes[3] == .conflict(existingEventID: first.header.eventID, producerHead: 3), "and names the producer's head")
         #expect(outcomes[4] == .duplicate(busSeq: 2))
         #expect(journal.head == 2)
         #expect(journal.count == 2)

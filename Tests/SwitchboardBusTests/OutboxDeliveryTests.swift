@@ -38,8 +38,13 @@ struct OutboxDeliveryTests {
         .ack(AckHeader(eventID: "event-\(seq)", producer: "kiosk-1", producerSeq: seq, busSeq: busSeq, duplicate: duplicate))
     }
 
-    func nack(_ seq: Int64, _ code: ProtocolError.Code, _ reason: String, retryable: Bool) -> OutboxDelivery.Answer {
-        .nack(NackHeader(eventID: "event-\(seq)", producer: "kiosk-1", producerSeq: seq, code: code, reason: reason, retryable: retryable))
+    func nack(
+        _ seq: Int64, _ code: ProtocolError.Code, _ reason: String, retryable: Bool, producerHead: Int64? = nil
+    ) -> OutboxDelivery.Answer {
+        .nack(
+            NackHeader(
+                eventID: "event-\(seq)", producer: "kiosk-1", producerSeq: seq, code: code, reason: reason, retryable: retryable,
+                producerHead: producerHead))
     }
 
     /// Loads `loaded` and makes the round's sends, each completing at `now`; returns them.
@@ -203,6 +208,29 @@ struct OutboxDeliveryTests {
         #expect(delivery.report.lastProblem == "conflict: producer_seq 2 belongs to another event")
         #expect(round(&delivery, at: at(5000)) == resends([1]), "a refused entry is never resent")
         #expect(delivery.beginRound(at: at(5010))?.load == .init(after: 2, limit: 3), "nor loaded again")
+    }
+
+    @Test("a conflict naming the producer's head in the journal numbers the entry again instead of refusing it; the new number is loaded")
+    func conflictWithHeadRenumbers() {
+        var delivery = machine()
+        round(&delivery, loading: entries(1...2), at: at(0))
+        let actions = delivery.received(
+            [nack(2, .conflict, "producer_seq 2 of 'kiosk-1' already belongs to event x", retryable: false, producerHead: 40)], at: at(10))
+        #expect(actions.renumber == [.init(producerSeq: 2, eventID: "event-2", producerHead: 40)])
+        #expect(actions.refuse.isEmpty)
+        #expect(delivery.report.rejected == 0)
+        #expect(delivery.report.renumbered == 1)
+        #expect(delivery.inFlight.keys.sorted() == [1], "out of flight under its old number")
+        // The outbox gives it number 41: above everything loaded, so the next load picks it up.
+        #expect(delivery.beginRound(at: at(20))?.load == .init(after: 2, limit: 3))
+        let renumbered = OutboxEntry(
+            producerSeq: 41, eventID: "event-2", type: CheckIn.type, header: Data("h41".utf8), content: Data("{}".utf8), attempts: 1)
+        #expect(delivery.loaded([renumbered], keepWaiting: false, at: at(20)) == .proceed)
+        #expect(delivery.nextSend() == Send(entry: renumbered, isResend: false))
+        // A conflict from a broker that does not name the head still refuses, as before.
+        var old = machine()
+        round(&old, loading: entries(1...1), at: at(0))
+        #expect(old.received([nack(1, .conflict, "taken", retryable: false)], at: at(10)).refuse.count == 1)
     }
 
     @Test("an ERROR whose ref is the event_id of an entry in flight refuses that entry")

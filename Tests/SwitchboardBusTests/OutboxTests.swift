@@ -132,6 +132,50 @@ struct OutboxTests {
         await fixture.stop()
     }
 
+    @Test(
+        "an outbox put back from a backup: what it still held is ACKed as a duplicate, and what is recorded after the restore is numbered again above the journal's head and journaled once"
+    )
+    func restoredBackup() async throws {
+        let fixture = try await BrokerFixture.start()
+        let live = fixture.directory.path("kiosk-b/outbox.sqlite")
+        let outbox = try Outbox(path: live, producer: "kiosk-b")
+        let checkIn = { (index: Int) in Outbox.NewEvent(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: index)) }
+        let saved = try await outbox.enqueue([checkIn(0), checkIn(1)])
+        // The operator's copy of the kiosk's files, with nothing being written to them.
+        let backup = fixture.directory.path("backup")
+        try FileManager.default.createDirectory(atPath: backup, withIntermediateDirectories: true)
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: live + suffix) {
+            try FileManager.default.copyItem(atPath: live + suffix, toPath: backup + "/outbox.sqlite" + suffix)
+        }
+        try await outbox.enqueue([checkIn(2), checkIn(3), checkIn(4)])
+        #expect(try await fixture.sender(outbox).deliver(until: .now + .seconds(10)).delivered == 5)
+
+        // The backup put back: its two entries again, its counter at 3 (3, 4 and 5 are journaled).
+        let restored = try Outbox(path: backup + "/outbox.sqlite", producer: "kiosk-b")
+        let after = try await restored.enqueue([checkIn(5), checkIn(6)])
+        #expect(after.map(\.producerSeq) == [3, 4])
+        let report = try await fixture.sender(restored).deliver(until: .now + .seconds(10))
+        #expect(report.duplicates == 2)
+        #expect(report.delivered == 2)
+        #expect(report.renumbered == 2)
+        #expect(report.rejected == 0)
+        #expect(report.pending == 0)
+        let rows = try fixture.journalRows()
+        #expect(rows.count == 7)
+        #expect(Set(rows.map(\.eventID)).count == 7, "each event once")
+        #expect(rows.filter { $0.eventID == saved[0].eventID }.map(\.producerSeq) == [1])
+        let renumbered = rows.filter { row in after.contains { $0.eventID == row.eventID } }.map(\.producerSeq).sorted()
+        #expect(renumbered == [6, 7], "numbered past the journal's 5, with their own event ids")
+        // The counter went past the journal's numbers: the next check-in is accepted at once.
+        let next = try await restored.enqueue([checkIn(7)])
+        #expect(next[0].producerSeq == 8)
+        let last = try await fixture.sender(restored).deliver(until: .now + .seconds(10))
+        #expect(last.delivered == 1 && last.renumbered == 0)
+        // Numbering an entry that is gone, or already numbered again, does nothing.
+        #expect(try await restored.renumber(3, eventID: after[0].eventID, above: 5) == nil)
+        await fixture.stop()
+    }
+
     @Test("an event the broker refuses for good is kept, marked, and not resent")
     func rejectedStays() async throws {
         let fixture = try await BrokerFixture.start()

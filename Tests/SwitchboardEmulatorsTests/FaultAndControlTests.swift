@@ -56,6 +56,35 @@ import Testing
         }
     }
 
+    @Test func aSeededRateIsRandomAndRepeatable() async throws {
+        try await withEmulator { emulator in
+            let wire = Wire(emulator)
+            let rule: [String: Any] = [
+                "api": "filemaker", "path": "/fmi/data/vLatest/productInfo", "kind": "status", "status": 502, "rate": 0.5, "seed": 7,
+            ]
+            func statuses() async throws -> [Int] {
+                var statuses: [Int] = []
+                for _ in 0..<200 { statuses.append(try await wire.call(.GET, "/fmi/data/vLatest/productInfo").status) }
+                return statuses
+            }
+            try await wire.fault(rule)
+            let first = try await statuses()
+            let hits = first.filter { $0 == 502 }.count
+            #expect((70...130).contains(hits), "about half of 200 (\(hits))")
+            #expect(first != (0..<200).map { $0 % 2 == 1 ? 502 : 200 }, "not the deterministic period")
+            #expect(first.contains(where: { $0 != 200 && $0 != 502 }) == false)
+            // Two hits in a row somewhere: a period of two never gives that.
+            #expect(zip(first, first.dropFirst()).contains { $0 == 502 && $1 == 502 })
+            let rules = try await wire.call(.GET, "/_emulator/faults").json as? [[String: Any]]
+            #expect(rules?.first?["seed"] as? Int == 7)
+            #expect(rules?.first?["injected"] as? Int == hits)
+            // The same seed, the same hits.
+            #expect(try await wire.call(.DELETE, "/_emulator/faults").status < 300)
+            try await wire.fault(rule)
+            #expect(try await statuses() == first)
+        }
+    }
+
     @Test func tooManyRequestsCarriesRetryAfter() async throws {
         try await withEmulator { emulator in
             let wire = Wire(emulator)
@@ -135,6 +164,7 @@ import Testing
                 (["kind": "explode"], "kind"), (["kind": "status"], "status"), (["kind": "status", "status": 200], "status"),
                 (["kind": "latency"], "latency_ms"), (["kind": "close", "rate": 2], "rate"), (["kind": "close", "api": "eto2"], "api"),
                 (["kind": "close", "colour": "red"], "colour"), (["kind": "close", "path": "no-slash"], "path"),
+                (["kind": "close", "rate": 0.5, "seed": -1], "seed"),
             ]
             for (rule, field) in cases {
                 let answer = try await wire.call(.POST, "/_emulator/faults", json: rule)

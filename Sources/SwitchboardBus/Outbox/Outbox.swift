@@ -242,6 +242,38 @@ public final class Outbox: Sendable {
         }
     }
 
+    /// Numbers an entry again after the broker answered `conflict` for it: its `producer_seq`
+    /// belongs to another event in the journal, whose numbering for this producer reaches
+    /// `producerHead`. That happens when this file went back (restored from a backup, or made
+    /// anew under a name the broker knows): the counter hands out numbers the journal holds.
+    /// The entry, still `eventID` at `producerSeq` and not refused, gets the counter's next
+    /// number, the counter first raised past `producerHead`, in one transaction with the
+    /// counter; its header is the same but for `producer_seq`. The broker never journaled the
+    /// event (a known `event_id` is answered as a duplicate, whatever its number), so sending it
+    /// under the new number cannot journal it twice (protocol section 7).
+    /// - Returns: the entry as it is now, or `nil` when it is no longer there as named (ACKed,
+    ///   refused, or numbered again already, by this process or another one on this file).
+    public func renumber(_ producerSeq: Int64, eventID: String, above producerHead: Int64) async throws -> OutboxEntry? {
+        try await queue.write { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT type, header, content, attempts FROM outbox WHERE producer_seq = ? AND event_id = ? AND rejected IS NULL",
+                    arguments: [producerSeq, eventID])
+            else { return nil }
+            let stored = Int64(try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'next_seq'") ?? "1") ?? 1
+            let next = max(stored, producerHead + 1)
+            let headerData: Data = row[1]
+            var header = try WireJSON.decode(EventHeader.self, from: headerData, frame: "header", code: .invalidHeader)
+            header.producerSeq = next
+            let renumbered = try WireJSON.encode(header)
+            try db.execute(
+                sql: "UPDATE outbox SET producer_seq = ?, header = ? WHERE producer_seq = ?", arguments: [next, renumbered, producerSeq])
+            try db.execute(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'", arguments: [String(next + 1)])
+            return OutboxEntry(producerSeq: next, eventID: eventID, type: row[0], header: renumbered, content: row[2], attempts: row[3])
+        }
+    }
+
     /// Marks an entry refused for good, with the broker's reason; it stays, unsent.
     public func reject(_ producerSeq: Int64, reason: String) async throws {
         try await queue.write { db in

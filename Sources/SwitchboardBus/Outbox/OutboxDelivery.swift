@@ -24,7 +24,9 @@ import SwitchboardProtocol
 ///   round's resends go in `producer_seq` order.
 /// - An ACK deletes the entry it names, in flight or not (an answer to a send this run never
 ///   made, before a restart). A non-retryable NACK, or an ERROR whose `ref` is the `event_id`
-///   of an entry in flight, refuses that entry for good: it is never sent again.
+///   of an entry in flight, refuses that entry for good: it is never sent again. The exception
+///   is a `conflict` that names the producer's head in the journal: the entry is numbered again
+///   above it (by the caller, in the outbox) and, under its new number, loaded and sent anew.
 /// - After a send that could not be made, nothing more is sent in that round.
 /// - The run is over only at the deadline, or when the outbox has nothing left to load,
 ///   nothing is in flight and the caller does not want to keep waiting for new events.
@@ -99,12 +101,22 @@ struct OutboxDelivery: Sendable {
         var reason: String { "\(code): \(detail)" }
     }
 
+    /// An entry the broker refused as `conflict`: its number belongs to another event, because
+    /// the outbox's numbering went back. To be numbered again above `producerHead`.
+    struct Renumbering: Sendable, Hashable {
+        var producerSeq: Int64
+        var eventID: String
+        var producerHead: Int64
+    }
+
     /// What a batch of answers asks the caller to do.
     struct Actions: Sendable, Hashable {
         /// Delete these entries from the outbox (some may already be gone).
         var acknowledge: [Int64] = []
         /// Mark these entries refused.
         var refuse: [Refusal] = []
+        /// Number these entries again (`Outbox.renumber`).
+        var renumber: [Renumbering] = []
         /// ERRORs that named no entry in flight: nothing to do but tell a person.
         var unmatchedErrors: [ErrorHeader] = []
     }
@@ -239,6 +251,11 @@ struct OutboxDelivery: Sendable {
                     // Sent again after the usual interval, counted from the refusal.
                     let due = now + settings.resendAfter
                     inFlight[nack.producerSeq]?.due = due
+                } else if nack.code == .conflict, let head = nack.producerHead {
+                    // Its new number is above everything loaded so far, so it is loaded again.
+                    inFlight[nack.producerSeq] = nil
+                    actions.renumber.append(Renumbering(producerSeq: nack.producerSeq, eventID: nack.eventID, producerHead: head))
+                    report.renumbered += 1
                 } else {
                     inFlight[nack.producerSeq] = nil
                     actions.refuse.append(refusal)

@@ -14,6 +14,9 @@ public struct DeliveryReport: Sendable, Hashable {
     /// Events refused for good (ERROR or a NACK that is not retryable); they stay in the
     /// outbox, marked, and are not resent.
     public var rejected = 0
+    /// Events numbered again after a `conflict` (the outbox's numbering was behind the
+    /// journal's: a restored backup) and sent anew.
+    public var renumbered = 0
     /// Events still waiting when the run ended.
     public var pending = 0
     /// The highest `bus_seq` ACKed during this run.
@@ -282,8 +285,20 @@ public final class OutboxSender: Sendable {
         }
     }
 
-    /// Marks refused entries, deletes ACKed ones, and keeps the metrics and `lastAck` in step.
+    /// Numbers again the entries a `conflict` named, marks refused entries, deletes ACKed ones,
+    /// and keeps the metrics and `lastAck` in step.
     private func carryOut(_ actions: OutboxDelivery.Actions) async throws {
+        for conflict in actions.renumber {
+            guard let entry = try await outbox.renumber(conflict.producerSeq, eventID: conflict.eventID, above: conflict.producerHead)
+            else { continue }
+            logger.warning(
+                "event numbered again: the broker holds this producer's events up to a higher number (was the outbox restored from a backup?)",
+                metadata: [
+                    "event_id": "\(conflict.eventID)", "producer_seq": "\(conflict.producerSeq)",
+                    "producer_head": "\(conflict.producerHead)",
+                    "new_producer_seq": "\(entry.producerSeq)",
+                ])
+        }
         for refusal in actions.refuse {
             try await outbox.reject(refusal.producerSeq, reason: refusal.reason)
             metrics.refused(refusal.code)

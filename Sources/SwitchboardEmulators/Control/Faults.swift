@@ -6,7 +6,11 @@ import Synchronization
 /// (in the API's own error shape, `Retry-After` on 429), answer as if the credential had expired,
 /// answer with an HTML log-in page, answer with a given JSON body (a list that comes back
 /// empty), close the connection without answering, or delay the request. `rate` is applied deterministically (a rate of 0.25 hits the 4th, 8th, … matching
-/// request), so tests are repeatable; `count` ends a rule after that many hits.
+/// request), so tests are repeatable; with `seed` it is applied at random instead (each
+/// matching request is hit with probability `rate`, drawn from a generator seeded with `seed`,
+/// so the same matches in the same order get the same hits), for long runs where a fixed period
+/// would fall in step with a client's own fixed pattern of calls and hit the same call of it every
+/// time; `count` ends a rule after that many hits.
 struct FaultRule: Sendable {
     enum Kind: String, Sendable, CaseIterable {
         case status, expire, close, latency, body
@@ -26,9 +30,19 @@ struct FaultRule: Sendable {
     /// `body` faults: the JSON answered, with `status` (default 200).
     var body: JSON?
     var rate: Double
+    /// With a seed, `rate` is a probability drawn from `random`; without, a period.
+    var seed: UInt64?
+    var random = SplitMix64(seed: 0)
     var count: Int?
     var matched = 0
     var injected = 0
+
+    /// Whether the latest match (the `matched`-th) is hit.
+    mutating func fires() -> Bool {
+        if seed != nil { return random.nextUnitInterval() < rate }
+        // Deterministic rate: fire when the running total of `rate` crosses a whole number.
+        return (Double(matched) * rate).rounded(.down) > (Double(matched - 1) * rate).rounded(.down)
+    }
 
     func applies(api: String, method: String, path: String) -> Bool {
         if let wanted = self.api, wanted != api { return false }
@@ -69,7 +83,7 @@ struct FaultRule: Sendable {
     init(json: JSON, id: Int, apis: Set<String>) throws(EmulatorError) {
         guard json.members != nil else { throw EmulatorError("a fault must be a JSON object") }
         let known: Set<String> = [
-            "api", "method", "path", "kind", "status", "code", "message", "retry_after", "latency_ms", "rate", "count", "body",
+            "api", "method", "path", "kind", "status", "code", "message", "retry_after", "latency_ms", "rate", "seed", "count", "body",
         ]
         for (key, _) in json.members ?? [] where !known.contains(key) {
             throw EmulatorError("unknown fault field \(key) (known: \(known.sorted().joined(separator: ", ")))")
@@ -137,6 +151,11 @@ struct FaultRule: Sendable {
         } else {
             self.rate = 1
         }
+        if let seed = json["seed"] {
+            guard let value = seed.integer, value >= 0 else { throw EmulatorError("fault seed must be a whole number ≥ 0") }
+            self.seed = UInt64(value)
+            self.random = SplitMix64(seed: UInt64(value))
+        }
         if let count = json["count"] {
             guard let value = count.integer, value >= 1 else { throw EmulatorError("fault count must be a whole number ≥ 1") }
             self.count = value
@@ -155,6 +174,7 @@ struct FaultRule: Sendable {
         if let latencyMilliseconds { pairs.append(("latency_ms", .number(latencyMilliseconds))) }
         if let body { pairs.append(("body", body)) }
         pairs.append(("rate", .double(rate)))
+        if let seed { pairs.append(("seed", .number(Int(seed)))) }
         if let count { pairs.append(("count", .number(count))) }
         pairs.append(("matched", .number(matched)))
         pairs.append(("injected", .number(injected)))
@@ -205,10 +225,8 @@ final class FaultInjector: Sendable {
             for index in state.rules.indices where state.rules[index].applies(api: api, method: method, path: path) {
                 if decision.action != nil, state.rules[index].kind != .latency { continue }
                 state.rules[index].matched += 1
+                guard state.rules[index].fires() else { continue }
                 let rule = state.rules[index]
-                // Deterministic rate: fire when the running total of `rate` crosses a whole number.
-                let fire = (Double(rule.matched) * rule.rate).rounded(.down) > (Double(rule.matched - 1) * rule.rate).rounded(.down)
-                guard fire else { continue }
                 state.rules[index].injected += 1
                 if rule.kind == .latency {
                     decision.delay += rule.latencyMilliseconds ?? 0
@@ -219,4 +237,23 @@ final class FaultInjector: Sendable {
             return decision
         }
     }
+}
+
+/// SplitMix64 (Steele, Lea and Flood, 2014): a small generator whose whole state is one word, so a
+/// fault rule carries its own and a seed repeats its sequence on any machine.
+struct SplitMix64: Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1), from the top 53 bits.
+    mutating func nextUnitInterval() -> Double { Double(next() >> 11) / Double(UInt64(1) << 53) }
 }
