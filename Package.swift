@@ -104,7 +104,9 @@ var targets: [Target] = [
     // processed sets): private, WAL, synchronous=FULL checked.
     .target(
         name: "SwitchboardStorage",
-        dependencies: ["SwitchboardRuntime", .product(name: "GRDB", package: "GRDB.swift")],
+        dependencies: [
+            "SwitchboardRuntime", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+        ],
         swiftSettings: swiftSettings
     ),
     .target(
@@ -177,7 +179,7 @@ var targets: [Target] = [
         name: "switchboard-kiosk",
         dependencies: [
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity",
-            "SwitchboardObservability",
+            "SwitchboardObservability", "SwitchboardStorage",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -443,7 +445,7 @@ var targets: [Target] = [
         name: "SwitchboardBrokerTests",
         dependencies: [
             "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardSecurity",
-            "SwitchboardRuntime",
+            "SwitchboardRuntime", "SwitchboardStorage",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "GRDB", package: "GRDB.swift"),
         ],
