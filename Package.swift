@@ -46,6 +46,8 @@ var targets: [Target] = [
     .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
     // posix_spawn's GNU file actions (chdir, closefrom) for ChildProcess.
     .target(name: "CSpawn"),
+    // glibc's heap statistics and malloc_trim, for the broker's HeapTrim.
+    .target(name: "CMalloc"),
     .target(name: "SwitchboardProtocol", swiftSettings: swiftSettings),
     // Helpers for our own tests and benchmarks: protocol vectors, temporary directories,
     // child processes. Never linked into an executable.
@@ -112,7 +114,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardBroker",
         dependencies: [
-            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage",
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "CMalloc",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

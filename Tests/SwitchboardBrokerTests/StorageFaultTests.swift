@@ -6,9 +6,9 @@ import Testing
 
 @testable import SwitchboardBroker
 
-/// The broker's rules for a journal that cannot be written, without a full disk: the processes
-/// meet the real thing in EndToEndTests/ResourceFaultTests.
-@Suite("Storage faults")
+/// The broker's rules for a journal that cannot be written, and for freed memory, without a full
+/// disk or a crowd: the processes meet the real thing in EndToEndTests/ResourceFaultTests.
+@Suite("Storage faults and heap trim")
 struct StorageFaultTests {
     @Test("SQLite's failures are told by their cause: a full disk, a read-only file system, anything else")
     func causes() {
@@ -46,5 +46,15 @@ struct StorageFaultTests {
         outage.succeeded(at: start + .seconds(13), logger: logger)
         outage.failed(fault, count: 1, at: start + .seconds(14), logger: logger)
         #expect(capture.all.count == 4 && capture.all[3].contains("cannot store") && !capture.all[3].contains("for="), "a new outage")
+    }
+
+    @Test("the heap is trimmed when its free memory grew by the threshold since the last trim, not before, not again")
+    func heapTrim() {
+        var trim = HeapTrim(threshold: 16)
+        let decisions = [10, 25, 26, 26, 5, 40].map { trim.shouldTrim(freeBytes: $0) }
+        // The first look only sets the floor; 25 is not 16 above it, 26 is; trimmed pages stay
+        // counted as free, so 26 again is no reason; 5 is reuse (a lower floor); 40 a new crowd gone.
+        #expect(decisions == [false, false, true, false, false, true])
+        #expect(trim.floor == 40)
     }
 }
