@@ -46,6 +46,8 @@ var targets: [Target] = [
     .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
     // posix_spawn's GNU file actions (chdir, closefrom) for ChildProcess.
     .target(name: "CSpawn"),
+    // glibc's heap statistics and malloc_trim, for the broker's HeapTrim.
+    .target(name: "CMalloc"),
     .target(name: "SwitchboardProtocol", swiftSettings: swiftSettings),
     // Helpers for our own tests and benchmarks: protocol vectors, temporary directories,
     // child processes. Never linked into an executable.
@@ -104,13 +106,15 @@ var targets: [Target] = [
     // processed sets): private, WAL, synchronous=FULL checked.
     .target(
         name: "SwitchboardStorage",
-        dependencies: ["SwitchboardRuntime", .product(name: "GRDB", package: "GRDB.swift")],
+        dependencies: [
+            "SwitchboardRuntime", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+        ],
         swiftSettings: swiftSettings
     ),
     .target(
         name: "SwitchboardBroker",
         dependencies: [
-            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage",
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "CMalloc",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -177,7 +181,7 @@ var targets: [Target] = [
         name: "switchboard-kiosk",
         dependencies: [
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity",
-            "SwitchboardObservability",
+            "SwitchboardObservability", "SwitchboardStorage",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -443,7 +447,7 @@ var targets: [Target] = [
         name: "SwitchboardBrokerTests",
         dependencies: [
             "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardSecurity",
-            "SwitchboardRuntime",
+            "SwitchboardRuntime", "SwitchboardStorage",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "GRDB", package: "GRDB.swift"),
         ],

@@ -8,6 +8,7 @@ import Foundation
 import Logging
 import SwitchboardProtocol
 import SwitchboardSecurity
+import SwitchboardStorage
 import ZeroMQ
 
 /// A refusal of an operator's request, with the REPLY status and code it becomes.
@@ -21,6 +22,9 @@ struct GroupRequestFailure: Error {
 }
 
 extension BrokerCore {
+    /// The operations that change something: their REPLY 200 means "on disk" (15.3).
+    static let changingOperations: Set<String> = ["groups.create", "groups.reset", "groups.delete", "dlq.replay", "dlq.drop"]
+
     func groupRequest(_ identity: Data, _ parsed: ParsedEnvelope, principal: String?, now: ContinuousClock.Instant) {
         let envelope = parsed.envelope
         let header: RequestHeader
@@ -50,6 +54,15 @@ extension BrokerCore {
             let result = try runGroupOperation(header.operation, input, by: principal ?? "-", now: now)
             // The change is on disk before the operator hears it is done.
             try flushGroups()
+            if Self.changingOperations.contains(header.operation), groups.hasWritesDue {
+                // The commit failed (flushGroups keeps what it could not commit): say so, not 200.
+                let cause = groupCommitOutage.lastFault?.cause.rawValue ?? "an error"
+                throw GroupRequestFailure(
+                    status: 503, code: "unavailable",
+                    message:
+                        "done, but not on disk: the journal could not store it (\(cause)); it is committed with the next commit that succeeds, and lost if the broker stops before"
+                )
+            }
             answer(identity, ReplyHeader(requestID: header.requestID, status: 200), parent: envelope.header, content: result.compactData)
         } catch let failure as GroupRequestFailure {
             let reply = ReplyHeader(

@@ -15,6 +15,7 @@ import Foundation
 import Logging
 import SwitchboardProtocol
 import SwitchboardSecurity
+import SwitchboardStorage
 import ZeroMQ
 
 /// One group: its filter and its machine.
@@ -320,11 +321,11 @@ extension BrokerCore {
             // Nothing of it is on disk (a full disk, an I/O error). Keep every write and try again
             // next iteration: the broker goes on delivering, and a crash before a commit only
             // brings back what at-least-once allows.
-            if groups.refusalLog.allow() {
-                logger.error("group commit failed; kept for the next try", metadata: ["error": "\(error)", "writes": "\(writes.count)"])
-            }
+            groupCommitOutage.failed(
+                StorageFault.classify(error, path: journal.path, queue: nil), count: writes.count, at: .now, logger: logger)
             return
         }
+        groupCommitOutage.succeeded(at: .now, logger: logger)
         groups.writes = []
         groups.letters = []
         groups.audits = []

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import SwitchboardProtocol
 import SwitchboardSecurity
+import SwitchboardStorage
 import ZeroMQ
 
 extension BrokerCore {
@@ -81,12 +82,17 @@ extension BrokerCore {
         do {
             outcomes = try journal.append(batch)
         } catch {
-            logger.error("journal append failed; NACKing the batch", metadata: ["events": "\(batch.count)", "error": "\(error)"])
+            let fault = StorageFault.classify(error, path: journal.path, queue: nil)
+            let producers = Set(batch.map(\.header.producer)).sorted().joined(separator: ",")
+            journalOutage.failed(fault, count: batch.count, at: .now, logger: logger, metadata: ["producers": "\(producers)"])
             for (index, event) in batch.enumerated() {
-                nack(senders[index], event.header, .unavailable, "the journal could not store the event", retryable: true)
+                nack(
+                    senders[index], event.header, .unavailable, "the journal could not store the event: \(fault.cause.rawValue)",
+                    retryable: true)
             }
             return
         }
+        journalOutage.succeeded(at: .now, logger: logger)
         var journaled: Int64 = 0
         var duplicates: Int64 = 0
         var conflicts: Int64 = 0
@@ -148,7 +154,9 @@ extension BrokerCore {
             reason: reason, retryable: retryable, producerHead: producerHead)
         if let envelope = try? Envelope(command: .nack, header: nack) { reply(identity, envelope) }
         metrics.nack(code: code.rawValue)
-        if !retryable || code == .unavailable {
+        // `unavailable` is logged per outage (`journalOutage`), not per event: in an outage every
+        // producer resends every few seconds.
+        if !retryable {
             logger.warning("event refused", metadata: ["code": "\(code.rawValue)", "event_id": "\(header.eventID)", "reason": "\(reason)"])
         }
     }

@@ -36,6 +36,12 @@ final class BrokerCore {
     /// When what the groups changed is committed (nil: nothing waits). See `commitGroupsIfDue`.
     var nextGroupCommit: ContinuousClock.Instant?
     var refusalLog = RateLimiter(perSecond: 20)
+    /// Whether the journal is failing to store events now (a full disk…), and group commits, for the log.
+    var journalOutage = StorageOutage(
+        failing: "the journal cannot store events; NACKing them (unavailable) until it can", recovered: "the journal stores events again")
+    var heapTrim = HeapTrim()
+    var groupCommitOutage = StorageOutage(
+        failing: "group commit failed; kept for the next try", recovered: "group commit succeeded again; what was kept is on disk")
     /// The broker's own producer sequence (for `security.refused` events) and session.
     var brokerSeq: Int64 = 0
     let brokerSession = UUIDv7.string()
@@ -120,6 +126,7 @@ final class BrokerCore {
                 heartbeat()
                 heartbeatMembers()
                 updateGauges(now: now)
+                trimHeap()
                 nextHeartbeat = now + configuration.heartbeat
             }
             if now >= nextRetention {
@@ -165,6 +172,12 @@ final class BrokerCore {
             } catch {
                 logger.error("the last group commit failed", metadata: ["error": "\(error)"])
             }
+            if groups.hasWritesDue {
+                // flushGroups keeps what it could not commit (a full disk…); nothing keeps it now.
+                logger.error(
+                    "the last group commit failed: settlings since the last commit are lost, and those events are delivered again",
+                    metadata: ["writes": "\(groups.writes.count)", "dead_letters": "\(groups.letters.count)"])
+            }
         }
         ingest.close()
         fanout.close()
@@ -190,6 +203,15 @@ final class BrokerCore {
         guard let due = nextGroupCommit, groups.hasWritesDue || due <= .now else { return }
         nextGroupCommit = nil
         try flushGroups()
+    }
+
+    /// Gives freed memory back to the kernel once enough of it has piled up (HeapTrim).
+    func trimHeap() {
+        let started = ContinuousClock.now
+        guard let free = heapTrim.run() else { return }
+        logger.debug(
+            "gave free memory back to the kernel",
+            metadata: ["free_bytes": "\(free)", "took": "\(started.duration(to: .now))"])
     }
 
     func rebind(_ sockets: [Socket], _ bound: [String]) {

@@ -127,7 +127,7 @@ public final class Journal {
         var added: Int64 = 0
         var addedBytes: Int64 = 0
         var highs = producerHigh
-        try queue.inTransaction(.immediate) { db in
+        try transaction { db in
             let insert = try db.cachedStatement(
                 sql: """
                     INSERT OR IGNORE INTO events (bus_seq, event_id, producer, producer_seq, type, received_at, size,
@@ -201,7 +201,6 @@ public final class Journal {
                 outcomes.append(.stored(busSeq: nextSeq, header: headerData))
             }
             try Self.apply(groups, outcomes: outcomes, in: db)
-            return .commit
         }
         // Only after the commit: the in-memory view follows the disk.
         head = nextSeq
@@ -309,7 +308,7 @@ public final class Journal {
         guard cutoff >= first else { return 0 }
         var deleted = 0
         var freed: Int64 = 0
-        try queue.inTransaction(.immediate) { db in
+        try transaction { db in
             freed = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM events WHERE bus_seq <= ?", arguments: [cutoff]) ?? 0
             try db.execute(sql: "DELETE FROM events WHERE bus_seq <= ?", arguments: [cutoff])
             deleted = db.changesCount
@@ -317,13 +316,26 @@ public final class Journal {
                 sql:
                     "INSERT INTO journal_meta (key, value) VALUES ('pruned_through', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 arguments: [String(cutoff)])
-            return .commit
         }
         count -= Int64(deleted)
         storedBytes -= freed
         first = cutoff + 1
         // Producers' highs stay valid: deleted events are still "seen" for their sequences.
         return deleted
+    }
+
+    /// Runs a write transaction; a failure comes out as a `StorageFault` naming its cause (a full disk, a
+    /// read-only file system), which NACKs and the log repeat. SQLite has rolled the transaction
+    /// back: nothing of it is on disk, and the in-memory view (`head`, `count`) is unchanged.
+    private func transaction(_ body: (Database) throws -> Void) throws(StorageFault) {
+        do {
+            try queue.inTransaction(.immediate) { db in
+                try body(db)
+                return .commit
+            }
+        } catch {
+            throw StorageFault.classify(error, path: path, queue: queue)
+        }
     }
 
     public func close() throws {

@@ -74,12 +74,15 @@ public struct CheckInImport: Sendable {
         self.digest = FileDigest.of(data)
     }
 
+    /// The file's digest under its base name: what the outbox records so it is imported once.
+    public var importDigest: (digest: String, name: String) { (digest, URL(fileURLWithPath: file).lastPathComponent) }
+
     /// Queues every row in one transaction, recording the file's digest under its base name.
     /// - Throws: `Failure` when the outbox has imported this content before (under any name);
     ///   the outbox's own errors otherwise.
     public func enqueue(into outbox: Outbox) async throws {
         do {
-            try await outbox.enqueue(events, importDigest: (digest, URL(fileURLWithPath: file).lastPathComponent))
+            try await outbox.enqueue(events, importDigest: importDigest)
         } catch let failure as Outbox.Failure {
             throw Failure(description: "\(file): \(failure.description)")
         }

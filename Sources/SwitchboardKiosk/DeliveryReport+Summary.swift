@@ -25,6 +25,9 @@ extension DeliveryReport {
                 lines.append(
                     "The broker at \(endpoint) did not answer within \(wait). \(waiting) saved on this kiosk and will be sent by the next run."
                 )
+            } else if let retryReason {
+                let them = pending == 1 ? "it" : "them"
+                lines.append("\(waiting) still waiting: the broker could not take \(them) (\(retryReason)); the next run sends \(them).")
             } else {
                 lines.append("\(waiting) still waiting and will be sent by the next run.")
             }

@@ -4,6 +4,7 @@
 
 import Foundation
 package import GRDB
+import GRDBSQLite
 import SwitchboardRuntime
 
 /// Opens SQLite files that hold what must survive a crash.
@@ -35,15 +36,35 @@ package enum PrivateDatabase {
         // (an ACK, an outbox entry) must mean "on disk", so it is set FULL again after the
         // migrations, and checked.
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+        } catch {
+            // A full disk shows first here: the WAL index (-shm) cannot be made.
+            throw StorageFault.classify(error, path: path, queue: nil)
+        }
+        // SQLite opens a file it may not write read-only, silently, and every later write then
+        // fails (SQLITE_READONLY) — for good, even once the file system is writable again,
+        // because the connection stays read-only. A program refuses to start instead, and says why.
+        let readOnly = queue.inDatabase { db in sqlite3_db_readonly(db.sqliteConnection, "main") == 1 }
+        if readOnly {
+            try? queue.close()
+            let cause = StorageFault.probe(directory: PrivateFiles.parentDirectory(of: path))
+            throw StorageFault(
+                cause: cause == .readOnly ? .readOnly : .notWritable, path: path, detail: "SQLite can only open it for reading")
+        }
         var migrator = DatabaseMigrator()
         register(&migrator)
-        try migrator.migrate(queue)
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
-                throw Failure(description: "SQLite refused synchronous=FULL for \(path)")
+        do {
+            try migrator.migrate(queue)
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
+                    throw Failure(description: "SQLite refused synchronous=FULL for \(path)")
+                }
             }
+        } catch let error as DatabaseError {
+            throw StorageFault.classify(error, path: path, queue: queue)
         }
         return queue
     }

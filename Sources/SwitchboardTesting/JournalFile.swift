@@ -31,6 +31,16 @@ public enum JournalFile {
         return (try? query(path, "SELECT COUNT(*) FROM \(table)") { Int(sqlite3_column_int64($0, 0)) })?.first ?? 0
     }
 
+    /// The first column of the first row of `sql`, as an integer (nil: no row).
+    public static func integer(at path: String, _ sql: String) throws -> Int64? {
+        try query(path, sql) { sqlite3_column_int64($0, 0) }.first
+    }
+
+    /// `PRAGMA integrity_check` of any SQLite file (a journal, an outbox): "ok" when sound.
+    public static func integrityCheck(at path: String) throws -> String {
+        try query(path, "PRAGMA integrity_check") { text($0, 0) }.joined(separator: "; ")
+    }
+
     struct Failure: Error, CustomStringConvertible {
         var description: String
     }

@@ -6,6 +6,7 @@ import SwitchboardKiosk
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
+import SwitchboardStorage
 import ZeroMQ
 
 @main
@@ -166,8 +167,42 @@ struct KioskOptions: ParsableArguments {
         logger[metadataKey: "kiosk"] = "\(settings.kioskID)"
         do {
             return (try Outbox(path: settings.outboxPath, producer: settings.kioskID), logger)
+        } catch let fault as StorageFault {
+            throw KioskFailure("cannot open the outbox \(settings.outboxPath): \(fault.summary)")
         } catch {
-            throw ValidationError("cannot open the outbox \(settings.outboxPath): \(error)")
+            throw KioskFailure("cannot open the outbox \(settings.outboxPath): \(error)")
+        }
+    }
+
+    /// What `record` saved, and where.
+    struct Recorded {
+        var outbox: Outbox
+        var logger: Logger
+        var entries: [OutboxEntry]
+    }
+
+    /// Opens the outbox and saves `events` in it (all or none), or says loudly that nothing was
+    /// saved and why: a full or read-only disk under the outbox is the person's to know.
+    /// - Parameter what: what was not saved, for the message ("The check-in was").
+    func record(
+        _ events: [Outbox.NewEvent], _ what: String, importDigest: (digest: String, name: String)? = nil
+    ) async throws
+        -> Recorded
+    {
+        let (it, again) = events.count == 1 ? ("it", "record it again") : ("them", "record them again")
+        let opened: (Outbox, Logger)
+        do {
+            opened = try open()
+        } catch let failure as KioskFailure {
+            throw KioskFailure("\(what) NOT recorded: \(failure.description). Nothing was saved; \(again) once that is fixed.")
+        }
+        do {
+            let entries = try await opened.0.enqueue(events, importDigest: importDigest)
+            return Recorded(outbox: opened.0, logger: opened.1, entries: entries)
+        } catch let fault as StorageFault {
+            throw KioskFailure(
+                "\(what) NOT recorded: the outbox \(try outboxPath) could not save \(it): \(fault.summary). Nothing was saved; \(again) once that is fixed."
+            )
         }
     }
 
@@ -192,6 +227,13 @@ struct KioskOptions: ParsableArguments {
     func tell(_ report: DeliveryReport, wait: Duration) throws {
         for line in report.summary(endpoint: try ingestEndpoint, wait: wait) { print(line) }
     }
+}
+
+/// A command that could not do its work (not a wrong option): "Error: …" and exit status 1,
+/// without the usage text that a `ValidationError` adds.
+struct KioskFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }
 
 func parseWait(_ text: String) throws -> Duration {
@@ -250,8 +292,8 @@ struct CheckInCommand: AsyncParsableCommand {
             }
             print(ParticipantMatch.apply(found, to: &checkIn))
         }
-        let (outbox, logger) = try options.open()
-        let entry = try await outbox.enqueue([.checkIn(checkIn)])[0]
+        let recorded = try await options.record([.checkIn(checkIn)], "The check-in was")
+        let (outbox, logger, entry) = (recorded.outbox, recorded.logger, recorded.entries[0])
         print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         try options.tell(report, wait: wait)
@@ -278,12 +320,14 @@ struct ImportCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
-        let (outbox, logger) = try options.open()
+        let recorded: KioskOptions.Recorded
         do {
-            try await csv.enqueue(into: outbox)
-        } catch let failure as CheckInImport.Failure {
-            throw ValidationError(failure.description)
+            recorded = try await options.record(
+                csv.events, "The \(csv.events.count) check-ins of \(file) were", importDigest: csv.importDigest)
+        } catch let failure as Outbox.Failure {
+            throw ValidationError("\(file): \(failure.description)")
         }
+        let (outbox, logger) = (recorded.outbox, recorded.logger)
         print("Queued \(csv.events.count) check-ins from \(file). \(try await outbox.counts().pending) waiting to send.")
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         try options.tell(report, wait: wait)

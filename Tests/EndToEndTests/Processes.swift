@@ -68,11 +68,16 @@ struct Programs {
     /// endpoints: a port the kernel picked for `*` can be taken by another test's outgoing
     /// connection by the time the broker comes back ("Address already in use", seen when every
     /// suite runs at once).
-    func brokerOnFixedPorts(extra: [String] = [], log: String = "broker.log") async throws -> (ChildProcess, Endpoints) {
+    func brokerOnFixedPorts(
+        dataDirectory: String = "broker", extra: [String] = [], log: String = "broker.log"
+    ) async throws
+        -> (ChildProcess, Endpoints)
+    {
         let port = try freePort(count: 5)
         return try await broker(
-            ingest: "tcp://127.0.0.1:\(port)", fanout: "tcp://127.0.0.1:\(port + 1)", replay: "tcp://127.0.0.1:\(port + 2)",
-            service: "tcp://127.0.0.1:\(port + 3)", groups: "tcp://127.0.0.1:\(port + 4)", extra: extra, log: log)
+            dataDirectory: dataDirectory, ingest: "tcp://127.0.0.1:\(port)", fanout: "tcp://127.0.0.1:\(port + 1)",
+            replay: "tcp://127.0.0.1:\(port + 2)", service: "tcp://127.0.0.1:\(port + 3)", groups: "tcp://127.0.0.1:\(port + 4)",
+            extra: extra, log: log)
     }
 
     struct Endpoints: Decodable {

@@ -83,6 +83,12 @@ struct KioskLogicTests {
             report.summary(endpoint: "tcp://b:1", wait: .seconds(5)) == [
                 "Delivered 3 check-ins (broker sequence up to #41).", "1 check-in is still waiting and will be sent by the next run.",
             ])
+        // The broker answered, but only to ask for a resend: why is said.
+        report.retryReason = "unavailable: the journal could not store the event: the disk is full"
+        #expect(
+            report.summary(endpoint: "tcp://b:1", wait: .seconds(5))[1]
+                == "1 check-in is still waiting: the broker could not take it (unavailable: the journal could not store the event: the disk is full); the next run sends it."
+        )
         report = DeliveryReport()
         report.pending = 4
         report.rejected = 1

@@ -120,7 +120,7 @@ public final class Outbox: Sendable {
     @discardableResult
     public func enqueue(_ events: [NewEvent], importDigest: (digest: String, name: String)? = nil) async throws -> [OutboxEntry] {
         let (producer, session) = (self.producer, self.session)
-        return try await queue.write { db in
+        return try await writing { db in
             if let importDigest {
                 if let row = try Row.fetchOne(
                     db, sql: "SELECT name, rows, imported_at FROM imports WHERE digest = ?", arguments: [importDigest.digest])
@@ -211,7 +211,7 @@ public final class Outbox: Sendable {
     /// Records that entries were sent (again).
     public func markAttempted(_ producerSeqs: [Int64]) async throws {
         guard !producerSeqs.isEmpty else { return }
-        try await queue.write { db in
+        try await writing { db in
             let statement = try db.cachedStatement(sql: "UPDATE outbox SET attempts = attempts + 1 WHERE producer_seq = ?")
             for seq in producerSeqs { try statement.execute(arguments: [seq]) }
         }
@@ -223,7 +223,15 @@ public final class Outbox: Sendable {
         guard !producerSeqs.isEmpty else { return 0 }
         // Deletes need not survive a power cut: a lost delete only means one resend, which the
         // broker answers as a duplicate. So they skip the fsync that enqueues pay.
-        return try await queue.writeWithoutTransaction { db in
+        do {
+            return try await acknowledgeWithoutFsync(producerSeqs)
+        } catch let error as DatabaseError {
+            throw StorageFault.classify(error, path: path, queue: nil)
+        }
+    }
+
+    private func acknowledgeWithoutFsync(_ producerSeqs: [Int64]) async throws -> Int {
+        try await queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
             var removed = 0
@@ -274,9 +282,20 @@ public final class Outbox: Sendable {
         }
     }
 
+    /// A write transaction; SQLite's failures come out as a `StorageFault` naming the cause (a
+    /// full disk: "the disk is full"), which is what a refused check-in tells the person.
+    private func writing<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await queue.write(body)
+        } catch let error as DatabaseError {
+            // Not asked for the errno: other writes may share the connection by now.
+            throw StorageFault.classify(error, path: path, queue: nil)
+        }
+    }
+
     /// Marks an entry refused for good, with the broker's reason; it stays, unsent.
     public func reject(_ producerSeq: Int64, reason: String) async throws {
-        try await queue.write { db in
+        try await writing { db in
             try db.execute(sql: "UPDATE outbox SET rejected = ? WHERE producer_seq = ?", arguments: [reason, producerSeq])
         }
     }

@@ -242,12 +242,14 @@ struct OutboxDelivery: Sendable {
                 actions.acknowledge.append(ack.producerSeq)
                 inFlight[ack.producerSeq] = nil
                 if ack.duplicate { report.duplicates += 1 } else { report.delivered += 1 }
+                report.retryReason = nil
                 report.lastBusSeq = max(report.lastBusSeq ?? ack.busSeq, ack.busSeq)
             case .nack(let nack):
                 let refusal = Refusal(
                     producerSeq: nack.producerSeq, eventID: nack.eventID, code: nack.code.rawValue, detail: nack.reason)
                 report.lastProblem = refusal.reason
                 if nack.retryable {
+                    report.retryReason = refusal.reason
                     // Sent again after the usual interval, counted from the refusal.
                     let due = now + settings.resendAfter
                     inFlight[nack.producerSeq]?.due = due

@@ -25,6 +25,9 @@ public struct DeliveryReport: Sendable, Hashable {
     public var brokerAnswered = false
     /// The last refusal or transport problem, for the person to read.
     public var lastProblem: String?
+    /// Why the broker last asked for a resend (a retryable NACK: its journal's disk is full…),
+    /// until an ACK came after it; nil when the last answer was an ACK.
+    public var retryReason: String?
 }
 
 /// Delivers an outbox to the broker's ingest endpoint.
@@ -197,7 +200,12 @@ public final class OutboxSender: Sendable {
             if sent.resent > 0 {
                 logger.debug("resent unanswered events", metadata: ["count": "\(sent.resent)"])
             }
-            try await outbox.markAttempted(sent.producerSeqs)
+            do {
+                try await outbox.markAttempted(sent.producerSeqs)
+            } catch {
+                // The count of sends only informs people; a full disk must not stop delivery.
+                logger.warning("could not count the sends in the outbox", metadata: ["error": "\(error)"])
+            }
 
             guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
             var messages = [first]
@@ -300,7 +308,12 @@ public final class OutboxSender: Sendable {
                 ])
         }
         for refusal in actions.refuse {
-            try await outbox.reject(refusal.producerSeq, reason: refusal.reason)
+            do {
+                try await outbox.reject(refusal.producerSeq, reason: refusal.reason)
+            } catch {
+                // Left pending: a later run sends it again and the broker refuses it again.
+                logger.warning("could not mark a refused entry in the outbox", metadata: ["error": "\(error)"])
+            }
             metrics.refused(refusal.code)
             logger.error(
                 "event refused by the broker",
@@ -316,8 +329,13 @@ public final class OutboxSender: Sendable {
         do {
             deleted = try await outbox.acknowledge(actions.acknowledge)
         } catch {
+            // The broker has them; an entry left here (a full disk cannot even record a delete) is
+            // sent again by a later run and answered as a duplicate, then deleted.
             acknowledging.withLock { $0.underWay -= count }
-            throw error
+            logger.warning(
+                "could not delete acknowledged entries from the outbox; a later run sends them again (duplicates)",
+                metadata: ["count": "\(count)", "error": "\(error)"])
+            return
         }
         let now = Date()
         contact.withLock { $0.lastAck = now }
