@@ -324,6 +324,24 @@ struct ETOContractTests {
         ]
     }
 
+    /// A date element (820, "Night of", type 9) whose year does not fit a date: refused with
+    /// 400, as any malformed date. It used to overflow `FindCriterion.dateKey` and kill the
+    /// emulator (issue 15, found while fuzzing the FileMaker find parser).
+    @Test func touchPointDateElementWithAnOverlongYearIsRefused() async throws {
+        try await withEmulator { emulator in
+            let wire = Wire(emulator)
+            let headers = Wire.eto(try await wire.siteLogIn())
+            for (value, status) in [("1/1/99999999999999999", 400), ("11/20/2026", 200)] {
+                var body = Self.checkIn(created: 1_700_000_123_456)
+                var response = body["TouchPointResponse"] as? [String: Any] ?? [:]
+                response["ResponseElements"] = [["ElementID": 820, "ElementType": 9, "Value": value]]
+                body["TouchPointResponse"] = response
+                let answer = try await wire.call(.POST, "/API/TouchPoint.svc/TouchPointResponseAdd/", headers: headers, json: body)
+                #expect(answer.status == status, "\(value): \(answer.text)")
+            }
+        }
+    }
+
     @Test func touchPointResponseRoundTrip() async throws {
         try await withEmulator { emulator in
             let wire = Wire(emulator)

@@ -14,8 +14,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-# The protocol targets first (cheap to build), then csv (builds SwitchboardBus and its dependencies).
-targets=(envelope headers groups majordomo json timestamp csv)
+# The protocol targets first (cheap to build), the emulator's find parser (three of its files and
+# the protocol module), then csv (builds SwitchboardBus and its dependencies).
+targets=(envelope headers groups majordomo json timestamp findparser csv)
 
 usage() { echo "usage: $0 {all|$(IFS='|'; echo "${targets[*]}")} [--time SECONDS | --runs N] [-- libFuzzer flags]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
@@ -62,6 +63,10 @@ for name in "${selected[@]}"; do
     niced_build "fuzz-$name"
 done
 
+# One input running 10 s is a hang (the decoders take microseconds), reported as a timeout-*
+# artifact; libFuzzer's default waits 20 minutes.
+timeout=10
+
 # Inputs above these sizes only repeat the size checks; small inputs keep exec/s high.
 max_len() { case $1 in envelope|majordomo) echo 8192 ;; timestamp) echo 256 ;; *) echo 4096 ;; esac; }
 
@@ -70,12 +75,12 @@ for name in "${selected[@]}"; do
     dir="$here/corpus/$name"
     mkdir -p "$dir/found" "$dir/artifacts"
     python3 "$here/seeds.py" "$dir/seeds" "$name" >/dev/null
-    echo "== fuzz-$name: ${limit[*]} -max_len=$(max_len "$name") ${extra[*]}"
+    echo "== fuzz-$name: ${limit[*]} -max_len=$(max_len "$name") -timeout=$timeout ${extra[*]}"
     # SWIFT_BACKTRACE=enable=no: on a trap, the Swift runtime starts swift-backtrace, which kept
     # the output pipe open for over 10 minutes (niced) after libFuzzer had written the input.
     set +e
     SWIFT_BACKTRACE=enable=no nice -n 19 "$here/.build/release/fuzz-$name" \
-        "$dir/found" "$dir/seeds" "${limit[@]}" -max_len="$(max_len "$name")" \
+        "$dir/found" "$dir/seeds" "${limit[@]}" -max_len="$(max_len "$name")" -timeout="$timeout" \
         -artifact_prefix="$dir/artifacts/" -print_final_stats=1 "${extra[@]}" >"$dir/last.log" 2>&1
     code=$?
     set -e

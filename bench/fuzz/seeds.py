@@ -2,7 +2,8 @@
 """Writes the seed corpus of each fuzz target from protocol/vectors.
 
 Usage: seeds.py OUT_DIR TARGET   (writes OUT_DIR/<name>, one file a seed; the files are
-rebuilt on every run, so they follow the vectors.)
+rebuilt on every run, so they follow the vectors.) The FileMaker emulator's find parser
+(findparser) is no protocol input: its seeds are the find bodies written out below.
 
 Multi-frame targets (envelope, majordomo) get the frames joined with 0xFF 0xFF, the framing
 FuzzInput.frames undoes. Seeds larger than MAX_SEED are left out: the fuzzers run with a small
@@ -131,6 +132,59 @@ def csv_files():
         yield (",".join(columns) + "\r\n" + ",".join(cell(values[c]) for c in columns) + "\r\n").encode()
 
 
+def find_bodies():
+    """`_find` bodies as the emulator's tests, its README and filemaker.md write them, and as
+    our FileMaker client sends them (offset and limit as text), with the refusals they test."""
+    bodies = [
+        {"query": [{"Shelter": "Harbor"}]},
+        {"query": [{"Shelter": "Harbor"}, {"Shelter": "Eastside"}]},
+        {"query": [{"Shelter": "Harbor"}, {"CheckInID": "<9", "omit": "true"}]},
+        {"query": [{"CheckInID": "3...5"}]},
+        {"query": [{"CheckInID": ">10"}]},
+        {"query": [{"CheckInID": ">=11"}, {"CheckInID": "<=1"}]},
+        {"query": [{"Bed": "==Bed 1"}]},
+        {"query": [{"Bed": "Bed 1"}]},
+        {"query": [{"FirstName": "J*"}]},
+        {"query": [{"FirstName": "M@rcus"}]},
+        {"query": [{"Notes": "="}]},
+        {"query": [{"Notes": "*"}]},
+        {"query": [{"CheckedInAt": "11/03/2026...11/04/2026"}]},
+        {"query": [{"CheckInID": "*"}], "sort": [{"fieldName": "CheckInID", "sortOrder": "descend"}], "offset": "2", "limit": 2},
+        {"query": [{"Shelter": "Riverside", "omit": "true"}]},
+        {"query": [{"FirstName": "Zebulon"}]},
+        {"query": [{"FirstName": None}]},
+        {"query": [{"Nope": "x"}]},
+        {"query": []},
+        {"query": [{"Shelter": "Harbor"}], "limit": "1"},
+        {"query": [{"EventID": "==0190a1b2-0000-7000-8000-000000000000"}]},
+        {"query": [{"ParticipantID": "1000"}], "portal": ["CheckIns"], "offset.CheckIns": "4", "limit.CheckIns": 10},
+        {"query": [{"ParticipantID": "1000"}], "offset.CheckIns": "9"},
+        {"query": [{"ParticipantID": "1000"}], "portal": []},
+        {"query": [{"ParticipantID": "1000"}], "portal": "CheckIns"},
+        {"query": [{"f": "v"}, {"f2": "v2", "omit": "true"}], "sort": [{"fieldName": "f", "sortOrder": "ascend"}],
+         "offset": "1", "limit": "100"},
+        {"query": [{"CheckIns::EventID": "==0190a1b2-0000-7000-8000-00000000000b", "DateOfBirth": "1/1/1960...12/31/1970"}],
+         "sort": [{"fieldName": "LastName"}, {"fieldName": "CheckIns::FirstName", "sortOrder": "descend"}],
+         "portal": ["Staff", "CheckIns"], "offset.Staff": 1, "limit.Staff": "5", "limit.CheckIns": 50},
+        {"query": [{"CaseNumber": "RC-24*", "Shelter": "=Riverside"}, {"LastName": "Ortiz", "omit": "TRUE"}], "offset": 0},
+        {"query": [{"CheckInID": 7, "Bed": 1.5, "Notes": True}], "limit": -1},
+        {"query": [{"FirstName": ["Ana"]}, "Ana"], "sort": "FirstName"},
+        {"query": [{"FirstName": "Ana"}], "sort": [{"fieldName": "FirstName", "sortOrder": "up"}], "portal": ["Nope"]},
+    ]
+    # Regressions (issue 15): a find that took time exponential in its stars (fuzz-findparser's
+    # first timeout), and a date whose year overflowed FindCriterion.dateKey.
+    bodies += [
+        {"query": [{"CaseNumber": "RC-36*", "Shelter": "=Riversiide"}, {"LastName": "*******Ortilimde"},
+                   {"LastName": "Ortilimit,z", "omit": "TRUE"}], "soffet": 0},
+        {"query": [{"CheckedInAt": ">1/1/99999999999999999"}]},
+    ]
+    for body in bodies:
+        yield compact(body)
+    yield b""
+    yield b"[]"
+    yield b'{"query":[{"FirstName":"Ana"}],'
+
+
 TARGETS = {
     "envelope": lambda: (SEPARATOR.join(frames) for frames in envelope_messages()),
     "majordomo": lambda: (SEPARATOR.join(frames) for frames in majordomo_messages()),
@@ -139,6 +193,7 @@ TARGETS = {
     "json": headers,
     "timestamp": texts,
     "csv": csv_files,
+    "findparser": find_bodies,
 }
 
 

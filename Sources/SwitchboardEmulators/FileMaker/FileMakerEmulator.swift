@@ -95,6 +95,14 @@ final class FileMakerEmulator: EmulatedAPI {
     static let unknownRoute = error(404, "3", "Command is unavailable (for example, wrong URL)")
     static let wrongMethod = error(405, "3", "Command is unavailable (for example, wrong HTTP method)")
 
+    static func reply(_ error: DataAPIError) -> Reply {
+        switch error {
+        case .invalidJSON: return invalidJSON
+        case .invalidParameter(let detail): return invalidParameter(detail)
+        case .fieldMissing: return fieldMissing
+        }
+    }
+
     // MARK: Routing
 
     func handle(_ exchange: Exchange) -> Reply {
@@ -206,9 +214,12 @@ final class FileMakerEmulator: EmulatedAPI {
     /// Content-Type and syntax checks shared by every call with a JSON body.
     private func withJSONBody(_ exchange: Exchange, _ body: (JSON) -> Reply) -> Reply {
         guard exchange.isJSONBody else { return Self.unsupportedType }
-        let data = exchange.body.isEmpty ? Data("{}".utf8) : exchange.body
-        guard let json = JSON.parse(data) else { return Self.invalidJSON }
-        guard json.members != nil else { return Self.invalidParameter("the body must be a JSON object") }
+        let json: JSON
+        do throws(DataAPIError) {
+            json = try JSON.body(exchange.body)
+        } catch {
+            return Self.reply(error)
+        }
         return body(json)
     }
 
@@ -453,26 +464,6 @@ final class FileMakerEmulator: EmulatedAPI {
         ])
     }
 
-    /// A 1-based offset and a limit from query or body text; nil with a reply when invalid.
-    /// `name` tells a portal's parameters (`offset.CheckIns`) from the found set's.
-    private static func window(offset: JSON?, limit: JSON?, defaultLimit: Int = 100, name: String = "") -> Result<(Int, Int), Reply> {
-        var start = 1
-        var count = defaultLimit
-        if let offset {
-            guard let value = offset.integer, value >= 1 else {
-                return .failure(invalidParameter("offset\(name) must be a whole number ≥ 1"))
-            }
-            start = value
-        }
-        if let limit {
-            guard let value = limit.integer, value >= 1 else {
-                return .failure(invalidParameter("limit\(name) must be a whole number ≥ 1"))
-            }
-            count = value
-        }
-        return .success((start, count))
-    }
-
     /// The rows one portal shows: 1-based `start`, at most `count`.
     private struct PortalWindow {
         var portal: FileMakerModel.Portal
@@ -480,49 +471,24 @@ final class FileMakerEmulator: EmulatedAPI {
         var count: Int
     }
 
-    /// Rows a portal shows when the request names no `limit.<portal>`.
-    static let defaultPortalLimit = 50
+    /// What a find or a range checks its parameters against.
+    private static func findLayout(_ table: FileMakerModel.Table, _ db: FileMakerModel.Database, _ layout: String) -> FindLayout {
+        FindLayout(name: layout, field: { table.field($0)?.name }, portals: (db.portals[layout] ?? []).map(\.name))
+    }
 
-    /// The portals an answer shows: those named by `selection` (a JSON list of portal names), or
-    /// every portal of the layout without one; `parameters` holds `offset.<portal>` and
-    /// `limit.<portal>` values. A name the layout has no portal for is 1708.
-    private static func portalWindows(
-        _ db: FileMakerModel.Database, layout: String, selection: JSON?, parameters: [String: JSON]
-    ) -> Result<[PortalWindow], Reply> {
+    /// The declared portals of `FindRequest.portals`'s answer, with their windows.
+    private static func portalWindows(_ portals: [FindRequest.Portal], _ db: FileMakerModel.Database, layout: String) -> [PortalWindow] {
         let declared = db.portals[layout] ?? []
-        func declaredPortal(_ name: String) -> FileMakerModel.Portal? { declared.first { $0.name == name } }
-        var chosen = declared
-        if let selection {
-            guard let items = selection.elements else { return .failure(invalidParameter("portal must be a list of portal names")) }
-            chosen = []
-            for item in items {
-                guard let name = item.string else { return .failure(invalidParameter("portal must be a list of portal names")) }
-                guard let portal = declaredPortal(name) else { return .failure(invalidParameter("layout \(layout) has no portal \(name)")) }
-                if !chosen.contains(where: { $0.name == name }) { chosen.append(portal) }
-            }
+        return portals.compactMap { chosen in
+            declared.first { $0.name == chosen.name }.map { PortalWindow(portal: $0, start: chosen.start, count: chosen.count) }
         }
-        for key in parameters.keys {
-            let name = key.hasPrefix("offset.") ? key.dropFirst("offset.".count) : key.dropFirst("limit.".count)
-            guard declaredPortal(String(name)) != nil else { return .failure(invalidParameter("layout \(layout) has no portal \(name)")) }
-        }
-        var windows: [PortalWindow] = []
-        for portal in chosen {
-            switch window(
-                offset: parameters["offset.\(portal.name)"], limit: parameters["limit.\(portal.name)"], defaultLimit: defaultPortalLimit,
-                name: ".\(portal.name)")
-            {
-            case .failure(let reply): return .failure(reply)
-            case .success(let (start, count)): windows.append(PortalWindow(portal: portal, start: start, count: count))
-            }
-        }
-        return .success(windows)
     }
 
     /// The portal part of a GET's query: `portal` (JSON text, so 1710 when it is not JSON) and
     /// `_offset.<portal>`/`_limit.<portal>`, read with or without the underscore as `_offset`
     /// and `_limit` are (the underscored one wins).
     private static func portalWindows(
-        _ exchange: Exchange, _ db: FileMakerModel.Database, layout: String
+        _ exchange: Exchange, _ table: FileMakerModel.Table, _ db: FileMakerModel.Database, layout: String
     ) -> Result<[PortalWindow], Reply> {
         var selection: JSON?
         if let text = exchange.query["portal"] {
@@ -535,31 +501,20 @@ final class FileMakerEmulator: EmulatedAPI {
             guard plain.hasPrefix("offset.") || plain.hasPrefix("limit.") else { continue }
             if key.hasPrefix("_") || parameters[plain] == nil { parameters[plain] = .string(value) }
         }
-        return portalWindows(db, layout: layout, selection: selection, parameters: parameters)
-    }
-
-    private static func sortSpec(_ json: JSON?, _ table: FileMakerModel.Table) -> Result<[(String, Bool)], Reply> {
-        guard let json else { return .success([]) }
-        guard let items = json.elements else { return .failure(invalidParameter("sort must be a list")) }
-        var spec: [(String, Bool)] = []
-        for item in items {
-            guard let name = item["fieldName"]?.string else { return .failure(invalidParameter("each sort needs a fieldName")) }
-            guard let field = table.field(name) else { return .failure(fieldMissing) }
-            let order = item["sortOrder"]?.string ?? "ascend"
-            guard order == "ascend" || order == "descend" else {
-                return .failure(invalidParameter("sortOrder must be ascend or descend"))
-            }
-            spec.append((field.name, order == "ascend"))
+        do throws(DataAPIError) {
+            let portals = try FindRequest.portals(findLayout(table, db, layout), selection: selection, parameters: parameters)
+            return .success(portalWindows(portals, db, layout: layout))
+        } catch {
+            return .failure(reply(error))
         }
-        return .success(spec)
     }
 
-    private static func sorted(_ records: [FileMakerModel.Record], by spec: [(String, Bool)]) -> [FileMakerModel.Record] {
+    private static func sorted(_ records: [FileMakerModel.Record], by spec: [FindRequest.SortKey]) -> [FileMakerModel.Record] {
         guard !spec.isEmpty else { return records }
         return records.sorted { a, b in
-            for (field, ascending) in spec {
-                let order = FindCriterion.compare(a.values[field]?.text ?? "", b.values[field]?.text ?? "")
-                if order != 0 { return ascending ? order < 0 : order > 0 }
+            for key in spec {
+                let order = FindCriterion.compare(a.values[key.field]?.text ?? "", b.values[key.field]?.text ?? "")
+                if order != 0 { return key.ascending ? order < 0 : order > 0 }
             }
             return a.id < b.id
         }
@@ -573,22 +528,24 @@ final class FileMakerEmulator: EmulatedAPI {
         let limitText = exchange.query["_limit"] ?? exchange.query["limit"]
         let start: Int
         let count: Int
-        switch Self.window(offset: offsetText.map(JSON.string), limit: limitText.map(JSON.string)) {
-        case .failure(let reply): return reply
-        case .success(let window): (start, count) = window
+        do throws(DataAPIError) {
+            (start, count) = try FindRequest.window(offset: offsetText.map(JSON.string), limit: limitText.map(JSON.string))
+        } catch {
+            return Self.reply(error)
         }
         var sortJSON: JSON?
         if let text = exchange.query["_sort"] ?? exchange.query["sort"] {
             guard let parsed = JSON.parse(Data(text.utf8)) else { return Self.invalidJSON }
             sortJSON = parsed
         }
-        let spec: [(String, Bool)]
-        switch Self.sortSpec(sortJSON, table) {
-        case .failure(let reply): return reply
-        case .success(let s): spec = s
+        let spec: [FindRequest.SortKey]
+        do throws(DataAPIError) {
+            spec = try FindRequest.sortKeys(sortJSON) { table.field($0)?.name }
+        } catch {
+            return Self.reply(error)
         }
         let portals: [PortalWindow]
-        switch Self.portalWindows(exchange, db, layout: layout) {
+        switch Self.portalWindows(exchange, table, db, layout: layout) {
         case .failure(let reply): return reply
         case .success(let windows): portals = windows
         }
@@ -607,7 +564,7 @@ final class FileMakerEmulator: EmulatedAPI {
         guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
         guard let record = table.records[id] else { return Self.recordMissing }
         let portals: [PortalWindow]
-        switch Self.portalWindows(exchange, db, layout: layout) {
+        switch Self.portalWindows(exchange, table, db, layout: layout) {
         case .failure(let reply): return reply
         case .success(let windows): portals = windows
         }
@@ -757,61 +714,24 @@ final class FileMakerEmulator: EmulatedAPI {
         _ body: JSON, _ exchange: Exchange, _ model: FileMakerModel, _ db: FileMakerModel.Database, _ layout: String, _ token: String
     ) -> Reply {
         guard let table = Self.table(model, db, layout) else { return Self.layoutMissing }
-        guard let requests = body["query"]?.elements, !requests.isEmpty else {
-            return Self.invalidParameter("query must be a non-empty list of find requests")
+        let find: FindRequest
+        do throws(DataAPIError) {
+            find = try FindRequest.parse(body: body, layout: Self.findLayout(table, db, layout))
+        } catch {
+            return Self.reply(error)
         }
-        var parsed: [(criteria: [(String, FindCriterion)], omit: Bool)] = []
-        for request in requests {
-            guard let members = request.members else { return Self.invalidParameter("each find request must be an object") }
-            var criteria: [(String, FindCriterion)] = []
-            var omit = false
-            for (name, value) in members {
-                if name == "omit" {
-                    guard let text = value.text?.lowercased(), text == "true" || text == "false" else {
-                        return Self.invalidParameter("omit must be \"true\" or \"false\"")
-                    }
-                    omit = text == "true"
-                    continue
-                }
-                guard let field = table.field(name) else { return Self.fieldMissing }
-                guard let text = value.text, value != .null else {
-                    return Self.invalidParameter("find criteria must be text or numbers, not \(value == .null ? "null" : "objects")")
-                }
-                criteria.append((field.name, FindCriterion(text)))
-            }
-            parsed.append((criteria, omit))
-        }
-        let start: Int
-        let count: Int
-        switch Self.window(offset: body["offset"], limit: body["limit"]) {
-        case .failure(let reply): return reply
-        case .success(let window): (start, count) = window
-        }
-        let spec: [(String, Bool)]
-        switch Self.sortSpec(body["sort"], table) {
-        case .failure(let reply): return reply
-        case .success(let s): spec = s
-        }
-        // In a find the portal parameters are body members: `portal` a JSON list,
-        // `offset.<portal>` and `limit.<portal>` text or numbers like `offset` and `limit`.
-        let portals: [PortalWindow]
-        let portalParameters = (body.members ?? []).filter { $0.0.hasPrefix("offset.") || $0.0.hasPrefix("limit.") }
-        switch Self.portalWindows(
-            db, layout: layout, selection: body["portal"],
-            parameters: Dictionary(portalParameters, uniquingKeysWith: { a, _ in a }))
-        {
-        case .failure(let reply): return reply
-        case .success(let windows): portals = windows
-        }
+        let (start, count) = (find.start, find.count)
+        let portals = Self.portalWindows(find.portals, db, layout: layout)
         // Requests run in order: a find request adds its matches to the found set, an omit
         // request takes its matches out. A leading omit starts from every record.
         var found = Set<Int>()
-        if parsed.first?.omit == true { found = Set(table.order) }
-        for request in parsed {
+        if find.requests.first?.omit == true { found = Set(table.order) }
+        for request in find.requests {
             // One `==value` criterion on a unique field is answered from its index, as an
             // indexed FileMaker field would be.
-            if request.criteria.count == 1, case .whole(let value) = request.criteria[0].1, !value.contains(where: { "*@#".contains($0) }),
-                let index = table.uniqueIndex[request.criteria[0].0] ?? (table.field(request.criteria[0].0)?.unique == true ? [:] : nil)
+            if request.criteria.count == 1, let only = request.criteria.first, case .whole(let value) = only.criterion,
+                !value.contains(where: { "*@#".contains($0) }),
+                let index = table.uniqueIndex[only.field] ?? (table.field(only.field)?.unique == true ? [:] : nil)
             {
                 if let id = index[value.lowercased()] {
                     if request.omit { found.remove(id) } else { found.insert(id) }
@@ -820,14 +740,14 @@ final class FileMakerEmulator: EmulatedAPI {
             }
             for id in table.order {
                 guard let record = table.records[id] else { continue }
-                let hit = request.criteria.allSatisfy { field, criterion in criterion.matches(record.values[field]?.text ?? "") }
+                let hit = request.criteria.allSatisfy { $0.criterion.matches(record.values[$0.field]?.text ?? "") }
                 guard hit else { continue }
                 if request.omit { found.remove(id) } else { found.insert(id) }
             }
         }
         guard !found.isEmpty else { return Self.noRecords }
         // Record ids grow with creation, so ascending ids are the table's own order.
-        let all = Self.sorted(found.sorted().compactMap { table.records[$0] }, by: spec)
+        let all = Self.sorted(found.sorted().compactMap { table.records[$0] }, by: find.sort)
         let page = Array(all.dropFirst(start - 1).prefix(count))
         guard !page.isEmpty else { return Self.noRecords }
         return Self.foundSet(page, found: all.count, table, layout, db, portals: portals, context(exchange, model, db, token))

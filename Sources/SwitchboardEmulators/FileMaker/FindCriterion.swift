@@ -76,25 +76,44 @@ enum FindCriterion: Equatable {
 
     /// Matches `pattern` (with `*`, `@`, `#`) against the whole of `text`, or its beginning
     /// when `prefix` is set. Both are already lower-cased.
+    ///
+    /// One pass, backtracking only to the last `*` seen: at most pattern × text steps. (Trying
+    /// every split at every `*` took time exponential in the number of stars: `*******x` on a
+    /// 36-character value took seconds, a few more stars hours — a find request holding the
+    /// model's lock all along.) Backtracking to the last `*` alone is enough because every
+    /// other pattern character matches exactly one text character.
     static func wildcard(_ pattern: String, _ text: String, prefix: Bool) -> Bool {
         let p = Array(pattern)
         let t = Array(text)
-        func match(_ i: Int, _ j: Int) -> Bool {
-            if i == p.count { return prefix || j == t.count }
-            switch p[i] {
-            case "*":
-                var k = j
-                while true {
-                    if match(i + 1, k) { return true }
-                    if k == t.count { return false }
-                    k += 1
+        var i = 0
+        var j = 0
+        // The last `*` seen, and where in `text` what it matches now ends.
+        var star: Int?
+        var starEnd = 0
+        while j < t.count {
+            if i < p.count {
+                if p[i] == "*" {
+                    star = i
+                    starEnd = j
+                    i += 1
+                    continue
                 }
-            case "@": return j < t.count && match(i + 1, j + 1)
-            case "#": return j < t.count && t[j].isNumber && match(i + 1, j + 1)
-            default: return j < t.count && t[j] == p[i] && match(i + 1, j + 1)
+                if p[i] == "@" || (p[i] == "#" ? t[j].isNumber : t[j] == p[i]) {
+                    i += 1
+                    j += 1
+                    continue
+                }
+            } else if prefix {
+                return true
             }
+            // A mismatch: the last `*` takes one more character, if there was one.
+            guard let star else { return false }
+            i = star + 1
+            starEnd += 1
+            j = starEnd
         }
-        return match(0, 0)
+        while i < p.count, p[i] == "*" { i += 1 }
+        return i == p.count
     }
 
     /// Orders two field values: numbers numerically, `MM/dd/yyyy` dates by date, else text
@@ -109,12 +128,14 @@ enum FindCriterion: Equatable {
         return x < y ? -1 : (x > y ? 1 : 0)
     }
 
-    /// `MM/dd/yyyy` (optionally followed by a time) as a sortable number.
+    /// `MM/dd/yyyy` (optionally followed by a time) as a sortable number; the year 1–9999
+    /// (a longer one, as `1/1/99999999999999999` in a find or an ETO date element, overflowed
+    /// the key and trapped).
     static func dateKey(_ text: String) -> Int? {
         let datePart = text.split(separator: " ").first ?? ""
         let parts = datePart.split(separator: "/")
         guard parts.count == 3, let m = Int(parts[0]), let d = Int(parts[1]), let y = Int(parts[2]), (1...12).contains(m),
-            (1...31).contains(d)
+            (1...31).contains(d), (1...9999).contains(y)
         else { return nil }
         return y * 10000 + m * 100 + d
     }

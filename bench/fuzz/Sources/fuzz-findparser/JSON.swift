@@ -1,0 +1,1 @@
+../../../../Sources/SwitchboardEmulators/Support/JSON.swift
