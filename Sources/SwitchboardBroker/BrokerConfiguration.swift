@@ -46,6 +46,10 @@ public struct BrokerConfiguration: Sendable {
     /// iteration), so a delivery acked before the commit writes nothing at all. A broker crash
     /// loses at most this much of settling (protocol section 15.3).
     public var groupCommitInterval: Duration = .milliseconds(10)
+    /// Whether the broker gives the allocator's free memory back to the kernel after a crowd of
+    /// connections has gone (`HeapTrim`). That acts on the whole process, so only a broker that
+    /// owns its process turns it on (`switchboard-broker` does); not a configuration key.
+    public var trimsHeap = false
     /// `service.heartbeat`: how often the broker and workers send HEARTBEAT.
     public var serviceHeartbeat: Duration = .milliseconds(2500)
     /// `service.liveness`: heartbeats a worker may miss before it counts as dead (3–10).

@@ -126,7 +126,7 @@ final class BrokerCore {
                 heartbeat()
                 heartbeatMembers()
                 updateGauges(now: now)
-                trimHeap()
+                if configuration.trimsHeap { trimHeap() }
                 nextHeartbeat = now + configuration.heartbeat
             }
             if now >= nextRetention {

@@ -7,7 +7,10 @@
 // rounds, 48 MB after a malloc_trim). Nothing leaks, but an operator watching RSS cannot tell
 // that from a leak, and the memory is not available to anything else on the machine. So at each
 // heartbeat the broker looks at how much the allocator holds free, and when that grew by
-// `threshold` since it last gave pages back, gives them back (malloc_trim).
+// `threshold` since it last gave pages back, gives them back (malloc_trim). Both calls act on the
+// whole process (and take every arena's lock while they walk it), so only a broker that owns its
+// process does this (`BrokerConfiguration.trimsHeap`, set by switchboard-broker), never one
+// embedded in another program or a test process.
 
 import CMalloc
 

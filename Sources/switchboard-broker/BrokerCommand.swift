@@ -79,7 +79,7 @@ struct BrokerCommand: AsyncParsableCommand {
             ("retention.max_bytes", "--retention-max-bytes", retentionMaxBytes), ("min_version", "--min-version", minimumVersion),
             ("admin", "--admin", admin),
         ]
-        let settings: BrokerConfiguration
+        var settings: BrokerConfiguration
         do {
             let layers = try BrokerConfiguration.layers(
                 file: config, flags: flags.reduce(into: [:]) { $0[$1.0] = $1.2 },
@@ -88,6 +88,8 @@ struct BrokerCommand: AsyncParsableCommand {
         } catch let failure as ConfigurationLayers.Failure {
             throw ValidationError(failure.description)
         }
+        // This process is the broker's alone: it may give freed memory back (HeapTrim).
+        settings.trimsHeap = true
         if settings.securityKey == nil {
             logger.warning(
                 "running WITHOUT CURVE: anyone who can reach these endpoints can connect and publish; give --key and --certificates outside local experiments"

@@ -9,8 +9,9 @@ import ZeroMQ
 /// Real processes on a disk that fills up or turns read-only (FaultDisk): the broker answers
 /// NACK `unavailable` and never an ACK for what it could not store, goes on serving replay and
 /// heartbeats, and takes events again once it can; a kiosk refuses a check-in it cannot save.
-/// At the end, every event that was ACKed is in the journal exactly once.
-@Suite("Resource faults (processes)")
+/// At the end, every event that was ACKed is in the journal exactly once. One test at a time:
+/// each starts several processes, and 1,000 connections are a burst of their own.
+@Suite("Resource faults (processes)", .serialized)
 struct ResourceFaultTests {
     /// This test's own producer: big events (so a few fill a small disk), one at a time, on a
     /// DEALER of its own, remembering what the broker ACKed.
@@ -153,7 +154,10 @@ extension ResourceFaultTests {
         let programs = Programs(directory: directory)
         let disk = try await FaultDisk.tmpfs(programs, name: "disk", size: "8m")
         try await withFaultDisk(disk) { disk in
-            let (broker, endpoints) = try await programs.broker(dataDirectory: "disk/broker", extra: ["--member-liveness", "120s"])
+            // The member (this test) settles only after the outage has been looked at: however slow
+            // a loaded machine makes that, its deliveries are not taken back meanwhile.
+            let (broker, endpoints) = try await programs.broker(
+                dataDirectory: "disk/broker", extra: ["--member-liveness", "300s", "--ack-wait", "300s"])
             disk.holds(broker)
             let journal = disk.path + "/broker/journal.sqlite"
             let context = try Context()
@@ -271,7 +275,7 @@ extension ResourceFaultTests {
         let programs = Programs(directory: directory)
         let disk = try await FaultDisk.ext4(programs, name: "disk", megabytes: 32)
         try await withFaultDisk(disk) { disk in
-            let liveness = ["--member-liveness", "120s"]
+            let liveness = ["--member-liveness", "300s", "--ack-wait", "300s"]
             let (first, endpoints) = try await programs.brokerOnFixedPorts(dataDirectory: "disk/broker", extra: liveness)
             var broker = first
             disk.holds(broker)
