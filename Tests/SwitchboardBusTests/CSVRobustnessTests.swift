@@ -24,6 +24,20 @@ struct CSVRobustnessTests {
     }
 }
 
+@Suite("CSV quotes are Unicode scalars")
+struct CSVQuoteTests {
+    /// fuzz-csv's failure (issue 15): a quote followed by a combining mark (U+0592) is one
+    /// Character but two scalars. The import reads scalars, so the quote stays a quote; the fuzz
+    /// target's writer, which doubled quotes with `replacingOccurrences` (per Character), did not.
+    @Test("a quote followed by a combining mark is still a quote, quoted or not")
+    func quoteBeforeACombiningMark() throws {
+        let found = "f\"\"\"\"\"\"\"\u{592}\"0am_il\"A\"\"\"\"\"id,"
+        #expect(try CheckInForm.parseCSV(found).map(\.fields) == [["f\"\"\"\"\"\"\"\u{592}\"0am_il\"A\"\"\"\"\"id", ""]])
+        let quoted = "\"f\"\"\u{592}b\",\"\u{592}c\"\n"
+        #expect(try CheckInForm.parseCSV(quoted).map(\.fields) == [["f\"\u{592}b", "\u{592}c"]])
+    }
+}
+
 @Suite("Check-in ordering key")
 struct OrderingKeyTests {
     @Test("the key follows the person (case and spaces folded), names no one, and prefers the ETO id")
