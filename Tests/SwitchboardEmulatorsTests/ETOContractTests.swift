@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOHTTP1
+import SwitchboardEmulators
 import SwitchboardProtocol
 import SwitchboardTesting
 import Testing
@@ -373,6 +374,47 @@ struct ETOContractTests {
             #expect(elements.first { $0["ElementID"] == .integer(819) }?["Value"] == .string("Bed 7"))
             let choice = elements.first { $0["ElementID"] == .integer(814) }?["ResponseElementChoices"]?[0]?["TouchPointElementChoiceID"]
             #expect(choice == .integer(1277))
+        }
+    }
+
+    /// Responses are read through an index (subject → responses, id → response) rather than a
+    /// scan; it must keep ETO's visibility (only the subject's site sees them) and be rebuilt
+    /// from a state file at start.
+    @Test func touchPointResponsesStaySiteScopedAndSurviveARestart() async throws {
+        let directory = try TemporaryDirectory("eto-responses")
+        defer { directory.remove() }
+        let state = directory.path("state.json")
+        let list = "/API/TouchPoint.svc/ListTouchPointResponses?SubjectID=5000&TouchPointID=54"
+        let ids = try await withEmulator({ $0.statePath = state }) { emulator in
+            let wire = Wire(emulator)
+            let headers = Wire.eto(try await wire.siteLogIn())
+            var ids: [Int64] = []
+            for created in [1_700_000_000_001, 1_700_000_000_002] as [Int64] {
+                let added = try await wire.call(
+                    .POST, "/API/TouchPoint.svc/TouchPointResponseAdd/", headers: headers, json: Self.checkIn(created: created))
+                ids.append(try #require(try added.value["AddTouchPointResponseResult"]?["TouchPointResponseID"]?.integerValue))
+            }
+            // Another site's session sees neither the list nor the response.
+            let elsewhere = Wire.eto(try await wire.siteLogIn(site: 102))
+            #expect(try await wire.call(.GET, list, headers: elsewhere).value.arrayValue?.isEmpty == true)
+            let hidden = try await wire.call(
+                .GET, "/API/TouchPoint.svc/GetTouchPointResponse?TouchPointID=54&TouchPointResponseID=\(ids[0])", headers: elsewhere)
+            #expect(hidden.status == 400)
+            // The wrong TouchPoint for an existing response id is refused too.
+            let wrong = try await wire.call(
+                .GET, "/API/TouchPoint.svc/GetTouchPointResponse?TouchPointID=55&TouchPointResponseID=\(ids[0])", headers: headers)
+            #expect(wrong.status == 400)
+            return ids
+        }
+        try await withEmulator({ $0.statePath = state }) { emulator in
+            let wire = Wire(emulator)
+            let headers = Wire.eto(try await wire.siteLogIn())
+            let items = try #require(try await wire.call(.GET, list, headers: headers).value.arrayValue)
+            let listed = items.compactMap { $0["TouchPointResponseID"]?.integerValue }
+            #expect(Array(listed.suffix(2)) == ids)
+            let one = try await wire.call(
+                .GET, "/API/TouchPoint.svc/GetTouchPointResponse?TouchPointID=54&TouchPointResponseID=\(ids[1])", headers: headers)
+            #expect(WireFormat.wcfMilliseconds(try one.value["ResponseCreatedDate"]?.stringValue) == 1_700_000_000_002)
         }
     }
 

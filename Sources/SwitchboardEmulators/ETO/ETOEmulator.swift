@@ -30,9 +30,54 @@ final class ETOEmulator: EmulatedAPI {
     }
 
     private struct Model {
+        /// Participants are only ever loaded; responses are only ever appended, through
+        /// `append(_:)`, which keeps `index` in step.
         var data: ETOSeed
         var sso: [String: SSOSession] = [:]
         var sites: [String: SiteSession] = [:]
+        /// Positions in `data`, so that reading a participant or a subject's responses does not
+        /// scan every participant and response: a soak adds hundreds of thousands of responses.
+        private(set) var index: Index
+
+        init(data: ETOSeed) {
+            self.data = data
+            self.index = Index(data)
+        }
+
+        struct Index {
+            var participantsByID: [Int: [Int]] = [:]
+            var participantsBySubject: [Int: [Int]] = [:]
+            var responsesBySubject: [Int: [Int]] = [:]
+            var responseByID: [Int: Int] = [:]
+
+            init(_ data: ETOSeed) {
+                for (position, p) in data.participants.enumerated() {
+                    participantsByID[p.id, default: []].append(position)
+                    participantsBySubject[p.subjectID, default: []].append(position)
+                }
+                for (position, r) in data.responses.enumerated() { note(r, at: position) }
+            }
+
+            mutating func note(_ r: ETOSeed.Response, at position: Int) {
+                responsesBySubject[r.subjectID, default: []].append(position)
+                responseByID[r.id] = position
+            }
+        }
+
+        /// The position of the participant with this CLID, if it belongs to this site.
+        func participant(id: Int, siteID: Int) -> Int? {
+            index.participantsByID[id]?.first { data.participants[$0].siteID == siteID }
+        }
+
+        /// Whether the subject is a participant of the site (its responses are visible there).
+        func subject(_ subjectID: Int, isAt siteID: Int) -> Bool {
+            index.participantsBySubject[subjectID]?.contains { data.participants[$0].siteID == siteID } ?? false
+        }
+
+        mutating func append(_ response: ETOSeed.Response) {
+            data.responses.append(response)
+            index.note(response, at: data.responses.count - 1)
+        }
     }
 
     private let model: Mutex<Model>
@@ -330,9 +375,9 @@ final class ETOEmulator: EmulatedAPI {
 
     private static func participant(_ clid: String, _ model: Model, _ key: String) -> Reply {
         guard let id = Int(clid) else { return bad("CLID \(clid) is not a number.") }
-        guard let siteID = model.sites[key]?.siteID, let p = model.data.participants.first(where: { $0.id == id && $0.siteID == siteID })
+        guard let siteID = model.sites[key]?.siteID, let position = model.participant(id: id, siteID: siteID)
         else { return bad("No participant with CLID \(id) at this site.") }
-        return .json(200, participantJSON(p))
+        return .json(200, participantJSON(model.data.participants[position]))
     }
 
     private static func search(_ programText: String, _ text: String, _ model: Model, _ key: String) -> Reply {
@@ -369,7 +414,7 @@ final class ETOEmulator: EmulatedAPI {
             return bad("Program \(programID) is not part of this site.")
         }
         guard !program.disabled else { return bad("Program \(programID) is disabled.") }
-        guard let index = model.data.participants.firstIndex(where: { $0.id == participantID && $0.siteID == site.id }) else {
+        guard let index = model.participant(id: participantID, siteID: site.id) else {
             return bad("No participant with CLID \(participantID) at this site.")
         }
         guard !model.data.participants[index].enrollments.contains(where: { $0.programID == programID }) else {
@@ -392,7 +437,7 @@ final class ETOEmulator: EmulatedAPI {
         }
         guard let site = currentSite(model, key), let program = site.programs.first(where: { $0.id == programID }), !program.disabled
         else { return bad("Program \(programID) is not an enabled program of this site.") }
-        guard model.data.participants.contains(where: { $0.subjectID == subjectID && $0.siteID == site.id }) else {
+        guard model.subject(subjectID, isAt: site.id) else {
             return bad("Subject \(subjectID) is not a participant of this site.")
         }
         var created = Int64((now.timeIntervalSince1970 * 1000).rounded())
@@ -427,7 +472,7 @@ final class ETOEmulator: EmulatedAPI {
         }
         let id = model.data.nextResponseID
         model.data.nextResponseID += 1
-        model.data.responses.append(
+        model.append(
             .init(id: id, touchPointID: touchPointID, subjectID: subjectID, programID: programID, created: created, elements: elements))
         return .json(200, ["AddTouchPointResponseResult": ["TouchPointResponseID": .number(id)]])
     }
@@ -448,12 +493,6 @@ final class ETOEmulator: EmulatedAPI {
         ]
     }
 
-    /// Responses are visible to a session when their subject belongs to its site.
-    private static func visible(_ model: Model, _ key: String) -> Set<Int> {
-        guard let siteID = model.sites[key]?.siteID else { return [] }
-        return Set(model.data.participants.filter { $0.siteID == siteID }.map(\.subjectID))
-    }
-
     private static func listResponses(_ exchange: Exchange, _ model: Model, _ key: String) -> Reply {
         guard let subjectText = exchange.query["SubjectID"], let subjectID = Int(subjectText) else {
             return bad("SubjectID is required and must be a number.")
@@ -463,10 +502,10 @@ final class ETOEmulator: EmulatedAPI {
             guard let id = Int(text) else { return bad("TouchPointID must be a number.") }
             touchPointID = id
         }
-        let subjects = visible(model, key)
-        let list = model.data.responses.filter {
-            $0.subjectID == subjectID && subjects.contains($0.subjectID) && (touchPointID == nil || $0.touchPointID == touchPointID)
-        }
+        // Responses are visible to a session when their subject belongs to its site.
+        guard let siteID = model.sites[key]?.siteID, model.subject(subjectID, isAt: siteID) else { return .json(200, []) }
+        let list = (model.index.responsesBySubject[subjectID] ?? []).lazy.map { model.data.responses[$0] }
+            .filter { touchPointID == nil || $0.touchPointID == touchPointID }
         return .json(200, .array(list.map(responseJSON)))
     }
 
@@ -474,11 +513,9 @@ final class ETOEmulator: EmulatedAPI {
         guard let touchPointID = exchange.query["TouchPointID"].flatMap({ Int($0) }),
             let responseID = exchange.query["TouchPointResponseID"].flatMap({ Int($0) })
         else { return bad("TouchPointID and TouchPointResponseID are required numbers.") }
-        let subjects = visible(model, key)
-        guard
-            let response = model.data.responses.first(where: {
-                $0.id == responseID && $0.touchPointID == touchPointID && subjects.contains($0.subjectID)
-            })
+        guard let position = model.index.responseByID[responseID], let siteID = model.sites[key]?.siteID,
+            case let response = model.data.responses[position],
+            response.touchPointID == touchPointID, model.subject(response.subjectID, isAt: siteID)
         else { return bad("No response \(responseID) to TouchPoint \(touchPointID) at this site.") }
         return .json(200, responseJSON(response))
     }
