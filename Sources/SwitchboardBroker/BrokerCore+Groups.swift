@@ -36,14 +36,13 @@ struct GroupBook {
     /// The groups each connection has joined (HEAD goes to these every heartbeat).
     var connections: [Data: Set<String>] = [:]
     /// Events read for delivery, by bus_seq; bounded, refilled from the journal.
-    var cache: [Int64: JournaledEvent] = [:]
+    var cache = EventCache()
     /// Writes and `dlq.<group>` events waiting for the iteration's commit.
     var writes: [GroupWrite] = []
     var letters: [(event: PendingEvent, record: DeadLetterRecord)] = []
     /// `groups.changed` events of operators' changes, committed with the rest.
     var audits: [PendingEvent] = []
     var refusalLog = RateLimiter(perSecond: 20)
-    static let cacheLimit = 50_000
 
     init(journal: Journal, settings: ConsumerGroupSettings, logger: Logger) throws {
         self.settings = settings
@@ -68,22 +67,15 @@ struct GroupBook {
     /// The earliest instant a group's timers want attention.
     var nextDeadline: ContinuousClock.Instant? { groups.values.compactMap(\.state.nextDeadline).min() }
 
-    /// Keeps the event cache under its bound. Events every group has settled go first; if that
-    /// frees less than a tenth (a group without members holds the floor back while the others
-    /// move on), everything goes: the cache is a bound, not a promise, and what a group still
-    /// needs is read again from the journal. Either way each trim frees at least a tenth of
-    /// the bound, so trimming costs O(1) per cached event, not O(cache) per loop iteration.
     /// Writes that are committed at once: operators' changes, group creations, dead letters.
     var hasWritesDue: Bool { !writes.isEmpty || !letters.isEmpty || !audits.isEmpty }
 
     /// Whether anything at all waits for a commit.
     var hasUncommitted: Bool { hasWritesDue || groups.values.contains { $0.state.hasChanges } }
 
+    /// Keeps the event cache in its bounds (`EventCache`): what every group has settled goes.
     mutating func trimCache() {
-        guard cache.count >= Self.cacheLimit else { return }
-        let floor = groups.values.map(\.state.cursor).min() ?? 0
-        let kept = cache.filter { $0.key > floor }
-        cache = kept.count <= Self.cacheLimit - Self.cacheLimit / 10 ? kept : [:]
+        cache.trim(settledThrough: groups.values.map(\.state.cursor).min() ?? 0)
     }
 
     /// Runs `body` on group `name`, taken out of the book while it runs, and puts it back;
@@ -294,7 +286,7 @@ extension BrokerCore {
                 candidates.reserveCapacity(events.count)
                 for event in events {
                     candidates.append(GroupCandidate(busSeq: event.busSeq, key: Self.orderingKey(event.header)))
-                    if groups.cache.count < GroupBook.cacheLimit { groups.cache[event.busSeq] = event }
+                    if !groups.cache.isFull { groups.cache[event.busSeq] = event }
                 }
                 let actions = groups.withGroup(name) { $0.state.offer(candidates, through: max(through, from - 1), now: now) } ?? []
                 try perform(actions, group: name, now: now)
