@@ -22,7 +22,9 @@ public enum CredentialSource<Credential: Sendable>: Sendable {
     /// Ask the provider (`forceRefresh: false`); when the back end rejects the credential, ask
     /// once more (`forceRefresh: true, rejected: <it>`) and send the call once more. A second
     /// rejection throws ``HTTPError/Code/credentialRejected``; there is never a third attempt.
-    case provider(CredentialProvider<Credential>)
+    /// `accepted` is told of each credential a 2xx response showed the back end took
+    /// (``AuthenticatedExecutor``).
+    case provider(CredentialProvider<Credential>, accepted: (@Sendable (Credential) -> Void)? = nil)
 }
 
 /// What every client shares: the process's HTTP client and the logger its calls log through.
@@ -55,8 +57,8 @@ struct BackendTransport: Sendable {
                 throw error
             }
             return response
-        case .provider(let provider):
-            let executor = AuthenticatedExecutor(client: http, provider: provider, authorizer: authorizer)
+        case .provider(let provider, let accepted):
+            let executor = AuthenticatedExecutor(client: http, provider: provider, authorizer: authorizer, accepted: accepted)
             return try await executor.response(for: request, logger: logger)
         }
     }

@@ -76,7 +76,9 @@ public final class AuthService: Sendable {
                 // A worker whose token a back end refused names it, so auth never hands it back:
                 // the report and the request for a new token are one message, with no window
                 // in which another worker's token.get could fetch the dead token again.
-                if let rejected = body.rejected { _ = invalidate(key, fingerprint: rejected) }
+                // `worked`: the token had served the worker's requests before it was refused (a
+                // session that ended), so the log-in counts against the after-use budget.
+                if let rejected = body.rejected { _ = invalidate(key, fingerprint: rejected, hadWorked: body.worked == true) }
                 return try encode(TokenReply(key: key, credential: try await token(for: key)))
             case "token.invalidate":
                 let body = try Self.decode(InvalidateRequest.self, request)
@@ -128,9 +130,9 @@ public final class AuthService: Sendable {
 
     /// Drops the credential a worker reports as rejected, if it is still the current one
     /// (matched by fingerprint, so the token itself need not travel back).
-    public func invalidate(_ key: CredentialKey, fingerprint: String) -> Bool {
+    public func invalidate(_ key: CredentialKey, fingerprint: String, hadWorked: Bool = false) -> Bool {
         guard let current = cache.cached(key), current.fingerprint == fingerprint else { return false }
-        let dropped = cache.invalidate(key, rejected: current)
+        let dropped = cache.invalidate(key, rejected: current, hadWorked: hadWorked)
         if dropped { logger.info("credential reported rejected", metadata: ["backend": "\(key.backend)", "account": "\(key.account)"]) }
         return dropped
     }
@@ -238,6 +240,8 @@ struct KeyRequest: Codable {
     var scope: String?
     /// The fingerprint of a token a back end rejected (token.get only).
     var rejected: String?
+    /// With `rejected`: the token had worked before it was rejected (token.get only).
+    var worked: Bool?
 }
 
 struct InvalidateRequest: Codable {

@@ -16,9 +16,10 @@ public final class AuthTokenProvider: Sendable {
     public let cache: CredentialCache
     private let client: ServiceClient
     private let timeout: Duration
-    /// Per account, the fingerprint of the last token a back end rejected: the next token.get
-    /// names it, so auth drops it (if still current) before answering.
-    private let rejections = Mutex<[CredentialKey: String]>([:])
+    /// Per account, the fingerprint of the last token a back end rejected, and whether it had
+    /// worked before: the next token.get names it, so auth drops it (if still current) before
+    /// answering, and counts the log-in against the right budget (`RefreshLimit.afterUse`).
+    private let rejections = Mutex<[CredentialKey: (fingerprint: String, worked: Bool)]>([:])
 
     public init(client: ServiceClient, cache: CredentialCache, timeout: Duration = .seconds(30)) {
         self.client = client
@@ -32,7 +33,9 @@ public final class AuthTokenProvider: Sendable {
         try await cache.credential(for: CredentialKey(backend: backend, account: account, scope: scope)) { [client, timeout, self] key in
             let rejected = self.rejections.withLock { $0[key] }
             let body = try JSONEncoder().encode(
-                KeyRequest(backend: key.backend, account: key.account, scope: key.scope, rejected: rejected))
+                KeyRequest(
+                    backend: key.backend, account: key.account, scope: key.scope, rejected: rejected?.fingerprint,
+                    worked: rejected?.worked == true ? true : nil))
             let reply: ServiceReply
             do {
                 reply = try await client.request(service: "auth", operation: "token.get", content: body, timeout: timeout, idempotent: true)
@@ -62,12 +65,20 @@ public final class AuthTokenProvider: Sendable {
     }
 
     /// Reports a credential the back end rejected: it leaves this worker's cache (if still the
-    /// current one) and the next token.get names it to `auth`. Returns whether it was current.
+    /// current one) and the next token.get names it to `auth`, saying whether it had worked.
+    /// Returns whether it was current.
     @discardableResult
     public func rejected(_ credential: Credential, backend: String, account: String, scope: String? = nil) -> Bool {
         let key = CredentialKey(backend: backend, account: account, scope: scope)
-        rejections.withLock { $0[key] = credential.fingerprint }
+        let worked = cache.hasWorked(credential, for: key)
+        rejections.withLock { $0[key] = (credential.fingerprint, worked) }
         return cache.invalidate(key, rejected: credential)
+    }
+
+    /// Tells this worker's cache that a back end took `credential` (a 2xx answer), so that its
+    /// rejection later is a session that ended, not a token that never worked.
+    public func accepted(_ credential: Credential, backend: String, account: String, scope: String? = nil) {
+        cache.accepted(credential, for: CredentialKey(backend: backend, account: account, scope: scope))
     }
 
     /// A credential provider in the shape `SwitchboardHTTP.AuthenticatedExecutor` and the

@@ -258,6 +258,14 @@ extension AuthTokenProvider {
             return FileMaker.Session(credential, account: account, database: database)
         }
     }
+
+    /// `fileMaker(account:database:)` as a client's credential source that also tells the
+    /// cache which sessions worked (`accepted`).
+    public func fileMakerSource(account: String, database: String) -> CredentialSource<FileMaker.Session> {
+        .provider(fileMaker(account: account, database: database)) { [self] session in
+            accepted(Credential(session), backend: "filemaker", account: account)
+        }
+    }
 }
 
 extension ETO.SiteSession {
@@ -288,6 +296,14 @@ extension AuthTokenProvider {
         return { forceRefresh, rejected in
             let credential = try await provider(forceRefresh, rejected.map(Credential.init))
             return ETO.SiteSession(credential, account: account, site: site)
+        }
+    }
+
+    /// `eto(account:site:)` as a client's credential source that also tells the cache which
+    /// site sessions worked (`accepted`).
+    public func etoSource(account: String, site: Int) -> CredentialSource<ETO.SiteSession> {
+        .provider(eto(account: account, site: site)) { [self] session in
+            accepted(Credential(session), backend: "eto", account: account, scope: String(site))
         }
     }
 }

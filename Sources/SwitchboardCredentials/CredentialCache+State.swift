@@ -16,6 +16,11 @@ extension CredentialCache {
         var entries: [CredentialKey: Credential] = [:]
         var flights: [CredentialKey: Flight] = [:]
         var limiter: RefreshLimiter
+        /// Per key, the fingerprint of the cached credential once a back end has accepted it.
+        var worked: [CredentialKey: String] = [:]
+        /// Keys whose credential was rejected after it had worked: their next refresh counts
+        /// against the limit's `afterUse` budget.
+        var lostAfterUse: Set<CredentialKey> = []
         private var lastID: UInt64 = 0
         /// A write of the file has been queued and has not yet read `entries`.
         var writeQueued = false
@@ -58,16 +63,19 @@ extension CredentialCache {
                 flights[key]!.waiters[id] = continuation
                 return .wait
             }
-            switch limiter.admit(key, at: now) {
+            let afterUse = lostAfterUse.contains(key)
+            switch limiter.admit(key, at: now, afterUse: afterUse) {
             case .refused(let until):
                 let limit = limiter.limit
-                return .fail(
-                    CredentialError(
-                        code: .refreshLimitExceeded,
-                        message:
-                            "\(limit.maximum) refreshes within \(Int(limit.interval)) s already; the next one is allowed at \(until.ISO8601Format()). Check the account's password and whether the back end keeps rejecting fresh tokens.",
-                        key: key, retryAfter: until))
+                let message =
+                    afterUse
+                    ? "\(limit.afterUse) refreshes after sessions that worked within \(Int(limit.interval)) s already; the next one is allowed at \(until.ISO8601Format()). The back end ends sessions faster than it should."
+                    : "\(limit.maximum) refreshes within \(Int(limit.interval)) s already; the next one is allowed at \(until.ISO8601Format()). Check the account's password and whether the back end keeps rejecting fresh tokens."
+                return .fail(CredentialError(code: .refreshLimitExceeded, message: message, key: key, retryAfter: until))
             case .allowed:
+                // Spent: if this refresh's credential never works, the next refresh is an
+                // ordinary one again.
+                lostAfterUse.remove(key)
                 let flight = makeID()
                 flights[key] = Flight(id: flight, waiters: [id: continuation])
                 return .startRefresh(flight: flight)
@@ -84,15 +92,29 @@ extension CredentialCache {
         mutating func complete(_ key: CredentialKey, flight id: UInt64, result: Result<Credential, any Error>) -> [Waiter] {
             guard let flight = flights[key], flight.id == id else { return [] }
             flights[key] = nil
-            if case .success(let credential) = result { entries[key] = credential }
+            if case .success(let credential) = result {
+                entries[key] = credential
+                worked[key] = nil
+            }
             return Array(flight.waiters.values)
+        }
+
+        /// A back end answered a request made with `credential`: if it is still the cached one
+        /// for `key`, it has worked.
+        mutating func accepted(_ key: CredentialKey, _ credential: Credential) {
+            guard worked[key] == nil, let current = entries[key], current.token == credential.token else { return }
+            worked[key] = current.fingerprint
         }
 
         /// Drops `rejected` if it is still the current credential for `key`. Tokens are
         /// compared, not whole credentials: it is the token the back end refused.
-        mutating func invalidate(_ key: CredentialKey, rejected: Credential) -> Bool {
+        /// `hadWorked`: the caller knows the credential had worked (auth, told by a worker);
+        /// the cache also knows it from `accepted(_:_:)`.
+        mutating func invalidate(_ key: CredentialKey, rejected: Credential, hadWorked: Bool) -> Bool {
             guard let current = entries[key], current.token == rejected.token else { return false }
+            if hadWorked || worked[key] == current.fingerprint { lostAfterUse.insert(key) }
             entries[key] = nil
+            worked[key] = nil
             return true
         }
     }

@@ -220,9 +220,12 @@ public final class CredentialCache: Sendable {
     /// A rejection of an older credential, already replaced, changes nothing: a hundred
     /// requests that fail with the same token cause one refresh, not a hundred.
     /// - Returns: whether the credential was dropped.
+    ///
+    /// A credential that had worked (`accepted(_:for:)` was called with it, or `hadWorked` says
+    /// so) makes the refresh that follows count against the storm guard's `afterUse` budget.
     @discardableResult
-    public func invalidate(_ key: CredentialKey, rejected: Credential) -> Bool {
-        let dropped = state.withLock { $0.invalidate(key, rejected: rejected) }
+    public func invalidate(_ key: CredentialKey, rejected: Credential, hadWorked: Bool = false) -> Bool {
+        let dropped = state.withLock { $0.invalidate(key, rejected: rejected, hadWorked: hadWorked) }
         if dropped {
             count("switchboard_backend_refreshes_total", key, ("reason", "rejected"))
             configuration.logger.info("credential rejected; dropped", metadata: ["key": "\(key)", "credential": "\(rejected)"])
@@ -231,9 +234,23 @@ public final class CredentialCache: Sendable {
         return dropped
     }
 
+    /// A back end answered a request made with `credential` (it did not reject it). Cheap: call
+    /// it after every such response.
+    public func accepted(_ credential: Credential, for key: CredentialKey) {
+        state.withLock { $0.accepted(key, credential) }
+    }
+
+    /// Whether `credential` is the cached one for `key` and a back end has accepted it.
+    public func hasWorked(_ credential: Credential, for key: CredentialKey) -> Bool {
+        state.withLock { $0.worked[key] != nil && $0.entries[key]?.token == credential.token }
+    }
+
     /// Puts a credential obtained elsewhere in the cache (replacing any cached one).
     public func store(_ credential: Credential, for key: CredentialKey) {
-        state.withLock { $0.entries[key] = credential }
+        state.withLock {
+            if $0.entries[key]?.token != credential.token { $0.worked[key] = nil }
+            $0.entries[key] = credential
+        }
         scheduleWrite()
     }
 
@@ -241,7 +258,10 @@ public final class CredentialCache: Sendable {
     /// - Returns: the credential that was cached, if any.
     @discardableResult
     public func remove(_ key: CredentialKey) -> Credential? {
-        let removed = state.withLock { $0.entries.removeValue(forKey: key) }
+        let removed = state.withLock {
+            $0.worked[key] = nil
+            return $0.entries.removeValue(forKey: key)
+        }
         if removed != nil { scheduleWrite() }
         return removed
     }

@@ -1,20 +1,32 @@
 public import Foundation
 
 /// How many refreshes one key may start within a sliding interval.
+///
+/// Two budgets. A refresh that follows the rejection of a credential that had **worked** (the
+/// back end answered at least one request with it before it refused it: a session that ended,
+/// not a token the back end will not take) counts against `afterUse`. Every other refresh (the
+/// first, an expiry, the rejection of a credential that never worked, and any that failed)
+/// counts against `maximum`. A back end that refuses fresh tokens can only ever cause the
+/// second kind, so the storm guard stays at `maximum`; sessions that a busy back end ends every
+/// few hundred calls no longer run into it.
 public struct RefreshLimit: Sendable, Hashable {
-    /// Refreshes allowed per key within `interval`, failed ones included.
+    /// Refreshes allowed per key within `interval`, failed ones included, but for those after use.
     public var maximum: Int
+    /// Refreshes allowed per key within `interval` after the rejection of a credential that had
+    /// worked.
+    public var afterUse: Int
     /// The sliding window, in seconds.
     public var interval: TimeInterval
 
-    public init(maximum: Int, per interval: TimeInterval) {
-        precondition(maximum > 0 && interval > 0, "a refresh limit needs a positive maximum and interval")
+    public init(maximum: Int, per interval: TimeInterval, afterUse: Int = 60) {
+        precondition(maximum > 0 && afterUse > 0 && interval > 0, "a refresh limit needs positive maximums and interval")
         self.maximum = maximum
+        self.afterUse = afterUse
         self.interval = interval
     }
 
     /// Five refreshes a minute: a worker that needs more is being refused by the back end,
-    /// and logging in again would not help.
+    /// and logging in again would not help. Sixty a minute after sessions that worked.
     public static let `default` = RefreshLimit(maximum: 5, per: 60)
 }
 
@@ -23,6 +35,7 @@ public struct RefreshLimit: Sendable, Hashable {
 struct RefreshLimiter: Sendable {
     var limit: RefreshLimit
     private var starts: [CredentialKey: [Date]] = [:]
+    private var startsAfterUse: [CredentialKey: [Date]] = [:]
 
     init(limit: RefreshLimit) {
         self.limit = limit
@@ -35,20 +48,24 @@ struct RefreshLimiter: Sendable {
     }
 
     /// Records a refresh started at `now` if the limit allows one, else says when it will.
-    mutating func admit(_ key: CredentialKey, at now: Date) -> Decision {
-        var recent = starts[key, default: []].filter { now.timeIntervalSince($0) < limit.interval }
-        if recent.count >= limit.maximum {
-            starts[key] = recent
+    /// `afterUse`: it follows the rejection of a credential that had worked (its own budget).
+    mutating func admit(_ key: CredentialKey, at now: Date, afterUse: Bool = false) -> Decision {
+        let maximum = afterUse ? limit.afterUse : limit.maximum
+        var recent = (afterUse ? startsAfterUse : starts)[key, default: []].filter { now.timeIntervalSince($0) < limit.interval }
+        defer {
+            if afterUse { startsAfterUse[key] = recent } else { starts[key] = recent }
+        }
+        if recent.count >= maximum {
             // `recent` is in start order, so the oldest leaves the window first.
-            return .refused(until: recent[recent.count - limit.maximum].addingTimeInterval(limit.interval))
+            return .refused(until: recent[recent.count - maximum].addingTimeInterval(limit.interval))
         }
         recent.append(now)
-        starts[key] = recent
         return .allowed
     }
 
-    /// Refreshes started for `key` within the interval before `now`.
+    /// Refreshes started for `key` within the interval before `now`, of both kinds.
     func recentCount(_ key: CredentialKey, at now: Date) -> Int {
         starts[key, default: []].count { now.timeIntervalSince($0) < limit.interval }
+            + startsAfterUse[key, default: []].count { now.timeIntervalSince($0) < limit.interval }
     }
 }

@@ -32,17 +32,23 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
     public let client: SwitchboardHTTPClient
     private let provider: Provider
     private let authorizer: @Sendable (Credential) -> any HTTPAuthorizer
+    /// Told of each credential a 2xx response showed the back end took (so a cache can tell a
+    /// session that ended from a token that never worked; `RefreshLimit.afterUse`).
+    private let accepted: (@Sendable (Credential) -> Void)?
 
     /// - Parameters:
     ///   - client: the process's HTTP client.
     ///   - provider: returns the current credential, or a fresh one when `forceRefresh`.
     ///   - authorizer: how a credential goes onto a request (e.g. `{ BearerAuthorizer(token: $0) }`).
+    ///   - accepted: called with the credential of every 2xx response.
     public init(
-        client: SwitchboardHTTPClient, provider: @escaping Provider, authorizer: @escaping @Sendable (Credential) -> any HTTPAuthorizer
+        client: SwitchboardHTTPClient, provider: @escaping Provider, authorizer: @escaping @Sendable (Credential) -> any HTTPAuthorizer,
+        accepted: (@Sendable (Credential) -> Void)? = nil
     ) {
         self.client = client
         self.provider = provider
         self.authorizer = authorizer
+        self.accepted = accepted
     }
 
     /// Sends the request, re-authenticating once if needed, and returns the response whatever
@@ -53,7 +59,10 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
         var authorized = request
         authorized.authorizer = authorizer(first)
         let response = try await client.response(for: authorized, logger: logger)
-        guard detector.isExpired(authorized, response) else { return response }
+        guard detector.isExpired(authorized, response) else {
+            if (200..<300).contains(response.status) { accepted?(first) }
+            return response
+        }
 
         (logger ?? client.logger).info(
             "credential rejected; re-authenticating once",
@@ -73,7 +82,10 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
         authorized.authorizer = authorizer(fresh)
         var retried = try await client.response(for: authorized, logger: logger)
         retried.attempts += response.attempts
-        guard detector.isExpired(authorized, retried) else { return retried }
+        guard detector.isExpired(authorized, retried) else {
+            if (200..<300).contains(retried.status) { accepted?(fresh) }
+            return retried
+        }
 
         var error = HTTPError(response: retried)
         error.code = .credentialRejected

@@ -101,7 +101,7 @@ struct ETOCommand: AsyncParsableCommand {
         }
         let client = ETOClient(http: runtime.http, baseURL: url, logger: logger)
         let tokens = runtime.tokens
-        let access = ETOSiteAccess(client: client) { site in .provider(tokens.eto(account: account, site: site)) }
+        let access = ETOSiteAccess(client: client) { site in tokens.etoSource(account: account, site: site) }
 
         let sso: @Sendable (ETO.SSOToken?) async throws -> (token: ETO.SSOToken, enterprise: String) = { refused in
             try await tokens.etoSSO(account: account, rejected: refused)

@@ -102,7 +102,7 @@ struct FileMakerCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let client = FileMakerClient(http: runtime.http, serverURL: url, database: database, logger: logger)
-        let session = CredentialSource<FileMaker.Session>.provider(runtime.tokens.fileMaker(account: account, database: database))
+        let session = runtime.tokens.fileMakerSource(account: account, database: database)
         let textFields: Set<String>
         do throws(WorkerConfigurationError) {
             textFields = try await WorkerStart.retrying(for: .seconds(startTimeout), logger: logger) {

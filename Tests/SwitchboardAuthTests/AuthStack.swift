@@ -67,7 +67,8 @@ struct AuthStack: Sendable {
     }
 
     static func run<T: Sendable>(
-        fileMakerPassword: String = "fm-demo-Passw0rd!", _ body: @Sendable (AuthStack) async throws -> T
+        fileMakerPassword: String = "fm-demo-Passw0rd!", refreshLimit: RefreshLimit = .init(maximum: 50, per: 60),
+        _ body: @Sendable (AuthStack) async throws -> T
     ) async throws -> T {
         try await withEmulator { emulator in
             let broker = try await BrokerFixture.start()
@@ -80,7 +81,7 @@ struct AuthStack: Sendable {
             let service = AuthService(
                 accounts: try accounts(base: emulator.baseURL, fileMakerPassword: fileMakerPassword),
                 authenticators: standardAuthenticators(http: http, logger: logs.logger),
-                cache: CredentialCache(configuration: .init(refreshLimit: .init(maximum: 50, per: 60), logger: logs.logger)),
+                cache: CredentialCache(configuration: .init(refreshLimit: refreshLimit, logger: logs.logger)),
                 events: AuthEvents(outbox: outbox), logger: logs.logger)
             var settings = ServiceWorker.Settings()
             settings.concurrency = 4
@@ -94,7 +95,7 @@ struct AuthStack: Sendable {
             let client = ServiceClient(io: broker.io, endpoint: broker.endpoints.service, settings: clientSettings, logger: logs.logger)
             let tokens = AuthTokenProvider(
                 client: client,
-                cache: CredentialCache(configuration: .init(refreshLimit: .init(maximum: 50, per: 60), logger: logs.logger)))
+                cache: CredentialCache(configuration: .init(refreshLimit: refreshLimit, logger: logs.logger)))
             let stack = AuthStack(
                 emulator: emulator, broker: broker, service: service, tokens: tokens, client: client, http: http, logs: logs, outbox: outbox
             )

@@ -52,6 +52,43 @@ import Testing
         }
     }
 
+    /// A back end that ends every session soon after it starts (the chaos run's expiry every 100
+    /// calls): each session worked, so each log-in counts against the after-use budget in the
+    /// worker's cache and, told by `token.get` … `worked`, in auth's, and every write goes
+    /// through. Without the report of what worked, the storm guard's two refuse the third.
+    @Test func sessionsThatWorkedAreNotAStormButTokensThatNeverWorkAre() async throws {
+        let limit = RefreshLimit(maximum: 2, per: 60, afterUse: 20)
+        try await AuthStack.run(refreshLimit: limit) { stack in
+            let fileMaker = stack.fileMaker
+            let auth = stack.tokens.fileMakerSource(account: "switchboard", database: "Shelter")
+            for n in 0..<6 {
+                _ = try await fileMaker.create(layout: "CheckIns", fieldData: ["EventID": .text("worked-\(n)")], auth: auth)
+                _ = try await stack.control(.post, "expire", json: #"{"api":"filemaker"}"#)
+            }
+            _ = try await fileMaker.create(layout: "CheckIns", fieldData: ["EventID": .text("worked-last")], auth: auth)
+            #expect(try await stack.fileMakerLogIns() == 7)
+        }
+        try await AuthStack.run(refreshLimit: limit) { stack in
+            let fileMaker = stack.fileMaker
+            // The same calls through a source that reports nothing: every loss looks like a storm.
+            let auth = CredentialSource.provider(stack.tokens.fileMaker(account: "switchboard", database: "Shelter"))
+            var failure: (any Error)?
+            for n in 0..<6 {
+                do {
+                    _ = try await fileMaker.create(layout: "CheckIns", fieldData: ["EventID": .text("blind-\(n)")], auth: auth)
+                } catch {
+                    failure = error
+                    break
+                }
+                _ = try await stack.control(.post, "expire", json: #"{"api":"filemaker"}"#)
+            }
+            // The worker's own guard refuses the third log-in (the refresh-limit error reaches
+            // the client as "credential unavailable").
+            #expect(failure.map { "\($0)".contains("credentialUnavailable") } == true, "\(String(describing: failure))")
+            #expect(try await stack.fileMakerLogIns() == 2)
+        }
+    }
+
     @Test func aWrongPasswordNamesTheBackEndAndAccountAndIsTriedOncePerCall() async throws {
         try await AuthStack.run(fileMakerPassword: "not-the-password") { stack in
             let body = Data(#"{"backend":"filemaker","account":"switchboard"}"#.utf8)

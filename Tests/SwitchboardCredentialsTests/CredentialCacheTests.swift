@@ -185,6 +185,58 @@ import Testing
         #expect(refresh.calls == 5)
     }
 
+    /// Sessions that worked and then ended (a back end that ends every session every few hundred
+    /// calls) refresh against the after-use budget, not the storm guard's five; a token that is
+    /// rejected before it ever worked still counts against the five, even right after one that
+    /// worked (chaos run, issue 15: ETO dead letters "eto-credential-unavailable").
+    @Test func sessionsThatWorkedRefreshAgainstTheirOwnBudget() async throws {
+        let clock = ManualClock()
+        let cache = CredentialCache(clock: clock, limit: RefreshLimit(maximum: 2, per: 60, afterUse: 4))
+        let refresh = ControlledRefresh(clock: clock)
+        var credential = try await cache.credential(for: fileMaker, refresh: refresh.closure)  // ordinary 1 of 2
+        for _ in 0..<4 {
+            cache.accepted(credential, for: fileMaker)
+            #expect(cache.hasWorked(credential, for: fileMaker))
+            cache.invalidate(fileMaker, rejected: credential)
+            credential = try await cache.credential(for: fileMaker, refresh: refresh.closure)  // after use
+        }
+        #expect(refresh.calls == 5)
+        #expect(cache.status(fileMaker)?.recentRefreshes == 5)
+        // The after-use budget is spent: a fifth ended session waits for the window.
+        cache.accepted(credential, for: fileMaker)
+        cache.invalidate(fileMaker, rejected: credential)
+        let spent = await #expect(throws: CredentialError.self) { try await cache.credential(for: fileMaker, refresh: refresh.closure) }
+        #expect("\(spent!)".contains("after sessions that worked"))
+        // Tokens that never work: the ordinary budget (one left of two), whatever came before.
+        clock.advance(by: 61)
+        credential = try await cache.credential(for: fileMaker, refresh: refresh.closure)  // after use (was pending)
+        cache.invalidate(fileMaker, rejected: credential)  // never accepted
+        credential = try await cache.credential(for: fileMaker, refresh: refresh.closure)  // ordinary 1 of 2 in this window
+        cache.invalidate(fileMaker, rejected: credential)
+        credential = try await cache.credential(for: fileMaker, refresh: refresh.closure)  // ordinary 2 of 2
+        cache.invalidate(fileMaker, rejected: credential)
+        let storm = await #expect(throws: CredentialError.self) { try await cache.credential(for: fileMaker, refresh: refresh.closure) }
+        #expect("\(storm!)".contains("2 refreshes within 60 s"))
+        // Acceptance of a credential that is no longer the cached one changes nothing.
+        cache.accepted(credential, for: fileMaker)
+        #expect(!cache.hasWorked(credential, for: fileMaker))
+    }
+
+    /// Auth is told by the worker (`token.get` … `worked`): `hadWorked` does what `accepted` does.
+    @Test func aCallerCanSayTheRejectedCredentialHadWorked() async throws {
+        let clock = ManualClock()
+        let cache = CredentialCache(clock: clock, limit: RefreshLimit(maximum: 1, per: 60, afterUse: 3))
+        let refresh = ControlledRefresh(clock: clock)
+        var credential = try await cache.credential(for: eto, refresh: refresh.closure)
+        for _ in 0..<3 {
+            cache.invalidate(eto, rejected: credential, hadWorked: true)
+            credential = try await cache.credential(for: eto, refresh: refresh.closure)
+        }
+        cache.invalidate(eto, rejected: credential)
+        await #expect(throws: CredentialError.self) { try await cache.credential(for: eto, refresh: refresh.closure) }
+        #expect(refresh.calls == 4)
+    }
+
     @Test func cancellingTheCallerThatStartedTheRefreshLeavesItRunningForTheOthers() async throws {
         let clock = ManualClock()
         let cache = CredentialCache(clock: clock)

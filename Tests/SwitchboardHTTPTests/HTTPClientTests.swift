@@ -355,19 +355,23 @@ struct HTTPClientTests {
         try await withServer(router) { port in
             try await withClient { client, _ in
                 let calls = Locked<[String]>([])
+                let accepted = Locked<[String]>([])
                 let executor = AuthenticatedExecutor<String>(
                     client: client,
                     provider: { forceRefresh, rejected in
                         calls.withLock { $0.append("\(forceRefresh) \(rejected ?? "-")") }
                         return forceRefresh ? "fresh-token" : "stale-token"
                     },
-                    authorizer: { BearerAuthorizer(token: $0) })
+                    authorizer: { BearerAuthorizer(token: $0) },
+                    accepted: { token in accepted.withLock { $0.append(token) } })
                 let request = OutRequest(.get, base(port), path: ["records"], api: .fileMaker, operation: "records.range")
                 let response = try await executor.execute(request)
                 #expect(response.status == 200)
                 #expect(response.attempts == 2)
                 #expect(calls.withLock { $0 } == ["false -", "true stale-token"])
                 #expect(counter.count("records") == 2)
+                // Only the token the server took is reported as having worked.
+                #expect(accepted.withLock { $0 } == ["fresh-token"])
 
                 let error = try await #require(throws: OutError.self) {
                     try await executor.execute(OutRequest(.get, base(port), path: ["never"], api: .fileMaker, operation: "never"))
@@ -377,6 +381,7 @@ struct HTTPClientTests {
                 #expect(error.status == 401)
                 #expect(counter.count("never") == 2)
                 #expect(calls.withLock { $0.count } == 4)
+                #expect(accepted.withLock { $0 } == ["fresh-token"])
                 #expect(!error.description.contains("fresh-token") && !error.description.contains("stale-token"))
             }
         }
