@@ -37,6 +37,9 @@ let package = Package(
         // The FileMaker emulator's find parser: its three files are linked into the target's
         // directory, so SwitchboardEmulators (Hummingbird, SwiftNIO, NIOSSL) is not built.
         fuzzTarget("findparser", [protocolModule]),
+        // The FileMaker emulator's multipart/form-data parser (container uploads): its one file,
+        // linked in the same way.
+        fuzzTarget("multipart", []),
         // Heavier: SwitchboardBus brings ZeroMQ, GRDB, swift-crypto and the rest into the build.
         fuzzTarget("csv", [protocolModule, .product(name: "SwitchboardBus", package: "Switchboard")]),
     ]

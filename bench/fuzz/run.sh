@@ -16,7 +16,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # The protocol targets first (cheap to build), the emulator's find parser (three of its files and
 # the protocol module), then csv (builds SwitchboardBus and its dependencies).
-targets=(envelope headers groups majordomo json timestamp findparser csv)
+targets=(envelope headers groups majordomo json timestamp findparser multipart csv)
 
 usage() { echo "usage: $0 {all|$(IFS='|'; echo "${targets[*]}")} [--time SECONDS | --runs N] [-- libFuzzer flags]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
@@ -71,7 +71,7 @@ timeout=10
 # body over 1 KB only repeats criteria (our client's are under 300 bytes), and each criterion
 # is matched against every stored value: at 4096, units over 1 KB took three quarters of the
 # time and the rate fell to 1,578/s.
-max_len() { case $1 in envelope|majordomo) echo 8192 ;; timestamp) echo 256 ;; findparser) echo 1024 ;; *) echo 4096 ;; esac; }
+max_len() { case $1 in envelope|majordomo|multipart) echo 8192 ;; timestamp) echo 256 ;; findparser) echo 1024 ;; *) echo 4096 ;; esac; }
 
 status=0
 for name in "${selected[@]}"; do

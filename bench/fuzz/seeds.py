@@ -185,6 +185,19 @@ def find_bodies():
     yield b'{"query":[{"FirstName":"Ana"}],'
 
 
+def multipart_bodies():
+    """Content-Type line, newline, body: container uploads as clients send them, and near misses."""
+    file_part = (b'--B\r\nContent-Disposition: form-data; name="upload"; filename="p.jpg"\r\n'
+                 b'Content-Type: image/jpeg\r\n\r\n\xff\xd8\xff\xe0JFIF\r\n--B--\r\n')
+    yield b"multipart/form-data; boundary=B\n" + file_part
+    yield b'multipart/form-data; boundary="B"\n' + file_part
+    yield (b"multipart/form-data; boundary=xyz\n--xyz\r\nContent-Disposition: form-data; name=a\r\n\r\none\r\n"
+           b"--xyz\r\nContent-Disposition: form-data; name=b; filename=\"b.txt\"\r\n\r\ntwo\r\n--xyz--")
+    yield b"multipart/form-data\n--B\r\n\r\n\r\n--B--"
+    yield b"multipart/form-data; boundary=B\n--B\r\nno end of headers"
+    yield b"multipart/form-data; boundary=\"\n--\r\n\r\n\r\n----"
+
+
 TARGETS = {
     "envelope": lambda: (SEPARATOR.join(frames) for frames in envelope_messages()),
     "majordomo": lambda: (SEPARATOR.join(frames) for frames in majordomo_messages()),
@@ -194,6 +207,7 @@ TARGETS = {
     "timestamp": texts,
     "csv": csv_files,
     "findparser": find_bodies,
+    "multipart": multipart_bodies,
 }
 
 

@@ -1,0 +1,1 @@
+../../../../Sources/SwitchboardEmulators/FileMaker/Multipart.swift
