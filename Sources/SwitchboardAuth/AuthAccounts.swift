@@ -1,4 +1,5 @@
 public import Foundation
+public import SwitchboardCredentials
 public import SwitchboardHTTP
 
 /// The back-end accounts `switchboard-auth` holds: the only place Switchboard keeps passwords.
@@ -164,7 +165,7 @@ public struct AuthAccounts: Sendable {
 
 /// An auth failure, worded for operators and safe to log: it names the back end and account,
 /// never a password or token.
-public struct AuthError: Error, Sendable, CustomStringConvertible, SecretFreeError {
+public struct AuthError: Error, Sendable, CustomStringConvertible, SecretFreeError, RefusedCredentialsError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
         public static let configuration = Code(rawValue: "configuration")
@@ -186,4 +187,7 @@ public struct AuthError: Error, Sendable, CustomStringConvertible, SecretFreeErr
 
     public var description: String { "\(code): \(message)" }
     public var secretFreeDescription: String { description }
+    /// The back end refused the account's credentials (`login-failed`): the credential cache's
+    /// storm guard counts the next log-in as an ordinary one (`RefreshLimit`).
+    public var refusedCredentials: Bool { code == .loginFailed }
 }

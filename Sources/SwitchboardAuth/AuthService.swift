@@ -78,7 +78,12 @@ public final class AuthService: Sendable {
                 // in which another worker's token.get could fetch the dead token again.
                 // `worked`: the token had served the worker's requests before it was refused (a
                 // session that ended), so the log-in counts against the after-use budget.
-                if let rejected = body.rejected { _ = invalidate(key, fingerprint: rejected, hadWorked: body.worked == true) }
+                // A restarted auth no longer holds that token: the worker's word is all there is.
+                if let rejected = body.rejected, !invalidate(key, fingerprint: rejected, hadWorked: body.worked == true),
+                    body.worked == true
+                {
+                    cache.sessionEnded(key)
+                }
                 return try encode(TokenReply(key: key, credential: try await token(for: key)))
             case "token.invalidate":
                 let body = try Self.decode(InvalidateRequest.self, request)

@@ -18,8 +18,8 @@ extension CredentialCache {
         var limiter: RefreshLimiter
         /// Per key, the fingerprint of the cached credential once a back end has accepted it.
         var worked: [CredentialKey: String] = [:]
-        /// Keys whose credential was rejected after it had worked: their next refresh counts
-        /// against the limit's `afterUse` budget.
+        /// Keys whose credential was rejected after it had worked: their refreshes count against
+        /// the limit's `afterUse` budget until one succeeds or the back end refuses the account.
         var lostAfterUse: Set<CredentialKey> = []
         private var lastID: UInt64 = 0
         /// A write of the file has been queued and has not yet read `entries`.
@@ -73,9 +73,6 @@ extension CredentialCache {
                     : "\(limit.maximum) refreshes within \(Int(limit.interval)) s already; the next one is allowed at \(until.ISO8601Format()). Check the account's password and whether the back end keeps rejecting fresh tokens."
                 return .fail(CredentialError(code: .refreshLimitExceeded, message: message, key: key, retryAfter: until))
             case .allowed:
-                // Spent: if this refresh's credential never works, the next refresh is an
-                // ordinary one again.
-                lostAfterUse.remove(key)
                 let flight = makeID()
                 flights[key] = Flight(id: flight, waiters: [id: continuation])
                 return .startRefresh(flight: flight)
@@ -92,9 +89,17 @@ extension CredentialCache {
         mutating func complete(_ key: CredentialKey, flight id: UInt64, result: Result<Credential, any Error>) -> [Waiter] {
             guard let flight = flights[key], flight.id == id else { return [] }
             flights[key] = nil
-            if case .success(let credential) = result {
+            switch result {
+            case .success(let credential):
                 entries[key] = credential
                 worked[key] = nil
+                // Spent: if this credential never works, the next refresh is an ordinary one.
+                lostAfterUse.remove(key)
+            case .failure(let error as any RefusedCredentialsError) where error.refusedCredentials:
+                lostAfterUse.remove(key)
+            case .failure:
+                // The back end or auth was unavailable: still recovering from the same loss.
+                break
             }
             return Array(flight.waiters.values)
         }
@@ -108,6 +113,14 @@ extension CredentialCache {
 
         /// Drops `rejected` if it is still the current credential for `key`. Tokens are
         /// compared, not whole credentials: it is the token the back end refused.
+        /// A session that had worked ended, reported for a credential this cache does not hold
+        /// (auth restarted since it handed it out): the next refresh is after use.
+        mutating func ended(_ key: CredentialKey) -> Bool {
+            guard entries[key] == nil else { return false }
+            lostAfterUse.insert(key)
+            return true
+        }
+
         /// `hadWorked`: the caller knows the credential had worked (auth, told by a worker);
         /// the cache also knows it from `accepted(_:_:)`.
         mutating func invalidate(_ key: CredentialKey, rejected: Credential, hadWorked: Bool) -> Bool {

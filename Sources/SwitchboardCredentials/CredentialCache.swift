@@ -234,6 +234,15 @@ public final class CredentialCache: Sendable {
         return dropped
     }
 
+    /// A caller reports that a credential which had worked was rejected, and this cache holds
+    /// no credential for `key` (it has restarted since): the refresh that follows counts against
+    /// the after-use budget, as if it had dropped that credential itself. Returns whether it
+    /// applied (with a credential cached, there is nothing to refresh).
+    @discardableResult
+    public func sessionEnded(_ key: CredentialKey) -> Bool {
+        state.withLock { $0.ended(key) }
+    }
+
     /// A back end answered a request made with `credential` (it did not reject it). Cheap: call
     /// it after every such response.
     public func accepted(_ credential: Credential, for key: CredentialKey) {

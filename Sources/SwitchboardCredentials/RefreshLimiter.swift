@@ -30,6 +30,15 @@ public struct RefreshLimit: Sendable, Hashable {
     public static let `default` = RefreshLimit(maximum: 5, per: 60)
 }
 
+/// An error a refresh can throw that says whether the back end refused the account's own
+/// credentials (a wrong or changed password). After that, logging in again soon cannot help and
+/// may lock the account, so the next refresh counts against `RefreshLimit.maximum` even if it
+/// follows a session that worked. Any other failure (the back end or `auth` unavailable) leaves
+/// a session loss a session loss.
+public protocol RefusedCredentialsError: Error {
+    var refusedCredentials: Bool { get }
+}
+
 /// The refresh-storm guard: remembers when each key's recent refreshes started. A value type
 /// with no clock of its own, so tests drive it with plain dates.
 struct RefreshLimiter: Sendable {

@@ -222,6 +222,32 @@ import Testing
         #expect(!cache.hasWorked(credential, for: fileMaker))
     }
 
+    struct Unavailable: RefusedCredentialsError { var refusedCredentials: Bool { false } }
+    struct WrongPassword: RefusedCredentialsError { var refusedCredentials: Bool { true } }
+
+    /// Log-ins that fail while recovering from a session that ended (the back end answering 503)
+    /// stay in the after-use budget until one succeeds; once the back end refuses the account's
+    /// credentials, the ordinary budget applies again (a changed password must not be tried
+    /// sixty times a minute).
+    @Test func failedLogInsAfterASessionLossStayInItsBudgetUnlessTheAccountIsRefused() async throws {
+        let clock = ManualClock()
+        let cache = CredentialCache(clock: clock, limit: RefreshLimit(maximum: 1, per: 60, afterUse: 10))
+        let refresh = ControlledRefresh(clock: clock)
+        let credential = try await cache.credential(for: fileMaker, refresh: refresh.closure)  // ordinary 1 of 1
+        cache.accepted(credential, for: fileMaker)
+        cache.invalidate(fileMaker, rejected: credential)
+        for _ in 0..<3 {
+            await #expect(throws: Unavailable.self) { try await cache.credential(for: fileMaker) { _ in throw Unavailable() } }
+        }
+        _ = try await cache.credential(for: fileMaker, refresh: refresh.closure)  // still after use
+        let again = try #require(cache.cached(fileMaker))
+        cache.accepted(again, for: fileMaker)
+        cache.invalidate(fileMaker, rejected: again)
+        await #expect(throws: WrongPassword.self) { try await cache.credential(for: fileMaker) { _ in throw WrongPassword() } }
+        // The account was refused: the next try is an ordinary one, and the one is spent.
+        await #expect(throws: CredentialError.self) { try await cache.credential(for: fileMaker, refresh: refresh.closure) }
+    }
+
     /// Auth is told by the worker (`token.get` … `worked`): `hadWorked` does what `accepted` does.
     @Test func aCallerCanSayTheRejectedCredentialHadWorked() async throws {
         let clock = ManualClock()
@@ -235,6 +261,13 @@ import Testing
         cache.invalidate(eto, rejected: credential)
         await #expect(throws: CredentialError.self) { try await cache.credential(for: eto, refresh: refresh.closure) }
         #expect(refresh.calls == 4)
+        // A cache that holds nothing for the key (auth after a restart) takes the report alone.
+        let fresh = CredentialCache(clock: clock, limit: RefreshLimit(maximum: 1, per: 60, afterUse: 3))
+        _ = try await fresh.credential(for: eto, refresh: refresh.closure)
+        #expect(!fresh.sessionEnded(eto), "it holds a credential: nothing to refresh")
+        fresh.remove(eto)
+        #expect(fresh.sessionEnded(eto))
+        _ = try await fresh.credential(for: eto, refresh: refresh.closure)
     }
 
     @Test func cancellingTheCallerThatStartedTheRefreshLeavesItRunningForTheOthers() async throws {
