@@ -280,9 +280,19 @@ extension HTTPRequest.Body {
     }
 
     /// A name or filename inside a quoted header parameter: quotes and line breaks escaped as
-    /// HTML forms do, so a filename cannot inject headers into the part.
-    private static func quoted(_ value: String) -> String {
-        value.replacingOccurrences(of: "\"", with: "%22").replacingOccurrences(of: "\r", with: "%0D")
-            .replacingOccurrences(of: "\n", with: "%0A")
+    /// HTML forms do, so a filename cannot inject headers into the part. Per Unicode scalar: a
+    /// quote followed by a combining mark is one Character that is not `"`, and "\r\n" is one
+    /// Character that is neither "\r" nor "\n".
+    static func quoted(_ value: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out.append(contentsOf: "%22".unicodeScalars)
+            case "\r": out.append(contentsOf: "%0D".unicodeScalars)
+            case "\n": out.append(contentsOf: "%0A".unicodeScalars)
+            default: out.append(scalar)
+            }
+        }
+        return String(out)
     }
 }

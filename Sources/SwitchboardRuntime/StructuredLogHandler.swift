@@ -38,7 +38,7 @@ public struct StructuredLogHandler: LogHandler {
         let line: String
         switch format {
         case .text:
-            var text = "\(time) \(event.level) \(label): \(event.message)"
+            var text = "\(time) \(event.level) \(label): \(Self.message(event.message.description))"
             for (key, value) in all.sorted(by: { $0.key < $1.key }) {
                 text += " \(key)=\(Self.logfmt(value.description))"
             }
@@ -64,13 +64,38 @@ public struct StructuredLogHandler: LogHandler {
         }
     }
 
-    private static func logfmt(_ value: String) -> String {
-        if !value.isEmpty && !value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) {
-            return value
+    /// A metadata value in logfmt: bare when it can be, else quoted with `\\`, `\"` and control
+    /// characters escaped. Decided per Unicode scalar, not per Character: a quote followed by a
+    /// combining mark is one Character that is not `"`, and a value could otherwise close its own
+    /// quotes and write a made-up `key=value`, or start a new line with a carriage return.
+    static func logfmt(_ value: String) -> String {
+        let bare = !value.isEmpty && !value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || isControl($0) }
+        return bare ? value : "\"" + escaped(value) + "\""
+    }
+
+    /// A message on a text line: control characters escaped, so it cannot start a line of its own.
+    static func message(_ text: String) -> String {
+        text.unicodeScalars.contains(where: isControl) ? escaped(text, quotes: false) : text
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control || scalar == "\u{2028}" || scalar == "\u{2029}"
+    }
+
+    private static func escaped(_ value: String, quotes: Bool = true) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\" where quotes: out.append(contentsOf: #"\\"#.unicodeScalars)
+            case "\"" where quotes: out.append(contentsOf: #"\""#.unicodeScalars)
+            case "\n": out.append(contentsOf: #"\n"#.unicodeScalars)
+            case "\r": out.append(contentsOf: #"\r"#.unicodeScalars)
+            case "\t": out.append(contentsOf: #"\t"#.unicodeScalars)
+            case _ where isControl(scalar): out.append(contentsOf: "\\u{\(String(scalar.value, radix: 16))}".unicodeScalars)
+            default: out.append(scalar)
+            }
         }
-        return "\""
-            + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n") + "\""
+        return String(out)
     }
 
     private static func timestamp() -> String {
