@@ -288,6 +288,10 @@ def plot(rows, totals, path, title):
     for ax, (column, label) in zip(axes, panels):
         for name, samples in by_process.items():
             points = [(s[0], s[column]) for s in samples if s[column] != ""]
+            if column == 2:
+                # CPU over less than a second (two samples at the end of the recording) is noise.
+                times = [s[0] for s in samples]
+                points = [(x, y) for i, (x, y) in enumerate(points) if times.index(x) == 0 or x - times[times.index(x) - 1] >= 1 / 60]
             if points:
                 ax.plot([x for x, _ in points], [y for _, y in points], label=name, linewidth=1.2, color=colours[name])
         ax.set_ylabel(label)
@@ -297,6 +301,25 @@ def plot(rows, totals, path, title):
     axes[-1].set_xlabel("minutes")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
+
+
+def replot(folder):
+    """The plot of an earlier run, from its files (as the run drew it, with this script's plot)."""
+    with open(os.path.join(folder, "summary.json")) as f:
+        summary = json.load(f)
+    rows = []
+    with open(os.path.join(folder, "samples.csv"), newline="") as f:
+        reader = csv.reader(f)
+        next(reader)
+        for r in reader:
+            number = lambda text, kind=float: kind(text) if text != "" else ""
+            rows.append([float(r[0]), r[1], int(r[2]), float(r[3]), number(r[4]), int(r[5]), number(r[6], int), number(r[7]),
+                         *(number(x) for x in r[8:])])
+    verdict = "PASS" if not summary["problems"] else "FAIL"
+    plot(rows, None, os.path.join(folder, "soak.png"),
+         f"{summary['command']}: {summary['recorded']} check-ins, {summary['recorded_per_s']:.0f}/s {verdict}")
+    print(f"plot: {os.path.join(folder, 'soak.png')}")
+    return 0
 
 
 def main():
@@ -315,7 +338,10 @@ def main():
     parser.add_argument("--out", default=None, help="where the CSV, PNG and JSON go (default bench/soak/results/soak-<rate>-<duration>s)")
     parser.add_argument("--seed", type=int, default=1, help="the participants' and picks' seed (default 1)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, journal, outboxes)")
+    parser.add_argument("--replot", metavar="DIR", help="draw DIR/soak.png again from DIR/samples.csv and DIR/summary.json, and stop")
     args = parser.parse_args()
+    if args.replot:
+        return replot(args.replot)
     if args.short and "--duration" not in sys.argv:
         args.duration = 600
     if args.bin is None:
