@@ -284,14 +284,14 @@ def plot(rows, totals, path, title):
     fig, axes = plt.subplots(4, 1, figsize=(11, 13), sharex=True)
     # One colour per process in every panel (the lag panel has fewer lines than the others).
     colours = {name: plt.get_cmap("tab10")(i % 10) for i, name in enumerate(by_process)}
-    panels = [(1, "resident memory (MB)"), (2, "CPU (% of a core)"), (3, "open files"), (4, "lag (events)")]
+    panels = [(1, "resident memory (MB), without the emulator"), (2, "CPU (% of a core)"), (3, "open files"), (4, "lag (events)")]
     for ax, (column, label) in zip(axes, panels):
         for name, samples in by_process.items():
-            points = [(s[0], s[column]) for s in samples if s[column] != ""]
-            if column == 2:
-                # CPU over less than a second (two samples at the end of the recording) is noise.
-                times = [s[0] for s in samples]
-                points = [(x, y) for i, (x, y) in enumerate(points) if times.index(x) == 0 or x - times[times.index(x) - 1] >= 1 / 60]
+            if column == 1 and name == "emulator":
+                continue  # the stand-in keeps every record it is given: it would flatten the rest
+            # CPU over less than a second (two samples at the end of the recording) is noise.
+            points = [(s[0], s[column]) for i, s in enumerate(samples)
+                      if s[column] != "" and (column != 2 or i == 0 or s[0] - samples[i - 1][0] >= 1 / 60)]
             if points:
                 ax.plot([x for x, _ in points], [y for _, y in points], label=name, linewidth=1.2, color=colours[name])
         ax.set_ylabel(label)
