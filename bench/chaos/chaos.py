@@ -1243,7 +1243,7 @@ def account(args, d, recorder, chaos, schedule, journal, fm, eto, letters, repla
     for worker in WORKERS:
         with open(d.processes[worker].log_path, errors="replace") as f:
             refusals[worker] = sum(1 for line in f if "refresh refused" in line)
-    print(f"  refreshes the workers' storm guard refused (5 per key per minute; their logs' 'refresh refused'): "
+    print(f"  refreshes the workers' storm guard refused (5 a minute per key, 60 after sessions that worked; their logs' 'refresh refused'): "
           f"{', '.join(f'{k} {v}' for k, v in refusals.items())}")
     print(f"  recording {recorder.seconds:.0f}s, until settled {settle_seconds:.0f}s after the first check-in")
     for t, name, status, tail in crashes:
