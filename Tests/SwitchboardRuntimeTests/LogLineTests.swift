@@ -33,7 +33,8 @@ struct LogLineTests {
 
     @Test func aMessageCannotStartALine() {
         #expect(StructuredLogHandler.message("journal opened") == "journal opened")
-        #expect(StructuredLogHandler.message("a\r\n2026-01-01T00:00:00Z info broker: fake") == #"a\r\n2026-01-01T00:00:00Z info broker: fake"#)
+        #expect(
+            StructuredLogHandler.message("a\r\n2026-01-01T00:00:00Z info broker: fake") == #"a\r\n2026-01-01T00:00:00Z info broker: fake"#)
         #expect(!StructuredLogHandler.message("x\u{2028}y").unicodeScalars.contains("\u{2028}"))
     }
 }
