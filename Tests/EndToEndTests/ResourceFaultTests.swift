@@ -111,6 +111,44 @@ struct ResourceFaultTests {
         return events
     }
 
+    /// A kiosk that imports 40 check-ins while the journal refuses events: it keeps them in its
+    /// outbox (on another disk) and resends them; none is journaled. Returns the running import.
+    static func kioskDuringOutage(
+        _ programs: Programs, _ directory: TemporaryDirectory, kiosk: String, ingest: String, journal: String
+    ) async throws -> ChildProcess {
+        let csv = try programs.writeCSV("day.csv", rows: 40)
+        let outbox = directory.path("kiosk/outbox.sqlite")
+        let process = try programs.start(
+            "switchboard-kiosk",
+            ["import", csv, "--kiosk", kiosk, "--outbox", outbox, "--broker", ingest, "--wait", "120s"],
+            log: "kiosk.log")
+        try await waitForResends(outbox: outbox, count: 40)
+        #expect(try JournalFile.rows(at: journal).filter { $0.producer == kiosk }.isEmpty, "none of them was journaled")
+        return process
+    }
+
+    /// While the journal refuses events the broker still serves HEAD and replays everything
+    /// ACKed under its bus_seq; the member settles `held`, and the broker logs that committing
+    /// it failed and waits for the next try.
+    static func expectStillServing(
+        _ producer: Producer, io: IOThread, replay endpoint: String, member: AsyncSocket, settling held: [DeliverHeader],
+        _ programs: Programs
+    ) async throws {
+        let head = try await producer.head()
+        #expect(head.head == producer.acked.values.max())
+        let replayed = try await replay(io: io, endpoint: endpoint)
+        #expect(replayed.map(\.0) == Array(1...head.head), "replay serves every journaled event")
+        let served = Dictionary(replayed.map { ($0.1, $0.0) }, uniquingKeysWith: { first, _ in first })
+        #expect(producer.acked.allSatisfy { served[$0.key] == $0.value }, "replay serves every ACKed event under its bus_seq")
+        for delivery in held {
+            try await member.send(
+                GroupWire.settle(SettleHeader(.ack, group: "faults", busSeq: delivery.busSeq, attempt: delivery.attempt)))
+        }
+        try await waitUntil("the broker logs its failed group commit", timeout: .seconds(20)) {
+            programs.read("broker.log").contains("group commit failed; kept for the next try")
+        }
+    }
+
     /// Waits until every one of `count` check-ins in a kiosk's outbox was sent twice or more:
     /// the first send was not ACKed (the kiosk resends a NACKed event after 2 s).
     static func waitForResends(outbox: String, count: Int) async throws {
@@ -190,32 +228,12 @@ extension ResourceFaultTests {
             let ackedWhileFilling = producer.acked.count
 
             // A kiosk records check-ins meanwhile (its outbox is on another disk): they wait there.
-            let csv = try programs.writeCSV("day.csv", rows: 40)
-            let kiosk = try programs.start(
-                "switchboard-kiosk",
-                [
-                    "import", csv, "--kiosk", "riverside-f", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker",
-                    endpoints.ingest, "--wait", "120s",
-                ],
-                log: "kiosk.log")
-            try await Self.waitForResends(outbox: directory.path("kiosk/outbox.sqlite"), count: 40)
-            #expect(try JournalFile.rows(at: journal).filter { $0.producer == "riverside-f" }.isEmpty, "none of them was journaled")
+            let kiosk = try await Self.kioskDuringOutage(
+                programs, directory, kiosk: "riverside-f", ingest: endpoints.ingest, journal: journal)
 
             // Still serving: HEAD, replay of everything ACKed, and the group: its member settles,
             // the commit of that fails and waits for the next try.
-            let head = try await producer.head()
-            #expect(head.head == producer.acked.values.max())
-            let replayed = try await Self.replay(io: io, endpoint: endpoints.replay)
-            #expect(replayed.map(\.0) == Array(1...head.head), "replay serves every journaled event")
-            let served = Dictionary(replayed.map { ($0.1, $0.0) }, uniquingKeysWith: { first, _ in first })
-            #expect(producer.acked.allSatisfy { served[$0.key] == $0.value }, "replay serves every ACKed event under its bus_seq")
-            for delivery in held {
-                try await member.send(
-                    GroupWire.settle(SettleHeader(.ack, group: "faults", busSeq: delivery.busSeq, attempt: delivery.attempt)))
-            }
-            try await waitUntil("the broker logs its failed group commit", timeout: .seconds(20)) {
-                programs.read("broker.log").contains("group commit failed; kept for the next try")
-            }
+            try await Self.expectStillServing(producer, io: io, replay: endpoints.replay, member: member, settling: held, programs)
             let settled = held.map(\.busSeq).max() ?? 0
             #expect(try JournalFile.groupCursor(at: journal, group: "faults") ?? 0 < settled, "the settling is not on disk yet")
             // An operator's change cannot be put on disk either: not answered as done.
@@ -299,30 +317,10 @@ extension ResourceFaultTests {
             #expect(refused.1.code == .unavailable && refused.1.retryable, "\(refused.1)")
             #expect(refused.1.reason.contains("read-only"), "the NACK names the cause: \(refused.1.reason)")
 
-            let csv = try programs.writeCSV("day.csv", rows: 40)
-            let kiosk = try programs.start(
-                "switchboard-kiosk",
-                [
-                    "import", csv, "--kiosk", "riverside-r", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker",
-                    endpoints.ingest, "--wait", "120s",
-                ],
-                log: "kiosk.log")
-            try await Self.waitForResends(outbox: directory.path("kiosk/outbox.sqlite"), count: 40)
-            #expect(try JournalFile.rows(at: journal).filter { $0.producer == "riverside-r" }.isEmpty, "none of them was journaled")
+            let kiosk = try await Self.kioskDuringOutage(
+                programs, directory, kiosk: "riverside-r", ingest: endpoints.ingest, journal: journal)
 
-            let head = try await producer.head()
-            #expect(head.head == producer.acked.values.max())
-            let replayed = try await Self.replay(io: io, endpoint: endpoints.replay)
-            #expect(replayed.map(\.0) == Array(1...head.head), "replay serves every journaled event")
-            let served = Dictionary(replayed.map { ($0.1, $0.0) }, uniquingKeysWith: { first, _ in first })
-            #expect(producer.acked.allSatisfy { served[$0.key] == $0.value }, "replay serves every ACKed event under its bus_seq")
-            for delivery in held {
-                try await member.send(
-                    GroupWire.settle(SettleHeader(.ack, group: "faults", busSeq: delivery.busSeq, attempt: delivery.attempt)))
-            }
-            try await waitUntil("the broker logs its failed group commit", timeout: .seconds(20)) {
-                programs.read("broker.log").contains("group commit failed; kept for the next try")
-            }
+            try await Self.expectStillServing(producer, io: io, replay: endpoints.replay, member: member, settling: held, programs)
             #expect(broker.isRunning)
 
             // The way back, as an operator takes it: stop the broker (it stops cleanly though it

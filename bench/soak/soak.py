@@ -272,7 +272,7 @@ def judge(rows, args, warmup, duration):
     return figures, problems
 
 
-def plot(rows, totals, path, title):
+def plot(rows, path, title):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -316,7 +316,7 @@ def replot(folder):
             rows.append([float(r[0]), r[1], int(r[2]), float(r[3]), number(r[4]), int(r[5]), number(r[6], int), number(r[7]),
                          *(number(x) for x in r[8:])])
     verdict = "PASS" if not summary["problems"] else "FAIL"
-    plot(rows, None, os.path.join(folder, "soak.png"),
+    plot(rows, os.path.join(folder, "soak.png"),
          f"{summary['command']}: {summary['recorded']} check-ins, {summary['recorded_per_s']:.0f}/s {verdict}")
     print(f"plot: {os.path.join(folder, 'soak.png')}")
     return 0
@@ -457,7 +457,7 @@ def main():
         }
         with open(os.path.join(out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
-        plot(sampler.rows, sampler.totals, os.path.join(out, "soak.png"),
+        plot(sampler.rows, os.path.join(out, "soak.png"),
              f"{command}: {recorded} check-ins, {recorded / recorder.seconds:.0f}/s " + ("PASS" if not problems else "FAIL"))
         print(f"\nSoak: {recorded} check-ins recorded in {recorder.seconds:.0f}s, {journaled} journaled; acknowledged "
               + ", ".join(f"{g} {int(totals.get(f'acked_{g}') or 0)}" for g in GROUPS) + f"; drained {drain_seconds:.0f}s after")

@@ -16,7 +16,7 @@ struct EventCache {
     static let tidy = 5_000
 
     private var events: [Int64: JournaledEvent] = [:]
-    private var lookAt = EventCache.tidy
+    private var lookAt: Int
     let limit: Int
     let tidy: Int
 

@@ -11,7 +11,8 @@ struct MultipartPart: Sendable {
         var description: String
     }
 
-    static func parse(_ body: Data, contentType: String) throws -> [MultipartPart] {
+    /// The `boundary` parameter of a multipart Content-Type, unquoted.
+    static func boundary(of contentType: String) throws -> String {
         guard
             let boundaryParameter = contentType.split(separator: ";").map({ $0.trimmingCharacters(in: .whitespaces) })
                 .first(where: { $0.lowercased().hasPrefix("boundary=") })
@@ -19,7 +20,11 @@ struct MultipartPart: Sendable {
         var boundary = String(boundaryParameter.dropFirst("boundary=".count))
         if boundary.hasPrefix("\""), boundary.hasSuffix("\""), boundary.count >= 2 { boundary = String(boundary.dropFirst().dropLast()) }
         guard !boundary.isEmpty else { throw Malformed(description: "multipart boundary is empty") }
-        let delimiter = Data("--\(boundary)".utf8)
+        return boundary
+    }
+
+    static func parse(_ body: Data, contentType: String) throws -> [MultipartPart] {
+        let delimiter = Data("--\(try boundary(of: contentType))".utf8)
         let crlf = Data("\r\n".utf8)
         let headerEnd = Data("\r\n\r\n".utf8)
         guard var cursor = body.range(of: delimiter)?.upperBound else {
