@@ -109,7 +109,7 @@ workers() {
     local count=$1 i pids=() watch=()
     for ((i = 1; i <= count; i++)); do
         "$BIN/switchboard-filemaker" --groups "$GROUPS_ENDPOINT" --service "$SERVICE" --ingest "$INGEST" --url "$URL" \
-            --data-dir "$DIR/filemaker-$count-$i" >"$DIR/filemaker-$count-$i.log" 2>&1 &
+            --data-dir "$DIR/filemaker-$count-$i" --admin none >"$DIR/filemaker-$count-$i.log" 2>&1 &
         pids+=($!)
         STARTED+=($!)
         watch+=("switchboard-filemaker-$i=$!")

@@ -81,7 +81,15 @@ public struct AdminServer: Service {
                 await onListening(port)
             },
             logger: quiet)
-        try await app.run()
+        do {
+            try await app.run()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EADDRNOTAVAIL {
+            throw AdminAddress.Failure(
+                "the admin endpoint (--admin) \(address) cannot be served: "
+                    + (error.errnoCode == EADDRINUSE
+                        ? "another process listens on that port (give each program on a host its own --admin HOST:PORT, or none)"
+                        : "no interface of this host has that address"))
+        }
     }
 
     /// Brings every scraped gauge up to date.

@@ -89,6 +89,20 @@ struct AdminServerTests {
         }
     }
 
+    @Test("a port another process holds fails the server with --admin and the address named, not a bare errno")
+    func portTaken() async throws {
+        let observability = Observability(program: "test")
+        try await withAdminServer(observability) { port in
+            var logger = Logger(label: "admin-test")
+            logger.logLevel = .critical
+            let second = AdminServer(
+                address: .loopback(port), factory: observability.factory, readiness: Readiness(), logger: logger)
+            let error = await #expect(throws: AdminAddress.Failure.self) { try await second.run() }
+            let text = error.map(String.init(describing:)) ?? ""
+            #expect(text.contains("--admin") && text.contains("127.0.0.1:\(port)") && text.contains("another process"), "\(text)")
+        }
+    }
+
     @Test("--admin values: host:port, [IPv6]:port, none; anything else is refused with the option named")
     func addresses() throws {
         #expect(try AdminAddress.parse("127.0.0.1:9560") == AdminAddress(host: "127.0.0.1", port: 9560))
