@@ -2,6 +2,8 @@
 // like. A profile gathers what differs per API, so the client's retry and re-authentication
 // logic stays the same for all of them.
 
+import Foundation
+
 /// What the HTTP layer must know about one back-end API.
 public struct APIProfile: Sendable {
     /// The API's name in logs and errors, e.g. `"filemaker"`.
@@ -76,7 +78,10 @@ public struct ExpiryDetector: Sendable {
     /// FileMaker: HTTP 401 (code 952 invalid token, code 10 header missing) or code `"952"`
     /// whatever the status.
     public static let fileMaker = ExpiryDetector { _, response in
-        response.status == 401 || VendorError.parse(response.body)?.code == "952"
+        // The byte search first: this runs on every answer, and a JSON parse of each 2xx body
+        // was 5 % of a FileMaker writer's CPU.
+        response.status == 401
+            || (response.body.range(of: Data("952".utf8)) != nil && VendorError.parse(response.body)?.code == "952")
     }
 
     /// ETO: HTTP 401 or 403 (a WCF fault from the authentication layer: the call was not run),

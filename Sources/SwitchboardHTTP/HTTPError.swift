@@ -46,27 +46,33 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         public static let shutDown = Code("shutDown")
     }
 
-    /// The call an error is about, secrets already redacted.
+    /// The call an error is about. Its URL is only shown redacted.
     public struct Context: Sendable {
         public var api: APIProfile
         public var operation: String
         public var method: String
-        public var redactedURL: String
+        /// The URL as sent (secrets included) or, from the public initialiser, as given.
+        private var url: String
         /// Knows the request's secrets, for text derived from its response.
         var redactor: Redactor
+
+        /// The URL with its secrets replaced, worked out when asked for: every request makes a
+        /// context, and only an error or a logged attempt reads it.
+        public var redactedURL: String { redactor.redactURL(url) }
 
         public init(api: APIProfile, operation: String, method: String, redactedURL: String) {
             self.api = api
             self.operation = operation
             self.method = method
-            self.redactedURL = redactedURL
+            self.url = redactedURL
             self.redactor = Redactor()
         }
 
         init(_ request: HTTPRequest, redactor: Redactor) {
-            self.init(
-                api: request.api, operation: request.operation, method: request.method.rawValue,
-                redactedURL: redactor.redactURL(request.url))
+            self.api = request.api
+            self.operation = request.operation
+            self.method = request.method.rawValue
+            self.url = request.url
             self.redactor = redactor
         }
     }

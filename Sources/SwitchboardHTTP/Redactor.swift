@@ -37,14 +37,23 @@ public struct Redactor: Sendable {
     public static let secretNames: Set<String> = ["key", "appcid", "x-smp-appcid"]
 
     private let secrets: [String]
-    private let needles: [String]
 
     /// A redactor for these secrets. Empty strings are ignored; every other secret is
     /// redacted however short, because a leaked three-letter password is still a leak.
+    ///
+    /// Cheap: every request makes one, and nearly all of them never redact anything (a 2xx
+    /// answer logs nothing at the default level). The forms of each secret are worked out when
+    /// text is redacted.
     public init(secrets: [String] = []) {
-        self.secrets = secrets
+        self.secrets = secrets.filter { !$0.isEmpty }
+    }
+
+    /// Every form of every secret, longest first, so a secret that contains another is
+    /// replaced whole.
+    private func needles() -> [String] {
+        guard !secrets.isEmpty else { return [] }
         var needles: Set<String> = []
-        for secret in secrets where !secret.isEmpty {
+        for secret in secrets {
             needles.insert(secret)
             needles.insert(PercentEncoding.queryComponent(secret))
             needles.insert(PercentEncoding.pathSegment(secret))
@@ -55,15 +64,16 @@ public struct Redactor: Sendable {
             }
             needles.insert(secret.replacingOccurrences(of: "/", with: "\\/"))
         }
-        // Longest first, so a secret that contains another is replaced whole.
-        self.needles = needles.sorted { $0.count > $1.count }
+        return needles.sorted { $0.count > $1.count }
     }
 
     /// This redactor with more secrets.
     public func adding(_ secrets: [String]) -> Redactor { Redactor(secrets: self.secrets + secrets) }
 
     /// The text with every registered secret replaced.
-    public func redact(_ text: String) -> String {
+    public func redact(_ text: String) -> String { redact(text, needles: needles()) }
+
+    private func redact(_ text: String, needles: [String]) -> String {
         var text = text
         for needle in needles where text.contains(needle) {
             text = text.replacingOccurrences(of: needle, with: Self.placeholder)
@@ -73,20 +83,23 @@ public struct Redactor: Sendable {
 
     /// The URL with secrets replaced and the values of secret-named query items replaced.
     public func redactURL(_ url: String) -> String {
-        guard let mark = url.firstIndex(of: "?") else { return redact(url) }
+        let needles = needles()
+        guard let mark = url.firstIndex(of: "?") else { return redact(url, needles: needles) }
         let head = url[..<mark]
         let query = url[url.index(after: mark)...]
-        return redact(String(head)) + "?" + redactPairs(String(query))
+        return redact(String(head), needles: needles) + "?" + redactPairs(String(query), needles: needles)
     }
 
     /// `name=value&…` text (a query or a form body) with secret-named values replaced.
-    public func redactPairs(_ text: String) -> String {
+    public func redactPairs(_ text: String) -> String { redactPairs(text, needles: needles()) }
+
+    private func redactPairs(_ text: String, needles: [String]) -> String {
         let pairs = text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
-            guard let equals = pair.firstIndex(of: "=") else { return redact(String(pair)) }
+            guard let equals = pair.firstIndex(of: "=") else { return redact(String(pair), needles: needles) }
             let name = String(pair[..<equals])
             let decodedName = name.removingPercentEncoding ?? name
-            if Self.isSecretName(decodedName) { return "\(redact(name))=\(Self.placeholder)" }
-            return redact(String(pair))
+            if Self.isSecretName(decodedName) { return "\(redact(name, needles: needles))=\(Self.placeholder)" }
+            return redact(String(pair), needles: needles)
         }
         return pairs.joined(separator: "&")
     }

@@ -192,22 +192,29 @@ public final class SwitchboardHTTPClient: Sendable {
         let started = ContinuousClock.now
         let result = await send(request, context: context)
         let elapsed = ContinuousClock.now - started
+        metrics.record(
+            backend: context.api.name, operation: context.operation, status: (try? result.get()).map { String($0.status) } ?? "error",
+            elapsed: elapsed)
+        let level: Logger.Level
+        switch result {
+        case .success(let response): level = response.isSuccess ? .debug : .info
+        case .failure: level = .info
+        }
+        // The line's metadata (a redacted URL among it) is only built when the line is written.
+        guard logger.logLevel <= level else { return result }
         var metadata: Logger.Metadata = [
             "http.api": "\(context.api.name)", "http.operation": "\(context.operation)", "http.method": "\(context.method)",
             "http.url": "\(context.redactedURL)", "http.attempt": "\(number)",
             "http.duration_ms": "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
         ]
-        metrics.record(
-            backend: context.api.name, operation: context.operation, status: (try? result.get()).map { String($0.status) } ?? "error",
-            elapsed: elapsed)
         switch result {
         case .success(let response):
             metadata["http.status"] = "\(response.status)"
-            logger.log(level: response.isSuccess ? .debug : .info, "http attempt", metadata: metadata)
+            logger.log(level: level, "http attempt", metadata: metadata)
         case .failure(let failure):
             metadata["http.error"] = "\(failure.error.code)"
             metadata["http.error_message"] = "\(failure.error.message)"
-            logger.info("http attempt failed", metadata: metadata)
+            logger.log(level: level, "http attempt failed", metadata: metadata)
         }
         return result
     }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import SwitchboardRuntime
@@ -13,6 +14,17 @@ struct LogLineTests {
         #expect(StructuredLogHandler.logfmt(#"a\b "c""#) == #""a\\b \"c\"""#)
         #expect(StructuredLogHandler.logfmt("x\ny\rz\t") == #""x\ny\rz\t""#)
         #expect(StructuredLogHandler.logfmt("bell\u{7}") == #""bell\u{7}""#)
+        #expect(StructuredLogHandler.logfmt("del\u{7F}") == #""del\u{7f}""#)
+        #expect(StructuredLogHandler.logfmt("c1\u{85}") == #""c1\u{85}""#)
+        #expect(StructuredLogHandler.logfmt("ls\u{2028}") == #""ls\u{2028}""#)
+        #expect(StructuredLogHandler.logfmt("café~") == "café~")
+    }
+
+    @Test func timestampsAreUTCWithMillisecondsAndZeroPadded() {
+        // 2026-11-22T21:04:00.120Z, and a date whose every field needs padding.
+        #expect(StructuredLogHandler.timestamp(timespec(tv_sec: 1_795_381_440, tv_nsec: 120_999_999)) == "2026-11-22T21:04:00.120Z")
+        #expect(StructuredLogHandler.timestamp(timespec(tv_sec: 1_704_164_645, tv_nsec: 7_000_000)) == "2024-01-02T03:04:05.007Z")
+        #expect(StructuredLogHandler.timestamp(timespec(tv_sec: 0, tv_nsec: 0)) == "1970-01-01T00:00:00.000Z")
     }
 
     /// A quote with a combining mark after it is one Character, not `"`: checked per Character,
