@@ -1,9 +1,10 @@
 import Foundation
+public import Logging
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
-public import Logging
-import Synchronization
 
 /// How log records are written.
 public enum LogFormat: String, Sendable, CaseIterable {
