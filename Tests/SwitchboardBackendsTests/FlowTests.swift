@@ -141,3 +141,33 @@ extension FlowTests {
         }
     }
 }
+
+extension FlowTests {
+    /// The body of a 2xx answer is parsed once; its first message's code still decides.
+    @Test("FileMaker: a 2xx answer whose first message is not code 0 is the vendor's error; a missing envelope is a decoding error")
+    func successStatusWithAnErrorCode() async throws {
+        try await withHarness { h async throws in
+            let fm = h.fileMaker()
+            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            try await h.fault([
+                "api": "filemaker", "path": "/*/records", "method": "POST", "kind": "body", "status": 200, "count": 1,
+                "body": ["response": [:] as [String: Any], "messages": [["code": "509", "message": "Field value does not match"]]],
+            ])
+            let vendor = await #expect(throws: HTTPError.self) {
+                try await fm.create(layout: "CheckIns", fieldData: ["Bed": "Bed 7"], auth: auth)
+            }
+            #expect(vendor?.vendorCode == "509" && vendor?.status == 200)
+            try await h.fault([
+                "api": "filemaker", "path": "/*/records", "method": "POST", "kind": "body", "status": 200, "count": 1,
+                "body": ["unexpected": true],
+            ])
+            let shapeless = await #expect(throws: HTTPError.self) {
+                try await fm.create(layout: "CheckIns", fieldData: ["Bed": "Bed 8"], auth: auth)
+            }
+            #expect(shapeless?.code == .decoding)
+            // And the next create goes through as ever.
+            let record = try await fm.create(layout: "CheckIns", fieldData: ["Bed": "Bed 9"], auth: auth)
+            #expect(try await fm.record(layout: "CheckIns", id: record.recordId, auth: auth)["Bed"] == "Bed 9")
+        }
+    }
+}

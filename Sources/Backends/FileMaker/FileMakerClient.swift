@@ -51,14 +51,39 @@ public struct FileMakerClient: Sendable {
         do { return try .json(value) } catch { throw .invalid(request(), "cannot encode the body: \(type(of: error))") }
     }
 
-    private struct Envelope<Response: Decodable>: Decodable { var response: Response }
+    private struct Envelope<Response: Decodable>: Decodable {
+        var response: Response
+        var messages: [Message]?
+    }
+    /// A FileMaker message's code: a string on the wire (`"0"`), taken as a number too.
+    private struct Message: Decodable {
+        var code: String?
+        enum CodingKeys: String, CodingKey { case code }
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            if let text = try? container.decodeIfPresent(String.self, forKey: .code) {
+                code = text
+            } else {
+                code = (try? container.decodeIfPresent(Int.self, forKey: .code)).flatMap { $0.map(String.init) }
+            }
+        }
+    }
     private struct Nothing: Codable {}
 
-    /// The `response` of a 2xx answer whose first message has code "0".
+    /// The `response` of a 2xx answer whose first message has code "0". The body is parsed
+    /// once: a body that is not an envelope, or whose first code is not "0", is read again
+    /// only to report the error.
     private static func unwrap<Response: Decodable>(_ response: HTTPResponse, as type: Response.Type) throws(HTTPError) -> Response {
         try response.requireSuccess()
-        if response.vendorError != nil { throw HTTPError(response: response) }
-        return try response.decode(Envelope<Response>.self).response
+        let envelope: Envelope<Response>
+        do {
+            envelope = try response.decode(Envelope<Response>.self)
+        } catch {
+            if response.vendorError != nil { throw HTTPError(response: response) }
+            throw error
+        }
+        if let first = envelope.messages?.first, first.code != "0" { throw HTTPError(response: response) }
+        return envelope.response
     }
 
     private func send<Response: Decodable>(

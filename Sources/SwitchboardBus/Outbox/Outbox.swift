@@ -208,12 +208,17 @@ public final class Outbox: Sendable {
         }
     }
 
-    /// Records that entries were sent (again).
+    /// Records that entries were sent (again). The count only informs people, so it skips
+    /// the fsync an enqueue pays: a power cut may lose the last counts, never an event.
     public func markAttempted(_ producerSeqs: [Int64]) async throws {
         guard !producerSeqs.isEmpty else { return }
-        try await writing { db in
-            let statement = try db.cachedStatement(sql: "UPDATE outbox SET attempts = attempts + 1 WHERE producer_seq = ?")
-            for seq in producerSeqs { try statement.execute(arguments: [seq]) }
+        do {
+            try await writingWithoutFsync { db in
+                let statement = try db.cachedStatement(sql: "UPDATE outbox SET attempts = attempts + 1 WHERE producer_seq = ?")
+                for seq in producerSeqs { try statement.execute(arguments: [seq]) }
+            }
+        } catch let error as DatabaseError {
+            throw StorageFault.classify(error, path: path, queue: nil)
         }
     }
 
@@ -231,22 +236,33 @@ public final class Outbox: Sendable {
     }
 
     private func acknowledgeWithoutFsync(_ producerSeqs: [Int64]) async throws -> Int {
+        try await writingWithoutFsync { db in
+            var removed = 0
+            let statement = try db.cachedStatement(sql: "DELETE FROM outbox WHERE producer_seq = ?")
+            for seq in producerSeqs {
+                try statement.execute(arguments: [seq])
+                removed += db.changesCount
+            }
+            try db.execute(
+                sql: "UPDATE outbox_meta SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT) WHERE key = 'delivered'",
+                arguments: [removed])
+            return removed
+        }
+    }
+
+    /// One immediate transaction committed with `synchronous = NORMAL` (no fsync; WAL keeps it
+    /// consistent, a power cut may lose it). Only for writes whose loss costs nothing but a
+    /// resend or a count.
+    private func writingWithoutFsync<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
-            var removed = 0
+            var result: T?
             try db.inTransaction(.immediate) {
-                let statement = try db.cachedStatement(sql: "DELETE FROM outbox WHERE producer_seq = ?")
-                for seq in producerSeqs {
-                    try statement.execute(arguments: [seq])
-                    removed += db.changesCount
-                }
-                try db.execute(
-                    sql: "UPDATE outbox_meta SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT) WHERE key = 'delivered'",
-                    arguments: [removed])
+                result = try body(db)
                 return .commit
             }
-            return removed
+            return result!
         }
     }
 
