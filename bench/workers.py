@@ -6,7 +6,11 @@
     workers.py import URL N OUT NAME=PID... -- KIOSK-COMMAND...
                                            runs the kiosk import and times it until the
                                            emulator holds N new CheckIns records
-    workers.py report OUT...               the table and the ratios
+    workers.py client URL N OUT NAME=PID... -- COMMAND...
+                                           runs `switchboard-bench --filemaker-writes` (our
+                                           HTTP client alone, no bus) and times it
+    workers.py report OUT...               the table, the ratios, and the ceiling the other
+                                           processes' CPU sets
 
 Every phase writes one JSON object to OUT. CPU seconds of the named processes are read from
 /proc over the measured interval, so the report can say where the two cores went. Loopback
@@ -164,6 +168,65 @@ def import_phase(url, n, out, watch, command, timeout=600):
         sys.exit(1)
 
 
+def client_phase(url, n, out, watch, command):
+    reader = Reader(url)
+    before = reader.count()
+    cpu0 = {name: cpu_seconds(pid) for name, pid in watch.items()}
+    start = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.monotonic() - start
+    cpu = {name: round(cpu_seconds(pid) - cpu0[name], 2) for name, pid in watch.items() if cpu0[name] is not None}
+    cpu["switchboard-bench --filemaker-writes"] = round(usage.ru_utime + usage.ru_stime, 2)
+    output = process.stdout.read().decode(errors="replace").strip()
+    after = reader.count()
+    reader.close()
+    result = {"phase": "client", "n": n, "new_records": after - before, "seconds": round(seconds, 3),
+              "per_second": round(n / seconds, 1), "exit": os.waitstatus_to_exitcode(status), "cpu": cpu}
+    json.dump(result, open(out, "w"))
+    print(f"  FileMakerClient alone: {after - before} of {n} records in {seconds:.2f} s = {n / seconds:.0f}/s")
+    if result["exit"] != 0 or after - before != n:
+        print(f"  it said: {output}")
+        sys.exit(1)
+
+
+def ceiling(results, base):
+    """What the processes other than the writer leave for it on this machine's cores.
+
+    The emulator's CPU per record is taken at its cheapest (the 1-writer row or the client row,
+    where requests come back to back); the broker's and the kiosk's as the 1-writer row measured
+    them; our HTTP client's per record from the client row, the least a writer built on it
+    spends. The cores divided by the sum is the most check-ins per second such a pipeline could
+    reach here; divided by python-fmrest's rate, the most it could show against the target."""
+    one = next((r for r in results if r["phase"] == "workers" and r["workers"] == 1), None)
+    client = next((r for r in results if r["phase"] == "client"), None)
+    if one is None or client is None:
+        return
+    def per(r, name):
+        return r["cpu"].get(name, 0) / r["n"]
+    emulator = min(per(one, "switchboard-emulator"), per(client, "switchboard-emulator"))
+    rest = sum(v for k, v in one["cpu"].items() if k.startswith("switchboard-") and not k.startswith("switchboard-filemaker")
+               and k != "switchboard-emulator") / one["n"]
+    writer = sum(v for k, v in one["cpu"].items() if k.startswith("switchboard-filemaker")) / one["n"]
+    measured = sum(one["cpu"].values()) / one["n"]
+    http = per(client, "switchboard-bench --filemaker-writes")
+    cores = os.cpu_count()
+    print()
+    print(f"Ceiling on {cores} cores: CPU per check-in, emulator at its cheapest per record "
+          f"({emulator * 1000:.3f} ms), broker, auth and kiosk as in the 1-writer row ({rest * 1000:.3f} ms):")
+    print()
+    print("| the pipeline with… | CPU ms per check-in | most check-ins/s | vs python-fmrest |")
+    print("|---|---|---|---|")
+    for name, cost in [
+        ("the writer as measured (and the emulator as measured)", measured),
+        (f"a writer that spends only its HTTP call ({http * 1000:.3f} ms, our client alone)", http + emulator + rest),
+        ("a writer that costs nothing", emulator + rest),
+    ]:
+        print(f"| {name} | {cost * 1000:.3f} | {cores / cost:,.0f}/s | {cores / cost / base:.2f}× |")
+    print()
+    print(f"(the writer: {writer * 1000:.3f} ms per check-in; python-fmrest: {base:,.0f}/s, mean of its runs)")
+
+
 def report(paths):
     results = [json.load(open(p)) for p in paths]
     baseline = [r for r in results if r["phase"] == "python-fmrest"]
@@ -174,6 +237,8 @@ def report(paths):
     for r in results:
         if r["phase"] == "python-fmrest":
             name = f"python-fmrest, one by one ({r['tag']})"
+        elif r["phase"] == "client":
+            name = "FileMakerClient alone, 16 in flight (no kiosk, no bus: the bound, not a result)"
         else:
             name = f"kiosk import → broker → {r['workers']} × switchboard-filemaker → emulator"
         print(f"| {name} | {r['per_second']:,.0f}/s | {r['seconds']:.2f} | {r['per_second'] / base:.2f}× |")
@@ -183,13 +248,15 @@ def report(paths):
     print("| measurement | wall s | CPU s, all listed | per process |")
     print("|---|---|---|---|")
     for r in results:
-        name = f"python-fmrest ({r['tag']})" if r["phase"] == "python-fmrest" else f"{r['workers']} worker(s)"
+        name = {"python-fmrest": lambda: f"python-fmrest ({r['tag']})", "client": lambda: "FileMakerClient alone"}.get(
+            r["phase"], lambda: f"{r['workers']} worker(s)")()
         cpu = r["cpu"]
         workers = sum(v for k, v in cpu.items() if k.startswith("switchboard-filemaker"))
         parts = [f"{k} {v:.1f}" for k, v in cpu.items() if not k.startswith("switchboard-filemaker")]
         if workers:
             parts.insert(0, f"filemaker workers {workers:.1f}")
         print(f"| {name} | {r['seconds']:.1f} | {sum(cpu.values()):.1f} | {', '.join(parts)} |")
+    ceiling(results, base)
 
 
 def parse_watch(args):
@@ -205,6 +272,9 @@ def main():
     elif command == "import":
         split = args.index("--")
         import_phase(args[0], int(args[1]), args[2], parse_watch(args[3:split]), args[split + 1:])
+    elif command == "client":
+        split = args.index("--")
+        client_phase(args[0], int(args[1]), args[2], parse_watch(args[3:split]), args[split + 1:])
     elif command == "report":
         report(args)
     else:

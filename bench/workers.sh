@@ -5,8 +5,8 @@
 #
 #   bench/workers.sh [--quick | --count N]   5,000 check-ins per measurement (--quick: 1,000)
 #
-# Needs the release binaries (SWITCHBOARD_BIN, default .build-rel/release):
-#   swift build -c release --scratch-path .build-rel
+# Needs the release binaries (SWITCHBOARD_BIN, default .build-rel/release), the bench among them:
+#   SWITCHBOARD_BENCH=1 swift build -c release --scratch-path .build-rel
 # and python3 with python-fmrest (installed with pip if missing).
 #
 # Everything runs on loopback: a broker (--insecure), the emulator (--port 0, plain HTTP),
@@ -26,8 +26,8 @@ done
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SWITCHBOARD_BIN:-$ROOT/.build-rel/release}
 HELPER="$ROOT/bench/workers.py"
-for program in switchboard-broker switchboard-emulator switchboard-auth switchboard-filemaker switchboard-kiosk; do
-    [[ -x "$BIN/$program" ]] || { echo "no $BIN/$program: run 'swift build -c release --scratch-path .build-rel'" >&2; exit 1; }
+for program in switchboard-broker switchboard-emulator switchboard-auth switchboard-filemaker switchboard-kiosk switchboard-bench; do
+    [[ -x "$BIN/$program" ]] || { echo "no $BIN/$program: run 'SWITCHBOARD_BENCH=1 swift build -c release --scratch-path .build-rel'" >&2; exit 1; }
 done
 if ! python3 -c 'import fmrest' 2>/dev/null; then
     echo "installing python-fmrest"
@@ -125,9 +125,18 @@ workers() {
     stop "${pids[@]}"
 }
 
+# The bound: our HTTP client alone writing the same records, 16 at a time (the writer's
+# credit), no kiosk and no bus. Its CPU per record is the least a writer spends.
+client() {
+    python3 "$HELPER" client "$URL" "$N" "$DIR/result-client.json" "switchboard-emulator=$EMULATOR" -- \
+        timeout 600 "$BIN/switchboard-bench" --filemaker-writes "$DIR/accounts.json" "$N" 16
+    RESULTS+=("$DIR/result-client.json")
+}
+
 fmrest before
 workers 1
 workers 4
+client
 fmrest after
 
 written=$(python3 - "$DIR/broker/journal.sqlite" <<'EOF'

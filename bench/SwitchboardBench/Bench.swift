@@ -26,6 +26,10 @@ struct Bench {
             try await securityBench(quick: quick)
             return
         }
+        if let flag = CommandLine.arguments.firstIndex(of: "--filemaker-writes") {
+            try await fileMakerWrites(arguments: Array(CommandLine.arguments[(flag + 1)...]))
+            return
+        }
         if CommandLine.arguments.contains("--client") {
             try await clientBench(quick: quick)
             return
