@@ -39,13 +39,15 @@ public final class AuthTokenProvider: Sendable {
             let reply: ServiceReply
             do {
                 reply = try await client.request(service: "auth", operation: "token.get", content: body, timeout: timeout, idempotent: true)
+            } catch ServiceClientError.serviceError(let status, let failure) {
+                // Auth answered, with one of 14.2's errors: the worker's cache acts on its code
+                // (`login-failed` ends the after-use budget; `refresh-limit` says when to come back).
+                throw Self.error(status: status, failure, key: key)
             } catch {
                 throw AuthError(.authUnavailable, "the auth service did not answer for \(key): \(error)")
             }
             guard reply.status == ServiceStatus.ok else {
-                let failure = reply.header.error
-                throw AuthError(
-                    AuthError.Code(rawValue: failure?.code ?? "auth-error"), failure?.message ?? "auth answered \(reply.status) for \(key)")
+                throw Self.error(status: reply.status, reply.header.error, key: key)
             }
             // Checked against the schema first, so a reply whose fingerprint is not its token's
             // never enters the cache (its messages name fields, never the token).
@@ -62,6 +64,15 @@ public final class AuthTokenProvider: Sendable {
                 throw AuthError(.authUnavailable, "auth's token.get reply for \(key) is malformed")
             }
         }
+    }
+
+    /// Auth's error reply as an ``AuthError`` with its code; `refresh-limit` comes back after the
+    /// interval (protocol 14.2: 60 s at most).
+    static func error(status: Int, _ failure: ServiceFailure?, key: CredentialKey) -> AuthError {
+        let code = AuthError.Code(rawValue: failure?.code ?? "auth-error")
+        return AuthError(
+            code, failure?.message ?? "auth answered \(status) for \(key)",
+            retryAfter: code == .refreshLimit ? Date().addingTimeInterval(RefreshLimit.default.interval) : nil)
     }
 
     /// Reports a credential the back end rejected: it leaves this worker's cache (if still the

@@ -115,9 +115,11 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
         } catch is CancellationError {
             throw HTTPError(.cancelled, context: .init(request, redactor: Redactor(secrets: request.allSecrets)), message: "cancelled")
         } catch let error as any SecretFreeError {
-            throw HTTPError(
+            var failure = HTTPError(
                 .credentialUnavailable, context: .init(request, redactor: Redactor(secrets: request.allSecrets)),
                 message: "credential provider failed: \(error.secretFreeDescription)")
+            failure.retryAfter = (error as? any RetryAfterError)?.retryAfter
+            throw failure
         } catch {
             // Only the error's type: its text may hold the very credential that failed.
             throw HTTPError(
@@ -125,6 +127,12 @@ public struct AuthenticatedExecutor<Credential: Sendable>: Sendable {
                 message: "credential provider failed: \(type(of: error))")
         }
     }
+}
+
+/// A credential provider's failure that knows when asking again can succeed (a refresh limit
+/// that frees up at a known time). The executor copies it to ``HTTPError/retryAfter``.
+public protocol RetryAfterError: Error {
+    var retryAfter: Date? { get }
 }
 
 /// An error whose description is written to hold no secret (it names back ends and accounts,

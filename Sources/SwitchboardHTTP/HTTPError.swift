@@ -1,3 +1,5 @@
+public import Foundation
+
 /// The one error type of this module: what failed, on which call, with the HTTP status and the
 /// vendor's code and message when there was a response.
 ///
@@ -91,6 +93,9 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The start of the error body, redacted, for diagnosis.
     public var bodyExcerpt: String?
+    /// For ``Code/credentialUnavailable``: when the provider said asking again can succeed
+    /// (a refresh limit's next allowed refresh); nil when it did not say.
+    public var retryAfter: Date?
 
     public var api: String { context.api.name }
     public var operation: String { context.operation }

@@ -86,6 +86,33 @@ import Testing
             // the client as "credential unavailable").
             #expect(failure.map { "\($0)".contains("credentialUnavailable") } == true, "\(String(describing: failure))")
             #expect(try await stack.fileMakerLogIns() == 2)
+            // It says why and when a refresh is allowed again, so a worker waits that long.
+            let refused = try #require(failure as? HTTPError)
+            #expect(refused.message.contains("refresh limit exceeded"), "\(refused.message)")
+            let wait = try #require(refused.retryAfter).timeIntervalSinceNow
+            #expect(wait > 0 && wait <= 60, "\(wait)")
+        }
+    }
+
+    /// Auth's own guard (14.2 `refresh-limit`, shared by every worker of the account) trips
+    /// before a worker's: the worker's error says to try again after the interval.
+    @Test func authsRefreshLimitTellsTheWorkerWhenToTryAgain() async throws {
+        try await AuthStack.run(refreshLimit: RefreshLimit(maximum: 2, per: 60, afterUse: 2)) { stack in
+            let roomy = AuthTokenProvider(
+                client: stack.client,
+                cache: CredentialCache(configuration: .init(refreshLimit: RefreshLimit(maximum: 50, per: 60), logger: stack.logs.logger)))
+            var credential = try await roomy.credential(backend: "filemaker", account: "switchboard")
+            roomy.rejected(credential, backend: "filemaker", account: "switchboard")
+            credential = try await roomy.credential(backend: "filemaker", account: "switchboard")
+            roomy.rejected(credential, backend: "filemaker", account: "switchboard")
+            let started = Date()
+            let error = await #expect(throws: AuthError.self) {
+                try await roomy.credential(backend: "filemaker", account: "switchboard")
+            }
+            #expect(error?.code == .refreshLimit, "\(String(describing: error))")
+            let at = try #require(error?.retryAfter)
+            #expect(at.timeIntervalSince(started) >= 59 && at.timeIntervalSinceNow <= 60, "\(at)")
+            #expect(try await stack.fileMakerLogIns() == 2)
         }
     }
 
@@ -117,6 +144,12 @@ import Testing
                 "\(error)".contains("filemaker") && "\(error)".contains("switchboard")
             }
             #expect(try await stack.fileMakerLogIns() == 3)
+            // And a worker's cache sees auth's own code, `login-failed` (not "auth unavailable"),
+            // so the storm guard counts the next log-in against the ordinary budget (14.3).
+            let refused = await #expect(throws: AuthError.self) {
+                try await stack.tokens.credential(backend: "filemaker", account: "switchboard")
+            }
+            #expect(refused?.code == .loginFailed && refused?.refusedCredentials == true, "\(String(describing: refused))")
             #expect(await failure("token.get", Data(#"{"backend":"filemaker","account":"nobody"}"#.utf8))?.0 == 404)
             #expect(await failure("token.get", Data("{}".utf8))?.0 == 400)
             #expect(await failure("token.steal", Data("{}".utf8))?.0 == 404)

@@ -44,6 +44,34 @@ struct RuleTests {
         }
     }
 
+    @Test("a refresh limit's failure is retried when the limit frees up (1 s to 10 min); others after the group's back-off")
+    func refreshLimitWaits() {
+        let now = Date()
+        func limited(in seconds: TimeInterval?) -> HTTPError {
+            var failure = error(.credentialUnavailable)
+            failure.retryAfter = seconds.map { now.addingTimeInterval($0) }
+            return failure
+        }
+        #expect(Settlement.delay(for: limited(in: 20.5), now: now) == .milliseconds(20_500))
+        #expect(Settlement.delay(for: limited(in: -3), now: now) == .seconds(1))
+        #expect(Settlement.delay(for: limited(in: 86_400), now: now) == .seconds(600))
+        #expect(Settlement.delay(for: limited(in: nil), now: now) == nil)
+        for settlement in [
+            FileMakerWriter.settlement(for: limited(in: 30)), ETOCheckInRecorder.settlement(for: limited(in: 30)),
+            DirectorySyncer.settlement(for: limited(in: 30)),
+        ] {
+            guard case .retry(let delay, _, _) = settlement, let delay else {
+                Issue.record("\(settlement)")
+                continue
+            }
+            #expect(delay > .seconds(25) && delay <= .seconds(30), "\(delay)")
+        }
+        guard case .retry(nil, _, _) = FileMakerWriter.settlement(for: limited(in: nil)) else {
+            Issue.record("without a time, the group's back-off")
+            return
+        }
+    }
+
     @Test("every settlement the three workers' rules make is one the broker takes: codes of a–z 0–9 -, messages of at most 1000 characters")
     func settlementsAreWireSafe() throws {
         let kinds: [HTTPError.Code] = [

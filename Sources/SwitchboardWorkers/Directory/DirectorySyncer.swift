@@ -378,7 +378,7 @@ public final class DirectorySyncer: EventHandler, Sendable {
         let text = error.description
         switch error.code {
         case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .cancelled, .shutDown, .notResent:
-            return .retry(after: nil, code: Settlement.code("directory-\(error.code)"), message: text)
+            return .retry(after: Settlement.delay(for: error), code: Settlement.code("directory-\(error.code)"), message: text)
         case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
             return .deadLetter(code: Settlement.code("directory-\(error.code)"), message: text)
         default:

@@ -216,7 +216,7 @@ public struct ETOCheckInRecorder: EventHandler {
         let text = error.description
         switch error.code {
         case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .notResent, .cancelled, .shutDown:
-            return .retry(after: nil, code: Settlement.code("eto-\(error.code)"), message: text)
+            return .retry(after: Settlement.delay(for: error), code: Settlement.code("eto-\(error.code)"), message: text)
         case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
             return .deadLetter(code: Settlement.code("eto-\(error.code)"), message: text)
         default:

@@ -207,7 +207,7 @@ public struct FileMakerWriter: EventHandler {
         let text = error.description
         switch error.code {
         case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .cancelled, .shutDown:
-            return .retry(after: nil, code: Settlement.code("filemaker-\(error.code)"), message: text)
+            return .retry(after: Settlement.delay(for: error), code: Settlement.code("filemaker-\(error.code)"), message: text)
         case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
             return .deadLetter(code: Settlement.code("filemaker-\(error.code)"), message: text)
         default:

@@ -4,6 +4,7 @@
 // a socket.
 
 public import Foundation
+public import SwitchboardHTTP
 public import SwitchboardProtocol
 
 /// One event a worker was handed: its journaled header and its content. Built from a group
@@ -59,6 +60,17 @@ public protocol EventHandler: Sendable {
 }
 
 extension Settlement {
+    /// How long to wait before trying an event again after `error`: when the failure says when
+    /// trying again can succeed (a refresh limit's next allowed refresh, ``HTTPError/retryAfter``),
+    /// that long, 1 s at least and 10 minutes at most; otherwise nil, the group's back-off. A
+    /// delivery tried again before the limit frees up would fail the same way and spend one of
+    /// the event's `max_deliver` deliveries for nothing.
+    public static func delay(for error: HTTPError, now: Date = Date()) -> Duration? {
+        guard let at = error.retryAfter else { return nil }
+        let seconds = min(max(at.timeIntervalSince(now), 1), 600)
+        return .milliseconds(Int64((seconds * 1000).rounded(.up)))
+    }
+
     /// `text` as a settle code the broker takes (protocol section 15.2: 1–64 of a–z 0–9 -,
     /// starting with a letter): camelCase words split by `-` (`connectionFailed` →
     /// `connection-failed`), any other character a `-`.
