@@ -78,8 +78,8 @@ public struct ExpiryDetector: Sendable {
     /// FileMaker: HTTP 401 (code 952 invalid token, code 10 header missing) or code `"952"`
     /// whatever the status.
     public static let fileMaker = ExpiryDetector { _, response in
-        // The byte search first: this runs on every answer, and a JSON parse of each 2xx body
-        // was 5 % of a FileMaker writer's CPU.
+        // The byte search first: this runs on every answer, and only an answer that holds
+        // "952" somewhere is worth a JSON parse.
         response.status == 401
             || (response.body.range(of: Data("952".utf8)) != nil && VendorError.parse(response.body)?.code == "952")
     }

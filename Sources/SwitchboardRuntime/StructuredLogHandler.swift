@@ -117,8 +117,8 @@ public struct StructuredLogHandler: LogHandler {
         return String(out)
     }
 
-    /// `2026-11-22T21:04:00.120Z`, UTC, milliseconds; digits written directly (this runs for
-    /// every line; `String(format:)` was 4 % of a FileMaker writer's CPU).
+    /// `2026-11-22T21:04:00.120Z`, UTC, milliseconds; digits written directly, since this runs
+    /// for every line and `String(format:)` goes through Foundation's formatter each time.
     static func timestamp(_ now: timespec = now()) -> String {
         var seconds = now.tv_sec
         var parts = tm()
