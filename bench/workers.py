@@ -173,12 +173,15 @@ def client_phase(url, n, out, watch, command):
     before = reader.count()
     cpu0 = {name: cpu_seconds(pid) for name, pid in watch.items()}
     start = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.monotonic() - start
+    # Its output goes to a file, not a pipe: wait4 must not wait on a writer blocked on a full pipe.
+    with open(out + ".log", "w+b") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.monotonic() - start
+        log.seek(0)
+        output = log.read().decode(errors="replace").strip()
     cpu = {name: round(cpu_seconds(pid) - cpu0[name], 2) for name, pid in watch.items() if cpu0[name] is not None}
     cpu["switchboard-bench --filemaker-writes"] = round(usage.ru_utime + usage.ru_stime, 2)
-    output = process.stdout.read().decode(errors="replace").strip()
     after = reader.count()
     reader.close()
     result = {"phase": "client", "n": n, "new_records": after - before, "seconds": round(seconds, 3),

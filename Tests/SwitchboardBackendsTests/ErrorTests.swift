@@ -80,8 +80,7 @@ struct ErrorTests {
     @Test("FileMaker: a 500 that carries a code is not retried")
     func fileMakerLogicalErrorNotRetried() async throws {
         try await withHarness { h async throws in
-            let fm = h.fileMaker()
-            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            let (fm, auth) = try await h.fileMakerSession()
             try await h.fault(["api": "filemaker", "kind": "status", "status": 500, "code": "101", "count": 1])
             let error = await #expect(throws: HTTPError.self) { try await fm.records(layout: "CheckIns", auth: auth) }
             #expect(error?.vendorCode == "101" && error?.attempts == 1)
@@ -92,8 +91,7 @@ struct ErrorTests {
     @Test("Idempotent calls are retried on 503, 502 and a closed connection, within the policy")
     func transientFailuresRetried() async throws {
         try await withHarness { h async throws in
-            let fm = h.fileMaker()
-            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            let (fm, auth) = try await h.fileMakerSession()
             try await h.fault(["api": "filemaker", "path": "/*/records", "kind": "status", "status": 503, "count": 2])
             #expect(try await fm.records(layout: "Staff", auth: auth).data.count == 5)
             #expect(
@@ -125,8 +123,7 @@ struct ErrorTests {
     @Test("Writes that are not idempotent are not retried on 503")
     func writesNotRetried() async throws {
         try await withHarness { h async throws in
-            let fm = h.fileMaker()
-            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            let (fm, auth) = try await h.fileMakerSession()
             try await h.fault(["api": "filemaker", "method": "POST", "path": "/*/records", "kind": "status", "status": 503, "count": 1])
             let error = await #expect(throws: HTTPError.self) { try await fm.create(layout: "Staff", fieldData: ["Name": "X"], auth: auth) }
             #expect(error?.status == 503 && error?.attempts == 1)

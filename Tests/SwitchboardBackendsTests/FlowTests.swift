@@ -50,8 +50,7 @@ struct FlowTests {
     @Test("FileMaker: portal rows decode into the record model, in get, range and find, with their windows")
     func fileMakerPortals() async throws {
         try await withHarness { h async throws in
-            let fm = h.fileMaker()
-            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            let (fm, auth) = try await h.fileMakerSession()
             for n in 1...3 {
                 _ = try await fm.create(
                     layout: "CheckIns", fieldData: ["EventID": .text("portal-\(n)"), "ParticipantID": 1000, "Bed": .text("Bed \(n)")],
@@ -92,8 +91,7 @@ struct FlowTests {
     @Test("FileMaker: createIfAbsent turns the unique field's 504 into the existing record")
     func createIfAbsentRace() async throws {
         try await withHarness { h async throws in
-            let fm = h.fileMaker()
-            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            let (fm, auth) = try await h.fileMakerSession()
             let eventID = UUID().uuidString.lowercased()
             let first = try await fm.createIfAbsent(
                 layout: "CheckIns", uniqueField: "EventID", value: eventID, fieldData: ["Bed": "Bed 5"], auth: auth)
@@ -122,8 +120,7 @@ extension FlowTests {
     @Test("FileMaker: createIfAbsent on a unique-validated field is one create; a second write is a refused create and a find")
     func createIfAbsentCreateFirst() async throws {
         try await withHarness { h async throws in
-            let fm = h.fileMaker()
-            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            let (fm, auth) = try await h.fileMakerSession()
             let eventID = UUID().uuidString.lowercased()
             let first = try await fm.createIfAbsent(
                 layout: "CheckIns", uniqueField: "EventID", value: eventID, fieldData: ["Bed": "Bed 7"], uniqueValidated: true, auth: auth)
@@ -147,8 +144,7 @@ extension FlowTests {
     @Test("FileMaker: a 2xx answer whose first message is not code 0 is the vendor's error; a missing envelope is a decoding error")
     func successStatusWithAnErrorCode() async throws {
         try await withHarness { h async throws in
-            let fm = h.fileMaker()
-            let auth = CredentialSource.fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword))
+            let (fm, auth) = try await h.fileMakerSession()
             try await h.fault([
                 "api": "filemaker", "path": "/*/records", "method": "POST", "kind": "body", "status": 200, "count": 1,
                 "body": ["response": [:] as [String: Any], "messages": [["code": "509", "message": "Field value does not match"]]],

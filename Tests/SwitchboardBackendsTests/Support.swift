@@ -18,6 +18,11 @@ struct Harness: Sendable {
     func fileMaker(_ version: FileMakerClient.Version = .vLatest) -> FileMakerClient {
         FileMakerClient(http: http, serverURL: base, database: "Shelter", version: version, logger: logs.logger)
     }
+    /// The FileMaker client and a session of the seed's account, as most FileMaker tests start.
+    func fileMakerSession() async throws -> (FileMakerClient, CredentialSource<FileMaker.Session>) {
+        let fm = fileMaker()
+        return (fm, .fixed(try await fm.logIn(account: Seed.fmAccount, password: Seed.fmPassword)))
+    }
     var directory: DirectoryClient { DirectoryClient(http: http, baseURL: base + "/directory", logger: logs.logger) }
     /// The outreach application's client, with the seed user's credentials (sent at once).
     var sap: SAPMobileServicesClient { sap(SAP.UserCredentials(user: Seed.sapUser, password: Seed.sapPassword)) }
