@@ -43,7 +43,10 @@ var targets: [Target] = [
         name: "CZeroMQ",
         providers: [.apt(["libzmq3-dev"])]
     ),
-    .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: swiftSettings),
+    // A bound on what one peer can make libzmq buffer, counted as bytes arrive (its header says
+    // how, and why libzmq's own options cannot).
+    .target(name: "CReceiveGuard"),
+    .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "CReceiveGuard"], swiftSettings: swiftSettings),
     // posix_spawn's GNU file actions (chdir, closefrom) for ChildProcess.
     .target(name: "CSpawn"),
     // glibc's heap statistics and malloc_trim, for the broker's HeapTrim.
@@ -54,7 +57,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardTesting",
         dependencies: [
-            "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus", "SwitchboardEmulators",
+            "CZeroMQ", "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus", "SwitchboardEmulators",
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),

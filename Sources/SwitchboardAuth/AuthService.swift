@@ -208,7 +208,13 @@ public final class AuthService: Sendable {
 
     static func decode<T: Decodable>(_ type: T.Type, _ request: ServiceRequest) throws -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: request.content)
+            // Read through the protocol's own parser first: the broker let this request through
+            // by the `backend` that parser sees (section 13.3), and Foundation's decoder might
+            // read a duplicated key otherwise. Re-written, the content has each key once.
+            guard let value = JSONValue.parse(request.content) else { throw CocoaError(.coderReadCorrupt) }
+            var writer = JSONWriter()
+            writer.value(value)
+            return try JSONDecoder().decode(T.self, from: writer.data)
         } catch {
             throw ServiceError(
                 status: ServiceStatus.badRequest, code: "bad-request",

@@ -29,6 +29,11 @@ public struct BrokerConfiguration: Sendable {
     public var highWaterMark: Int32 = 100_000
     /// `max_frame_bytes`: `ZMQ_MAXMSGSIZE`; a peer sending a bigger frame is disconnected.
     public var maxFrameBytes: Int64 = 1 << 20
+    /// `max_pending_bytes`: what one connection may have sent that the broker has not yet taken
+    /// (the message still arriving, and any queued behind it); a peer over it is disconnected as
+    /// the bytes arrive (`ReceiveGuard`). libzmq holds a multipart message whole before the
+    /// broker sees it, so this, not `max_frame_bytes`, bounds what one message can cost.
+    public var maxPendingBytes: Int64 = 16 << 20
     /// `service`: the Majordomo endpoint (ROUTER) of the service plane.
     public var serviceEndpoint = "tcp://127.0.0.1:5563"
     /// `groups`: the consumer-group endpoint (ROUTER), section 15.
@@ -76,7 +81,8 @@ public struct BrokerConfiguration: Sendable {
     /// The configuration keys, as written in a file.
     public static let keys = [
         "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
-        "retention.interval", "min_version", "hwm", "max_frame_bytes", "service", "service.heartbeat", "service.liveness",
+        "retention.interval", "min_version", "hwm", "max_frame_bytes", "max_pending_bytes", "service", "service.heartbeat",
+        "service.liveness",
         "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure", "groups", "groups.ack_wait",
         "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval", "admin",
     ]
@@ -124,6 +130,7 @@ public struct BrokerConfiguration: Sendable {
         }
         if let v = try layers.integer("hwm") { highWaterMark = Int32(clamping: v) }
         if let v = try layers.byteCount("max_frame_bytes") { maxFrameBytes = v }
+        if let v = try layers.byteCount("max_pending_bytes") { maxPendingBytes = v }
         if let v = layers.string("service") { serviceEndpoint = v }
         if let v = try layers.duration("service.heartbeat") { serviceHeartbeat = v }
         if let v = try layers.integer("service.liveness") { serviceLiveness = v }
@@ -209,6 +216,11 @@ public struct BrokerConfiguration: Sendable {
             throw ConfigurationLayers.Failure(
                 "max_frame_bytes must be at least \(SizeLimits.v1.message) so the protocol's own limits apply first")
         }
+        guard maxPendingBytes >= 2 * maxFrameBytes else {
+            throw ConfigurationLayers.Failure(
+                "max_pending_bytes must be at least twice max_frame_bytes (\(2 * maxFrameBytes)), got \(maxPendingBytes): a peer must be able to send one largest frame while another waits"
+            )
+        }
     }
 
     /// The settings of the service plane (Majordomo broker).
@@ -221,6 +233,7 @@ public struct BrokerConfiguration: Sendable {
         settings.queueLimit = serviceQueueLimit
         settings.highWaterMark = highWaterMark
         settings.maxFrameBytes = maxFrameBytes
+        settings.maxPendingBytes = maxPendingBytes
         return settings
     }
 

@@ -27,9 +27,10 @@ final class BrokerCore {
     var groupIndex = 0
     let endpoints: BrokerEndpoints
     let poller = Poller()
-    /// Handshake failures that ZAP never sees, with their poller indices (nil: no CURVE).
-    let handshakes: HandshakeWatch?
-    var handshakeIndices: [Int] = []
+    /// Handshake failures that ZAP never sees and connections the receive guard dropped, with
+    /// the poller indices of their monitors.
+    let connections: ConnectionWatch
+    var connectionIndices: [Int] = []
     let versionFrame = Envelope.versionFrame()
     var nextHeartbeat: ContinuousClock.Instant
     var nextRetention: ContinuousClock.Instant
@@ -87,14 +88,19 @@ final class BrokerCore {
         endpoints = BrokerEndpoints(
             ingest: try ingest.lastEndpoint(), fanout: try fanout.lastEndpoint(), replay: try replay.lastEndpoint(),
             service: serviceEndpoint, groups: try groupSocket.lastEndpoint())
-        let sockets: [(Socket, Endpoint)] = [(ingest, .ingest), (fanout, .fanout), (replay, .replay), (groupSocket, .groups)]
-        handshakes = try security.map { security in try HandshakeWatch(context: context, sockets: sockets, security: security) }
+        connections = try ConnectionWatch(
+            context: context,
+            sockets: [
+                (ingest, .ingest, endpoints.ingest), (fanout, .fanout, endpoints.fanout), (replay, .replay, endpoints.replay),
+                (groupSocket, .groups, endpoints.groups),
+            ],
+            security: security, limit: configuration.maxPendingBytes, logger: logger)
         poller.add(fileDescriptor: broker.wakeUpForCore.fileDescriptor)
         poller.add(ingest)
         poller.add(replay)
         poller.add(fanout)
         groupIndex = poller.add(groupSocket)
-        handshakeIndices = handshakes?.add(to: poller) ?? []
+        connectionIndices = connections.add(to: poller)
         broker.update {
             $0.head = journal.head
             $0.first = journal.first
@@ -147,8 +153,8 @@ final class BrokerCore {
                 rebind(
                     [ingest, fanout, replay, groupSocket], [endpoints.ingest, endpoints.fanout, endpoints.replay, endpoints.groups])
             }
-            for (position, index) in handshakeIndices.enumerated() where poller.returned(index).contains(.readable) {
-                handshakes?.drain(position)
+            for (position, index) in connectionIndices.enumerated() where poller.returned(index).contains(.readable) {
+                connections.drain(position)
             }
             if let notices = broker.security?.takeNotices(), !notices.isEmpty { journal(notices) }
             do {
@@ -183,7 +189,7 @@ final class BrokerCore {
         fanout.close()
         replay.close()
         groupSocket.close()
-        handshakes?.close()
+        connections.close()
         do {
             try journal.close()
         } catch {

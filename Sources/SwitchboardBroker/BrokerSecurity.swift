@@ -121,9 +121,12 @@ public final class BrokerSecurity: Sendable {
     }
 
     /// The role of a principal named by `User-Id` now (nil: no longer allowed).
-    public func role(of userID: String?) -> Role? {
+    public func role(of userID: String?) -> Role? { certificate(of: userID)?.role }
+
+    /// The certificate of a principal named by `User-Id` now (nil: no longer allowed).
+    public func certificate(of userID: String?) -> Certificate? {
         guard let userID, let certificate = allowList.certificate(named: userID), !certificate.isExpired() else { return nil }
-        return certificate.role
+        return certificate
     }
 
     /// Reloads the allow-list; a failed reload keeps the old list and says why.

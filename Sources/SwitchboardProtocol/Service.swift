@@ -198,6 +198,17 @@ public enum ServiceBody {
         return header.operation
     }
 
+    /// A string field at the top of a REQUEST body's content (the broker's check of which back
+    /// end a `token.get` names); nil when the body is no readable REQUEST or the field is absent
+    /// or not a string. The parser is the one every receiver uses (`JSONValue`), so what the
+    /// broker checks is what `auth` reads.
+    public static func peekContentString(_ body: [Data], field: String) -> String? {
+        guard body.count >= 6, let envelope = try? Envelope.decode(body), envelope.command == .request,
+            case .string(let value)? = JSONValue.parse(envelope.content)?.object?[field]
+        else { return nil }
+        return value
+    }
+
     /// The status of a REPLY body, read from its header frame alone (for the broker's metrics);
     /// nil when the body is no readable REPLY.
     public static func peekStatus(_ body: [Data]) -> Int? {

@@ -32,10 +32,15 @@ public enum Role: Sendable, Hashable, CustomStringConvertible {
         default:
             guard text.hasPrefix("worker:") else { return nil }
             let service = String(text.dropFirst("worker:".count))
-            guard Operation.isValid(service), !service.hasPrefix("mmi."), service != "auth" else { return nil }
+            guard Operation.isValid(service), !service.hasPrefix("mmi."), !Self.reservedServices.contains(service) else { return nil }
             self = .worker(service: service)
         }
     }
+
+    /// Names no worker may serve under: `auth` is auth's own role, and a worker publishes its
+    /// service's events (`S.*`), so a worker named after another family could state kiosks'
+    /// check-ins, the Directory's people or the broker's own dead letters and refusals.
+    public static let reservedServices: Set<String> = ["auth", "checkin", "person", "dlq", "security", "groups", "broker"]
 
     public var description: String {
         switch self {
@@ -59,19 +64,45 @@ public struct Certificate: Sendable, Hashable {
     public var secretKey: CurveKey?
     public var created: String
     public var expires: Date?
+    /// The back ends whose tokens `auth` hands this principal (`token.get`, protocol 14.1);
+    /// only for `worker:*` roles. nil: the worker's own service (`worker:eto` gets `eto`).
+    public var backends: [String]?
+
+    /// The back ends this principal may have tokens for: `backends`, else its own service for a
+    /// worker, else none (only workers call `auth`).
+    public var tokenBackends: Set<String> {
+        guard case .worker(let service) = role else { return [] }
+        return Set(backends ?? [service])
+    }
 
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public var description: String
         public init(_ description: String) { self.description = description }
     }
 
-    public init(name: String, role: Role, keys: CurveKeyPair, created: String = Timestamp.now(), expires: Date? = nil) {
+    public init(
+        name: String, role: Role, keys: CurveKeyPair, created: String = Timestamp.now(), expires: Date? = nil, backends: [String]? = nil
+    ) {
         self.name = name
         self.role = role
         self.publicKey = keys.publicKey
         self.secretKey = keys.secretKey
         self.created = created
         self.expires = expires
+        self.backends = backends
+    }
+
+    /// Back-end names as `auth` knows them (protocol 14.1), and as `backends` may list them.
+    public static let knownBackends: Set<String> = ["eto", "filemaker", "directory", "sap"]
+
+    /// Why `backends` cannot be a certificate's for `role` (nil: it can).
+    public static func backendsProblem(_ backends: [String], role: Role) -> String? {
+        guard case .worker = role else { return "only a worker:<service> certificate may name back ends, not role \(role)" }
+        guard !backends.isEmpty else { return "back ends must name at least one of \(knownBackends.sorted().joined(separator: ", "))" }
+        if let unknown = backends.first(where: { !knownBackends.contains($0) }) {
+            return "unknown back end '\(unknown.prefix(40))' (one of \(knownBackends.sorted().joined(separator: ", ")))"
+        }
+        return nil
     }
 
     /// Principal names: what the ZAP handler gives as `User-Id`, and what a producer must call itself.
@@ -114,6 +145,7 @@ public struct Certificate: Sendable, Hashable {
             "created": .string(created),
         ]
         if let expires { object["expires"] = .string(Timestamp.format(expires)) }
+        if let backends { object["backends"] = .array(backends.map { .string($0) }) }
         if secret, let secretKey { object["secret_key"] = .string(secretKey.z85) }
         var writer = JSONWriter()
         writer.value(.object(object))
@@ -155,7 +187,9 @@ public struct Certificate: Sendable, Hashable {
         guard isValidName(name) else { throw Failure("\(path): field 'name' must be 1–64 characters of A–Z a–z 0–9 . _ : -") }
         let roleText = try string("role")
         guard let role = Role(roleText) else {
-            throw Failure("\(path): field 'role' must be kiosk, worker:<service>, auth, monitor, admin or broker; got '\(roleText)'")
+            throw Failure(
+                "\(path): field 'role' must be kiosk, worker:<service> (a service not named \(Role.reservedServices.sorted().joined(separator: ", "))), auth, monitor, admin or broker; got '\(roleText)'"
+            )
         }
         let publicKey: CurveKey
         do {
@@ -172,9 +206,17 @@ public struct Certificate: Sendable, Hashable {
             }
             expires = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         }
+        var backends: [String]?
+        if let value = object["backends"] {
+            guard case .array(let items) = value else { throw Failure("\(path): field 'backends' must be an array of back-end names") }
+            let names = items.compactMap { item -> String? in if case .string(let name) = item { name } else { nil } }
+            guard names.count == items.count else { throw Failure("\(path): field 'backends' must be an array of back-end names") }
+            if let problem = backendsProblem(names, role: role) { throw Failure("\(path): field 'backends': \(problem)") }
+            backends = names
+        }
         var certificate = Certificate(
             name: name, role: role, keys: CurveKeyPair(publicKey: publicKey, secretKey: publicKey), created: (try? string("created")) ?? "",
-            expires: expires)
+            expires: expires, backends: backends)
         certificate.secretKey = nil
         if secret {
             let secretKey: CurveKey

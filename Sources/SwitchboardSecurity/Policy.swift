@@ -31,18 +31,37 @@ public enum Policy {
         return allowed ? nil : "role \(role) may not connect to the \(endpoint.rawValue) endpoint"
     }
 
+    /// Event families only the broker makes (dead letters, refusals, group changes): no role
+    /// publishes them, whatever its name.
+    public static let brokerFamilies = ["dlq.", "security.", "groups."]
+
+    /// The event family whose facts only one role may state: the Directory's people
+    /// (`person.*`, protocol section 16.3) come only from its syncer, `worker:directory`. A
+    /// consumer such as the FileMaker staff mirror believes `source: "directory"` because the
+    /// broker let no one else publish the family; requests to change the Directory go through
+    /// the syncer's own outbox (`switchboard-directory add`), so no other role needs it.
+    public static let directoryFamily = "person."
+
+    /// The families `role` may publish (each a type prefix).
+    public static func publishable(by role: Role) -> [String] {
+        switch role {
+        case .kiosk: ["checkin."]
+        case .worker(let service) where service == "directory": ["directory.", directoryFamily]
+        case .worker(let service): ["\(service)."]
+        case .auth: ["auth."]
+        case .monitor, .admin, .broker: []
+        }
+    }
+
     /// Whether `principal` (of `role`) may publish an event of `type` naming `producer`.
     public static func publish(principal: String, role: Role, type: String, producer: String) -> String? {
         guard producer == principal else {
             return "producer '\(producer)' is not the sender's principal '\(principal)'"
         }
-        let prefixes: [String]
-        switch role {
-        case .kiosk: prefixes = ["checkin.", "person."]
-        case .worker(let service): prefixes = ["\(service).", "person."]
-        case .auth: prefixes = ["auth."]
-        case .monitor, .admin, .broker: prefixes = []
+        if let family = brokerFamilies.first(where: { type.hasPrefix($0) }) {
+            return "only the broker publishes '\(family)*' events, not role \(role)"
         }
+        let prefixes = publishable(by: role)
         guard prefixes.contains(where: { type.hasPrefix($0) }) else {
             let allowed = prefixes.isEmpty ? "nothing" : prefixes.map { "\($0)*" }.joined(separator: ", ")
             return "role \(role) may not publish '\(type)' (it may publish \(allowed))"
@@ -84,6 +103,21 @@ public enum Policy {
         }
     }
 
+    /// Whether a worker whose certificate allows tokens of `allowed` back ends may run
+    /// `operation` of the `auth` service for `backend` (the request content's `backend`; nil
+    /// when it has none). `token.get` hands out a back end's secret and `token.invalidate`
+    /// ends it for every worker, so both are held to the worker's own back ends; `status`
+    /// shows fingerprints only. A request naming no back end reaches `auth`, which refuses it
+    /// as `bad-request` without handing anything out.
+    public static func token(principal: String, allowed: Set<String>, operation: String?, backend: String?) -> String? {
+        guard operation == "token.get" || operation == "token.invalidate", let backend else { return nil }
+        guard allowed.contains(backend) else {
+            let own = allowed.isEmpty ? "none" : allowed.sorted().joined(separator: ", ")
+            return "'\(principal)' may not have tokens of back end '\(backend.prefix(40))' (its certificate allows: \(own))"
+        }
+        return nil
+    }
+
     /// Operation names whose last segment says they only read.
     public static let readOnlyVerbs: Set<String> = ["get", "list", "search", "find", "lookup", "info", "status"]
 
@@ -103,7 +137,8 @@ public enum Policy {
         case .worker, .auth:
             return nil
         case .kiosk:
-            guard service == "eto" || service == "directory" else { return "a kiosk may call only eto and directory, not '\(service)'" }
+            // A kiosk finds people to check in; the Directory (staff) is none of its business.
+            guard service == "eto" else { return "a kiosk may call only the eto service, not '\(service)'" }
             guard let operation, isReadOnly(operation) else {
                 return
                     "a kiosk may call only the read-only operations of \(service) (…\(readOnlyVerbs.sorted().map { ".\($0)" }.joined(separator: ", ")))"

@@ -51,6 +51,13 @@ public final class Socket {
 
     public var isClosed: Bool { handle == nil }
 
+    /// Calls `body` with libzmq's socket handle, for calls this binding does not wrap (tests that
+    /// send frames without copying them). The same threading contract holds: the owning thread
+    /// only, and the handle must not outlive the call.
+    public func withHandle<T>(_ body: (UnsafeMutableRawPointer) throws -> T) throws -> T {
+        try body(try live("handle"))
+    }
+
     // MARK: Endpoints
 
     public func bind(_ endpoint: String) throws(ZMQError) {
@@ -183,6 +190,7 @@ public final class Socket {
         let handle = try live("receive")
         var frames: [Data] = []
         var userID: String?
+        var byteCount = 0
         var message = zmq_msg_t()
         zmq_msg_init(&message)
         defer { zmq_msg_close(&message) }
@@ -197,6 +205,7 @@ public final class Socket {
                 throw ZMQError.last("receive \(type)")
             }
             let size = zmq_msg_size(&message)
+            byteCount += size
             if size == 0 {
                 frames.append(Data())
             } else {
@@ -209,6 +218,9 @@ public final class Socket {
             }
             if zmq_msg_more(&message) == 0 { break }
         }
+        // What a guarded server connection sent is taken now (ZMQ_SRCFD: the connection's
+        // descriptor, -1 for inproc); the guard counts it against that connection no longer.
+        ReceiveGuard.taken(fileDescriptor: zmq_msg_get(&message, ZMQ_SRCFD), frames: frames.count, bytes: byteCount)
         return Message(frames: frames, userID: userID)
     }
 

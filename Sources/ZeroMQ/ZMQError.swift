@@ -27,7 +27,7 @@ public struct ZMQError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Captures the calling thread's current libzmq error.
-    static func last(_ operation: @autoclosure () -> String) -> ZMQError {
+    public static func last(_ operation: @autoclosure () -> String) -> ZMQError {
         let code = zmq_errno()
         return ZMQError(errno: code, message: String(cString: zmq_strerror(code)), operation: operation())
     }

@@ -67,6 +67,44 @@ struct IngestTests {
         await fixture.stop()
     }
 
+    @Test(
+        "one message of many frames is bounded as it arrives: over max_pending_bytes its sender is dropped on every endpoint, under it the broker answers"
+    )
+    func pendingBytesBound() async throws {
+        #expect(ReceiveGuard.isInstalled, "libzmq's reads reach the guard in this process")
+        let fixture = try await BrokerFixture.start { $0.maxPendingBytes = 4 << 20 }
+        let endpoints = [fixture.endpoints.ingest, fixture.endpoints.service, fixture.endpoints.groups, fixture.endpoints.replay]
+        for endpoint in endpoints {
+            let droppedBefore = ReceiveGuard.dropped
+            let monitor = "inproc://flood-\(UUID().uuidString)"
+            // One attempt: a reconnect would only show the same drop again.
+            let flood = try await fixture.io.open(.dealer, linger: 0) { socket in
+                try socket.set(.reconnectInterval(milliseconds: 600_000))
+                try socket.startMonitor(endpoint: monitor, events: [.disconnected])
+                try socket.connect(endpoint)
+            }
+            let events = try await fixture.io.open(.pair, linger: 0) { try $0.connect(monitor) }
+            // 100 MB as one message; the sender holds 1 MB of it (the frames share their bytes).
+            try await flood.perform { try Flood.send(on: $0, frames: 100) }
+            let event = try #require(try await events.receive(timeout: .seconds(30)), "\(endpoint): the sender was not dropped")
+            #expect(try SocketEvent(frames: event.frames).kind == .disconnected)
+            try await waitUntil("the guard counts the drop on \(endpoint)") { ReceiveGuard.dropped > droppedBefore }
+            await flood.close()
+            await events.close()
+        }
+        // Under the bound, a message too large for the protocol is answered, not dropped.
+        let sender = try await fixture.producer()
+        let (_, frames) = try Events.frames(seq: 1)
+        var large = frames
+        large[5] = Data(count: 1 << 20)
+        let answer = try await Events.exchange(sender, large, timeout: .seconds(10))
+        #expect(answer.command == .error)
+        #expect(try answer.decodeHeader(ErrorHeader.self).code == .tooLarge)
+        let good = try await fixture.producer()
+        #expect(try await Events.exchange(good, try Events.frames(producer: "other-1", seq: 1).1).command == .ack)
+        await fixture.stop()
+    }
+
     @Test("resending an event gets the first bus_seq back; reusing a producer_seq for another event is a conflict")
     func duplicatesAndConflicts() async throws {
         let fixture = try await BrokerFixture.start()

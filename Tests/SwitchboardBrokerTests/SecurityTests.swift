@@ -16,7 +16,8 @@ struct SecureBroker {
     let broker: Certificate
 
     static func start(
-        principals: [(String, Role, Date?)], logger: Logger? = nil, _ configure: (inout BrokerConfiguration) -> Void = { _ in }
+        principals: [(String, Role, Date?)], backends: [String: [String]] = [:], logger: Logger? = nil,
+        _ configure: (inout BrokerConfiguration) -> Void = { _ in }
     ) async throws -> SecureBroker {
         let directory = try TemporaryDirectory("secure")
         let certificates = directory.path("certs")
@@ -25,7 +26,8 @@ struct SecureBroker {
         try brokerCertificate.write(to: secrets)
         try FileManager.default.createDirectory(atPath: certificates, withIntermediateDirectories: true)
         for (name, role, expires) in principals {
-            let certificate = Certificate(name: name, role: role, keys: try CurveKeyPair.generate(), expires: expires)
+            let certificate = Certificate(
+                name: name, role: role, keys: try CurveKeyPair.generate(), expires: expires, backends: backends[name])
             let (publicPath, _) = try certificate.write(to: secrets)
             try FileManager.default.copyItem(atPath: publicPath, toPath: (certificates as NSString).appendingPathComponent("\(name).cert"))
         }

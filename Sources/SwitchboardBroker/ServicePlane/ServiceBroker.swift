@@ -47,6 +47,8 @@ public final class ServiceBroker: Sendable {
         public var queueLimit = 10_000
         public var highWaterMark: Int32 = 100_000
         public var maxFrameBytes: Int64 = 1 << 20
+        /// Bytes one connection may have sent that the broker has not yet taken (`ReceiveGuard`).
+        public var maxPendingBytes: Int64 = 16 << 20
         /// A request is handed to at most this many workers in turn before the client is told
         /// `worker-lost` (a request that kills every worker it reaches stops there).
         public var maxAttempts = 3
@@ -187,8 +189,9 @@ private final class ServiceCore {
     let socket: Socket
     let endpoint: String
     let poller = Poller()
-    /// Handshake failures that ZAP never sees (nil: no CURVE); its PAIR is poller index 2.
-    let handshakes: HandshakeWatch?
+    /// Handshake failures that ZAP never sees and connections the receive guard dropped; its
+    /// PAIR is poller index 2.
+    let connections: ConnectionWatch
     var dispatcher: ServiceDispatcher
     var dropLog = RateLimiter(perSecond: 20)
     let readBatch = 512
@@ -208,12 +211,12 @@ private final class ServiceCore {
             ] + (broker.security?.serverOptions(.service) ?? []))
         try socket.bind(settings.endpoint)
         endpoint = try socket.lastEndpoint()
-        let sockets: [(Socket, Endpoint)] = [(socket, .service)]
-        let context = broker.contextForCore
-        handshakes = try broker.security.map { security in try HandshakeWatch(context: context, sockets: sockets, security: security) }
+        connections = try ConnectionWatch(
+            context: broker.contextForCore, sockets: [(socket, .service, endpoint)], security: broker.security,
+            limit: settings.maxPendingBytes, logger: logger)
         poller.add(fileDescriptor: broker.wakeUpForCore.fileDescriptor)
         poller.add(socket)
-        _ = handshakes?.add(to: poller)
+        _ = connections.add(to: poller)
         logger.info("service broker started", metadata: ["endpoint": "\(endpoint)"])
     }
 
@@ -235,7 +238,7 @@ private final class ServiceCore {
                 }
             }
             if poller.returned(1).contains(.readable) { readMessages() }
-            if handshakes != nil, poller.returned(2).contains(.readable) { handshakes?.drain(0) }
+            if poller.returned(2).contains(.readable) { connections.drain(0) }
             let now = ContinuousClock.now
             if now >= dispatcher.nextHeartbeat {
                 perform(dispatcher.heartbeat(at: now))
@@ -251,7 +254,7 @@ private final class ServiceCore {
         // their own time-outs and retries.
         for worker in dispatcher.registeredWorkers { perform([.command(.disconnect, to: worker)]) }
         socket.close()
-        handshakes?.close()
+        connections.close()
         logger.info("service broker stopped")
     }
 
@@ -289,12 +292,17 @@ private final class ServiceCore {
 
     /// The role checks of the service plane (nil: allowed).
     func authorise(_ inbound: Majordomo.Inbound, principal: String?, security: BrokerSecurity) -> String? {
-        guard let role = security.role(of: principal) else { return "principal '\(principal ?? "?")' is no longer allowed" }
+        guard let certificate = security.certificate(of: principal) else { return "principal '\(principal ?? "?")' is no longer allowed" }
+        let role = certificate.role
         switch inbound {
         case .client(let message):
             guard message.command == .request else { return nil }  // dropped as malformed later
             let operation = ServiceBody.peekOperation(message.body)
-            return Policy.call(role, service: message.service, operation: operation)
+            if let reason = Policy.call(role, service: message.service, operation: operation) { return reason }
+            guard message.service == "auth" else { return nil }
+            return Policy.token(
+                principal: certificate.name, allowed: certificate.tokenBackends, operation: operation,
+                backend: ServiceBody.peekContentString(message.body, field: "backend"))
         case .worker(let message):
             guard message.command == .ready, let service = message.service else { return nil }
             return Policy.register(role, service: service)
