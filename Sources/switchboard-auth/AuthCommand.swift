@@ -26,8 +26,11 @@ struct AuthCommand: AsyncParsableCommand {
             secrets), always written to an outbox under --data-dir (default
             \(defaultDataDirectory) in the working directory, created 0700) before they
             are sent to --ingest, so none is lost while the broker is away. Tokens are
-            kept there too, in an encrypted file (AES-GCM, key file 0600). A data
-            directory that group or others can reach is refused.
+            kept there too, in an encrypted file (AES-GCM, key file 0600), whose key
+            is <data-dir>/credentials.key unless --credentials-key names a file
+            elsewhere (made 0600 if missing): kept apart from the data directory, the
+            sealed file is useless to whoever copies that directory or its backups. A
+            data directory that group or others can reach is refused.
             SIGTERM or SIGINT: stop serving, log out of FileMaker (freeing its session
             slots), exit.
 
@@ -58,6 +61,11 @@ struct AuthCommand: AsyncParsableCommand {
         name: .customLong("ca-file"),
         help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable (ca_file: comma-separated).")
     var caFiles: [String] = []
+    @Option(
+        name: .customLong("credentials-key"),
+        help: "The key file that seals the token file (default <data-dir>/credentials.key; made 0600 if missing; key credentials_key_file)."
+    )
+    var credentialsKey: String?
     @Option(help: "Requests served at once (default 4).") var concurrency: Int?
     @Option(name: .customLong("keep-alive"), help: "Seconds between checks that keep idle-clocked sessions alive (default 60).")
     var keepAlive: Int?
@@ -71,7 +79,7 @@ struct AuthCommand: AsyncParsableCommand {
         "accounts_file": "--accounts", "broker_host": "--broker-host", "service": "--service", "ingest": "--ingest",
         "data_dir": "--data-dir", "ca_file": "--ca-file", "concurrency": "--concurrency", "keep_alive": "--keep-alive",
         "certificate": "--certificate", "broker_key": "--broker-key", "admin": "--admin", "log_format": "--log-format",
-        "log_level": "--log-level",
+        "log_level": "--log-level", "credentials_key_file": "--credentials-key",
     ]
 
     func run() async throws {
@@ -79,13 +87,14 @@ struct AuthCommand: AsyncParsableCommand {
         let endpoints: BrokerEndpoints
         let (accountsFile, dataDirectoryGiven, caFiles, concurrency, keepAlive, certificate, brokerKey, admin):
             (String?, String, [String], Int, Int, String?, String?, String?)
+        let credentialsKeyFile: String?
         do {
             let given: [String: String?] = [
                 "accounts_file": self.accounts, "broker_host": brokerHost, "service": service, "ingest": ingest,
                 "data_dir": self.dataDirectory, "ca_file": self.caFiles.isEmpty ? nil : self.caFiles.joined(separator: ","),
                 "concurrency": self.concurrency.map(String.init), "keep_alive": self.keepAlive.map(String.init),
                 "certificate": self.certificate, "broker_key": self.brokerKey, "admin": self.admin, "log_format": logFormat,
-                "log_level": logLevel,
+                "log_level": logLevel, "credentials_key_file": credentialsKey,
             ]
             layers = try ConfigurationLayers(
                 program: "auth", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
@@ -99,6 +108,7 @@ struct AuthCommand: AsyncParsableCommand {
             certificate = try layers.nonEmpty("certificate")
             brokerKey = try layers.nonEmpty("broker_key")
             admin = try layers.nonEmpty("admin")
+            credentialsKeyFile = try layers.nonEmpty("credentials_key_file")
             try StructuredLogHandler.bootstrap(
                 formatOption: try layers.nonEmpty("log_format"), levelOption: try layers.nonEmpty("log_level"))
         } catch {
@@ -138,11 +148,14 @@ struct AuthCommand: AsyncParsableCommand {
         let outbox: Outbox
         do {
             cache = try CredentialCache(
-                configuration: .init(logger: logger), file: EncryptedCredentialFile(directory: dataDirectory), ifUnreadable: .startEmpty
+                configuration: .init(logger: logger), file: EncryptedCredentialFile(directory: dataDirectory, keyFile: credentialsKeyFile),
+                ifUnreadable: .startEmpty
             )
             outbox = try Outbox(path: dataDirectory + "/auth-outbox.sqlite", producer: credentials?.certificate.name ?? "auth")
         } catch {
-            throw ValidationError("\(error) (the data directory is set with --data-dir)")
+            // The HTTP client must be shut down before it goes, or its deinit stops the process.
+            try? await http.shutdown()
+            throw ValidationError("\(error) (the data directory is set with --data-dir, the key file with --credentials-key)")
         }
         let service = AuthService(
             accounts: accounts, authenticators: standardAuthenticators(http: http, logger: logger), cache: cache,

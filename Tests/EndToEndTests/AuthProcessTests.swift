@@ -39,7 +39,9 @@ struct AuthProcessTests {
         return path
     }
 
-    @Test("auth serves token.get to a worker, logs in once, and logs out of FileMaker when stopped")
+    @Test(
+        "auth serves token.get to a worker, logs in once, and logs out of FileMaker when stopped; --credentials-key keeps the sealing key out of its data directory"
+    )
     func servesTokens() async throws {
         let directory = try TemporaryDirectory("auth-process")
         defer { directory.remove() }
@@ -51,11 +53,13 @@ struct AuthProcessTests {
             emulator.signal(SIGKILL)
         }
         let accounts = try writeAccounts(programs, base: base, mode: 0o600)
+        try FileManager.default.createDirectory(
+            atPath: directory.path("keys"), withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         let auth = try programs.start(
             "switchboard-auth",
             [
                 "--accounts", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
-                directory.path("auth-state"), "--keep-alive", "3600",
+                directory.path("auth-state"), "--keep-alive", "3600", "--credentials-key", directory.path("keys/credentials.key"),
             ], log: "auth.log")
 
         let context = try Context()
@@ -85,6 +89,9 @@ struct AuthProcessTests {
         #expect(await auth.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("auth.log"))")
         let log = programs.read("auth.log")
         #expect(log.contains("logged out"))
+        let kept = try FileManager.default.contentsOfDirectory(atPath: directory.path("auth-state"))
+        #expect(kept.contains("credentials.sealed") && !kept.contains("credentials.key"), "\(kept)")
+        #expect(FileManager.default.fileExists(atPath: directory.path("keys/credentials.key")))
         for secret in ["fm-demo-Passw0rd!", "dir-demo-Passw0rd!"] + Array(tokens) {
             #expect(!log.contains(secret), "auth's log shows a secret")
         }

@@ -1,0 +1,145 @@
+import Foundation
+import SwitchboardProtocol
+import SwitchboardRuntime
+import SwitchboardSecurity
+import SwitchboardTesting
+import Synchronization
+import Testing
+import ZeroMQ
+
+/// Issue 26's attacks against a real `switchboard-broker` in its secure mode (CURVE, ZAP, an
+/// allow-list), each by a principal the broker lets in, while a legitimate kiosk publishes
+/// beside it. Serialized: one message of 3 GB per endpoint is a load of its own.
+@Suite("Abuse by allowed principals (processes)", .serialized)
+struct AbuseProcessTests {
+    /// A secure broker with a kiosk, a second (stolen) kiosk and a worker allowed.
+    struct Deployment {
+        let programs: Programs
+        let broker: ChildProcess
+        let endpoints: Programs.Endpoints
+        let server: CurveKey
+        let keys: [String: CurveKeyPair]
+
+        static func start(_ directory: TemporaryDirectory) async throws -> Deployment {
+            let programs = Programs(directory: directory)
+            let secrets = directory.path("secrets")
+            let allowed = directory.path("allowed")
+            try FileManager.default.createDirectory(
+                atPath: allowed, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let broker = Certificate(name: "broker", role: .broker, keys: try CurveKeyPair.generate())
+            try broker.write(to: secrets)
+            var keys: [String: CurveKeyPair] = [:]
+            for (name, role) in [("riverside-1", Role.kiosk), ("stolen-1", .kiosk), ("filemaker-1", .worker(service: "filemaker"))] {
+                let certificate = Certificate(name: name, role: role, keys: try CurveKeyPair.generate())
+                let (publicPath, _) = try certificate.write(to: secrets)
+                try FileManager.default.copyItem(atPath: publicPath, toPath: "\(allowed)/\(name).cert")
+                keys[name] = certificate.keyPair
+            }
+            let process = try programs.start(
+                "switchboard-broker",
+                [
+                    "--data-dir", directory.path("broker"), "--key", "\(secrets)/broker.secret", "--certificates", allowed, "--ingest",
+                    "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
+                    "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*",
+                ],
+                log: "broker.log")
+            let endpointsFile = directory.path("broker/endpoints.json")
+            try await waitUntil("the broker is up", timeout: .seconds(30)) {
+                guard process.isRunning else { throw WaitTimedOut(description: "the broker exited: \(programs.read("broker.log"))") }
+                return FileManager.default.fileExists(atPath: endpointsFile)
+            }
+            let endpoints = try JSONDecoder().decode(Programs.Endpoints.self, from: Data(contentsOf: URL(fileURLWithPath: endpointsFile)))
+            return Deployment(programs: programs, broker: process, endpoints: endpoints, server: broker.publicKey, keys: keys)
+        }
+
+        func options(_ name: String) throws -> [SocketOption] {
+            let pair = try #require(keys[name])
+            return [.curvePublicKey(pair.publicKey), .curveSecretKey(pair.secretKey), .curveServerKey(server)]
+        }
+    }
+
+    /// VmRSS of `pid`, in MB.
+    static func residentMB(_ pid: Int32) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kB = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+        else { return 0 }
+        return kB / 1024
+    }
+
+    @Test(
+        "3,000 × 1 MB frames as one message on ingest, service and groups at once: each sender is dropped as the bytes arrive, the broker stays under 300 MB, and a kiosk beside them gets every ACK within a second"
+    )
+    func oneMessageOfGigabytes() async throws {
+        let directory = try TemporaryDirectory("abuse-flood")
+        defer { directory.remove() }
+        let deployment = try await Deployment.start(directory)
+        let pid = deployment.broker.processIdentifier
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let kiosk = try await io.open(.dealer, linger: 0) {
+            [options = try deployment.options("riverside-1"), ingest = deployment.endpoints.ingest] in
+            try $0.set(options)
+            try $0.connect(ingest)
+        }
+        var seq: Int64 = 0
+        func checkIn() async throws -> Duration {
+            seq += 1
+            let frames = try Events.frames(producer: "riverside-1", seq: seq, type: CheckIn.type, schema: CheckIn.schema).1
+            let sent = ContinuousClock.now
+            let answer = try await Events.exchange(kiosk, frames, timeout: .seconds(10))
+            #expect(answer.command == .ack)
+            return sent.duration(to: .now)
+        }
+        _ = try await checkIn()
+        let baseline = Self.residentMB(pid)
+
+        // The three attackers: a stolen kiosk on ingest and service, a worker's key on groups.
+        let attacks = [
+            ("stolen-1", deployment.endpoints.ingest), ("stolen-1", deployment.endpoints.service),
+            ("filemaker-1", deployment.endpoints.groups),
+        ]
+        var monitors: [AsyncSocket] = []
+        var floods: [AsyncSocket] = []
+        for (name, endpoint) in attacks {
+            let monitor = "inproc://abuse-\(UUID().uuidString)"
+            let options = try deployment.options(name)
+            floods.append(
+                try await io.open(.dealer, linger: 0) { socket in
+                    try socket.set(options + [.reconnectInterval(milliseconds: 600_000)])
+                    try socket.startMonitor(endpoint: monitor, events: [.disconnected])
+                    try socket.connect(endpoint)
+                })
+            monitors.append(try await io.open(.pair, linger: 0) { try $0.connect(monitor) })
+        }
+        let started = ContinuousClock.now
+        for flood in floods { try await flood.perform { try Flood.send(on: $0, frames: 3000) } }
+        // Check-ins and memory samples until every attacker has been dropped.
+        var slowest = Duration.zero
+        var peak = baseline
+        var dropped = 0
+        while dropped < attacks.count {
+            slowest = max(slowest, try await checkIn())
+            peak = max(peak, Self.residentMB(pid))
+            for monitor in monitors where try await monitor.receive(timeout: .milliseconds(20)) != nil { dropped += 1 }
+            #expect(started.duration(to: .now) < .seconds(120), "the attackers are still connected")
+            if started.duration(to: .now) >= .seconds(120) { break }
+        }
+        for _ in 0..<10 {
+            slowest = max(slowest, try await checkIn())
+            peak = max(peak, Self.residentMB(pid))
+        }
+        print(
+            "3 × 3,000 × 1 MB: dropped in \(started.duration(to: .now)); broker \(baseline) MB → peak \(peak) MB; slowest kiosk ACK \(slowest)"
+        )
+        #expect(peak < 300, "the broker took \(peak) MB")
+        #expect(slowest < .seconds(1), "a kiosk's ACK took \(slowest)")
+        try await waitUntil("the broker logs the three drops") {
+            deployment.programs.read("broker.log").components(separatedBy: "kind=too-large").count - 1 >= 3
+        }
+        for socket in floods + monitors + [kiosk] { await socket.close() }
+        await io.shutdown()
+        await context.terminate()
+        #expect(await deployment.broker.stop() == 0)
+    }
+}
