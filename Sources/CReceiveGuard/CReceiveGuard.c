@@ -15,7 +15,6 @@
 // Descriptors at or above this are never guarded (a server with more connections than this
 // guards the first ones only).
 #define GUARD_DESCRIPTORS 65536
-#define GUARD_PORTS 256
 // Bytes a second a guarded connection may send that never reach the application: ZMTP
 // heartbeats (PING/PONG) are read by libzmq and consumed by it, so a connection that sends no
 // message for weeks would otherwise creep up to its limit.
@@ -32,8 +31,9 @@ struct slot {
 };
 
 static struct slot slots[GUARD_DESCRIPTORS];
-static _Atomic uint32_t ports[GUARD_PORTS];  // 0: a free slot
-static _Atomic int64_t limits[GUARD_PORTS];
+// The limit of each local TCP port, 0 for an unguarded one (512 KiB of zero pages, touched only
+// for the ports a process guards).
+static _Atomic int64_t port_limits[65536];
 static _Atomic uint64_t dropped_total;
 
 static int64_t now_seconds(void) {
@@ -55,12 +55,7 @@ static int64_t classify(int fd) {
     } else {
         return 0;
     }
-    for (int i = 0; i < GUARD_PORTS; i++) {
-        if (atomic_load_explicit(&ports[i], memory_order_acquire) == port) {
-            return atomic_load_explicit(&limits[i], memory_order_relaxed);
-        }
-    }
-    return 0;
+    return atomic_load_explicit(&port_limits[port], memory_order_acquire);
 }
 
 ssize_t recv(int fd, void *buffer, size_t length, int flags) {
@@ -98,25 +93,8 @@ int switchboard_receive_guard_installed(void) {
 }
 
 int switchboard_receive_guard_port(uint16_t port, int64_t limit) {
-    for (int i = 0; i < GUARD_PORTS; i++) {
-        if (atomic_load_explicit(&ports[i], memory_order_acquire) == port) {
-            atomic_store_explicit(&limits[i], limit, memory_order_relaxed);
-            // A limit of 0 frees the slot; connections already counted keep their limit until
-            // they close.
-            if (limit <= 0) atomic_store_explicit(&ports[i], 0, memory_order_release);
-            return 0;
-        }
-    }
-    if (limit <= 0) return 0;
-    for (int i = 0; i < GUARD_PORTS; i++) {
-        uint32_t free_slot = 0;
-        if (atomic_load_explicit(&ports[i], memory_order_relaxed) != 0) continue;
-        atomic_store_explicit(&limits[i], limit, memory_order_relaxed);
-        if (atomic_compare_exchange_strong_explicit(&ports[i], &free_slot, port, memory_order_release, memory_order_relaxed)) {
-            return 0;
-        }
-    }
-    return -1;
+    atomic_store_explicit(&port_limits[port], limit > 0 ? limit : 0, memory_order_release);
+    return 0;
 }
 
 void switchboard_receive_guard_taken(int fd, int64_t bytes) {

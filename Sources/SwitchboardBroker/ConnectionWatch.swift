@@ -52,7 +52,7 @@ final class ConnectionWatch {
             try pair.connect(monitor)
             pairs.append((pair, endpoint))
             if let port = Self.tcpPort(address) {
-                try ReceiveGuard.guardPort(port, limit: limit)
+                ReceiveGuard.guardPort(port, limit: limit)
                 ports.append(port)
             }
         }
@@ -123,6 +123,6 @@ final class ConnectionWatch {
     /// monitors when they close.
     func close() {
         for (pair, _) in pairs { pair.close() }
-        for port in guardedPorts { try? ReceiveGuard.guardPort(port, limit: 0) }
+        for port in guardedPorts { ReceiveGuard.guardPort(port, limit: 0) }
     }
 }

@@ -1,9 +1,5 @@
 import CReceiveGuard
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A bound on the bytes one connection of a server socket can make libzmq hold: what it has
 /// sent that the application has not yet taken, the message still arriving included.
 ///
@@ -28,12 +24,9 @@ public enum ReceiveGuard {
     /// bound before libc's); without it, `guard` has no effect.
     public static var isInstalled: Bool { switchboard_receive_guard_installed() == 1 }
 
-    /// Guards every connection accepted on local TCP `port` with `limit` bytes.
-    /// - Throws: `ZMQError` when 256 ports are guarded already.
-    public static func guardPort(_ port: UInt16, limit: Int64) throws(ZMQError) {
-        guard switchboard_receive_guard_port(port, limit) == 0 else {
-            throw ZMQError(errno: ENOSPC, message: "no room to guard another port (256 at most)", operation: "guard port \(port)")
-        }
+    /// Guards every connection accepted on local TCP `port` with `limit` bytes (0: no longer).
+    public static func guardPort(_ port: UInt16, limit: Int64) {
+        _ = switchboard_receive_guard_port(port, limit)
     }
 
     /// The connection on `fileDescriptor` is gone. Returns whether the guard dropped it.

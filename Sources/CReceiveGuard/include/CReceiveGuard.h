@@ -25,8 +25,8 @@
 int switchboard_receive_guard_installed(void);
 
 /// Guards connections accepted on local TCP port `port`: at most `limit` bytes read and not yet
-/// taken by the application. A `limit` of 0 stops guarding the port. Returns 0, or -1 when
-/// every one of the 256 port slots is taken.
+/// taken by the application. A `limit` of 0 stops guarding the port (connections counted
+/// already keep theirs until they close). Returns 0.
 int switchboard_receive_guard_port(uint16_t port, int64_t limit);
 
 /// The application took a message of `bytes` (as they crossed the wire, an estimate that may
