@@ -1,11 +1,14 @@
 // The admin HTTP server every program runs beside its work: `/metrics` for Prometheus,
 // `/health/live` and `/health/ready` for a supervisor (systemd, Kubernetes, `switchboard up`).
 // Loopback by default: the figures name groups, services and producers, which an operator
-// shares with the monitoring host on purpose, not with whoever reaches the machine.
+// shares with the monitoring host on purpose, not with whoever reaches the machine. Bounded in
+// time and connections (`Limits`, AdminConnections.swift) so that whoever does reach it cannot
+// take the descriptors the program needs for its real work.
 
 import CoreMetrics
 import Foundation
 import Hummingbird
+import HummingbirdCore
 public import Logging
 import NIOCore
 import Prometheus
@@ -19,6 +22,7 @@ public struct AdminServer: Service {
     public typealias Collector = @Sendable () async -> Void
 
     public let address: AdminAddress
+    public let limits: Limits
     let registry: PrometheusCollectorRegistry
     let readiness: Readiness
     let collectors: [Collector]
@@ -30,12 +34,14 @@ public struct AdminServer: Service {
     /// - Parameters:
     ///   - factory: the factory whose registry `/metrics` emits; the process figures and the
     ///     `switchboard_ready` gauge are made in it.
+    ///   - limits: its time-outs and connection limit (the defaults are listed on `Limits`).
     ///   - onListening: called once with the bound port (useful with port 0).
     public init(
         address: AdminAddress, factory: SwitchboardMetricsFactory, readiness: Readiness, collectors: [Collector] = [],
-        logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+        limits: Limits = Limits(), logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
         self.address = address
+        self.limits = limits
         self.registry = factory.registry
         self.readiness = readiness
         self.collectors = collectors
@@ -72,8 +78,12 @@ public struct AdminServer: Service {
         // logs what matters itself.
         var quiet = logger
         quiet.logLevel = logger.logLevel <= .debug ? logger.logLevel : .critical
+        let connections = AdminConnections(limits: limits)
         let app = Application(
             router: router,
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [connections.handler()], idleTimeout: TimeAmount(limits.idleTimeout))),
             configuration: .init(address: .hostname(address.host, port: address.port), serverName: "switchboard-admin"),
             onServerRunning: { [logger, address, onListening] channel in
                 let port = channel.localAddress?.port ?? address.port

@@ -118,3 +118,34 @@ public func scrapeMetrics(port: Int, host: String = "127.0.0.1") async throws ->
     guard status == 200 else { throw ScrapeError("/metrics on port \(port) answered \(status): \(body)") }
     return try Scrape(text: body)
 }
+
+/// One answer with its headers, as `httpExchange` returns it.
+public struct HTTPAnswer: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: String
+
+    /// The first value of the header `name` (any case).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// A client that follows no redirect: a test sees each answer as a browser would get it.
+private let literalClient = HTTPClient(
+    eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: .init(redirectConfiguration: .disallow))
+
+/// Any request, headers and body exactly as given (no Content-Type added), redirects not
+/// followed; the status, the headers and the body as text.
+public func httpExchange(
+    _ method: String, _ url: String, body: String? = nil, headers: [(String, String)] = []
+) async throws -> HTTPAnswer {
+    var request = HTTPClientRequest(url: url)
+    request.method = HTTPMethod(rawValue: method)
+    if let body { request.body = .bytes(ByteBuffer(string: body)) }
+    for (name, value) in headers { request.headers.add(name: name, value: value) }
+    let response = try await literalClient.execute(request, timeout: .seconds(10))
+    let body = try await response.body.collect(upTo: 16 << 20)
+    return HTTPAnswer(
+        status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: String(buffer: body))
+}

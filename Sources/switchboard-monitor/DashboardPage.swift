@@ -1,13 +1,20 @@
 // The dashboard's one page: plain HTML and a little script, no outside resources (it must work
 // on a shelter network with no Internet). It renders each snapshot the stream sends; every value
-// goes in as text (textContent), never as markup.
+// goes in as text (textContent), never as markup. The page carries the dashboard's CSRF token
+// (see DashboardServer): its script sends it back on every request that changes something.
+
+import Foundation
 
 enum DashboardPage {
-    static let html = """
+    /// The page, with `csrf` (hexadecimal: nothing to escape) in its head.
+    static func html(csrf: String) -> String { template.replacingOccurrences(of: "{{csrf}}", with: csrf) }
+
+    static let template = """
         <!doctype html>
         <html lang="en">
         <head>
         <meta charset="utf-8">
+        <meta name="csrf-token" content="{{csrf}}">
         <title>Switchboard</title>
         <style>
           body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1c2430; background: #f6f7f9; }
@@ -35,6 +42,7 @@ enum DashboardPage {
         </div>
         <script>
         "use strict";
+        const csrf = document.querySelector('meta[name="csrf-token"]').content;
         function fill(id, headers, rows, empty, numeric) {
           const table = document.getElementById(id);
           table.replaceChildren();
@@ -56,8 +64,12 @@ enum DashboardPage {
           const button = document.createElement("button");
           button.textContent = "replay";
           button.onclick = async () => {
-            const url = "/api/dlq/replay?group=" + encodeURIComponent(letter.group) + "&bus_seq=" + letter.bus_seq;
-            const response = await fetch(url, { method: "POST" });
+            // JSON and the CSRF header: the shape no other page can send (see DashboardServer).
+            const response = await fetch("/api/dlq/replay", {
+              method: "POST",
+              headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+              body: JSON.stringify({ group: letter.group, bus_seq: letter.bus_seq })
+            });
             document.getElementById("replay-result").textContent = (await response.text()).trim();
           };
           return button;

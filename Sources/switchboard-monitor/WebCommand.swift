@@ -1,11 +1,20 @@
 // `switchboard-monitor web`: a live dashboard for operators. It reaches the broker with the
 // monitor's (or an admin's) certificate like the other monitor commands, and serves one page
-// whose figures arrive over Server-Sent Events once a second. The page is protected by a token
-// (printed at start, or given), loopback by default, and shows no personal data (see
-// DashboardState). An admin's certificate also lets the page replay a dead letter.
+// whose figures arrive over Server-Sent Events once a second. The page is protected by a token,
+// loopback by default, and shows no personal data (see DashboardState). An admin's certificate
+// also lets the page replay a dead letter.
+//
+// The token is a secret, so it never travels where secrets leak: not on the command line (the
+// process list shows it to every user), not in a journal (it is printed only to a terminal, and
+// only when this process made it up), not in addresses after the first one (it opens the page
+// once, becomes a cookie, and the browser is sent to an address without it), not in a Referer
+// (`Referrer-Policy: no-referrer`). Requests that change something must also come from the
+// page itself: SameSite=Strict cookies are sent by another page on another port of the same
+// host, so a page there could otherwise press the replay button (see DashboardServer).
 
 import ArgumentParser
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -24,16 +33,24 @@ struct WebCommand: AsyncParsableCommand {
         commandName: "web",
         abstract: "A live web dashboard: event rates, the journal head, groups' lag and dead letters, services, kiosks, problems.",
         discussion: """
-            Open the address it prints (it carries the token once; the browser keeps it in a
-            cookie). The token is --token, else SWITCHBOARD_DASHBOARD_TOKEN, else a new random
-            one printed at start. The page shows counts, names of event types, groups, services
-            and kiosks, and times: no names of people, dates of birth, locations or notes. With
-            an admin's certificate, a dead letter can be replayed from the page; the broker
-            refuses it for the monitor's role.
+            Open the address it prints with ?token=TOKEN once: the page then keeps the token in a
+            cookie and drops it from the address. The token is read from --token-file (a file of
+            mode 0600 holding one line), else SWITCHBOARD_DASHBOARD_TOKEN, else made up at start;
+            it must be at least 16 characters, with no spaces, quotes, commas, semicolons or
+            backslashes. Only a token made up at start is printed, and only to a terminal. The
+            page shows counts, names of event types, groups, services and kiosks, and times: no
+            names of people, dates of birth, locations or notes. With an admin's certificate, a
+            dead letter can be replayed from the page; the broker refuses it for the monitor's
+            role.
             """)
 
     @Option(help: "Where to serve the dashboard (HOST:PORT; default 127.0.0.1:9570, loopback).") var listen: String?
-    @Option(help: "The token that opens the page (or SWITCHBOARD_DASHBOARD_TOKEN); default: a new random one.") var token: String?
+    @Option(
+        help: "A file holding the token that opens the page (mode 0600, one line); else SWITCHBOARD_DASHBOARD_TOKEN; else a new random one."
+    )
+    var tokenFile: String?
+    /// Gone: refused with the reason, so a script that still passes it learns why.
+    @Option(help: .hidden) var token: String?
     @OptionGroup var connection: MonitorConnection
 
     /// Where the page is served: the layers' `listen`.
@@ -52,7 +69,11 @@ struct WebCommand: AsyncParsableCommand {
 
     func validate() throws {
         _ = try listenAddress()
-        if let token, token.count < 16 { throw ValidationError("--token must be at least 16 characters") }
+        if token != nil {
+            throw ValidationError(
+                "--token is no longer accepted: a command line is visible to every user of the machine (ps, /proc). Put the token in a file only this user can read (chmod 600) and give --token-file PATH, or set SWITCHBOARD_DASHBOARD_TOKEN"
+            )
+        }
     }
 
     func run() async throws {
@@ -62,7 +83,12 @@ struct WebCommand: AsyncParsableCommand {
         let settings = try connection.settings(extra: ["listen": listen])
         let options = settings.socketOptions
         let address = try listenAddress()
-        let secret = token ?? environment["SWITCHBOARD_DASHBOARD_TOKEN"] ?? Self.randomToken()
+        let secret: DashboardToken
+        do {
+            secret = try DashboardToken.resolve(file: tokenFile, environment: environment)
+        } catch {
+            throw ValidationError(error.description)
+        }
         let endpoints = JournalFollower.Endpoints(
             fanout: settings.endpoints.fanout, replay: settings.endpoints.replay, socketOptions: options)
         let context = try Context()
@@ -76,10 +102,9 @@ struct WebCommand: AsyncParsableCommand {
             io: io, endpoint: settings.endpoints.service, settings: clientSettings,
             logger: logger)
         let state = DashboardState()
-        let server = DashboardServer(address: address, token: secret, state: state, admin: admin, logger: logger) { port in
-            // The one place the token is shown: whoever started the dashboard opens it.
-            FileHandle.standardOutput.write(
-                Data("Dashboard: http://\(AdminAddress(host: address.host, port: port))/?token=\(secret)\n".utf8))
+        let server = DashboardServer(address: address, token: secret.value, state: state, admin: admin, logger: logger) { port in
+            let url = "http://\(AdminAddress(host: address.host, port: port))/"
+            FileHandle.standardOutput.write(Data((secret.announcement(url: url, terminal: isatty(STDOUT_FILENO) == 1) + "\n").utf8))
         }
         var configuration = ServiceGroupConfiguration(
             services: [
@@ -104,6 +129,82 @@ struct WebCommand: AsyncParsableCommand {
     static func randomToken() -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+}
+
+/// The dashboard's token and where it came from. One set of rules whatever the source: at least
+/// 16 characters, all of them allowed in a cookie value (RFC 6265 cookie-octets: visible ASCII
+/// but `"`, `,`, `;` and `\`), one trailing newline dropped.
+struct DashboardToken: Sendable {
+    enum Source: Sendable, Equatable {
+        case file(String)
+        case environment
+        case generated
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    let value: String
+    let source: Source
+
+    /// `--token-file`, else `SWITCHBOARD_DASHBOARD_TOKEN`, else a new random one.
+    static func resolve(file: String?, environment: [String: String]) throws(Failure) -> DashboardToken {
+        if let file {
+            let attributes: [FileAttributeKey: Any]
+            let data: Data
+            do {
+                attributes = try FileManager.default.attributesOfItem(atPath: file)
+                data = try Data(contentsOf: URL(fileURLWithPath: file))
+            } catch {
+                throw Failure(description: "--token-file \(file) cannot be read: \(error.localizedDescription)")
+            }
+            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
+            // Anyone else who can read it can open the dashboard.
+            guard mode & 0o077 == 0 else {
+                throw Failure(
+                    description: "--token-file \(file) can be read by others (mode \(String(mode, radix: 8))): chmod 600 \(file)")
+            }
+            return DashboardToken(value: try check(String(decoding: data, as: UTF8.self), "--token-file \(file)"), source: .file(file))
+        }
+        if let text = environment["SWITCHBOARD_DASHBOARD_TOKEN"] {
+            return DashboardToken(value: try check(text, "SWITCHBOARD_DASHBOARD_TOKEN"), source: .environment)
+        }
+        return DashboardToken(value: WebCommand.randomToken(), source: .generated)
+    }
+
+    static func check(_ text: String, _ origin: String) throws(Failure) -> String {
+        var token = Substring(text)
+        if token.hasSuffix("\r\n") { token = token.dropLast(2) } else if token.hasSuffix("\n") { token = token.dropLast() }
+        guard token.utf8.count >= 16 else { throw Failure(description: "\(origin): the token must be at least 16 characters") }
+        let allowed = token.utf8.allSatisfy { byte in
+            (0x21...0x7e).contains(byte) && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: ",") && byte != UInt8(ascii: ";")
+                && byte != UInt8(ascii: "\\")
+        }
+        guard allowed else {
+            throw Failure(
+                description:
+                    "\(origin): the token may hold only visible ASCII characters other than quotes, commas, semicolons and backslashes")
+        }
+        return String(token)
+    }
+
+    /// The line printed when the page is served. The token itself only when this process made it
+    /// up (nobody else knows it) and standard output is a terminal: a service manager's journal
+    /// keeps what it is given and shows it to whoever reads the logs.
+    func announcement(url: String, terminal: Bool) -> String {
+        switch source {
+        case .generated where terminal:
+            return "Dashboard: \(url)?token=\(value) (a new random token; open this address once, the page keeps it in a cookie)"
+        case .generated:
+            return
+                "Dashboard: \(url) (its token is a new random one, not shown because standard output is not a terminal; to choose one, give --token-file or SWITCHBOARD_DASHBOARD_TOKEN)"
+        case .file(let path):
+            return "Dashboard: \(url) (open it once with ?token= and the token in \(path))"
+        case .environment:
+            return "Dashboard: \(url) (open it once with ?token= and the token in SWITCHBOARD_DASHBOARD_TOKEN)"
+        }
     }
 }
 
@@ -154,6 +255,24 @@ struct DashboardPoll: Service {
 }
 
 /// The page, its live stream, and the replay action; every route needs the token.
+///
+/// The rules, each for a leak or a forgery seen or plausible:
+///  - The token opens the page from the query only on `/`, which turns it into an HttpOnly,
+///    SameSite=Strict cookie and redirects to `/`, so the address bar, the history and any
+///    Referer no longer hold it. The API takes the cookie or `Authorization: Bearer`, never the
+///    query. The dashboard serves plain HTTP only, so the cookie cannot be `Secure` (a browser
+///    would not send it back).
+///  - Every request that changes something (every method but GET and HEAD) needs an Origin (or,
+///    when a browser sends none, a Referer) of this dashboard's own origin, and the page's CSRF
+///    token in `X-CSRF-Token`. SameSite=Strict does not stop another port of 127.0.0.1 (the same
+///    site), so the cookie alone proves nothing. The CSRF token is made per process and is in
+///    the page only, which only a holder of the token gets.
+///  - JSON APIs take only `application/json`: a form can send no such body, and a script of
+///    another origin cannot send one without a CORS preflight, which this server never grants.
+///  - Every answer says `Referrer-Policy: no-referrer`, `Cache-Control: no-store`,
+///    `X-Content-Type-Options: nosniff` and refuses framing (`X-Frame-Options: DENY`, CSP
+///    `frame-ancestors 'none'`).
+///  - Secrets are compared in constant time.
 struct DashboardServer: Service {
     let address: AdminAddress
     let token: String
@@ -161,43 +280,86 @@ struct DashboardServer: Service {
     let admin: GroupAdminClient
     let logger: Logger
     let onListening: @Sendable (Int) async -> Void
+    /// Sent back by the page on every request that changes something.
+    let csrf = WebCommand.randomToken()
 
     static let cookie = "switchboard_dashboard"
+    static let csrfHeader = HTTPField.Name("X-CSRF-Token")!
 
+    init(
+        address: AdminAddress, token: String, state: DashboardState, admin: GroupAdminClient, logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void
+    ) {
+        self.address = address
+        self.token = token
+        self.state = state
+        self.admin = admin
+        self.logger = logger
+        self.onListening = onListening
+    }
+
+    /// The cookie or the bearer header (never the query: see the type's comment).
     func authorized(_ request: Request) -> Bool {
-        if request.uri.queryParameters["token"].map(String.init) == token { return true }
-        if request.headers[.authorization] == "Bearer \(token)" { return true }
+        if let bearer = request.headers[.authorization], bearer.hasPrefix("Bearer "),
+            ConstantTime.equal(String(bearer.dropFirst(7)), token)
+        {
+            return true
+        }
         let cookies = request.headers[values: .cookie].flatMap { $0.split(separator: ";") }
-        return cookies.contains { $0.trimmingCharacters(in: .whitespaces) == "\(Self.cookie)=\(token)" }
+        return cookies.contains { cookie in
+            let pair = cookie.trimmingCharacters(in: .whitespaces)
+            return pair.hasPrefix("\(Self.cookie)=") && ConstantTime.equal(String(pair.dropFirst(Self.cookie.count + 1)), token)
+        }
     }
 
     static func text(_ status: HTTPResponse.Status, _ text: String, type: String = "text/plain; charset=utf-8") -> Response {
         var headers = HTTPFields()
         headers[.contentType] = type
-        headers[.cacheControl] = "no-store"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// What `/api/dlq/replay` takes.
+    struct Replay: Decodable {
+        var group: String
+        var busSeq: Int64
+        enum CodingKeys: String, CodingKey {
+            case group
+            case busSeq = "bus_seq"
+        }
     }
 
     func run() async throws {
         let router = Router()
+        router.add(middleware: DashboardHeaders())
+        router.add(middleware: SameOriginChanges(csrf: csrf))
         router.get("/") { request, _ -> Response in
-            guard authorized(request) else {
-                return Self.text(.unauthorized, "This dashboard needs its token: open the address switchboard-monitor web printed.\n")
+            if let offered = request.uri.queryParameters["token"] {
+                // The entry: the token from the address becomes the cookie, and the address
+                // loses it.
+                guard ConstantTime.equal(String(offered), token) else {
+                    return Self.text(.unauthorized, "This token does not open this dashboard.\n")
+                }
+                var response = Response(status: .seeOther)
+                response.headers[.location] = "/"
+                response.headers[.setCookie] = "\(Self.cookie)=\(token); HttpOnly; SameSite=Strict; Path=/"
+                return response
             }
-            var response = Self.text(.ok, DashboardPage.html, type: "text/html; charset=utf-8")
-            response.headers[.setCookie] = "\(Self.cookie)=\(token); HttpOnly; SameSite=Strict; Path=/"
-            response.headers[.contentSecurityPolicy] = "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'"
+            guard authorized(request) else {
+                return Self.text(
+                    .unauthorized, "This dashboard needs its token: open the address switchboard-monitor web printed, with ?token=.\n")
+            }
+            var response = Self.text(.ok, DashboardPage.html(csrf: csrf), type: "text/html; charset=utf-8")
+            response.headers[.contentSecurityPolicy] =
+                "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'none'; base-uri 'none'"
             return response
         }
-        router.get("/api/snapshot") { request, _ -> Response in
-            guard authorized(request) else { return Self.text(.unauthorized, "token required\n") }
-            return Self.text(.ok, String(decoding: state.snapshot(), as: UTF8.self), type: "application/json")
+        let api = router.group("api").add(middleware: TokenRequired(server: self))
+        api.get("snapshot") { _, _ -> Response in
+            Self.text(.ok, String(decoding: state.snapshot(), as: UTF8.self), type: "application/json")
         }
-        router.get("/api/stream") { request, _ -> Response in
-            guard authorized(request) else { return Self.text(.unauthorized, "token required\n") }
+        api.get("stream") { _, _ -> Response in
             var headers = HTTPFields()
             headers[.contentType] = "text/event-stream"
-            headers[.cacheControl] = "no-store"
             return Response(
                 status: .ok, headers: headers,
                 body: ResponseBody { writer in
@@ -210,13 +372,17 @@ struct DashboardServer: Service {
                     try await writer.finish(nil)
                 })
         }
-        router.post("/api/dlq/replay") { request, _ -> Response in
-            guard authorized(request) else { return Self.text(.unauthorized, "token required\n") }
-            guard let group = request.uri.queryParameters["group"].map(String.init),
-                let busSeq = request.uri.queryParameters["bus_seq"].flatMap({ Int64(String($0)) })
-            else { return Self.text(.badRequest, "group and bus_seq are required\n") }
+        api.post("dlq/replay") { request, _ -> Response in
+            let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+            guard type == "application/json" else {
+                return Self.text(.unsupportedMediaType, "this API takes application/json only\n")
+            }
+            let body = try await request.body.collect(upTo: 4096)
+            guard let replay = try? JSONDecoder().decode(Replay.self, from: Data(body.readableBytesView)) else {
+                return Self.text(.badRequest, "a JSON object with group and bus_seq is required\n")
+            }
             do throws(GroupAdminError) {
-                let replayed = try await admin.replay(group: group, .busSeq(busSeq))
+                let replayed = try await admin.replay(group: replay.group, .busSeq(replay.busSeq))
                 return Self.text(.ok, "replayed \(replayed.map(String.init).joined(separator: ", "))\n")
             } catch {
                 return Self.text(.init(code: error.status ?? 502), "\(error)\n")
@@ -229,5 +395,90 @@ struct DashboardServer: Service {
             onServerRunning: { [onListening, address] channel in await onListening(channel.localAddress?.port ?? address.port) },
             logger: quiet)
         try await app.run()
+    }
+}
+
+/// The headers every answer carries, errors (a 404 from the router) included.
+struct DashboardHeaders<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        }
+        response.headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+        response.headers[.cacheControl] = "no-store"
+        response.headers[.xContentTypeOptions] = "nosniff"
+        response.headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+        if response.headers[.contentSecurityPolicy] == nil {
+            response.headers[.contentSecurityPolicy] = "default-src 'none'; frame-ancestors 'none'"
+        }
+        return response
+    }
+}
+
+/// The API's routes need the token (cookie or bearer).
+struct TokenRequired<Context: RequestContext>: RouterMiddleware {
+    let server: DashboardServer
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard server.authorized(request) else { return DashboardServer.text(.unauthorized, "token required\n") }
+        return try await next(request, context)
+    }
+}
+
+/// A request that may change something (any method but GET and HEAD) must come from the page:
+/// an Origin (else a Referer) of this dashboard's origin, and the page's CSRF token.
+struct SameOriginChanges<Context: RequestContext>: RouterMiddleware {
+    let csrf: String
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard request.method != .get && request.method != .head else { return try await next(request, context) }
+        // The origin this dashboard was reached under: the browser's own Host header. It is
+        // reached under several (127.0.0.1, localhost, an SSH tunnel's or a container's
+        // published port), so no configured name would do; a page on another port or host
+        // differs in it. A DNS-rebound name passes this check but has neither the cookie nor the
+        // CSRF token.
+        guard let host = request.head.authority else {
+            return DashboardServer.text(.forbidden, "refused: the request names no Host\n")
+        }
+        let own = "http://\(host)"
+        let claimed: String
+        if let origin = request.headers[.origin] {
+            claimed = origin
+        } else if let referer = request.headers[.referer], let url = URL(string: referer), let scheme = url.scheme,
+            let refererHost = url.host
+        {
+            claimed = "\(scheme)://\(refererHost)" + (url.port.map { ":\($0)" } ?? "")
+        } else {
+            return DashboardServer.text(
+                .forbidden, "refused: no Origin or Referer header; this dashboard takes changes only from its page\n")
+        }
+        guard claimed == own else {
+            return DashboardServer.text(
+                .forbidden,
+                "refused: cross-origin request (origin \(claimed), this dashboard is \(own)); it takes changes only from its page\n")
+        }
+        guard let offered = request.headers[DashboardServer.csrfHeader], ConstantTime.equal(offered, csrf) else {
+            return DashboardServer.text(
+                .forbidden, "refused: missing or wrong X-CSRF-Token header; this dashboard takes changes only from its page\n")
+        }
+        return try await next(request, context)
+    }
+}
+
+/// Comparison of secrets whose time does not depend on where they differ.
+enum ConstantTime {
+    static func equal(_ offered: String, _ secret: String) -> Bool {
+        let offered = Array(offered.utf8)
+        let secret = Array(secret.utf8)
+        // Every byte of the secret is looked at whatever the offer's length; only that length
+        // (which the offerer knows) changes the time.
+        var difference = UInt8(offered.count == secret.count ? 0 : 1)
+        for index in secret.indices {
+            difference |= secret[index] ^ (index < offered.count ? offered[index] : 0)
+        }
+        return difference == 0
     }
 }

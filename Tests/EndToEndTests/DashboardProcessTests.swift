@@ -86,9 +86,9 @@ struct DashboardProcessTests {
         let web = try programs.start(
             "switchboard-monitor",
             [
-                "web", "--listen", "127.0.0.1:\(webPort)", "--token", token, "--fanout", endpoints.fanout, "--replay", endpoints.replay,
+                "web", "--listen", "127.0.0.1:\(webPort)", "--fanout", endpoints.fanout, "--replay", endpoints.replay,
                 "--groups", endpoints.groups, "--service", endpoints.service,
-            ], log: "web.log")
+            ], log: "web.log", environment: ["SWITCHBOARD_DASHBOARD_TOKEN": token])
         defer { web.signal(SIGKILL) }
         let driver = try programs.start(
             "chromedriver", ["--port=\(driverPort)"], log: "chromedriver.log", executable: "/usr/bin/chromedriver")
@@ -120,7 +120,9 @@ struct DashboardProcessTests {
 
         // Not closed on a failure: the chromedriver process is killed, and its browser with it.
         let browser = try await Browser.open(port: driverPort)
+        // The entry address: the dashboard sets its cookie and sends the browser to / without the token.
         try await browser.go("http://127.0.0.1:\(webPort)/?token=\(token)")
+        #expect(try await browser.run("return location.href") == "http://127.0.0.1:\(webPort)/")
         try await waitUntil("the page shows the first 30 check-ins", timeout: .seconds(20), interval: .milliseconds(100)) {
             let rates = try await browser.text("rates")
             let kiosks = try await browser.text("kiosks")

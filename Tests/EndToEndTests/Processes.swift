@@ -16,15 +16,25 @@ struct Programs {
     ///   one, every program serves its admin endpoint on a port of its own (`SWITCHBOARD_ADMIN`
     ///   `127.0.0.1:0`), so tests running side by side never compete for the default ports.
     /// - Parameter executable: a program other than ours (chromedriver), by path.
+    /// - Parameter descriptorLimit: run it under `ulimit -n` of this (soft and hard), as an
+    ///   operator's shell or unit would.
     func start(
-        _ name: String, _ arguments: [String], log: String, environment: [String: String] = [:], executable: String? = nil
+        _ name: String, _ arguments: [String], log: String, environment: [String: String] = [:], executable: String? = nil,
+        descriptorLimit: Int? = nil
     ) throws -> ChildProcess {
+        var executable = executable ?? Self.binaries.appendingPathComponent(name).path
+        var arguments = arguments
+        if let descriptorLimit {
+            // exec: the shell becomes the program, so the pid a test holds is the program's.
+            arguments = ["-c", "ulimit -n \(descriptorLimit) && exec \"$0\" \"$@\"", executable] + arguments
+            executable = "/bin/sh"
+        }
         let environment = ["SWITCHBOARD_ADMIN": "127.0.0.1:0"].merging(environment) { $1 }
         let path = directory.path(log)
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         let child = ChildProcess(
-            name: name, executable: executable ?? Self.binaries.appendingPathComponent(name).path, arguments: arguments,
+            name: name, executable: executable, arguments: arguments,
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
             directory: directory.url, output: handle, errors: handle)
         try child.start()
@@ -44,7 +54,7 @@ struct Programs {
     func broker(
         dataDirectory: String = "broker", ingest: String = "tcp://127.0.0.1:*", fanout: String = "tcp://127.0.0.1:*",
         replay: String = "tcp://127.0.0.1:*", service: String = "tcp://127.0.0.1:*", groups: String = "tcp://127.0.0.1:*",
-        extra: [String] = [], log: String = "broker.log"
+        extra: [String] = [], log: String = "broker.log", descriptorLimit: Int? = nil
     ) async throws -> (ChildProcess, Endpoints) {
         let endpointsFile = directory.path("\(dataDirectory)/endpoints.json")
         try? FileManager.default.removeItem(atPath: endpointsFile)
@@ -55,7 +65,7 @@ struct Programs {
                 service,
                 "--groups", groups, "--heartbeat", "200ms", "--insecure",
             ] + extra,
-            log: log)
+            log: log, descriptorLimit: descriptorLimit)
         try await waitUntil("the broker writes \(endpointsFile)", timeout: .seconds(30)) {
             guard process.isRunning else { throw WaitTimedOut(description: "the broker exited: \(read(log))") }
             return FileManager.default.fileExists(atPath: endpointsFile)

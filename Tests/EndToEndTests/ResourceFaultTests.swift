@@ -648,3 +648,68 @@ extension ResourceFaultTests {
         #expect(await broker.stop() == 0)
     }
 }
+
+extension ResourceFaultTests {
+    @Test(
+        "1,200 half-sent requests to the broker's admin port under ulimit -n 1024: the admin server holds at most its 32, closes them at the header time-out, /health/live answers, and a new producer gets its ACK within a second during the flood"
+    )
+    func adminPortFlood() async throws {
+        let directory = try TemporaryDirectory("admin-flood")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let adminPort = try freePort()
+        // `ulimit -n 1024` sets the hard limit too: raising the soft one gains nothing, and only
+        // the admin server's own limit keeps the flood from the broker's descriptors.
+        let (broker, endpoints) = try await programs.broker(extra: ["--admin", "127.0.0.1:\(adminPort)"], descriptorLimit: 1024)
+        let pid = broker.processIdentifier
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        let openFiles = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }.map(String.init) ?? ""
+        #expect(openFiles.split(separator: " ").dropFirst(3).prefix(2) == ["1024", "1024"], "the broker runs under: \(openFiles)")
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let steady = try await Producer(io: io, endpoint: endpoints.ingest, name: "steady")
+        #expect(try await steady.send(try steady.next()).command == .ack)
+        let baseline = try ProcessResources(pid: pid)
+
+        let flood = try HalfSentRequests(port: adminPort, count: 1200)
+        let started = ContinuousClock.now
+        let peak = Mutex(0)
+        try await waitUntil("the flood is sent and the admin server has closed all but 32", timeout: .seconds(60)) {
+            let now = try ProcessResources(pid: pid).descriptors
+            peak.withLock { $0 = max($0, now) }
+            return flood.connections.allSatisfy { $0.sent != nil || $0.closed != nil } && flood.closedCount >= 1200 - 32
+        }
+        let settled = started.duration(to: .now)
+        let during = try ProcessResources(pid: pid)
+        #expect(during.descriptors <= baseline.descriptors + 32 + 4, "during the flood: \(during), baseline \(baseline)")
+
+        // A kiosk that connects now (a descriptor of its own) is served at once, and so is the probe.
+        let newcomer = try await Producer(io: io, endpoint: endpoints.ingest, name: "during-flood")
+        let asked = ContinuousClock.now
+        #expect(try await newcomer.send(try newcomer.next()).command == .ack)
+        let ackedIn = asked.duration(to: .now)
+        #expect(ackedIn < .seconds(1), "a new producer's first ACK took \(ackedIn) during the flood")
+        #expect(try await steady.send(try steady.next()).command == .ack)
+        #expect(try await httpGet("http://127.0.0.1:\(adminPort)/health/live").status == 200)
+        #expect(flood.heldCount >= 1, "the flood was over before the producer asked")
+
+        try await waitUntil("every half-sent request is closed", timeout: .seconds(30)) { flood.closedCount == 1200 }
+        let held = flood.connections.compactMap(\.held).sorted()
+        let longest = try #require(held.last)
+        #expect(longest < .seconds(5 + 3), "the admin server held a half-sent request \(longest): its header time-out is 5 s")
+        try await waitUntil("the broker's descriptors return to their baseline", timeout: .seconds(30)) {
+            try ProcessResources(pid: pid).descriptors <= baseline.descriptors + 4
+        }
+        print(
+            "admin port flood, ulimit -n 1024: 1,200 half-sent requests; all but 32 closed after \(settled); broker peak \(peak.withLock { $0 }) fds (baseline \(baseline.descriptors)); longest held \(longest); new producer's first ACK in \(ackedIn)"
+        )
+
+        await flood.stop()
+        await newcomer.socket.close()
+        await steady.socket.close()
+        await io.shutdown()
+        await context.terminate()
+        #expect(broker.isRunning)
+        #expect(await broker.stop() == 0, "broker: \(programs.read("broker.log"))")
+    }
+}

@@ -10,13 +10,14 @@ import Testing
 /// Runs an admin server on a free loopback port for `body`, then stops it gracefully.
 func withAdminServer<T: Sendable>(
     _ observability: Observability, readiness: Readiness = Readiness(), collectors: [AdminServer.Collector] = [],
-    _ body: (Int) async throws -> T
+    limits: AdminServer.Limits = AdminServer.Limits(), _ body: (Int) async throws -> T
 ) async throws -> T {
     var logger = Logger(label: "admin-test")
     logger.logLevel = .critical
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let server = AdminServer(
-        address: .loopback(0), factory: observability.factory, readiness: readiness, collectors: collectors, logger: logger
+        address: .loopback(0), factory: observability.factory, readiness: readiness, collectors: collectors, limits: limits,
+        logger: logger
     ) { port in continuation.yield(port) }
     let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
     return try await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -86,6 +87,43 @@ struct AdminServerTests {
             #expect(ready.status == 200)
             #expect(ready.body == "{\"ready\":true,\"checks\":{\"journal\":true,\"broker\":true}}\n")
             #expect(try await httpGet(base + "/nothing-here").status == 404)
+        }
+    }
+
+    @Test(
+        "200 half-sent requests: all but the connection limit are closed at once (not queued), the rest at the header time-out and not before, and /health/live answers during the flood"
+    )
+    func halfSentRequests() async throws {
+        let timeout = Duration.seconds(3)
+        let limits = AdminServer.Limits(headerTimeout: timeout, maximumConnections: 8)
+        try await withAdminServer(Observability(program: "test"), limits: limits) { port in
+            let flood = try HalfSentRequests(port: port, count: 200)
+            let started = ContinuousClock.now
+            try await waitUntil("every connection has sent its part of a head, and all but 8 are closed", timeout: .seconds(20)) {
+                flood.connections.allSatisfy { $0.sent != nil || $0.closed != nil } && flood.closedCount >= 200 - 8
+            }
+            let settled = started.duration(to: .now)
+            #expect(flood.heldCount <= 8)
+            // A well-formed request meanwhile takes the place of the half-sent one that has
+            // waited longest, and is answered at once.
+            let asked = ContinuousClock.now
+            let live = try await httpGet("http://127.0.0.1:\(port)/health/live")
+            let answered = asked.duration(to: .now)
+            #expect(live.status == 200 && live.body == "live\n")
+            #expect(flood.heldCount >= 1, "the flood was over before /health/live was asked")
+            #expect(started.duration(to: .now) < timeout, "not during the flood: the header time-out had passed")
+
+            try await waitUntil("every half-sent request is closed", timeout: .seconds(20)) { flood.closedCount == 200 }
+            let held = flood.connections.compactMap(\.held).sorted()
+            let atOnce = held.filter { $0 < .seconds(1) }.count
+            let longest = try #require(held.last)
+            #expect(held.count == 200 && atOnce >= 200 - 8, "\(held)")
+            // The server's clock starts at accept, a little before the client's `sent`.
+            #expect(longest > timeout - .milliseconds(500) && longest < timeout + .seconds(3), "\(held.suffix(8))")
+            print(
+                "admin server, 200 half-sent requests, limit 8, header time-out \(timeout): \(atOnce) closed within 1 s (all but 8 after \(settled)); the rest held \(held.suffix(8).map { "\($0)" }.joined(separator: ", ")); /health/live answered in \(answered) during the flood"
+            )
+            await flood.stop()
         }
     }
 

@@ -492,7 +492,7 @@ class Stack:
                 "monitor": {"certificate": d.bundle("ops", "monitor.secret"), "listen": "0.0.0.0:9570"},
             },
         )
-        d.start("ops", "monitor", ["web", "--token", "netns-test-dashboard-token"], environment={})
+        d.start("ops", "monitor", ["web"], environment={"SWITCHBOARD_DASHBOARD_TOKEN": "netns-test-dashboard-token"})
         for host in KIOSKS:
             wait_until(f"{host}'s kiosk ready", lambda host=host: ready(f"http://{SUBNET}.{HOSTS[host]}:9561/health/ready"), 60)
         for host in ("workers-1", "workers-2"):
