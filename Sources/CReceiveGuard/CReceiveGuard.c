@@ -87,9 +87,21 @@ ssize_t recv(int fd, void *buffer, size_t length, int flags) {
     return -1;
 }
 
+// A descriptor's count ends with it: whatever the number is used for next (another connection,
+// a file) starts unclassified. Closing is the one moment every owner of a descriptor passes
+// through, libzmq and everyone else, so the guard never judges a new socket by an old one's
+// state. The dropped mark stays until the monitor event reports the connection gone.
+int close(int fd) {
+    if (fd >= 0 && fd < GUARD_DESCRIPTORS) {
+        struct slot *slot = &slots[fd];
+        atomic_store_explicit(&slot->state, UNKNOWN, memory_order_release);
+        atomic_store_explicit(&slot->pending, 0, memory_order_relaxed);
+    }
+    return (int)syscall(SYS_close, fd);
+}
+
 int switchboard_receive_guard_installed(void) {
-    void *bound = dlsym(RTLD_DEFAULT, "recv");
-    return bound == (void *)&recv ? 1 : 0;
+    return dlsym(RTLD_DEFAULT, "recv") == (void *)&recv && dlsym(RTLD_DEFAULT, "close") == (void *)&close ? 1 : 0;
 }
 
 int switchboard_receive_guard_port(uint16_t port, int64_t limit) {
@@ -113,11 +125,7 @@ void switchboard_receive_guard_taken(int fd, int64_t bytes) {
 
 int switchboard_receive_guard_closed(int fd) {
     if (fd < 0 || fd >= GUARD_DESCRIPTORS) return 0;
-    struct slot *slot = &slots[fd];
-    int dropped = atomic_exchange_explicit(&slot->dropped, 0, memory_order_relaxed);
-    atomic_store_explicit(&slot->pending, 0, memory_order_relaxed);
-    atomic_store_explicit(&slot->state, UNKNOWN, memory_order_release);
-    return dropped;
+    return atomic_exchange_explicit(&slots[fd].dropped, 0, memory_order_relaxed);
 }
 
 int64_t switchboard_receive_guard_pending(int fd) {

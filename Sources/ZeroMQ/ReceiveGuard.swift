@@ -9,7 +9,7 @@ import CReceiveGuard
 /// them (the C target `CReceiveGuard` defines `recv`, which libzmq calls for every TCP read)
 /// and makes the read fail once a connection is over its limit; libzmq then closes that
 /// connection and drops its partial message. `Socket.receive` reports what it takes, and a
-/// `ConnectionEvents` owner reports closed connections (`closed(fileDescriptor:)`).
+/// socket monitor's owner reports closed connections (`closed(fileDescriptor:)`) to learn of drops.
 ///
 /// Only TCP connections accepted on a guarded port are counted; a process's own outgoing
 /// connections, IPC and inproc never are.
@@ -20,8 +20,8 @@ public enum ReceiveGuard {
     static let frameOverhead = 64
     static let messageOverhead = 64
 
-    /// Whether libzmq's reads reach the guard in this process (the executable's `recv` was
-    /// bound before libc's); without it, `guard` has no effect.
+    /// Whether libzmq's reads and closes reach the guard in this process (the executable's
+    /// `recv` and `close` were bound before libc's); without it, `guardPort` has no effect.
     public static var isInstalled: Bool { switchboard_receive_guard_installed() == 1 }
 
     /// Guards every connection accepted on local TCP `port` with `limit` bytes (0: no longer).
@@ -29,7 +29,8 @@ public enum ReceiveGuard {
         _ = switchboard_receive_guard_port(port, limit)
     }
 
-    /// The connection on `fileDescriptor` is gone. Returns whether the guard dropped it.
+    /// The connection on `fileDescriptor` is gone (a monitor's DISCONNECTED or CLOSED). Returns
+    /// whether the guard dropped it, once.
     public static func closed(fileDescriptor: Int32) -> Bool { switchboard_receive_guard_closed(fileDescriptor) == 1 }
 
     /// Bytes read on `fileDescriptor` that were not yet taken.

@@ -94,7 +94,9 @@ struct AdminServerTests {
         "200 half-sent requests: all but the connection limit are closed at once (not queued), the rest at the header time-out and not before, and /health/live answers during the flood"
     )
     func halfSentRequests() async throws {
-        let timeout = Duration.seconds(3)
+        // Long enough that the flood is connected well within it beside every other suite on
+        // two cores (connecting 200 took over 3 s there).
+        let timeout = Duration.seconds(15)
         let limits = AdminServer.Limits(headerTimeout: timeout, maximumConnections: 8)
         try await withAdminServer(Observability(program: "test"), limits: limits) { port in
             let flood = try HalfSentRequests(port: port, count: 200)
@@ -115,13 +117,14 @@ struct AdminServerTests {
 
             try await waitUntil("every half-sent request is closed", timeout: .seconds(20)) { flood.closedCount == 200 }
             let held = flood.connections.compactMap(\.held).sorted()
-            let atOnce = held.filter { $0 < .seconds(1) }.count
+            // Closed for room, not for time: well before the header time-out.
+            let atOnce = held.filter { $0 < timeout / 2 }.count
             let longest = try #require(held.last)
             #expect(held.count == 200 && atOnce >= 200 - 8, "\(held)")
             // The server's clock starts at accept, a little before the client's `sent`.
-            #expect(longest > timeout - .milliseconds(500) && longest < timeout + .seconds(3), "\(held.suffix(8))")
+            #expect(longest > timeout - .milliseconds(500) && longest < timeout + .seconds(5), "\(held.suffix(8))")
             print(
-                "admin server, 200 half-sent requests, limit 8, header time-out \(timeout): \(atOnce) closed within 1 s (all but 8 after \(settled)); the rest held \(held.suffix(8).map { "\($0)" }.joined(separator: ", ")); /health/live answered in \(answered) during the flood"
+                "admin server, 200 half-sent requests, limit 8, header time-out \(timeout): \(atOnce) closed within \(timeout / 2) (all but 8 after \(settled)); the rest held \(held.suffix(8).map { "\($0)" }.joined(separator: ", ")); /health/live answered in \(answered) during the flood"
             )
             await flood.stop()
         }

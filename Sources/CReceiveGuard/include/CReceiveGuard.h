@@ -6,7 +6,8 @@
 // 3,000 frames of 1 MB as one message therefore costs the receiver 3 GB before the application
 // can look at a byte of it.
 //
-// libzmq reads every TCP connection with recv(2). This file defines `recv`: the dynamic linker
+// libzmq reads every TCP connection with recv(2). This file defines `recv` (and `close`, so a
+// descriptor's state ends with it): the dynamic linker
 // binds libzmq's calls to the executable's definition before libc's, so each read of a guarded
 // connection is counted here first. A connection is guarded when its local TCP port is one
 // registered with `switchboard_receive_guard_port` (a server's bound port: accepted sockets
@@ -33,8 +34,9 @@ int switchboard_receive_guard_port(uint16_t port, int64_t limit);
 /// be high) from connection `fd`.
 void switchboard_receive_guard_taken(int fd, int64_t bytes);
 
-/// Connection `fd` is gone (libzmq's DISCONNECTED or CLOSED event): its count starts afresh
-/// for the next connection on that descriptor. Returns 1 when the guard dropped it.
+/// Connection `fd` is gone (libzmq's DISCONNECTED or CLOSED event). Returns 1 when the guard
+/// dropped it, once. (Its count was reset when the descriptor was closed: this file also
+/// defines close(2), which forgets a descriptor's state before it is closed.)
 int switchboard_receive_guard_closed(int fd);
 
 /// Bytes read on `fd` that the application has not taken (0 when unguarded).
