@@ -145,4 +145,149 @@ struct AbuseProcessTests {
         await context.terminate()
         #expect(await deployment.broker.stop() == 0)
     }
+
+    /// The pid of the running `executable` whose command line mentions `text`.
+    static func process(named executable: String, mentioning text: String) -> Int32? {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in entries {
+            guard let pid = Int32(entry), let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            if arguments.first?.hasSuffix("/\(executable)") == true, arguments.contains(where: { $0.contains(text) }) { return pid }
+        }
+        return nil
+    }
+
+    /// A REQUEST to `service` from `socket`, and the status of its REPLY (the broker's or the
+    /// service's).
+    static func call(_ socket: AsyncSocket, service: String, operation: String, content: String) async throws -> (Int, Data) {
+        let body = try ServiceBody.requestBody(
+            RequestHeader(operation: operation, timeoutMilliseconds: 10_000), content: Data(content.utf8))
+        try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body))
+        let reply = try #require(try await socket.receive(timeout: .seconds(20)), "no answer from \(service)")
+        let (header, envelope) = try ServiceBody.reply(Array(reply.frames[3...]))
+        return (header.status, envelope.content)
+    }
+
+    @Test(
+        "a stolen kiosk key and a worker's key against switchboard up: no Directory fact, request or read, no token, one huge message bounded; the workers' own tokens still come, and a kiosk beside them keeps getting ACKs"
+    )
+    func stolenKeysAgainstUp() async throws {
+        let directory = try TemporaryDirectory("abuse-up")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let port = try freePort(count: 5)
+        let emulatorPort = try freePort(count: 1)
+        let up = try programs.start(
+            "switchboard", ["up", "--no-demo", "--duration", "300s", "--port", String(port), "--emulator-port", String(emulatorPort)],
+            log: "up.log")
+        defer { up.signal(SIGKILL) }
+        let keys = directory.path(".switchboard/keys")
+        try await waitUntil("up's FileMaker writer mirrors the Directory's staff", timeout: .seconds(90)) {
+            guard up.isRunning else { throw WaitTimedOut(description: "up exited: \(programs.read("up.log"))") }
+            return programs.read(".switchboard/logs/filemaker.log").contains("staff member added")
+        }
+        let endpoints = try JSONDecoder().decode(
+            Programs.Endpoints.self, from: Data(contentsOf: URL(fileURLWithPath: directory.path(".switchboard/broker/endpoints.json"))))
+        let server = try Certificate.load(publicFile: "\(keys)/secrets/broker.cert").publicKey
+        // The README's steps for a new kiosk: keygen into the secrets, copy the .cert to allowed/.
+        let riverside = Certificate(name: "riverside-1", role: .kiosk, keys: try CurveKeyPair.generate())
+        let (riversideCert, _) = try riverside.write(to: "\(keys)/secrets")
+        try FileManager.default.copyItem(atPath: riversideCert, toPath: "\(keys)/allowed/riverside-1.cert")
+        try await waitUntil("the broker reloads its allow-list by itself", timeout: .seconds(30)) {
+            programs.read(".switchboard/logs/broker.log").contains("allow-list reloaded")
+        }
+        func options(_ name: String) throws -> [SocketOption] {
+            let pair = try #require(try Certificate.load(secretFile: "\(keys)/secrets/\(name).secret").keyPair)
+            return [.curvePublicKey(pair.publicKey), .curveSecretKey(pair.secretKey), .curveServerKey(server)]
+        }
+        let context = try Context()
+        let io = try IOThread(context: context)
+        func dealer(_ name: String, _ endpoint: String) async throws -> AsyncSocket {
+            let options = try options(name)
+            return try await io.open(.dealer, linger: 0) {
+                try $0.set(options)
+                try $0.connect(endpoint)
+            }
+        }
+
+        // The stolen kiosk (up's demo kiosk key) states a Directory fact and asks for a change.
+        let stolen = try await dealer("demo-kiosk-1", endpoints.ingest)
+        let fact = #"{"person_id":1,"name":"Forged Name","office":"North","source":"directory"}"#
+        for (seq, type) in [(Int64(1), "person.deleted"), (2, "person.created")] {
+            let frames = try Events.frames(
+                producer: "demo-kiosk-1", seq: seq, type: type, schema: "\(type)/1", content: Data(fact.utf8)
+            ).1
+            let answer = try await Events.exchange(stolen, frames, timeout: .seconds(20))
+            #expect(answer.command == .error, "\(type)")
+            #expect(try answer.decodeHeader(ErrorHeader.self).code == .forbidden, "\(type)")
+        }
+        // Services: eto's reads yes; the Directory, eto's writes and auth no.
+        let asking = try await dealer("demo-kiosk-1", endpoints.service)
+        #expect(try await Self.call(asking, service: "eto", operation: "sites.list", content: "{}").0 == 200)
+        #expect(try await Self.call(asking, service: "directory", operation: "people.list", content: "{}").0 == 403)
+        #expect(
+            try await Self.call(asking, service: "auth", operation: "token.get", content: #"{"backend":"eto","account":"x"}"#).0 == 403)
+
+        // A worker's key gets its own back end's token from the real auth, and no other (up's
+        // demo accounts: FileMaker's is "switchboard").
+        let worker = try await dealer("filemaker", endpoints.service)
+        let (mine, token) = try await Self.call(
+            worker, service: "auth", operation: "token.get", content: #"{"backend":"filemaker","account":"switchboard"}"#)
+        let (theirs, _) = try await Self.call(worker, service: "auth", operation: "token.get", content: #"{"backend":"eto","account":"x"}"#)
+        #expect(theirs == 403, "filemaker's key got past the broker to ETO's tokens")
+        #expect(mine != 403, "filemaker's own token: \(mine) \(String(decoding: token, as: UTF8.self).prefix(200))")
+
+        // One message of 3,000 × 1 MB on ingest and on service, from the stolen key, while the
+        // new kiosk publishes.
+        let kiosk = try await dealer("riverside-1", endpoints.ingest)
+        var seq: Int64 = 0
+        func checkIn() async throws -> Duration {
+            seq += 1
+            let frames = try Events.frames(producer: "riverside-1", seq: seq, type: CheckIn.type, schema: CheckIn.schema).1
+            let sent = ContinuousClock.now
+            #expect(try await Events.exchange(kiosk, frames, timeout: .seconds(20)).command == .ack)
+            return sent.duration(to: .now)
+        }
+        _ = try await checkIn()
+        let brokerPID = try #require(Self.process(named: "switchboard-broker", mentioning: directory.path(".switchboard")))
+        let baseline = Self.residentMB(brokerPID)
+        var floods: [AsyncSocket] = []
+        var monitors: [AsyncSocket] = []
+        for endpoint in [endpoints.ingest, endpoints.service] {
+            let monitor = "inproc://abuse-up-\(UUID().uuidString)"
+            let options = try options("demo-kiosk-1")
+            floods.append(
+                try await io.open(.dealer, linger: 0) { socket in
+                    try socket.set(options + [.reconnectInterval(milliseconds: 600_000)])
+                    try socket.startMonitor(endpoint: monitor, events: [.disconnected])
+                    try socket.connect(endpoint)
+                })
+            monitors.append(try await io.open(.pair, linger: 0) { try $0.connect(monitor) })
+        }
+        for flood in floods { try await flood.perform { try Flood.send(on: $0, frames: 3000) } }
+        var slowest = Duration.zero
+        var peak = baseline
+        var dropped = 0
+        let started = ContinuousClock.now
+        while dropped < floods.count && started.duration(to: .now) < .seconds(120) {
+            slowest = max(slowest, try await checkIn())
+            peak = max(peak, Self.residentMB(brokerPID))
+            for monitor in monitors where try await monitor.receive(timeout: .milliseconds(20)) != nil { dropped += 1 }
+        }
+        print(
+            "switchboard up, stolen kiosk key: 2 × 3,000 × 1 MB dropped in \(started.duration(to: .now)); broker \(baseline) → peak \(peak) MB; slowest kiosk ACK \(slowest)"
+        )
+        #expect(dropped == floods.count, "the floods were not dropped")
+        #expect(peak < 300)
+        #expect(slowest < .seconds(5))
+        let brokerLog = programs.read(".switchboard/logs/broker.log")
+        #expect(brokerLog.contains("kind=publish") && brokerLog.contains("kind=service") && brokerLog.contains("kind=too-large"))
+        #expect(
+            programs.read(".switchboard/logs/filemaker.log").contains("staff member removed") == false, "a forged fact reached the mirror")
+        for socket in floods + monitors + [kiosk, stolen, asking, worker] { await socket.close() }
+        await io.shutdown()
+        await context.terminate()
+        up.signal(SIGINT)
+        #expect(await up.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("up.log"))")
+    }
 }
