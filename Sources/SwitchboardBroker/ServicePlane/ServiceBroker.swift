@@ -190,7 +190,7 @@ private final class ServiceCore {
     /// Handshake failures that ZAP never sees (nil: no CURVE); its PAIR is poller index 2.
     let handshakes: HandshakeWatch?
     var dispatcher: ServiceDispatcher
-    var dropLog = RateLimiter(perSecond: 20)
+    var dropLog = LogLimiter(perInterval: 20)
     let readBatch = 512
     let metrics: ServiceMetrics
 
@@ -323,12 +323,15 @@ private final class ServiceCore {
         case .workerReady(let service, let worker, let version):
             logger.debug("worker ready", metadata: ["service": "\(service)", "worker": "\(worker.hex)", "protocol": "\(version)"])
         case .dropped(let peer, let reason):
-            if dropLog.allow() {
-                logger.warning("malformed service message dropped", metadata: ["peer": "\(peer.hex)", "reason": "\(reason)"])
+            if let suppressed = dropLog.admit("dropped", at: .now) {
+                logger.warning(
+                    "malformed service message dropped",
+                    metadata: withSuppressed(suppressed, ["peer": "\(peer.hex)", "reason": "\(reason)"]))
             }
         case .workerRefused(let worker, let reason):
-            if dropLog.allow() {
-                logger.warning("worker disconnected", metadata: ["worker": "\(worker.hex)", "reason": "\(reason)"])
+            if let suppressed = dropLog.admit("worker-refused", at: .now) {
+                logger.warning(
+                    "worker disconnected", metadata: withSuppressed(suppressed, ["worker": "\(worker.hex)", "reason": "\(reason)"]))
             }
         case .workerRemoved(let service, let worker, let reason):
             logger.info("worker removed", metadata: ["service": "\(service)", "worker": "\(worker.hex)", "reason": "\(reason)"])
