@@ -80,15 +80,25 @@ public final class AllowList: Sendable {
 
     public var count: Int { state.withLock { $0.count } }
 
-    /// A fingerprint of the directory (names, sizes, modification times), to notice changes.
+    /// A fingerprint of the directory (its mode; each certificate's name, size, modification
+    /// time and mode), to notice changes. Modes are in it so that the `chmod go-w` a refused
+    /// reload asks for is itself noticed, without a SIGHUP.
     public func fingerprint() -> String {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".cert") }.sorted()
-        return names.map { name -> String in
-            let attributes = try? FileManager.default.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))
+        let files = names.map { name -> String in
+            let path = (directory as NSString).appendingPathComponent(name)
+            let attributes = try? FileManager.default.attributesOfItem(atPath: path)
             let size = (attributes?[.size] as? NSNumber)?.intValue ?? -1
             let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-            return "\(name):\(size):\(modified)"
-        }.joined(separator: "|")
+            return "\(name):\(size):\(modified):\(Self.mode(path))"
+        }
+        return ([Self.mode(directory)] + files).joined(separator: "|")
+    }
+
+    /// The permission bits of what `path` resolves to, in octal; `-` when it cannot be read.
+    static func mode(_ path: String) -> String {
+        var info = stat()
+        return stat(path, &info) == 0 ? String(info.st_mode & 0o7777, radix: 8) : "-"
     }
 }
 

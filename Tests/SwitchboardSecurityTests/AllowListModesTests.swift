@@ -147,6 +147,22 @@ struct AllowListModesTests {
         #expect(list.certificate(for: admin)?.role == .admin)
     }
 
+    @Test("the fingerprint the broker watches changes with a chmod, so the fix a refusal names is noticed without a SIGHUP")
+    func fingerprintSeesModes() throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let (path, _) = try directory.allow("kiosk-1", role: .kiosk)
+        let list = try AllowList(directory: directory.allowed)
+        let before = list.fingerprint()
+        try Self.chmod(path, 0o666)
+        let file = list.fingerprint()
+        #expect(file != before)
+        try Self.chmod(path, 0o644)
+        #expect(list.fingerprint() == before)
+        try Self.chmod(directory.allowed, 0o777)
+        #expect(list.fingerprint() != before)
+    }
+
     @Test("keygen's certificate and the README's cp pass under umasks 022 and 002 (a real cp)")
     func keygenAndCopyPass() throws {
         for umask in ["022", "002"] {
