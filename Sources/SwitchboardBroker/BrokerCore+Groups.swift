@@ -42,7 +42,7 @@ struct GroupBook {
     var letters: [(event: PendingEvent, record: DeadLetterRecord)] = []
     /// `groups.changed` events of operators' changes, committed with the rest.
     var audits: [PendingEvent] = []
-    var refusalLog = RateLimiter(perSecond: 20)
+    var refusalLog = LogLimiter(perInterval: 20)
 
     init(journal: Journal, settings: ConsumerGroupSettings, logger: Logger) throws {
         self.settings = settings
@@ -276,10 +276,10 @@ extension BrokerCore {
                 guard let (wants, room, topics) = groups.groups[name].map({ ($0.state.wantsEvents, $0.state.room, $0.topics) }),
                     let from = wants, from <= journal.head
                 else { break }
-                if from < journal.first, groups.refusalLog.allow() {
+                if from < journal.first, let suppressed = groups.refusalLog.admit("retention", at: now) {
                     logger.error(
                         "retention removed events a group had not read (journal size limit)",
-                        metadata: ["group": "\(name)", "from": "\(from)", "first": "\(journal.first)"])
+                        metadata: withSuppressed(suppressed, ["group": "\(name)", "from": "\(from)", "first": "\(journal.first)"]))
                 }
                 let (events, through) = try journal.read(from: from, to: nil, topics: topics, limit: max(1, min(1000, room)))
                 var candidates: [GroupCandidate] = []

@@ -161,16 +161,27 @@ extension BrokerCore {
         }
     }
 
+    /// Summaries of "message refused" lines left out whose code has been quiet since (the
+    /// heartbeat calls this, so a flood that stops is still counted in the log).
+    func logSuppressedRefusals(now: ContinuousClock.Instant) {
+        for summary in refusalLog.summaries(at: now) {
+            logger.notice(
+                "message refusals left out of the log", metadata: ["code": "\(summary.kind)", "suppressed": "\(summary.suppressed)"])
+        }
+    }
+
     func refuse(_ identity: Data, _ error: ProtocolError, command: String?, ref: String?, socket: Socket? = nil) {
         broker.update { $0.errors[error.code, default: 0] += 1 }
         metrics.error(code: error.code.rawValue)
-        if refusalLog.allow() {
+        if let suppressed = refusalLog.admit(error.code.rawValue, at: .now) {
             logger.notice(
                 "message refused",
-                metadata: [
-                    "peer": "\(identity.hex)", "code": "\(error.code.rawValue)", "reason": "\(error.message)",
-                    "command": "\(command ?? "-")",
-                ])
+                metadata: withSuppressed(
+                    suppressed,
+                    [
+                        "peer": "\(identity.hex)", "code": "\(error.code.rawValue)", "reason": "\(error.message)",
+                        "command": "\(command ?? "-")",
+                    ]))
         }
         if let envelope = try? Envelope(command: .error, header: ErrorHeader(error, command: command, ref: ref)) {
             reply(identity, envelope, on: socket ?? ingest)

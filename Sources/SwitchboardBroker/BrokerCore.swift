@@ -36,7 +36,8 @@ final class BrokerCore {
     var nextRetention: ContinuousClock.Instant
     /// When what the groups changed is committed (nil: nothing waits). See `commitGroupsIfDue`.
     var nextGroupCommit: ContinuousClock.Instant?
-    var refusalLog = RateLimiter(perSecond: 20)
+    /// "message refused" lines, by error code (`BrokerSecurity.refusalLinesPerSecond` a second each).
+    var refusalLog = LogLimiter(perInterval: BrokerSecurity.refusalLinesPerSecond)
     /// Whether the journal is failing to store events now (a full disk…), and group commits, for the log.
     var journalOutage = StorageOutage(
         failing: "the journal cannot store events; NACKing them (unavailable) until it can", recovered: "the journal stores events again")
@@ -132,6 +133,9 @@ final class BrokerCore {
                 heartbeat()
                 heartbeatMembers()
                 updateGauges(now: now)
+                // Counts of refusal lines left out of the log once their flood has stopped.
+                logSuppressedRefusals(now: now)
+                broker.security?.logSuppressedRefusals(at: now)
                 if configuration.trimsHeap { trimHeap() }
                 nextHeartbeat = now + configuration.heartbeat
             }

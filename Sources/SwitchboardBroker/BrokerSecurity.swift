@@ -15,6 +15,22 @@ public final class BrokerSecurity: Sendable {
     private let counters = Mutex<[String: Int]>([:])
     private let notices = Mutex(NoticeQueue())
     private let wakeUp = Mutex<WakeUpSignal?>(nil)
+    private let lines = Mutex(RefusalLines())
+
+    /// The log lines of refusals, limited like the events (`noticesPerSecond`) but apart from
+    /// them: connection refusals (ZAP denials, failed handshakes) and message refusals, each by
+    /// kind. Called from the ZAP handler's thread and the broker threads.
+    struct RefusalLines {
+        var connections = LogLimiter(perInterval: BrokerSecurity.refusalLinesPerSecond)
+        var messages = LogLimiter(perInterval: BrokerSecurity.refusalLinesPerSecond)
+    }
+
+    /// At most this many log lines a second for each kind of refusal (connection refusals and
+    /// message refusals apart); the rest are counted in the next line (`suppressed=N`) or in a
+    /// summary a second later. One client with an unknown key reconnecting in a loop made 1,161
+    /// lines a second before; the counters (`refusals`) and `security.refused` events still see
+    /// every refusal.
+    static let refusalLinesPerSecond = 5
 
     /// A refusal, waiting to be journaled as a `security.refused` event by the broker thread.
     public struct Notice: Sendable, Hashable {
@@ -96,9 +112,9 @@ public final class BrokerSecurity: Sendable {
         func deny(_ kind: String, _ reason: String, principal: String? = nil) -> ZAPDecision {
             count(kind)
             record(kind, principal: principal, endpoint: Endpoint(zapDomain: request.domain)?.rawValue, reason: reason)
-            logger.warning(
-                "connection refused",
-                metadata: [
+            log(
+                kind, connection: true,
+                [
                     "domain": "\(request.domain)", "address": "\(request.address)", "mechanism": "\(request.mechanism)",
                     "principal": "\(principal ?? "-")", "reason": "\(reason)",
                 ])
@@ -152,8 +168,31 @@ public final class BrokerSecurity: Sendable {
     func refused(_ kind: String, principal: String?, endpoint: Endpoint, reason: String, connection: Bool = false) {
         count(kind)
         record(kind, principal: principal, endpoint: endpoint.rawValue, reason: reason)
-        logger.warning(
-            connection ? "connection refused" : "message refused",
-            metadata: ["principal": "\(principal ?? "-")", "endpoint": "\(endpoint.rawValue)", "kind": "\(kind)", "reason": "\(reason)"])
+        log(kind, connection: connection, ["principal": "\(principal ?? "-")", "endpoint": "\(endpoint.rawValue)", "reason": "\(reason)"])
+    }
+
+    /// Writes a refusal's line unless its kind is flooding (`refusalLinesPerSecond`).
+    private func log(_ kind: String, connection: Bool, _ metadata: Logger.Metadata, at now: ContinuousClock.Instant = .now) {
+        let suppressed = lines.withLock { lines in
+            connection ? lines.connections.admit(kind, at: now) : lines.messages.admit(kind, at: now)
+        }
+        guard let suppressed else { return }
+        var metadata = metadata
+        metadata["kind"] = "\(kind)"
+        logger.warning(connection ? "connection refused" : "message refused", metadata: withSuppressed(suppressed, metadata))
+    }
+
+    /// Summaries of refusal lines left out whose kind has been quiet for a second since, so a
+    /// flood that stops is still counted in the log. The broker thread calls this at each of
+    /// its heartbeats.
+    public func logSuppressedRefusals(at now: ContinuousClock.Instant = .now) {
+        let (connections, messages) = lines.withLock { ($0.connections.summaries(at: now), $0.messages.summaries(at: now)) }
+        for (summaries, what) in [(connections, "connection"), (messages, "message")] {
+            for summary in summaries {
+                logger.warning(
+                    "\(what) refusals left out of the log",
+                    metadata: ["kind": "\(summary.kind)", "suppressed": "\(summary.suppressed)"])
+            }
+        }
     }
 }

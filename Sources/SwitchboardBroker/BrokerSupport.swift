@@ -15,24 +15,6 @@ func rebindEndpoint(_ socket: Socket, _ endpoint: String) throws {
     try socket.bind(endpoint)
 }
 
-struct RateLimiter {
-    let perSecond: Int
-    var windowStart = ContinuousClock.now
-    var used = 0
-
-    init(perSecond: Int) { self.perSecond = perSecond }
-
-    mutating func allow() -> Bool {
-        let now = ContinuousClock.now
-        if now - windowStart >= .seconds(1) {
-            windowStart = now
-            used = 0
-        }
-        used += 1
-        return used <= perSecond
-    }
-}
-
 extension Data {
     var hex: String { map { String(format: "%02x", $0) }.joined() }
 }

@@ -17,13 +17,55 @@ public enum JSONValue: Sendable, Hashable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    /// Parses one JSON text; `nil` if it is not valid JSON.
+    /// Parses one JSON text; `nil` if it is not valid JSON or holds a number no `Double` can
+    /// hold (beyond ±1.8e308). Of keys repeated in an object, the last wins (section 2).
     public static func parse(_ data: Data) -> JSONValue? {
-        data.withUnsafeBytes { raw -> JSONValue? in
-            var parser = JSONParser(bytes: raw.bindMemory(to: UInt8.self))
+        guard let parsed = parse(data, keepingHugeNumbers: false) else { return nil }
+        return parsed.value
+    }
+
+    /// What `parse(_:keepingHugeNumbers:)` noticed on the way.
+    public struct Notes: Sendable, Hashable {
+        /// An object repeated a key (the last value was kept).
+        public var duplicateKeys = false
+        /// A number beyond ±1.8e308 was kept as ±infinity.
+        public var hugeNumbers = false
+    }
+
+    /// Parses one JSON text, noting repeated keys; `nil` if it is not valid JSON.
+    ///
+    /// With `keepingHugeNumbers`, a number too large for a `Double` (`1e400`, or an integer of
+    /// 400 digits) is valid JSON and becomes `.double(±infinity)` instead of failing the parse.
+    /// RFC 8259 leaves number range to implementations, and the protocol refuses such a number
+    /// in a header as `invalid-header` naming the field (section 2), which needs the parse to get
+    /// that far. Only the header frame opts in; other frames refuse it as invalid JSON, so no
+    /// consumer downstream ever receives one (Foundation's `JSONDecoder` rejects the whole
+    /// document). Never written back: `JSONWriter` writes ±infinity as `±1e999`.
+    public static func parse(_ data: Data, keepingHugeNumbers: Bool) -> (value: JSONValue, notes: Notes)? {
+        data.withUnsafeBytes { raw -> (JSONValue, Notes)? in
+            var parser = JSONParser(bytes: raw.bindMemory(to: UInt8.self), keepingHugeNumbers: keepingHugeNumbers)
             guard let value = parser.value(depth: 0) else { return nil }
             parser.skipWhitespace()
-            return parser.index == parser.bytes.count ? value : nil
+            return parser.index == parser.bytes.count ? (value, parser.notes) : nil
+        }
+    }
+
+    /// The first field (in sorted key order, depth first) holding a number beyond ±1.8e308, as
+    /// `a.b[2]`; nil if there is none.
+    public var hugeNumberPath: String? {
+        switch self {
+        case .double(let number) where !number.isFinite: return ""
+        case .array(let items):
+            for (index, item) in items.enumerated() {
+                if let path = item.hugeNumberPath { return "[\(index)]" + (path.hasPrefix("[") || path.isEmpty ? path : ".\(path)") }
+            }
+            return nil
+        case .object(let fields):
+            for key in fields.keys.sorted() {
+                if let path = fields[key]!.hugeNumberPath { return key + (path.hasPrefix("[") || path.isEmpty ? path : ".\(path)") }
+            }
+            return nil
+        default: return nil
         }
     }
 
@@ -35,9 +77,14 @@ public enum JSONValue: Sendable, Hashable {
 
 private struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
+    let keepingHugeNumbers: Bool
     var index = 0
+    var notes = JSONValue.Notes()
 
-    init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    init(bytes: UnsafeBufferPointer<UInt8>, keepingHugeNumbers: Bool) {
+        self.bytes = bytes
+        self.keepingHugeNumbers = keepingHugeNumbers
+    }
 
     mutating func skipWhitespace() {
         while index < bytes.count {
@@ -86,7 +133,7 @@ private struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
             index += 1
             guard let value = value(depth: depth + 1) else { return nil }
-            object[key] = value
+            if object.updateValue(value, forKey: key) != nil { notes.duplicateKeys = true }
             skipWhitespace()
             guard index < bytes.count else { return nil }
             if bytes[index] == UInt8(ascii: ",") {
@@ -251,7 +298,11 @@ private struct JSONParser {
             if accumulated != Int64.min { return .integer(-accumulated) }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        guard let value = Double(text), value.isFinite else { return nil }
+        guard let value = Double(text) else { return nil }
+        if !value.isFinite {
+            guard keepingHugeNumbers else { return nil }
+            notes.hugeNumbers = true
+        }
         return .double(value)
     }
 }
@@ -296,6 +347,9 @@ public struct JSONWriter {
         case .null: raw("null")
         case .bool(let flag): if flag { raw("true") } else { raw("false") }
         case .integer(let number): integer(number)
+        // Only a header parsed with `keepingHugeNumbers` holds an infinity; `1e999` is valid
+        // JSON that parses back to the same value.
+        case .double(let number) where !number.isFinite: raw(number < 0 ? "-1e999" : "1e999")
         case .double(let number): bytes.append(contentsOf: "\(number)".utf8)
         case .string(let text): string(text)
         case .array(let items):

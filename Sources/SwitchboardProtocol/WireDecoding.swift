@@ -45,11 +45,19 @@ struct WireObject {
         }
     }
 
+    /// Refuses a number beyond ±1.8e308 anywhere in `fields` (only a header parsed with
+    /// `keepingHugeNumbers` can hold one), naming the field: valid JSON, but out of range for
+    /// every number the protocol has, and never to be journaled or forwarded.
+    static func refuseHugeNumbers(_ fields: [String: JSONValue], frame: String, code: ProtocolError.Code) throws(ProtocolError) {
+        guard let path = JSONValue.object(fields).hugeNumberPath else { return }
+        throw ProtocolError(code, "\(frame): field '\(path)' is a number out of range (integers: -2^63 to 2^63-1)")
+    }
+
     func double(_ key: String) throws(ProtocolError) -> Double {
         switch fields[key] {
         case nil: throw fail(key, "is required")
         case .integer(let number)?: return Double(number)
-        case .double(let number)?: return number
+        case .double(let number)? where number.isFinite: return number
         default: throw fail(key, "must be a number")
         }
     }
@@ -93,16 +101,20 @@ extension Envelope {
     /// - Parameter reference: set to the header's `event_id` or `request_id` as soon as the
     ///   header parses, so an error about a later frame can still name the message.
     public func parsed(reference: inout String?) throws(ProtocolError) -> ParsedEnvelope {
-        func object(_ data: Data, _ name: String) throws(ProtocolError) -> [String: JSONValue] {
-            guard let value = JSONValue.parse(data) else { throw ProtocolError(.invalidJSON, "\(name) frame is not valid JSON") }
+        func object(_ data: Data, _ name: String, keepingHugeNumbers: Bool = false) throws(ProtocolError) -> [String: JSONValue] {
+            guard let (value, _) = JSONValue.parse(data, keepingHugeNumbers: keepingHugeNumbers) else {
+                throw ProtocolError(.invalidJSON, "\(name) frame is not valid JSON")
+            }
             guard case .object(let object) = value else { throw ProtocolError(.invalidJSON, "\(name) frame must be a JSON object") }
             return object
         }
-        let headerFields = try object(header, "header")
+        let headerFields = try object(header, "header", keepingHugeNumbers: true)
         reference = ParsedEnvelope.reference(in: headerFields)
         if parent != Envelope.emptyObject { _ = try object(parent, "parent") }
         if metadata != Envelope.emptyObject { _ = try object(metadata, "metadata") }
         guard let contentValue = JSONValue.parse(content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
+        // After every frame's JSON check, before the header's own rules (section 2).
+        try WireObject.refuseHugeNumbers(headerFields, frame: "header", code: .invalidHeader)
         return ParsedEnvelope(envelope: self, header: headerFields, content: contentValue)
     }
 }

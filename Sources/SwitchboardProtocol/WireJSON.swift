@@ -10,11 +10,25 @@ public enum WireJSON {
     }
 
     /// Decodes `T`; a failure becomes a `ProtocolError` naming the frame and the field.
+    ///
+    /// The frame goes through the protocol's own parser first, so the JSON rules of section 2
+    /// hold here as on the EVENT path: of a repeated key the last value wins (Foundation's
+    /// `JSONDecoder` keeps the first), and a number beyond ±1.8e308 is the frame's error naming
+    /// the field (`JSONDecoder` calls the whole frame invalid JSON).
     public static func decode<T: Decodable>(
         _ type: T.Type, from data: Data, frame: String, code: ProtocolError.Code
     ) throws(ProtocolError) -> T {
+        guard let (value, notes) = JSONValue.parse(data, keepingHugeNumbers: true) else {
+            throw ProtocolError(.invalidJSON, "\(frame) frame is not valid JSON")
+        }
+        if notes.hugeNumbers, case .object(let fields) = value {
+            try WireObject.refuseHugeNumbers(fields, frame: frame, code: code)
+        }
+        // Rewritten only when a key repeats: what `JSONWriter` writes holds each key once, with
+        // its last value. The common frame is decoded as it came.
+        let input = notes.duplicateKeys ? value.compactData : data
         do {
-            return try JSONDecoder().decode(type, from: data)
+            return try JSONDecoder().decode(type, from: input)
         } catch let error as DecodingError {
             throw describe(error, frame: frame, code: code)
         } catch let error as ProtocolError {

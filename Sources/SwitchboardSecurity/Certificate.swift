@@ -132,7 +132,10 @@ public struct Certificate: Sendable, Hashable {
         for path in [publicPath, secretPath] where FileManager.default.fileExists(atPath: path) {
             throw Failure("\(path) exists already; remove it first to make a new key for '\(name)'")
         }
-        try json(secret: false).write(to: URL(fileURLWithPath: publicPath))
+        // 0644 whatever the umask: a copy keeps the mode, and the broker refuses an allow-list
+        // certificate that group or others can write (protocol/README.md, 13.6).
+        guard FileManager.default.createFile(atPath: publicPath, contents: json(secret: false), attributes: [.posixPermissions: 0o644])
+        else { throw Failure("cannot write \(publicPath)") }
         // Created 0600 from the start: the secret is never readable by others, not even briefly.
         guard FileManager.default.createFile(atPath: secretPath, contents: json(secret: true), attributes: [.posixPermissions: 0o600])
         else { throw Failure("cannot write \(secretPath)") }

@@ -4,8 +4,8 @@
 public import Foundation
 import ZeroMQ
 
-/// A key directory: `secrets/` (0700) with each principal's `.cert` and `.secret` (0600), and
-/// `allowed/`, the broker's allow-list, with a copy of each client's `.cert`.
+/// A key directory: `secrets/` (0700) with each principal's `.cert` (0644) and `.secret` (0600),
+/// and `allowed/` (0755), the broker's allow-list, with a copy (0644) of each client's `.cert`.
 public struct LocalKeys: Sendable {
     public let directory: URL
     public var secrets: URL { directory.appendingPathComponent("secrets") }
@@ -23,7 +23,9 @@ public struct LocalKeys: Sendable {
         let keys = LocalKeys(directory: directory)
         let fileManager = FileManager.default
         try fileManager.createDirectory(at: keys.secrets, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try fileManager.createDirectory(at: keys.allowed, withIntermediateDirectories: true)
+        // 0755 whatever the umask: the broker refuses an allow-list that group or others can
+        // write (protocol/README.md, 13.6), and a umask of 002 would make this 0775.
+        try fileManager.createDirectory(at: keys.allowed, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         for (name, role) in principals {
             let secret = keys.secrets.appendingPathComponent("\(name).secret").path
             if !fileManager.fileExists(atPath: secret) {
@@ -32,6 +34,7 @@ public struct LocalKeys: Sendable {
             let allowedCopy = keys.allowed.appendingPathComponent("\(name).cert").path
             if role != .broker && !fileManager.fileExists(atPath: allowedCopy) {
                 try fileManager.copyItem(atPath: keys.secrets.appendingPathComponent("\(name).cert").path, toPath: allowedCopy)
+                try fileManager.setAttributes([.posixPermissions: 0o644], ofItemAtPath: allowedCopy)
             }
         }
         return keys

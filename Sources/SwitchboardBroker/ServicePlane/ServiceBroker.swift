@@ -193,7 +193,7 @@ private final class ServiceCore {
     /// PAIR is poller index 2.
     let connections: ConnectionWatch
     var dispatcher: ServiceDispatcher
-    var dropLog = RateLimiter(perSecond: 20)
+    var dropLog = LogLimiter(perInterval: 20)
     let readBatch = 512
     let metrics: ServiceMetrics
 
@@ -331,12 +331,15 @@ private final class ServiceCore {
         case .workerReady(let service, let worker, let version):
             logger.debug("worker ready", metadata: ["service": "\(service)", "worker": "\(worker.hex)", "protocol": "\(version)"])
         case .dropped(let peer, let reason):
-            if dropLog.allow() {
-                logger.warning("malformed service message dropped", metadata: ["peer": "\(peer.hex)", "reason": "\(reason)"])
+            if let suppressed = dropLog.admit("dropped", at: .now) {
+                logger.warning(
+                    "malformed service message dropped",
+                    metadata: withSuppressed(suppressed, ["peer": "\(peer.hex)", "reason": "\(reason)"]))
             }
         case .workerRefused(let worker, let reason):
-            if dropLog.allow() {
-                logger.warning("worker disconnected", metadata: ["worker": "\(worker.hex)", "reason": "\(reason)"])
+            if let suppressed = dropLog.admit("worker-refused", at: .now) {
+                logger.warning(
+                    "worker disconnected", metadata: withSuppressed(suppressed, ["worker": "\(worker.hex)", "reason": "\(reason)"]))
             }
         case .workerRemoved(let service, let worker, let reason):
             logger.info("worker removed", metadata: ["service": "\(service)", "worker": "\(worker.hex)", "reason": "\(reason)"])
