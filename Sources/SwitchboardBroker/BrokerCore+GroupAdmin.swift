@@ -192,8 +192,50 @@ extension BrokerCore {
                 }
                 state = DeadLetterRecord.State(rawValue: text)
             }
+            var limit = 100
+            if let given = input["limit"] {
+                guard case .integer(let value) = given, (1...1000).contains(value) else {
+                    throw GroupRequestFailure.badRequest("content: field 'limit' must be an integer from 1 to 1000")
+                }
+                limit = Int(value)
+            }
+            var newest = false
+            if let given = input["order"] {
+                guard case .string(let text) = given, text == "oldest" || text == "newest" else {
+                    throw GroupRequestFailure.badRequest("content: field 'order' must be oldest or newest")
+                }
+                newest = text == "newest"
+            }
+            var cursor: Journal.DeadLetterCursor?
+            if let given = input["after"] {
+                guard case .string(let text) = given, let parsed = Journal.DeadLetterCursor(text: text) else {
+                    throw GroupRequestFailure.badRequest("content: field 'after' must be a 'next' this broker gave")
+                }
+                cursor = parsed
+            }
             try flushGroups()
-            return .object(["dead_letters": .array(try journal.deadLetters(group: name, state: state).map(describe))])
+            // One more than the page, to know whether another follows; and the page stops before
+            // its content passes what a REPLY may carry (section 4), whatever the messages' length.
+            let records = try journal.deadLetterPage(group: name, state: state, after: cursor, newest: newest, limit: limit + 1)
+            var page: [JSONValue] = []
+            var bytes = 0
+            var last: DeadLetterRecord?
+            for record in records.prefix(limit) {
+                let described = describe(record)
+                bytes += described.compactData.count + 1
+                if bytes > Self.deadLetterPageBytes && !page.isEmpty { break }
+                page.append(described)
+                last = record
+            }
+            let codes = try journal.deadLetterCodes(group: name, state: state)
+            var result: [String: JSONValue] = [
+                "dead_letters": .array(page), "total": .integer(Int64(codes.values.reduce(0, +))),
+                "by_code": .object(codes.mapValues { .integer(Int64($0)) }),
+            ]
+            if let last, page.count < records.count {
+                result["next"] = .string(Journal.DeadLetterCursor(at: last.at, group: last.group, busSeq: last.busSeq).text)
+            }
+            return .object(result)
         case "dlq.show":
             let (name, _) = try existing()
             guard let seq = try busSeq() else { throw GroupRequestFailure.badRequest("content: field 'bus_seq' is required") }
@@ -293,6 +335,10 @@ extension BrokerCore {
         if let outbox = health.outbox { fields["outbox"] = .integer(outbox) }
         return .object(fields)
     }
+
+    /// The most a `dlq.list` page's records take, encoded: well under section 4's 256 KiB of
+    /// content, with room for the counts beside them.
+    static let deadLetterPageBytes = 192 << 10
 
     func describe(_ letter: DeadLetterRecord) -> JSONValue {
         var fields: [String: JSONValue] = [

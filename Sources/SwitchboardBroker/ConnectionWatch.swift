@@ -28,7 +28,7 @@ final class ConnectionWatch {
     private let limit: Int64
     /// The TCP ports this watch put under the receive guard (freed again by `close`).
     private let guardedPorts: [UInt16]
-    private var dropLog = RateLimiter(perSecond: 5)
+    private var dropLog = LogLimiter(perInterval: 5)
 
     /// Starts a monitor on each bound socket, connects a PAIR to read it, and puts each TCP
     /// endpoint under the receive guard with `limit` bytes per connection.
@@ -97,8 +97,9 @@ final class ConnectionWatch {
             "the connection sent more than \(limit) bytes the broker had not yet taken (max_pending_bytes): a message that large is refused, and the connection dropped"
         if let security {
             security.refused("too-large", principal: nil, endpoint: endpoint, reason: reason, connection: true)
-        } else if dropLog.allow() {
-            logger.warning("connection dropped", metadata: ["endpoint": "\(endpoint.rawValue)", "reason": "\(reason)"])
+        } else if let suppressed = dropLog.admit("too-large", at: .now) {
+            logger.warning(
+                "connection dropped", metadata: withSuppressed(suppressed, ["endpoint": "\(endpoint.rawValue)", "reason": "\(reason)"]))
         }
     }
 

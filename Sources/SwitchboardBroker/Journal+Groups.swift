@@ -126,6 +126,79 @@ extension Journal {
         }
     }
 
+    /// Where a page of dead letters ends: the last record's place in `at, grp, bus_seq` order.
+    struct DeadLetterCursor: Sendable, Hashable {
+        var at: Int64
+        var group: String
+        var busSeq: Int64
+
+        /// The opaque text `dlq.list` gives as `next`: `<at>:<bus_seq>:<group>` (the group last,
+        /// so the text splits unambiguously whatever the group's name).
+        var text: String { "\(at):\(busSeq):\(group)" }
+
+        init(at: Int64, group: String, busSeq: Int64) {
+            self.at = at
+            self.group = group
+            self.busSeq = busSeq
+        }
+
+        init?(text: String) {
+            let parts = text.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3, let at = Int64(parts[0]), let busSeq = Int64(parts[1]), !parts[2].isEmpty else { return nil }
+            self.init(at: at, group: String(parts[2]), busSeq: busSeq)
+        }
+    }
+
+    /// One page of dead letters in `at, grp, bus_seq` order (newest first when `newest`), after
+    /// `cursor` when given; `group` and `state` filter as in `deadLetters`.
+    func deadLetterPage(
+        group: String?, state: DeadLetterRecord.State?, after cursor: DeadLetterCursor?, newest: Bool, limit: Int
+    ) throws -> [DeadLetterRecord] {
+        var sql = "SELECT grp, bus_seq, dlq_seq, event_id, type, key, attempts, code, message, at, state FROM dead_letters WHERE 1"
+        var arguments: StatementArguments = []
+        if let group {
+            sql += " AND grp = ?"
+            _ = arguments.append(contentsOf: [group])
+        }
+        if let state {
+            sql += " AND state = ?"
+            _ = arguments.append(contentsOf: [state.rawValue])
+        }
+        if let cursor {
+            sql += newest ? " AND (at, grp, bus_seq) < (?, ?, ?)" : " AND (at, grp, bus_seq) > (?, ?, ?)"
+            _ = arguments.append(contentsOf: [cursor.at, cursor.group, cursor.busSeq])
+        }
+        sql += newest ? " ORDER BY at DESC, grp DESC, bus_seq DESC LIMIT ?" : " ORDER BY at, grp, bus_seq LIMIT ?"
+        _ = arguments.append(contentsOf: [limit])
+        return try queue.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+                DeadLetterRecord(
+                    group: row[0], busSeq: row[1], dlqSeq: row[2], eventID: row[3], type: row[4], key: row[5], attempts: row[6],
+                    code: row[7], message: row[8], at: row[9], state: DeadLetterRecord.State(rawValue: row[10]) ?? .dead)
+            }
+        }
+    }
+
+    /// How many dead letters `group` and `state` select, by code (every page's, not one's).
+    func deadLetterCodes(group: String?, state: DeadLetterRecord.State?) throws -> [String: Int] {
+        var sql = "SELECT code, COUNT(*) FROM dead_letters WHERE 1"
+        var arguments: StatementArguments = []
+        if let group {
+            sql += " AND grp = ?"
+            _ = arguments.append(contentsOf: [group])
+        }
+        if let state {
+            sql += " AND state = ?"
+            _ = arguments.append(contentsOf: [state.rawValue])
+        }
+        sql += " GROUP BY code"
+        return try queue.read { db in
+            var counts: [String: Int] = [:]
+            for row in try Row.fetchAll(db, sql: sql, arguments: arguments) { counts[row[0]] = row[1] }
+            return counts
+        }
+    }
+
     /// Dead letters per group and state, for status.
     func deadLetterCounts() throws -> [String: [DeadLetterRecord.State: Int]] {
         try queue.read { db in

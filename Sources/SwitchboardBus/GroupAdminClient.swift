@@ -229,16 +229,36 @@ public final class GroupAdminClient: Sendable {
 
     // MARK: Dead letters
 
-    /// `dlq.list`: the dead letters of `group` (every group when nil) in `state` (every state
-    /// when nil), oldest first. No payloads: `deadLetter(group:busSeq:)` has the event.
-    public func deadLetters(
-        group: String? = nil, state: DeadLetterInfo.State? = .dead
-    ) async throws(GroupAdminError)
-        -> [DeadLetterInfo]
-    {
-        var content: [String: JSONValue] = ["state": .string(state?.rawValue ?? "all")]
+    /// `dlq.list`, one page: at most `limit` dead letters of `group` (every group when nil) in
+    /// `state` (every state when nil), oldest first or newest first, after `after` (a page's
+    /// `next`), with the counts of every page. No payloads: `deadLetter(group:busSeq:)` has the
+    /// event.
+    public func deadLetterPage(
+        group: String? = nil, state: DeadLetterInfo.State? = .dead, newest: Bool = false, limit: Int = 100, after: String? = nil
+    ) async throws(GroupAdminError) -> DeadLetterPage {
+        var content: [String: JSONValue] = [
+            "state": .string(state?.rawValue ?? "all"), "limit": .integer(Int64(limit)), "order": .string(newest ? "newest" : "oldest"),
+        ]
         if let group { content["group"] = .string(group) }
-        return try await request("dlq.list", content, as: DeadLetterList.self).deadLetters
+        if let after { content["after"] = .string(after) }
+        return try await request("dlq.list", content, as: DeadLetterPage.self)
+    }
+
+    /// Every dead letter `deadLetterPage` selects, page by page (`onPage` hears of each), oldest
+    /// first.
+    public func deadLetters(
+        group: String? = nil, state: DeadLetterInfo.State? = .dead, pageSize: Int = 500,
+        onPage: (_ page: DeadLetterPage) -> Void = { _ in }
+    ) async throws(GroupAdminError) -> [DeadLetterInfo] {
+        var letters: [DeadLetterInfo] = []
+        var after: String?
+        repeat {
+            let page = try await deadLetterPage(group: group, state: state, limit: pageSize, after: after)
+            onPage(page)
+            letters += page.deadLetters
+            after = page.next
+        } while after != nil
+        return letters
     }
 
     /// `dlq.show`: one dead letter with the event it names (admin only: the event holds personal data).
@@ -274,9 +294,27 @@ public final class GroupAdminClient: Sendable {
     private struct Deleted: Decodable { var deleted: String }
     private struct Replayed: Decodable { var replayed: [Int64] }
     private struct Dropped: Decodable { var dropped: [Int64] }
-    private struct DeadLetterList: Decodable {
-        var deadLetters: [DeadLetterInfo]
-        enum CodingKeys: String, CodingKey { case deadLetters = "dead_letters" }
+}
+
+/// One page of `dlq.list`: its dead letters, the counts of every page, and where the next starts.
+public struct DeadLetterPage: Codable, Sendable, Hashable {
+    public var deadLetters: [DeadLetterInfo]
+    /// Dead letters the filter selects, on every page.
+    public var total: Int
+    /// Those of every page by code (`participant-unmatched`, `ack-timeout`, …).
+    public var byCode: [String: Int]
+    /// The `after` of the next page; nil on the last.
+    public var next: String?
+
+    public init(deadLetters: [DeadLetterInfo], total: Int, byCode: [String: Int], next: String? = nil) {
+        self.deadLetters = deadLetters
+        self.total = total
+        self.byCode = byCode
+        self.next = next
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case deadLetters = "dead_letters", total, byCode = "by_code", next
     }
 }
 

@@ -35,7 +35,7 @@ enum DashboardPage {
         <div class="grid">
           <section><h2>Events by type (per second, last 10 s)</h2><table id="rates"></table></section>
           <section><h2>Consumer groups</h2><table id="groups"></table></section>
-          <section><h2>Dead letters</h2><table id="dead-letters"></table><div id="replay-result" class="status"></div></section>
+          <section><h2>Dead letters</h2><div id="dead-letter-summary" class="status"></div><table id="dead-letters"></table><div id="replay-result" class="status"></div></section>
           <section><h2>Services</h2><table id="services"></table></section>
           <section><h2>Kiosks and other producers</h2><table id="kiosks"></table></section>
           <section><h2>Recent problems</h2><table id="problems"></table></section>
@@ -81,6 +81,10 @@ enum DashboardPage {
           fill("rates", ["type", "per second", "total"], s.rates.map(r => [r.type, r.per_second.toFixed(1), r.total]), "No events yet.", [1, 2]);
           fill("groups", ["group", "cursor", "lag", "pending", "members", "redelivered", "dead letters"],
             s.groups.map(g => [g.name, g.cursor, g.lag, g.pending, g.members, g.redeliveries, g.dead]), "No consumer groups.", [1, 2, 3, 4, 5, 6]);
+          const codes = Object.entries(s.dead_letters_by_code).sort((a, b) => b[1] - a[1]).map(([c, n]) => c + " " + n).join(", ");
+          document.getElementById("dead-letter-summary").textContent = s.dead_letter_total === 0 ? "" :
+            s.dead_letter_total + " waiting (" + codes + ")" +
+            (s.dead_letter_total > s.dead_letters.length ? "; the newest " + s.dead_letters.length + " below, every one with switchboard dlq list --all" : "");
           fill("dead-letters", ["group", "bus_seq", "type", "attempts", "code", "since", ""],
             s.dead_letters.map(d => [d.group, d.bus_seq, d.type, d.attempts, d.code, d.at, replayButton(d)]), "No dead letters.", [1, 3]);
           fill("services", ["service", "workers", "busy", "queued"], s.services.map(v => [v.name, v.workers, v.busy, v.queued]),

@@ -10,6 +10,9 @@ import SwitchboardProtocol
 import Synchronization
 
 final class DashboardState: Sendable {
+    /// Dead letters the panel lists: the newest, beside the counts of all.
+    static let deadLetterRows = 20
+
     struct Problem: Sendable {
         var at: String
         var kind: String
@@ -24,7 +27,8 @@ final class DashboardState: Sendable {
         var lastCheckIn: [String: String] = [:]
         var problems: [Problem] = []
         var groups: [GroupInfo] = []
-        var deadLetters: [DeadLetterInfo] = []
+        /// The newest dead letters waiting, with the counts of all of them.
+        var deadLetters = DeadLetterPage(deadLetters: [], total: 0, byCode: [:])
         var producers: [ProducerInfo] = []
         var services: [ServiceDirectory.Service] = []
         var brokerError: String?
@@ -69,7 +73,7 @@ final class DashboardState: Sendable {
 
     /// The broker's tables, read every second; `error` when it did not answer.
     func broker(
-        groups: [GroupInfo]?, deadLetters: [DeadLetterInfo]?, producers: [ProducerInfo]?, services: [ServiceDirectory.Service]?,
+        groups: [GroupInfo]?, deadLetters: DeadLetterPage?, producers: [ProducerInfo]?, services: [ServiceDirectory.Service]?,
         error: String?
     ) {
         state.withLock { state in
@@ -107,7 +111,7 @@ final class DashboardState: Sendable {
                     "redeliveries": .integer(Int64(group.redeliveries)), "dead": .integer(Int64(group.deadLetters.dead)),
                 ])
             }
-            let letters: [JSONValue] = state.deadLetters.map { letter in
+            let letters: [JSONValue] = state.deadLetters.deadLetters.map { letter in
                 .object([
                     "group": .string(letter.group), "bus_seq": .integer(letter.busSeq), "type": .string(letter.type),
                     "attempts": .integer(Int64(letter.attempts)), "code": .string(letter.code), "at": .string(letter.at),
@@ -137,7 +141,9 @@ final class DashboardState: Sendable {
             }
             var object: [String: JSONValue] = [
                 "updated": .string(state.updated), "head": .integer(state.head), "rates": .array(rates), "groups": .array(groups),
-                "dead_letters": .array(letters), "kiosks": .array(kiosks), "services": .array(services), "problems": .array(problems),
+                "dead_letters": .array(letters), "dead_letter_total": .integer(Int64(state.deadLetters.total)),
+                "dead_letters_by_code": .object(state.deadLetters.byCode.mapValues { .integer(Int64($0)) }), "kiosks": .array(kiosks),
+                "services": .array(services), "problems": .array(problems),
             ]
             if let error = state.brokerError { object["broker_error"] = .string(error) }
             return .object(object)

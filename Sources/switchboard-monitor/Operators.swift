@@ -92,19 +92,25 @@ struct DeadLettersCommand: AsyncParsableCommand {
     func run() async throws {
         let (json, group, showMessage) = (options.json, group, showPersonalData)
         try await options.repeating { client in
-            var letters = try await client.deadLetters(group: group)
+            var page = try await client.deadLetterPage(group: group, newest: true, limit: 50)
             if !showMessage {
-                letters = letters.map {
+                page.deadLetters = page.deadLetters.map {
                     var letter = $0; letter.message = "[personal]"; return letter
                 }
             }
-            if json { return String(decoding: try JSONEncoder.sorted.encode(["dead_letters": letters]), as: UTF8.self) }
-            return Table.render(
-                ["group", "bus_seq", "type", "attempts", "code", "at"] + (showMessage ? ["message"] : []),
-                letters.map { letter in
-                    [letter.group, "\(letter.busSeq)", letter.type, "\(letter.attempts)", letter.code, letter.at]
-                        + (showMessage ? [String(letter.message.prefix(80))] : [])
-                }, empty: "No dead letters.")
+            page.next = nil
+            if json { return String(decoding: try JSONEncoder.sorted.encode(page), as: UTF8.self) }
+            let letters = page.deadLetters
+            let more =
+                page.total > letters.count
+                ? "\(page.total) waiting; the newest \(letters.count) shown (switchboard dlq list --all lists every one)\n" : ""
+            return more
+                + Table.render(
+                    ["group", "bus_seq", "type", "attempts", "code", "at"] + (showMessage ? ["message"] : []),
+                    letters.map { letter in
+                        [letter.group, "\(letter.busSeq)", letter.type, "\(letter.attempts)", letter.code, letter.at]
+                            + (showMessage ? [String(letter.message.prefix(80))] : [])
+                    }, empty: "No dead letters.")
         }
     }
 }

@@ -244,7 +244,9 @@ struct DashboardPoll: Service {
                 groups = nil
                 problem = "groups: \(error)"
             }
-            let letters = try? await admin.deadLetters()
+            // The newest page and the counts of all: a panel, not the whole list (10,000 dead
+            // letters would not fit in one reply, nor on a page).
+            let letters = try? await admin.deadLetterPage(newest: true, limit: DashboardState.deadLetterRows)
             let producers = try? await admin.producers()
             let directory = try? await services.directory(timeout: .seconds(1))
             state.broker(groups: groups, deadLetters: letters, producers: producers, services: directory?.services, error: problem)

@@ -19,11 +19,25 @@ struct DeadLetterCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "list", abstract: "List dead letters (without their events), oldest first.")
+            commandName: "list",
+            abstract: "List dead letters (without their events), oldest first, a page at a time.",
+            discussion: """
+                Prints how many there are in all, by code, then the first page (--limit, \
+                default 100); --all prints every page as it comes, --after NEXT the page after \
+                one that said where the next starts.
+                """)
 
         @Argument(help: "Only this group's (default: every group's).") var group: String?
         @Option(help: "dead (waiting for an operator), replayed, dropped or all.") var state = "dead"
-        @Flag(help: "Print them as JSON ({\"dead_letters\": [...]}, the broker's field names).") var json = false
+        @Option(help: "Dead letters a page (1–1000).") var limit = 100
+        @Flag(help: "Every page, not only the first.") var all = false
+        @Flag(help: "Newest first.") var newest = false
+        @Option(help: "Start after this point (a page's 'next').") var after: String?
+        @Flag(
+            help:
+                "Print them as JSON ({\"dead_letters\": [...], \"total\", \"by_code\", \"next\"}, the broker's field names; with --all one document of every page)."
+        )
+        var json = false
         @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
         func validate() throws {
@@ -31,34 +45,54 @@ struct DeadLetterCommand: AsyncParsableCommand {
             guard state == "all" || DeadLetterInfo.State(rawValue: state) != nil else {
                 throw ValidationError("--state must be dead, replayed, dropped or all, got '\(state)'")
             }
+            guard (1...1000).contains(limit) else { throw ValidationError("--limit must be 1–1000, got \(limit)") }
+            if all && after != nil { throw ValidationError("give --all or --after, not both") }
         }
 
         func run() async throws {
             let filter = DeadLetterInfo.State(rawValue: state)
-            let letters = try await broker.withGroups("switchboard dlq list") { client in
-                try await client.deadLetters(group: group, state: filter)
+            let (group, limit, all, newest, after, json) = (group, limit, all, newest, after, json)
+            let pages = try await broker.withGroups("switchboard dlq list") { client in
+                var pages: [DeadLetterPage] = []
+                var next = after
+                repeat {
+                    let page = try await client.deadLetterPage(group: group, state: filter, newest: newest, limit: limit, after: next)
+                    if !json { Self.printPage(page, first: pages.isEmpty, all: all, group: group, state: filter) }
+                    pages.append(page)
+                    next = page.next
+                } while all && next != nil
+                return pages
             }
             if json {
-                try printJSON(Listing(deadLetters: letters))
-                return
+                guard var combined = pages.first else { return }
+                combined.deadLetters = pages.flatMap(\.deadLetters)
+                combined.next = pages.last?.next
+                try printJSON(combined)
             }
-            guard !letters.isEmpty else {
-                print("No dead letters\(group.map { " in group '\($0)'" } ?? "")\(state == "all" ? "" : " in state \(state)").")
-                return
+        }
+
+        static func printPage(_ page: DeadLetterPage, first: Bool, all: Bool, group: String?, state: DeadLetterInfo.State?) {
+            if first {
+                let scope = "\(group.map { " in group '\($0)'" } ?? "")\(state.map { " in state \($0.rawValue)" } ?? "")"
+                guard page.total > 0 else {
+                    print("No dead letters\(scope).")
+                    return
+                }
+                let codes = page.byCode.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { "\($0.key) \($0.value)" }
+                print("\(page.total) dead letter\(page.total == 1 ? "" : "s")\(scope): \(codes.joined(separator: ", "))")
             }
+            guard !page.deadLetters.isEmpty else { return }
             let header = ["GROUP", "BUS_SEQ", "TYPE", "KEY", "ATTEMPTS", "CODE", "STATE", "AT", "MESSAGE"]
-            let rows = letters.map { letter in
+            let rows = page.deadLetters.map { letter in
                 [
                     letter.group, String(letter.busSeq), letter.type, letter.key ?? "-", String(letter.attempts), letter.code,
                     letter.state.rawValue, letter.at, letter.message.count > 60 ? String(letter.message.prefix(59)) + "…" : letter.message,
                 ]
             }
             print(TextTable.render(header, rows), terminator: "")
-        }
-
-        struct Listing: Encodable {
-            var deadLetters: [DeadLetterInfo]
-            enum CodingKeys: String, CodingKey { case deadLetters = "dead_letters" }
+            if !all, let next = page.next {
+                print("More: --all for every page, or --after \(next) for the next.")
+            }
         }
     }
 

@@ -138,6 +138,64 @@ struct GroupAdminTests {
     }
 
     @Test(
+        "dlq.list pages: 1,500 dead letters with long messages come back in pages under the reply limit, each once, oldest or newest first, with the counts of all by code"
+    )
+    func deadLetterPages() async throws {
+        let fixture = try await BrokerFixture.start(Self.patient)
+        let count = 1500
+        _ = try await Self.publish(fixture, count: count)
+        let member = try await fixture.groupPeer()
+        _ = try await GroupWire.joined(JoinHeader(group: "eto", topics: ["checkin."], credit: 200, member: "eto-1"), on: member)
+        // Messages of 900 characters: a page of 1,000 would be about 1 MB, more than a client takes.
+        let message = String(repeating: "m", count: 900)
+        for _ in 0..<count {
+            let (delivery, _) = try await GroupWire.delivery(on: member)
+            let code = delivery.busSeq % 3 == 0 ? "eto-http-400" : "participant-unmatched"
+            try await member.send(
+                GroupWire.settle(SettleHeader(.term, group: "eto", busSeq: delivery.busSeq, attempt: 1, code: code, message: message)))
+        }
+        let admin = fixture.groupsClient(timeout: .seconds(20))
+        try await waitUntil("every dead letter is recorded", timeout: .seconds(30)) {
+            try await admin.deadLetterPage(limit: 1).total == count
+        }
+        let first = try await admin.deadLetterPage(limit: 1000)
+        #expect(first.total == count && first.byCode == ["eto-http-400": 500, "participant-unmatched": 1000])
+        #expect(first.deadLetters.count < 1000 && first.next != nil, "the page stops at the reply's size, not at 1,000")
+        var seen: [Int64] = []
+        var pages = 0
+        let all = try await admin.deadLetters(pageSize: 1000) { _ in pages += 1 }
+        seen = all.map(\.busSeq)
+        #expect(seen == Array(1...Int64(count)), "every dead letter once, oldest first")
+        #expect(pages > 1)
+        let newest = try await admin.deadLetterPage(newest: true, limit: 3)
+        #expect(newest.deadLetters.map(\.busSeq) == [1500, 1499, 1498])
+        let after = try await admin.deadLetterPage(newest: true, limit: 3, after: newest.next)
+        #expect(after.deadLetters.map(\.busSeq) == [1497, 1496, 1495])
+        let filtered = try await admin.deadLetterPage(group: "eto", state: .replayed)
+        #expect(filtered.total == 0 && filtered.deadLetters.isEmpty && filtered.next == nil)
+        // The request vectors of protocol/vectors/groups: the valid ones answered, the others 422
+        // naming their field.
+        let folder = Vectors.directory.appendingPathComponent("groups")
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("dlq-list-request-") }.sorted()
+        #expect(names.count >= 5)
+        for name in names {
+            let vector = try #require(JSONValue.parse(try Data(contentsOf: folder.appendingPathComponent(name)))?.object)
+            let content = try #require(vector["content"])
+            let expect = try #require(vector["expect"]?.object)
+            if expect["valid"] == .bool(true) {
+                _ = try await admin.request("dlq.list", content)
+            } else {
+                let refused = await #expect(throws: GroupAdminError.self, "\(name)") { _ = try await admin.request("dlq.list", content) }
+                guard case .string(let field)? = expect["field"] else { continue }
+                #expect(
+                    refused?.status == 422 && refused?.message.contains("'\(field)'") == true, "\(name): \(String(describing: refused))")
+            }
+        }
+        await member.close()
+        await fixture.stop()
+    }
+
+    @Test(
         "a member's TERM makes a dead letter: dlq.list and dlq.show see it, dlq.replay delivers it again from attempt 1, dlq.drop ends it")
     func deadLetters() async throws {
         let fixture = try await BrokerFixture.start(Self.patient)
