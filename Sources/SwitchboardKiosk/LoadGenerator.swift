@@ -39,12 +39,15 @@ public final class LoadGenerator: Sendable {
     public let outbox: Outbox
     public let kioskID: String
     public let pacing: LoadPacing
+    /// Whom and where each check-in names.
+    public let plan: LoadPlan
     private let made = Mutex(0)
 
-    public init(outbox: Outbox, kioskID: String, pacing: LoadPacing) {
+    public init(outbox: Outbox, kioskID: String, pacing: LoadPacing, plan: LoadPlan) {
         self.outbox = outbox
         self.kioskID = kioskID
         self.pacing = pacing
+        self.plan = plan
     }
 
     /// How many check-ins are in the outbox so far; safe to read from any task while `run` goes.
@@ -53,7 +56,7 @@ public final class LoadGenerator: Sendable {
     /// Whether every check-in of the run is in the outbox.
     public var isFinished: Bool { generated >= pacing.total }
 
-    /// Enqueues `SyntheticCheckIns` numbered from 0 until the total is reached.
+    /// Enqueues the plan's check-ins numbered from 0 until the total is reached.
     public func run() async throws {
         let start = ContinuousClock.now
         var count = 0
@@ -66,7 +69,7 @@ public final class LoadGenerator: Sendable {
                 continue
             }
             batch.removeAll(keepingCapacity: true)
-            for i in 0..<size { batch.append(try .checkIn(SyntheticCheckIns.make(index: count + i, kioskID: kioskID))) }
+            for i in 0..<size { batch.append(try .checkIn(plan.checkIn(count + i, kioskID: kioskID))) }
             try await outbox.enqueue(batch)
             count += size
             made.withLock { $0 = count }

@@ -369,22 +369,93 @@ struct StatusCommand: AsyncParsableCommand {
 
 struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "load", abstract: "Generate synthetic check-ins at a rate, through the outbox, and deliver them.")
+        commandName: "load", abstract: "Check in a roster's people at a rate, through the outbox, and deliver them.",
+        discussion: """
+            For measuring the system end to end. The people come from --roster (CSV: \
+            first_name, last_name, date_of_birth, site_id, program_id; default \
+            \(LoadCommand.demoRoster) when `switchboard up` wrote it), so every check-in \
+            matches a participant and reaches FileMaker and ETO. --unmatched-rate names \
+            made-up people instead for that share of them: ETO matches none, and each \
+            becomes a participant-unmatched dead letter, on purpose. Without a roster every \
+            check-in names a made-up person at --site and --program, or at the sites and \
+            programs the eto service lists.
+            """)
+
+    /// The roster `switchboard up` writes for its demo kiosk: the emulator seed's participants.
+    static let demoRoster = ".switchboard/kiosk/roster.csv"
 
     @OptionGroup var options: KioskOptions
     @Option(help: "Check-ins per second (0: as fast as possible).") var rate: Double = 100
     @Option(help: "How many check-ins to generate.") var count: Int = 1000
     @Option(help: "After generating, how long to keep trying to deliver, e.g. 60s.") var wait: String = "60s"
+    @Option(help: "The people to check in (CSV, as import takes; default \(LoadCommand.demoRoster) if it exists).") var roster: String?
+    @Option(help: "The site of made-up people's check-ins (with --program; default: the roster's, else every site the eto service lists).")
+    var site: Int64?
+    @Option(help: "Their program (with --site).") var program: Int64?
+    @Option(name: .customLong("unmatched-rate"), help: "The share (0–1) of check-ins that name a made-up person: deliberate dead letters.")
+    var unmatchedRate: Double = 0
 
     func validate() throws {
         guard rate >= 0, rate.isFinite else { throw ValidationError("--rate must be 0 or more") }
         guard count >= 1 else { throw ValidationError("--count must be at least 1") }
+        guard (0...1).contains(unmatchedRate) else { throw ValidationError("--unmatched-rate must be from 0 to 1, got \(unmatchedRate)") }
+        guard (site == nil) == (program == nil) else { throw ValidationError("give --site and --program together") }
+        if let site, site < 1 { throw ValidationError("--site must be a positive ETO site id") }
+        if let program, program < 1 { throw ValidationError("--program must be a positive ETO program id") }
+    }
+
+    /// The plan: the roster's people, at the given site and program, else the roster's, else
+    /// ETO's (through the eto service).
+    func plan(kioskID: String) async throws -> LoadPlan {
+        let path = roster ?? (FileManager.default.fileExists(atPath: Self.demoRoster) ? Self.demoRoster : nil)
+        let people: CheckInRoster?
+        do {
+            people = try path.map { try CheckInRoster(path: $0, kioskID: kioskID) }
+        } catch {
+            throw ValidationError("--roster: \(error)")
+        }
+        var targets: [LoadPlan.Target] = []
+        if let site, let program {
+            targets = [LoadPlan.Target(site: site, program: program)]
+        } else if people == nil {
+            targets = try await options.withLookup { lookup in
+                do throws(ETOLookup.Failure) {
+                    var targets: [LoadPlan.Target] = []
+                    for site in try await lookup.sites(timeout: .seconds(10)) {
+                        for program in try await lookup.programs(site: site.siteID, timeout: .seconds(10)) {
+                            targets.append(LoadPlan.Target(site: Int64(site.siteID), program: Int64(program.programID)))
+                        }
+                    }
+                    return targets
+                } catch {
+                    throw ValidationError(
+                        "cannot learn ETO's sites and programs from the eto service (\(error)); give --site and --program, or --roster")
+                }
+            }
+        }
+        do {
+            let plan = try LoadPlan(targets: targets, roster: people, unmatchedRate: unmatchedRate)
+            if let path {
+                print(
+                    "Checking in the \(people?.rows.count ?? 0) people of \(path)\(unmatchedRate > 0 ? ", and made-up people for \(unmatchedRate * 100)% of the check-ins" : "")."
+                )
+            } else {
+                print(
+                    "No roster: every check-in names a made-up person at \(plan.targets.count) site and program pair\(plan.targets.count == 1 ? "" : "s"), so ETO matches none of them (participant-unmatched dead letters); give --roster to check in real participants."
+                )
+            }
+            return plan
+        } catch {
+            throw ValidationError(error.description)
+        }
     }
 
     func run() async throws {
         let wait = try parseWait(wait)
+        let kioskID = try options.kioskID
+        let plan = try await plan(kioskID: kioskID)
         let (outbox, logger) = try options.open()
-        let generator = LoadGenerator(outbox: outbox, kioskID: try options.kioskID, pacing: LoadPacing(rate: rate, total: count))
+        let generator = LoadGenerator(outbox: outbox, kioskID: kioskID, pacing: LoadPacing(rate: rate, total: count), plan: plan)
         let start = ContinuousClock.now
         let report = try await withThrowingTaskGroup(of: DeliveryReport?.self) { group in
             group.addTask {

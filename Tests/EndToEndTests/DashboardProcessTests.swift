@@ -106,7 +106,8 @@ struct DashboardProcessTests {
             let process = try programs.start(
                 "switchboard-kiosk",
                 [
-                    "load", "--rate", "0", "--count", "\(count)", "--kiosk", kiosk, "--outbox", directory.path("\(kiosk)/outbox.sqlite"),
+                    "load", "--rate", "0", "--site", "12", "--program", "3", "--count", "\(count)", "--kiosk", kiosk, "--outbox",
+                    directory.path("\(kiosk)/outbox.sqlite"),
                     "--broker", endpoints.ingest,
                 ], log: "\(kiosk)-\(count).log")
             #expect(await process.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("\(kiosk)-\(count).log"))")

@@ -12,11 +12,14 @@ struct ToolTests {
         let programs = Programs(directory: directory)
         let (broker, endpoints) = try await programs.broker()
         let kioskArguments = ["--kiosk", "k-mon", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest]
-        let first = try programs.start("switchboard-kiosk", ["load", "--rate", "0", "--count", "300"] + kioskArguments, log: "load1.log")
+        let first = try programs.start(
+            "switchboard-kiosk", ["load", "--rate", "0", "--count", "300", "--site", "12", "--program", "3"] + kioskArguments,
+            log: "load1.log")
         #expect(await first.waitForExit(timeout: .seconds(120)) == 0)
         // The monitor starts after 300 events, while 300 more arrive.
         let second = try programs.start(
-            "switchboard-kiosk", ["load", "--rate", "500", "--count", "300"] + kioskArguments, log: "load2.log")
+            "switchboard-kiosk", ["load", "--rate", "500", "--count", "300", "--site", "12", "--program", "3"] + kioskArguments,
+            log: "load2.log")
         let monitor = try programs.start(
             "switchboard-monitor", ["--json", "--from", "1", "--count", "600", "--fanout", endpoints.fanout, "--replay", endpoints.replay],
             log: "monitor.log")
@@ -46,7 +49,8 @@ struct ToolTests {
             let load = try programs.start(
                 "switchboard-kiosk",
                 [
-                    "load", "--rate", "0", "--count", kiosk == "k-a" ? "120" : "80", "--kiosk", kiosk, "--outbox",
+                    "load", "--rate", "0", "--site", "12", "--program", "3", "--count", kiosk == "k-a" ? "120" : "80", "--kiosk", kiosk,
+                    "--outbox",
                     directory.path("\(kiosk)/outbox.sqlite"), "--broker", endpoints.ingest,
                 ], log: "\(kiosk).log")
             #expect(await load.waitForExit(timeout: .seconds(120)) == 0)

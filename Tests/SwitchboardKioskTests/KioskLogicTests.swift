@@ -45,7 +45,8 @@ struct KioskLogicTests {
         let directory = try TemporaryDirectory("load")
         defer { directory.remove() }
         let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "load-1")
-        let generator = LoadGenerator(outbox: outbox, kioskID: "load-1", pacing: LoadPacing(rate: 0, total: 1_234))
+        let plan = try LoadPlan(targets: [.init(site: 101, program: 792)], roster: nil, unmatchedRate: 0)
+        let generator = LoadGenerator(outbox: outbox, kioskID: "load-1", pacing: LoadPacing(rate: 0, total: 1_234), plan: plan)
         #expect(!generator.isFinished)
         try await generator.run()
         #expect(generator.generated == 1_234 && generator.isFinished)
@@ -57,6 +58,40 @@ struct KioskLogicTests {
             try checkIn.validate()
             #expect(String(decoding: entry.header, as: UTF8.self).contains(CheckInForm.orderingKey(checkIn)))
         }
+    }
+
+    @Test("a load plan checks in the roster's people at their sites; --unmatched-rate makes exactly that share made-up, at real sites")
+    func loadPlan() throws {
+        let directory = try TemporaryDirectory("load-plan")
+        defer { directory.remove() }
+        let path = directory.path("roster.csv")
+        try Data(
+            """
+            first_name,last_name,date_of_birth,site_id,program_id
+            Ana,Ortiz,1976-02-23,101,792
+            Luis,Garcia,1980-05-01,102,801
+            Mei,Chen,1991-09-09,101,792
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: path))
+        let roster = try CheckInRoster(path: path, kioskID: "load-1")
+        let plan = try LoadPlan(targets: [], roster: roster, unmatchedRate: 0.1)
+        #expect(plan.targets == [.init(site: 101, program: 792), .init(site: 102, program: 801)], "the roster's, in order")
+        let checkIns = try (0..<1000).map { try plan.checkIn($0, kioskID: "load-1") }
+        let real: Set<String> = ["Ana Ortiz", "Luis Garcia", "Mei Chen"]
+        let madeUp = checkIns.filter { !real.contains("\($0.participant.firstName ?? "") \($0.participant.lastName ?? "")") }
+        #expect(madeUp.count == 100, "exactly a tenth")
+        #expect(madeUp.allSatisfy { [101, 102].contains($0.siteID) && [792, 801].contains($0.programID) }, "at sites ETO has")
+        #expect((0..<100).filter(plan.isUnmatched).count == 10, "spread evenly, not bunched")
+        for checkIn in checkIns { try checkIn.validate() }
+        #expect(try plan.checkIn(7, kioskID: "load-1").participant == checkIns[7].participant, "the same index, the same person")
+
+        let none = try LoadPlan(targets: [], roster: roster, unmatchedRate: 0)
+        #expect((0..<300).allSatisfy { !none.isUnmatched($0) })
+        let given = try LoadPlan(targets: [.init(site: 12, program: 3)], roster: nil, unmatchedRate: 0)
+        #expect(try given.checkIn(5, kioskID: "k").siteID == 12 && given.isUnmatched(5), "no roster: made-up people")
+        #expect(throws: LoadPlan.Failure.self) { try LoadPlan(targets: [], roster: nil, unmatchedRate: 0) }
+        #expect(throws: LoadPlan.Failure.self) { try LoadPlan(targets: [.init(site: 1, program: 1)], roster: nil, unmatchedRate: 1.5) }
     }
 
     @Test("synthetic check-ins are valid and repeatable; every tenth is street outreach with a location")
