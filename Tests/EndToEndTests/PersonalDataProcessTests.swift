@@ -95,6 +95,8 @@ extension WorkerProcessTests {
         #expect(await fileMaker.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("filemaker.log"))")
         // The reasons were written where the issue found them: the worker's log and the broker's.
         #expect(programs.read("eto.log").contains("participant-unmatched"))
+        // The failed searches were retried with a reason that describes the search URL.
+        #expect(programs.read("eto.log").contains("eto-http-503"), "\(programs.read("eto.log"))")
 
         var texts = [("the broker's /metrics", metrics.text)]
         let files = FileManager.default.enumerator(atPath: directory.path)?.compactMap { $0 as? String } ?? []
