@@ -27,17 +27,19 @@ public enum CheckInForm {
             guard let value = values[key]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
             return value
         }
+        // Problems name the field, never its value: they are printed and logged, and a value
+        // typed into the wrong column (a name, a date of birth, a position) is personal data.
         func integer(_ key: String) throws(Problem) -> Int64? {
             guard let value = text(key) else { return nil }
             guard let number = Int64(value), number >= 1 else {
-                throw Problem(field: fieldName(key), message: "must be a positive whole number, got '\(value.prefix(40))'")
+                throw Problem(field: fieldName(key), message: "must be a positive whole number")
             }
             return number
         }
         func decimal(_ key: String) throws(Problem) -> Double? {
             guard let value = text(key) else { return nil }
             guard let number = Double(value), number.isFinite else {
-                throw Problem(field: fieldName(key), message: "must be a number, got '\(value.prefix(40))'")
+                throw Problem(field: fieldName(key), message: "must be a number")
             }
             return number
         }

@@ -36,8 +36,9 @@ public struct HTTPRequest: Sendable {
     public enum PathSegment: Sendable, Hashable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
         /// An ordinary segment (a layout name, a record id).
         case plain(String)
-        /// A segment that is a credential (ETO's SSO token, Directory's API key): sent as is,
-        /// redacted everywhere else.
+        /// A segment that is a credential (ETO's SSO token, Directory's API key), or personal
+        /// data no log may show (ETO's search text, a last name): sent as is, redacted
+        /// everywhere else.
         case secret(String)
         /// A place for the credential of a ``PathTokenAuthorizer``; a request that still has one
         /// when it is sent fails with ``HTTPError/Code/invalidRequest``.

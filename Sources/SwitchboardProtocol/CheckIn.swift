@@ -117,7 +117,8 @@ public struct CheckIn: Codable, Sendable, Hashable {
         }
         if let dob = participant.dateOfBirth {
             guard let days = Timestamp.parseDate(dob) else {
-                throw fail("participant.date_of_birth", "must be a date YYYY-MM-DD, got '\(dob.prefix(20))'")
+                // Not quoting it: this reason is logged by the broker that refuses the event.
+                throw fail("participant.date_of_birth", "must be a date YYYY-MM-DD")
             }
             guard days <= today else { throw fail("participant.date_of_birth", "must not be in the future") }
             guard days >= Timestamp.daysFromCivil(year: 1900, month: 1, day: 1) else {

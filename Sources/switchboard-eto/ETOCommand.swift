@@ -23,7 +23,8 @@ struct ETOCommand: AsyncParsableCommand {
             participant is the check-in's ETO id, else the one participant of the
             program at the site with that first and last name (and date of birth when
             given); none or several is a dead letter `participant-unmatched` naming the
-            candidates (`switchboard dlq list eto`), never a guess.
+            candidates' ids (`switchboard dlq list eto`), never a guess. Reasons and logs
+            carry ids and codes, never a name or date of birth (`dlq show` has the event).
 
             Service `eto` (read-only; kiosks may call it): sites.list, programs.list
             {site_id}, participants.search {site_id, program_id, first_name, last_name,

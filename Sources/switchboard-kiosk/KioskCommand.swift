@@ -294,7 +294,9 @@ struct CheckInCommand: AsyncParsableCommand {
         }
         let recorded = try await options.record([.checkIn(checkIn)], "The check-in was")
         let (outbox, logger, entry) = (recorded.outbox, recorded.logger, recorded.entries[0])
-        print("Queued check-in for \(checkIn.summary) (event \(entry.eventID)). \(try await outbox.counts().pending) waiting to send.")
+        print(
+            "Queued check-in for \(checkIn.summary(showingPersonalData: false)) (event \(entry.eventID)). \(try await outbox.counts().pending) waiting to send."
+        )
         let report = try await options.deliver(outbox, logger: logger, wait: wait)
         try options.tell(report, wait: wait)
     }
@@ -544,7 +546,8 @@ struct LookupCommand: AsyncParsableCommand {
             }
         }
         guard !matches.isEmpty else {
-            print("No participant of program \(program) at site \(site) matches \(first) \(last)\(dob.map { " born \($0)" } ?? "").")
+            // Not repeating the name: a kiosk's output may end in a log (an unattended import).
+            print("No participant of program \(program) at site \(site) has that \(dob == nil ? "name" : "name and date of birth").")
             throw ExitCode(1)
         }
         for match in matches {

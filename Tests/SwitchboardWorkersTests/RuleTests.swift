@@ -40,7 +40,13 @@ struct RuleTests {
             (error(.httpStatus, status: 404), "filemaker-http-404"), (error(.invalidRequest), "filemaker-invalid-request"),
         ]
         for (failure, code) in cases {
-            #expect(FileMakerWriter.settlement(for: failure) == .deadLetter(code: code, message: failure.description))
+            let settlement = FileMakerWriter.settlement(for: failure)
+            // A validation refusal (5xx) is told in codes: FileMaker's message may quote the value.
+            if failure.vendorCode?.hasPrefix("5") == true {
+                #expect(settlement.code == code && !"\(settlement)".contains(failure.description), "\(settlement)")
+            } else {
+                #expect(settlement == .deadLetter(code: code, message: failure.description))
+            }
         }
     }
 

@@ -214,8 +214,11 @@ public struct ETOClient: Sendable {
     }
 
     /// `GET Search.svc/Search/{programId}/{searchText}`; `text` must not be empty.
+    ///
+    /// The search text is a person's name: its segment is redacted like a secret, so that the
+    /// errors and request logs of this call (which become dead-letter reasons) never show it.
     public func search(programID: Int, text: String, auth: CredentialSource<ETO.SiteSession>) async throws(HTTPError) -> [ETO.SearchHit] {
-        let request = make(.get, ["Search.svc", "Search", .plain(String(programID)), .plain(text)], "search.search")
+        let request = make(.get, ["Search.svc", "Search", .plain(String(programID)), .secret(text)], "search.search")
         guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { throw .invalid(request, "the search text is empty") }
         return try await send(request, auth, as: [ETO.SearchHit].self)
     }

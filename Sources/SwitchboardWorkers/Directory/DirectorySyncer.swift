@@ -270,10 +270,12 @@ public final class DirectorySyncer: EventHandler, Sendable {
             let target: Int
             if let id = request.personID {
                 if let person = people.first(where: { $0.id == id }) {
+                    // Reasons name people by id: a person's name is personal data (the monitor hides
+                    // `name` too), kept in the event for `dlq show`.
                     if let name = request.name, name != person.name {
                         return .deadLetter(
                             code: "person-mismatch",
-                            message: "Directory person \(id) is named '\(person.name)', not '\(name)'; nothing was deleted")
+                            message: "Directory person \(id) has another name than the request's; nothing was deleted")
                     }
                     if let office = request.office, office != person.office {
                         return .deadLetter(
@@ -291,8 +293,8 @@ public final class DirectorySyncer: EventHandler, Sendable {
                     return .deadLetter(
                         code: "person-unmatched",
                         message: matches.isEmpty
-                            ? "no Directory person named '\(request.name ?? "")' at office '\(request.office ?? "")'"
-                            : "\(matches.count) Directory people named '\(request.name ?? "")' at office '\(request.office ?? "")' (ids \(matches.map { String($0.id) }.joined(separator: ", "))); name one by person_id"
+                            ? "no Directory person at office '\(request.office ?? "")' has the request's name"
+                            : "\(matches.count) Directory people at office '\(request.office ?? "")' have the request's name (ids \(matches.map { String($0.id) }.joined(separator: ", "))); name one by person_id"
                     )
                 }
                 target = matches[0].id

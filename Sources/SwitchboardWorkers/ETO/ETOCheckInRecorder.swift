@@ -2,8 +2,10 @@
 //
 // 1. Resolve the participant: by the ETO id the kiosk filled in, else by one exact match of
 //    first name, last name (and date of birth when given) among the program's participants.
-//    None or several is a dead letter `participant-unmatched` naming the candidates: a check-in
-//    is never recorded against a guessed person.
+//    None or several is a dead letter `participant-unmatched` naming the candidates' ids: a
+//    check-in is never recorded against a guessed person. The reason never repeats the name or
+//    date of birth: dead letters are logged and listed to operators (protocol section 15.4), and
+//    the words a person typed stay in the event, which only `dlq show` reveals.
 // 2. Look: list the participant's responses to the TouchPoint; one holding this event id in the
 //    event-id element means an earlier delivery recorded it (its ACK was lost): done.
 // 3. Write, once. A write is never sent twice blindly: when ETO answers with its log-in page the
@@ -50,6 +52,13 @@ public struct ETOCheckInRecorder: EventHandler {
     }
 
     public func handle(_ event: WorkerEvent) async -> Settlement {
+        let checkIn = try? JSONDecoder().decode(CheckIn.self, from: event.content)
+        // ETO's fault text is a third party's and may quote what was sent (the search text is a
+        // last name): whatever a reason holds, the check-in's personal words are taken out.
+        return await settle(event).withoutPersonalData(of: checkIn)
+    }
+
+    func settle(_ event: WorkerEvent) async -> Settlement {
         guard event.header.type == CheckIn.type, event.header.schema == CheckIn.schema else {
             return .deadLetter(
                 code: "unsupported-schema",
@@ -139,7 +148,7 @@ public struct ETOCheckInRecorder: EventHandler {
                 return try await eto.client.participant(id: clid, auth: auth)
             } catch {
                 guard error.status == 400 || error.status == 404 else { throw error }
-                throw Unmatched(message: "ETO has no participant \(clid) at site \(site): \(error.vendorMessage ?? error.message)")
+                throw Unmatched(message: "ETO has no participant \(clid) at site \(site) (HTTP \(error.status ?? 0))")
             }
         }
         guard let first = checkIn.participant.firstName, let last = checkIn.participant.lastName else {
@@ -150,24 +159,33 @@ public struct ETOCheckInRecorder: EventHandler {
             hits = try await eto.client.search(programID: program, text: last, auth: auth)
         } catch {
             guard error.status == 400 else { throw error }
-            throw Unmatched(message: "ETO refused a search in program \(program) at site \(site): \(error.vendorMessage ?? error.message)")
+            // ETO's fault would quote the search text, the last name: its status says enough.
+            throw Unmatched(message: "ETO refused the search in program \(program) at site \(site) (HTTP 400)")
         }
         let matches = Self.matches(hits, first: first, last: last, dateOfBirth: checkIn.participant.dateOfBirth)
         guard matches.count == 1, let only = matches.first else {
-            let dob = checkIn.participant.dateOfBirth.map { " born \($0)" } ?? ""
-            if matches.isEmpty {
-                let near = hits.map { String($0.clid) }.sorted().prefix(10)
-                throw Unmatched(
-                    message:
-                        "no participant of program \(program) at site \(site) is named \(first) \(last)\(dob)\(near.isEmpty ? "" : " (same last name, other details: \(near.joined(separator: ", ")))")"
-                )
-            }
             throw Unmatched(
-                message:
-                    "\(matches.count) participants of program \(program) at site \(site) match \(first) \(last)\(dob): \(matches.map { String($0.clid) }.sorted().joined(separator: ", ")); record by participant id"
-            )
+                message: Self.unmatchedMessage(
+                    site: site, program: program, matches: matches.map(\.clid), sameLastName: hits.map(\.clid),
+                    withDateOfBirth: checkIn.participant.dateOfBirth != nil))
         }
         return try await eto.client.participant(id: only.clid, auth: auth)
+    }
+
+    /// Why a search by name resolved no single participant, in ids only: an operator finds the
+    /// name and date of birth in the event itself (`switchboard dlq show`).
+    /// - Parameters:
+    ///   - matches: the participants whose name (and date of birth) matched: none or several.
+    ///   - sameLastName: every participant the search by last name found, for a near miss.
+    static func unmatchedMessage(site: Int, program: Int, matches: [Int], sameLastName: [Int], withDateOfBirth: Bool) -> String {
+        func list(_ ids: [Int]) -> String { ids.sorted().prefix(10).map(String.init).joined(separator: ", ") }
+        let what = withDateOfBirth ? "first name, last name and date of birth" : "first name and last name"
+        if matches.isEmpty {
+            let near = sameLastName.isEmpty ? "" : " (participants with the same last name, other details: \(list(sameLastName)))"
+            return "no participant of program \(program) at site \(site) has the check-in's \(what)\(near)"
+        }
+        return
+            "\(matches.count) participants of program \(program) at site \(site) have the check-in's \(what): \(list(matches)); record by participant id"
     }
 
     /// The hits whose names equal the check-in's (ignoring case and surrounding spaces) and whose

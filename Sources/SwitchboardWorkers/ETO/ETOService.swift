@@ -48,6 +48,9 @@ public struct ETOService: Sendable {
 
     /// The handler a `ServiceWorker` for service `eto` runs.
     public func handle(_ request: ServiceRequest, _ partials: PartialReplies) async throws -> Data {
+        // The words of a search, so that no reply's error repeats them (ETO's fault text may
+        // quote the search URL, which holds the last name).
+        var personal: [String] = []
         do {
             switch request.operation {
             case "sites.list":
@@ -70,6 +73,7 @@ public struct ETOService: Sendable {
                 if let dob = query.dateOfBirth, Timestamp.parseDate(dob) == nil {
                     throw ServiceError(status: ServiceStatus.badRequest, code: "bad-request", message: "date_of_birth must be YYYY-MM-DD")
                 }
+                personal = [query.firstName, query.lastName] + (query.dateOfBirth.map { [$0] } ?? [])
                 try await requireSite(query.siteID)
                 let hits = try await eto.client.search(programID: query.programID, text: query.lastName, auth: eto.session(query.siteID))
                 let matches = ETOCheckInRecorder.matches(hits, first: query.firstName, last: query.lastName, dateOfBirth: query.dateOfBirth)
@@ -93,7 +97,7 @@ public struct ETOService: Sendable {
                     message: "eto has no operation '\(request.operation.prefix(60))' (it has \(Self.operations.joined(separator: ", ")))")
             }
         } catch let error as HTTPError {
-            throw Self.serviceError(error)
+            throw Self.serviceError(error, hiding: personal)
         } catch let error as ServiceError {
             throw error
         } catch {
@@ -133,7 +137,15 @@ public struct ETOService: Sendable {
 
     /// ETO's refusals in service terms: a 400/404 from ETO is the caller's (an unknown site,
     /// program or participant), the rest is ETO being unavailable.
-    static func serviceError(_ error: HTTPError) -> ServiceError {
+    /// - Parameter hiding: words of the request that must not come back in the message (a
+    ///   searched name), whatever ETO's message quotes.
+    static func serviceError(_ error: HTTPError, hiding personal: [String] = []) -> ServiceError {
+        var failure = serviceErrorQuoting(error)
+        failure.failure.message = Settlement.removing(personal.filter { !$0.isEmpty }, from: failure.failure.message)
+        return failure
+    }
+
+    private static func serviceErrorQuoting(_ error: HTTPError) -> ServiceError {
         let detail = error.vendorMessage ?? error.message
         if let status = error.status, status == 400 || status == 404 {
             return ServiceError(status: ServiceStatus.notFound, code: "not-found", message: "ETO: \(detail)")

@@ -107,6 +107,13 @@ public struct FileMakerWriter: EventHandler {
         if event.header.type.hasPrefix("person."), let staff = mapping.staff {
             return await mirror(event, into: staff)
         }
+        // FileMaker's message is a third party's text: whatever a reason holds, the check-in's
+        // personal words are taken out (the settlement rule below leaves out 5xx messages too).
+        let checkIn = try? JSONDecoder().decode(CheckIn.self, from: event.content)
+        return await write(event).withoutPersonalData(of: checkIn)
+    }
+
+    func write(_ event: WorkerEvent) async -> Settlement {
         guard event.header.type == CheckIn.type else {
             return .deadLetter(code: "unsupported-type", message: "switchboard-filemaker does not write '\(event.header.type)' events")
         }
@@ -140,7 +147,7 @@ public struct FileMakerWriter: EventHandler {
                 metadata: ["event_id": "\(event.eventID)", "filemaker.layout": "\(layout)", "filemaker.record": "\(record.recordId)"])
             return .done
         } catch {
-            return Self.settlement(for: error)
+            return Self.settlement(for: error, fields: Array(fields.keys))
         }
     }
 
@@ -197,13 +204,19 @@ public struct FileMakerWriter: EventHandler {
             }
             return .done
         } catch {
-            return Self.settlement(for: error)
+            return Self.settlement(for: error, fields: Array(staff.fields.keys))
         }
     }
 
     /// How a FileMaker failure is settled: what another try can fix is retried (with the group's
     /// back-off), what it cannot is a dead letter carrying the FileMaker code.
-    public static func settlement(for error: HTTPError) -> Settlement {
+    ///
+    /// A field validation's refusal (codes 500–599) is described by its code and the fields it
+    /// names, never by FileMaker's message: that message can quote the value refused, which is
+    /// what a person typed, and the reason is logged and listed to operators.
+    /// - Parameter fields: the fields the request wrote, to name the ones FileMaker's message
+    ///   mentions.
+    public static func settlement(for error: HTTPError, fields: [String] = []) -> Settlement {
         let text = error.description
         switch error.code {
         case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .cancelled, .shutDown:
@@ -220,7 +233,9 @@ public struct FileMakerWriter: EventHandler {
             // exist; 1708/1710: a request FileMaker cannot read. None of those change by retrying.
             switch number {
             case 952, 10, 800...899: return .retry(after: nil, code: "filemaker-\(code)", message: text)
-            case 100...199, 500...599, 1700...1799, 200...299:
+            case 500...599:
+                return .deadLetter(code: "filemaker-\(code)", message: validationMessage(error, code: code, fields: fields))
+            case 100...199, 1700...1799, 200...299:
                 return .deadLetter(code: "filemaker-\(code)", message: text)
             default: break
             }
@@ -232,5 +247,17 @@ public struct FileMakerWriter: EventHandler {
             return .deadLetter(code: "filemaker-http-\(status)", message: text)
         }
         return .retry(after: nil, code: Settlement.code("filemaker-\(error.code)"), message: text)
+    }
+
+    /// A validation refusal in codes and names: the call, FileMaker's code, and which of the
+    /// written fields its message names (FileMaker's own words are left out, see above).
+    static func validationMessage(_ error: HTTPError, code: String, fields: [String]) -> String {
+        let named = fields.filter { field in error.vendorMessage?.contains(field) ?? false }.sorted()
+        let which =
+            named.isEmpty
+            ? "FileMaker's message names none of the written fields"
+            : "field\(named.count == 1 ? "" : "s") \(named.map { "'\($0)'" }.joined(separator: ", "))"
+        return
+            "\(error.api) \(error.operation) failed: FileMaker code \(code), a field's validation refused the record's value (\(which)); HTTP \(error.status ?? 0), attempts \(error.attempts)"
     }
 }
