@@ -696,7 +696,9 @@ extension ResourceFaultTests {
         try await waitUntil("every half-sent request is closed", timeout: .seconds(30)) { flood.closedCount == 1200 }
         let held = flood.connections.compactMap(\.held).sorted()
         let longest = try #require(held.last)
-        #expect(longest < .seconds(5 + 3), "the admin server held a half-sent request \(longest): its header time-out is 5 s")
+        // 5 s and the time a loaded machine takes to notice (8.8 s seen beside every other suite);
+        // before the time-out, connections were held for over 65 s.
+        #expect(longest < .seconds(5 + 15), "the admin server held a half-sent request \(longest): its header time-out is 5 s")
         try await waitUntil("the broker's descriptors return to their baseline", timeout: .seconds(30)) {
             try ProcessResources(pid: pid).descriptors <= baseline.descriptors + 4
         }

@@ -111,6 +111,9 @@ struct LeastPrivilegeTests {
         try await auth.send(Majordomo.worker(.v02, .ready, service: "auth"))
         try await waitUntil("auth-1 serves auth") { secure.fixture.broker.services.statistics.workers == 1 }
         func token(_ principal: String, _ backend: String, operation: String = "token.get") async throws -> Int? {
+            // The test's auth answers no heartbeats of its own: one now keeps the broker from
+            // counting it dead when the whole suite makes this test slow.
+            try await auth.send(Majordomo.worker(.v02, .heartbeat))
             let client = try await secure.dealer(principal, service)
             let status = try await Self.call(
                 client, service: "auth", operation: operation,
@@ -128,6 +131,7 @@ struct LeastPrivilegeTests {
         #expect(try await token("reports-1", "reports") == 403, "and replace the service's name")
         // A duplicated key cannot smuggle another back end past the broker: auth reads the
         // content through the same parser the broker checked.
+        try await auth.send(Majordomo.worker(.v02, .heartbeat))
         let client = try await secure.dealer("filemaker-1", service)
         let smuggled = try await Self.call(
             client, service: "auth", operation: "token.get", content: #"{"backend":"eto","account":"svc","backend":"filemaker"}"#,
