@@ -105,7 +105,12 @@ extension Journal {
 
     /// Dead letters of `group` (every group when nil) in `state` (any when nil), oldest first.
     func deadLetters(group: String?, state: DeadLetterRecord.State?, limit: Int = 1000) throws -> [DeadLetterRecord] {
-        var sql = "SELECT grp, bus_seq, dlq_seq, event_id, type, key, attempts, code, message, at, state FROM dead_letters WHERE 1"
+        try deadLetterPage(group: group, state: state, after: nil, newest: false, limit: limit)
+    }
+
+    /// The `WHERE` of a dead-letter query selecting `group` and `state` (nil: every one).
+    private static func deadLetterFilter(group: String?, state: DeadLetterRecord.State?) -> (sql: String, arguments: StatementArguments) {
+        var sql = " WHERE 1"
         var arguments: StatementArguments = []
         if let group {
             sql += " AND grp = ?"
@@ -115,15 +120,7 @@ extension Journal {
             sql += " AND state = ?"
             _ = arguments.append(contentsOf: [state.rawValue])
         }
-        sql += " ORDER BY at, grp, bus_seq LIMIT ?"
-        _ = arguments.append(contentsOf: [limit])
-        return try queue.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-                DeadLetterRecord(
-                    group: row[0], busSeq: row[1], dlqSeq: row[2], eventID: row[3], type: row[4], key: row[5], attempts: row[6],
-                    code: row[7], message: row[8], at: row[9], state: DeadLetterRecord.State(rawValue: row[10]) ?? .dead)
-            }
-        }
+        return (sql, arguments)
     }
 
     /// Where a page of dead letters ends: the last record's place in `at, grp, bus_seq` order.
@@ -154,16 +151,8 @@ extension Journal {
     func deadLetterPage(
         group: String?, state: DeadLetterRecord.State?, after cursor: DeadLetterCursor?, newest: Bool, limit: Int
     ) throws -> [DeadLetterRecord] {
-        var sql = "SELECT grp, bus_seq, dlq_seq, event_id, type, key, attempts, code, message, at, state FROM dead_letters WHERE 1"
-        var arguments: StatementArguments = []
-        if let group {
-            sql += " AND grp = ?"
-            _ = arguments.append(contentsOf: [group])
-        }
-        if let state {
-            sql += " AND state = ?"
-            _ = arguments.append(contentsOf: [state.rawValue])
-        }
+        var (sql, arguments) = Self.deadLetterFilter(group: group, state: state)
+        sql = "SELECT grp, bus_seq, dlq_seq, event_id, type, key, attempts, code, message, at, state FROM dead_letters" + sql
         if let cursor {
             sql += newest ? " AND (at, grp, bus_seq) < (?, ?, ?)" : " AND (at, grp, bus_seq) > (?, ?, ?)"
             _ = arguments.append(contentsOf: [cursor.at, cursor.group, cursor.busSeq])
@@ -181,17 +170,8 @@ extension Journal {
 
     /// How many dead letters `group` and `state` select, by code (every page's, not one's).
     func deadLetterCodes(group: String?, state: DeadLetterRecord.State?) throws -> [String: Int] {
-        var sql = "SELECT code, COUNT(*) FROM dead_letters WHERE 1"
-        var arguments: StatementArguments = []
-        if let group {
-            sql += " AND grp = ?"
-            _ = arguments.append(contentsOf: [group])
-        }
-        if let state {
-            sql += " AND state = ?"
-            _ = arguments.append(contentsOf: [state.rawValue])
-        }
-        sql += " GROUP BY code"
+        let (filter, arguments) = Self.deadLetterFilter(group: group, state: state)
+        let sql = "SELECT code, COUNT(*) FROM dead_letters" + filter + " GROUP BY code"
         return try queue.read { db in
             var counts: [String: Int] = [:]
             for row in try Row.fetchAll(db, sql: sql, arguments: arguments) { counts[row[0]] = row[1] }
