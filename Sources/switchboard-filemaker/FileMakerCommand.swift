@@ -15,9 +15,11 @@ struct FileMakerCommand: AsyncParsableCommand {
         discussion: """
             Joins the consumer group `filemaker` for checkin.recorded (and, with a `staff`
             section in the mapping, person.*) events and writes each check-in
-            to a layout of a FileMaker database through the Data API, idempotently: it
-            finds the record by the event id before creating it, so a redelivered event is
-            written once. Then it publishes filemaker.record.written (event id, layout,
+            to a layout of a FileMaker database through the Data API, idempotently: with
+            event_id_unique in the mapping (the built-in one) it creates at once and the
+            field's unique-value validation refuses a second record (FileMaker 504: it then
+            finds the first); without it, it finds the record by the event id before
+            creating one. Either way a redelivered event is written once. Then it publishes filemaker.record.written (event id, layout,
             record id, created) and acknowledges the event.
 
             It holds no password: the FileMaker session comes from the auth service

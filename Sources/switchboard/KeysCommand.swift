@@ -58,9 +58,11 @@ struct KeysCommand: ParsableCommand {
 
             Rotation (a key that may have leaked, or a routine change): `keys rotate NAME` \
             makes a new key under the same name; the old one stays allowed (as \
-            allowed/NAME.previous.cert) so the program keeps working. Copy the host's bundle \
-            and restart the program with its new .secret, copy the broker's bundle, then end \
-            the overlap with `keys revoke NAME --previous`. The broker's own key has no \
+            allowed/NAME.previous.cert) so the program keeps working. Copy the broker's \
+            bundle first (its allow-list then holds both keys), then the host's, and restart \
+            the program with its new .secret; end the overlap with `keys revoke NAME \
+            --previous` (and copy the broker's bundle again). The other order locks the host \
+            out: a program restarted with a key the broker does not know yet is refused. The broker's own key has no \
             overlap: `keys rotate broker` changes broker.cert in every bundle, and clients \
             reconnect once they have the new one.
 
@@ -138,9 +140,9 @@ struct KeysCommand: ParsableCommand {
             discussion: """
                 The new key has the same name and role. Its host's bundle gets the new \
                 .secret; the allow-list holds both keys (NAME.cert and NAME.previous.cert) \
-                until the overlap is ended. Steps: rotate; copy the host's and the broker's \
-                bundles; restart the program with the new .secret; `keys revoke NAME \
-                --previous`. A second rotation before that is refused. `keys rotate broker` \
+                until the overlap is ended. Steps, in this order: rotate; copy the broker's \
+                bundle (it reloads by itself); copy the host's; restart the program with the \
+                new .secret; `keys revoke NAME --previous` and copy the broker's bundle again. A second rotation before that is refused. `keys rotate broker` \
                 has no overlap (a broker has one key): every bundle's broker.cert changes.
                 """)
 
