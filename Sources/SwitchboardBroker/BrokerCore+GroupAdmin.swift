@@ -258,8 +258,37 @@ extension BrokerCore {
             guard (seq != nil) != all else {
                 throw GroupRequestFailure.badRequest("content: give either 'bus_seq' or \"all\": true")
             }
+            // With "all": optionally only one code's, only those older than a moment, and at most
+            // `limit` in this call (`remaining` says how many more match), so a tool can act on
+            // ten thousand in steps and show its progress.
+            var filter = Journal.DeadLetterFilter(group: name, state: .dead)
+            var limit = 100_000
+            if all {
+                if let given = input["code"] {
+                    guard case .string(let code) = given, !code.isEmpty, code.count <= 64 else {
+                        throw GroupRequestFailure.badRequest("content: field 'code' must be a dead letter's code (1-64 characters)")
+                    }
+                    filter.code = code
+                }
+                if let given = input["before"] {
+                    guard case .string(let text) = given, let milliseconds = Timestamp.parse(text) else {
+                        throw GroupRequestFailure.badRequest("content: field 'before' must be an RFC 3339 time")
+                    }
+                    filter.before = milliseconds
+                }
+                if let given = input["limit"] {
+                    guard case .integer(let value) = given, (1...10_000).contains(value) else {
+                        throw GroupRequestFailure.badRequest("content: field 'limit' must be an integer from 1 to 10000")
+                    }
+                    limit = Int(value)
+                }
+            } else if input["code"] != nil || input["before"] != nil || input["limit"] != nil {
+                throw GroupRequestFailure.badRequest("content: 'code', 'before' and 'limit' go with \"all\": true, not with 'bus_seq'")
+            }
             try flushGroups()
-            let letters = try journal.deadLetters(group: name, state: .dead, limit: 100_000).filter { seq == nil || $0.busSeq == seq }
+            let letters = try journal.deadLetterPage(filter, after: nil, newest: false, limit: limit).filter {
+                seq == nil || $0.busSeq == seq
+            }
             guard !letters.isEmpty else {
                 throw GroupRequestFailure.notFound("group '\(name)' has no dead letter waiting\(seq.map { " for bus_seq \($0)" } ?? "")")
             }
@@ -282,7 +311,12 @@ extension BrokerCore {
                 groups.writes.append(.deadLetterState(group: name, busSeq: letter.busSeq, state: replay ? .replayed : .dropped))
                 audit(replay ? "dlq-replayed" : "dlq-dropped", group: name, by: admin, extra: ["bus_seq": .integer(letter.busSeq)])
             }
-            return .object([replay ? "replayed" : "dropped": .array(letters.map { .integer($0.busSeq) })])
+            var result: [String: JSONValue] = [replay ? "replayed" : "dropped": .array(letters.map { .integer($0.busSeq) })]
+            if all {
+                // What still matches once these are settled (they leave state dead with this commit).
+                result["remaining"] = .integer(Int64(max(0, try journal.deadLetterCodes(filter).values.reduce(0, +) - letters.count)))
+            }
+            return .object(result)
         default:
             throw GroupRequestFailure(
                 status: 404, code: "unknown-operation",

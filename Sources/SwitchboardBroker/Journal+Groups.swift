@@ -108,10 +108,33 @@ extension Journal {
         try deadLetterPage(group: group, state: state, after: nil, newest: false, limit: limit)
     }
 
+    /// What a dead-letter query selects: a group, a state, a code, and those recorded before a
+    /// moment (Unix milliseconds); nil selects every one.
+    struct DeadLetterFilter: Sendable, Hashable {
+        var group: String?
+        var state: DeadLetterRecord.State?
+        var code: String?
+        var before: Int64?
+    }
+
     /// The `WHERE` of a dead-letter query selecting `group` and `state` (nil: every one).
     private static func deadLetterFilter(group: String?, state: DeadLetterRecord.State?) -> (sql: String, arguments: StatementArguments) {
+        deadLetterFilter(DeadLetterFilter(group: group, state: state))
+    }
+
+    /// The `WHERE` of a dead-letter query.
+    private static func deadLetterFilter(_ filter: DeadLetterFilter) -> (sql: String, arguments: StatementArguments) {
+        let (group, state) = (filter.group, filter.state)
         var sql = " WHERE 1"
         var arguments: StatementArguments = []
+        if let code = filter.code {
+            sql += " AND code = ?"
+            _ = arguments.append(contentsOf: [code])
+        }
+        if let before = filter.before {
+            sql += " AND at < ?"
+            _ = arguments.append(contentsOf: [before])
+        }
         if let group {
             sql += " AND grp = ?"
             _ = arguments.append(contentsOf: [group])
@@ -151,7 +174,13 @@ extension Journal {
     func deadLetterPage(
         group: String?, state: DeadLetterRecord.State?, after cursor: DeadLetterCursor?, newest: Bool, limit: Int
     ) throws -> [DeadLetterRecord] {
-        var (sql, arguments) = Self.deadLetterFilter(group: group, state: state)
+        try deadLetterPage(DeadLetterFilter(group: group, state: state), after: cursor, newest: newest, limit: limit)
+    }
+
+    /// One page of the dead letters `filter` selects (see the other `deadLetterPage`).
+    func deadLetterPage(_ filter: DeadLetterFilter, after cursor: DeadLetterCursor?, newest: Bool, limit: Int) throws -> [DeadLetterRecord]
+    {
+        var (sql, arguments) = Self.deadLetterFilter(filter)
         sql = "SELECT grp, bus_seq, dlq_seq, event_id, type, key, attempts, code, message, at, state FROM dead_letters" + sql
         if let cursor {
             sql += newest ? " AND (at, grp, bus_seq) < (?, ?, ?)" : " AND (at, grp, bus_seq) > (?, ?, ?)"
@@ -170,7 +199,12 @@ extension Journal {
 
     /// How many dead letters `group` and `state` select, by code (every page's, not one's).
     func deadLetterCodes(group: String?, state: DeadLetterRecord.State?) throws -> [String: Int] {
-        let (filter, arguments) = Self.deadLetterFilter(group: group, state: state)
+        try deadLetterCodes(DeadLetterFilter(group: group, state: state))
+    }
+
+    /// How many dead letters `filter` selects, by code.
+    func deadLetterCodes(_ selection: DeadLetterFilter) throws -> [String: Int] {
+        let (filter, arguments) = Self.deadLetterFilter(selection)
         let sql = "SELECT code, COUNT(*) FROM dead_letters" + filter + " GROUP BY code"
         return try queue.read { db in
             var counts: [String: Int] = [:]

@@ -290,6 +290,36 @@ public final class GroupAdminClient: Sendable {
         try await request("dlq.drop", selection.content(group: group), as: Dropped.self).dropped
     }
 
+    /// `dlq.replay` (`replay` true) or `dlq.drop` of every waiting dead letter of `group` that
+    /// `code` and `before` select (nil: any), `step` at a time, calling `progress` with how many
+    /// are done and how many remain after each step. Dead letters that become dead again while
+    /// this runs are left for the next run: without `before`, the moment it started is used.
+    /// - Returns: the `bus_seq`s acted on, each once.
+    public func settleAll(
+        replay: Bool, group: String, code: String? = nil, before: Date? = nil, step: Int = 500,
+        progress: (_ done: Int, _ remaining: Int) -> Void = { _, _ in }
+    ) async throws(GroupAdminError) -> [Int64] {
+        var content: [String: JSONValue] = [
+            "group": .string(group), "all": .bool(true), "limit": .integer(Int64(step)),
+            "before": .string(Timestamp.format(before ?? Date())),
+        ]
+        if let code { content["code"] = .string(code) }
+        var done: [Int64] = []
+        while true {
+            let answer: Settled
+            do {
+                answer = try await request(replay ? "dlq.replay" : "dlq.drop", content, as: Settled.self)
+            } catch let error where error.status == 404 && !done.isEmpty {
+                break  // the last step took the last ones
+            }
+            done += answer.replayed ?? answer.dropped ?? []
+            progress(done.count, answer.remaining ?? 0)
+            if (answer.remaining ?? 0) == 0 { break }
+        }
+        return done
+    }
+
+    private struct Settled: Decodable { var replayed: [Int64]?, dropped: [Int64]?, remaining: Int? }
     private struct GroupList: Decodable { var groups: [GroupInfo] }
     private struct Deleted: Decodable { var deleted: String }
     private struct Replayed: Decodable { var replayed: [Int64] }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import SwitchboardBus
 import SwitchboardProtocol
+import SwitchboardRuntime
 
 /// `switchboard dlq …`: the events consumer groups gave up on.
 struct DeadLetterCommand: AsyncParsableCommand {
@@ -150,21 +151,30 @@ struct DeadLetterCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "replay",
             abstract: "Deliver dead letters to their group again, counting attempts from 1.",
-            discussion: "Give the bus_seq of one dead letter, or --all for every one of the group still in state dead.")
+            discussion: """
+                Give the bus_seq of one dead letter, or --all for every one of the group still \
+                in state dead (--code and --older-than narrow it). --all works in steps of 500 \
+                and shows its progress; dead letters that die again meanwhile wait for the next \
+                run, so each is replayed once.
+                """)
 
         @Argument(help: "The group.") var group: String
         @Argument(help: ArgumentHelp("The dead event's bus_seq.", valueName: "bus-seq")) var busSeq: Int64?
-        @Flag(help: "Every dead letter of the group.") var all = false
+        @OptionGroup var selection: BulkSelection
         @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
-        func validate() throws { try DeadLetterCommand.validate(group: group, busSeq: busSeq, all: all) }
+        func validate() throws { try selection.validate(group: group, busSeq: busSeq) }
 
         func run() async throws {
-            let selection: DeadLetterSelection = busSeq.map { .busSeq($0) } ?? .all
-            let replayed = try await broker.withGroups("switchboard dlq replay") { client in
-                try await client.replay(group: group, selection)
+            if let busSeq {
+                let replayed = try await broker.withGroups("switchboard dlq replay") { client in
+                    try await client.replay(group: group, .busSeq(busSeq))
+                }
+                print("Replayed \(DeadLetterCommand.describe(replayed)) of group '\(group)': the group delivers them again from attempt 1.")
+                return
             }
-            print("Replayed \(DeadLetterCommand.describe(replayed)) of group '\(group)': the group delivers them again from attempt 1.")
+            let replayed = try await selection.settle(replay: true, group: group, broker: broker)
+            print("Replayed \(DeadLetterCommand.count(replayed.count)) of group '\(group)': the group delivers them again from attempt 1.")
         }
     }
 
@@ -172,21 +182,71 @@ struct DeadLetterCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "drop",
             abstract: "Give up on dead letters for good: the group will not see them again.",
-            discussion: "Give the bus_seq of one dead letter, or --all for every one of the group still in state dead.")
+            discussion: """
+                Give the bus_seq of one dead letter, or --all for every one of the group still \
+                in state dead (--code and --older-than narrow it), in steps with progress.
+                """)
 
         @Argument(help: "The group.") var group: String
         @Argument(help: ArgumentHelp("The dead event's bus_seq.", valueName: "bus-seq")) var busSeq: Int64?
-        @Flag(help: "Every dead letter of the group.") var all = false
+        @OptionGroup var selection: BulkSelection
         @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
-        func validate() throws { try DeadLetterCommand.validate(group: group, busSeq: busSeq, all: all) }
+        func validate() throws { try selection.validate(group: group, busSeq: busSeq) }
 
         func run() async throws {
-            let selection: DeadLetterSelection = busSeq.map { .busSeq($0) } ?? .all
-            let dropped = try await broker.withGroups("switchboard dlq drop") { client in
-                try await client.drop(group: group, selection)
+            if let busSeq {
+                let dropped = try await broker.withGroups("switchboard dlq drop") { client in
+                    try await client.drop(group: group, .busSeq(busSeq))
+                }
+                print("Dropped \(DeadLetterCommand.describe(dropped)) of group '\(group)'.")
+                return
             }
-            print("Dropped \(DeadLetterCommand.describe(dropped)) of group '\(group)'.")
+            let dropped = try await selection.settle(replay: false, group: group, broker: broker)
+            print("Dropped \(DeadLetterCommand.count(dropped.count)) of group '\(group)'.")
+        }
+    }
+
+    /// `--all` and what narrows it, for `replay` and `drop`.
+    struct BulkSelection: ParsableArguments {
+        @Flag(help: "Every dead letter of the group still waiting (or those --code and --older-than select).") var all = false
+        @Option(help: "With --all: only dead letters with this code (e.g. participant-unmatched).") var code: String?
+        @Option(name: .customLong("older-than"), help: "With --all: only those dead for longer than this (e.g. 30m, 2h, 1d).")
+        var olderThan: String?
+
+        func validate(group: String, busSeq: Int64?) throws {
+            try DeadLetterCommand.validate(group: group, busSeq: busSeq, all: all)
+            if !all && (code != nil || olderThan != nil) { throw ValidationError("--code and --older-than go with --all") }
+            if let code, code.isEmpty || code.count > 64 { throw ValidationError("--code must be 1–64 characters") }
+            if let olderThan, DurationText.parse(olderThan) == nil {
+                throw ValidationError("--older-than: '\(olderThan)' is not a duration")
+            }
+        }
+
+        /// Replays or drops what this selects, step by step, showing progress: one line that
+        /// updates itself on a terminal, a line a step otherwise (a log keeps them all).
+        func settle(replay: Bool, group: String, broker: BrokerOptions) async throws -> [Int64] {
+            let age = olderThan.flatMap { DurationText.parse($0) }
+            let before = age.map { Date(timeIntervalSinceNow: -Double($0.components.seconds)) }
+            let verb = replay ? "replayed" : "dropped"
+            let terminal = isatty(STDOUT_FILENO) == 1
+            let started = ContinuousClock.now
+            let done = try await broker.withGroups("switchboard dlq \(replay ? "replay" : "drop")") { client in
+                try await client.settleAll(replay: replay, group: group, code: code, before: before) { done, remaining in
+                    let elapsed = started.duration(to: .now).components
+                    let seconds = max(0.001, Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
+                    let rate = Double(done) / seconds
+                    let left = rate > 0 ? Int((Double(remaining) / rate).rounded(.up)) : 0
+                    let line = "\(verb) \(done) of \(done + remaining) (\(Int(rate))/s, \(left) s left)"
+                    if terminal {
+                        FileHandle.standardOutput.write(Data("\r\(line)\u{1B}[K".utf8))
+                        if remaining == 0 { FileHandle.standardOutput.write(Data("\n".utf8)) }
+                    } else {
+                        print(line)
+                    }
+                }
+            }
+            return done
         }
     }
 
@@ -205,6 +265,8 @@ struct DeadLetterCommand: AsyncParsableCommand {
         case (nil, true): break
         }
     }
+
+    static func count(_ count: Int) -> String { count == 1 ? "1 dead letter" : "\(count) dead letters" }
 
     static func describe(_ busSeqs: [Int64]) -> String {
         busSeqs.count == 1

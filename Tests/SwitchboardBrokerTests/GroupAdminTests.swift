@@ -173,6 +173,18 @@ struct GroupAdminTests {
         #expect(after.deadLetters.map(\.busSeq) == [1497, 1496, 1495])
         let filtered = try await admin.deadLetterPage(group: "eto", state: .replayed)
         #expect(filtered.total == 0 && filtered.deadLetters.isEmpty && filtered.next == nil)
+        // Bulk, by code, in steps: each of one code's 500 replayed once, the other code's left.
+        var steps: [(Int, Int)] = []
+        let replayed = try await admin.settleAll(replay: true, group: "eto", code: "eto-http-400", step: 200) { steps.append(($0, $1)) }
+        #expect(replayed.count == 500 && Set(replayed).count == 500 && replayed.allSatisfy { $0 % 3 == 0 })
+        #expect(steps.map(\.0) == [200, 400, 500] && steps.last?.1 == 0, "\(steps)")
+        let left = try await admin.deadLetterPage(limit: 1)
+        #expect(left.total == 1000 && left.byCode == ["participant-unmatched": 1000])
+        let none = await #expect(throws: GroupAdminError.self, "nothing is older than 1970") {
+            _ = try await admin.settleAll(replay: false, group: "eto", before: Date(timeIntervalSince1970: 0))
+        }
+        #expect(none?.status == 404)
+
         // The request vectors of protocol/vectors/groups: the valid ones answered, the others 422
         // naming their field.
         let folder = Vectors.directory.appendingPathComponent("groups")
