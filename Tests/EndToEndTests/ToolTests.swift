@@ -251,6 +251,7 @@ struct ToolTests {
             guard up.isRunning else { throw WaitTimedOut(description: "up exited: \(programs.read("up.log"))") }
             return workers.allSatisfy { programs.read(".switchboard/logs/\($0).log").contains("ready: joined the group") }
         }
+        let authority = programs.read(".switchboard/emulator/tls/ca.pem")
         var killed = 0
         for name in workers + ["broker", "emulator"] {
             let before = programs.read("up.log")
@@ -280,6 +281,10 @@ struct ToolTests {
                 #expect(log.components(separatedBy: "ready: joined the group").count - 1 == 2, "\(log)")
             }
         }
+        // The restarted emulator serves the certificate of its first start: the one auth and the
+        // workers trust.
+        #expect(!authority.isEmpty && programs.read(".switchboard/emulator/tls/ca.pem") == authority)
+        #expect(programs.read(".switchboard/logs/emulator.log").components(separatedBy: "test CA written").count - 1 == 1)
         // The workers carry on through a restarted broker and emulator: they joined their groups again.
         try await waitUntil("the workers rejoin their groups after the broker restarts", timeout: .seconds(60)) {
             workers.allSatisfy {
