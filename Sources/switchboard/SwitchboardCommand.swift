@@ -18,19 +18,21 @@ struct UpCommand: AsyncParsableCommand {
         commandName: "up",
         abstract:
             "Run everything on this machine: a broker, the back-end emulators, the auth manager, the FileMaker, ETO and Directory workers, a demo kiosk sending check-ins, and a monitor.",
+        // Each paragraph is one line (a trailing backslash joins them): ArgumentParser wraps it
+        // to the terminal, and a hard break would show.
         discussion: """
-            State lives under --data-dir (default .switchboard in the working directory); each
-            program's log goes to <data-dir>/logs/<program>.log. The demo kiosk checks in the
-            emulator's seed participants in turn, so each check-in becomes a FileMaker record
+            State lives under --data-dir (default .switchboard in the working directory); each \
+            program's log goes to <data-dir>/logs/<program>.log. The demo kiosk checks in the \
+            emulator's seed participants in turn, so each check-in becomes a FileMaker record \
             (filemaker.record.written in the monitor) and an ETO TouchPoint response.
 
-            Each program's pid is shown when it starts. A program that exits on its own (a
-            crash, kill -9, the broker included) is started again, as the systemd units do:
-            after 1s, then 2s, 4s … up to 30s while it keeps failing (a run of 60s starts the
-            back-off afresh). Each restart is shown and counted; after 5 restarts of one program
+            Each program's pid is shown when it starts. A program that exits on its own (a \
+            crash, kill -9, the broker included) is started again, as the systemd units do: \
+            after 1s, then 2s, 4s … up to 30s while it keeps failing (a run of 60s starts the \
+            back-off afresh). Each restart is shown and counted; after 5 restarts of one program \
             within 5 minutes, up stops everything and names the program and its log.
 
-            Ctrl-C (or SIGTERM) stops everything cleanly: the kiosk, workers and monitor first,
+            Ctrl-C (or SIGTERM) stops everything cleanly: the kiosk, workers and monitor first, \
             then the broker, so no acknowledged check-in is lost.
             """)
 
