@@ -209,7 +209,8 @@ public final class Supervisor: Sendable {
     /// restart and return to readiness goes to `report`, which must not block.
     ///
     /// Restarts already waiting out their delay are abandoned when it returns, so a `stopAll`
-    /// after it stops what runs and starts nothing.
+    /// after it stops what runs and starts nothing. Call `stopAll` only then: while this runs,
+    /// a child that `stopAll` ends is an exit like any other, and is restarted.
     public func keepRunning(report: @escaping @Sendable (Event) -> Void) async -> GaveUp? {
         await withDiscardingTaskGroup(returning: GaveUp?.self) { group in
             while !Task.isCancelled {
