@@ -10,7 +10,8 @@ public import Foundation
 /// and error descriptors, every signal at its default and none blocked, and no other descriptor
 /// of ours (closefrom 3).
 public final class ChildProcess: @unchecked Sendable {
-    // @unchecked: the mutable state (`pid`, `exitStatus`, `exitHandlers`) is guarded by `exited`.
+    // @unchecked: the mutable state (`pid`, `exitStatus`, `waitStatus`, `exitHandlers`) is guarded
+    // by `exited`.
     public let name: String
     private let path: String
     private let arguments: [String]
@@ -21,6 +22,8 @@ public final class ChildProcess: @unchecked Sendable {
     private let exited = NSCondition()
     private var pid: pid_t = 0
     private var exitStatus: Int32?
+    /// waitpid's status, which tells an exit code from a signal (`exitStatus` does not).
+    private var waitStatus: Int32?
     private var exitHandlers: [@Sendable (Int32) -> Void] = []
 
     /// The directory holding our executables: the one this process was started from.
@@ -93,6 +96,7 @@ public final class ChildProcess: @unchecked Sendable {
             exited.lock()
             let code = Self.exitCode(status)
             exitStatus = code
+            waitStatus = status
             let handlers = exitHandlers
             exitHandlers = []
             exited.broadcast()
@@ -120,6 +124,28 @@ public final class ChildProcess: @unchecked Sendable {
         exited.lock()
         defer { exited.unlock() }
         return pid
+    }
+
+    /// How a child ended: by exiting or by a signal.
+    public enum Termination: Sendable, Hashable, CustomStringConvertible {
+        case exited(code: Int32)
+        case signalled(Int32)
+
+        public var description: String {
+            switch self {
+            case .exited(let code): "exit code \(code)"
+            case .signalled(let signal): "signal \(signal)"
+            }
+        }
+    }
+
+    /// How it ended, once it has (set before the exit handlers are called).
+    public var termination: Termination? {
+        exited.lock()
+        defer { exited.unlock() }
+        guard let waitStatus else { return nil }
+        let signal = waitStatus & 0x7f
+        return signal == 0 ? .exited(code: (waitStatus >> 8) & 0xff) : .signalled(signal)
     }
 
     public var isRunning: Bool {

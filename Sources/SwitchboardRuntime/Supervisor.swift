@@ -4,6 +4,11 @@
 // directory), so whatever arrives there is that child's, with no need to match the sender's
 // pid: a helper a child starts may speak for it, as with systemd's NotifyAccess=all. Readiness
 // is what the child says (READY=1, see ServiceReadiness), not a log line or a file.
+//
+// `keepRunning` restarts a child that exits on its own, as the systemd units do
+// (`Restart=on-failure`): each child has a `RestartPolicy` that says when, and when to give up.
+// A restarted child keeps its name and its notify socket, so whatever waits for it by name
+// follows the new process.
 
 public import Foundation
 import Synchronization
@@ -25,6 +30,9 @@ public final class Supervisor: Sendable {
         /// A name (looked up beside this program) or a path; see `ChildProcess`.
         public var executable: String
         public var arguments: [String]
+        /// The arguments of a restart, when they differ from the first start's (e.g. reuse what
+        /// the first start made); nil: `arguments`.
+        public var restartArguments: [String]?
         /// The child's environment without NOTIFY_SOCKET, which the supervisor sets (default:
         /// this process's).
         public var environment: [String: String]?
@@ -33,10 +41,13 @@ public final class Supervisor: Sendable {
         public var errors: FileHandle?
         /// How long `stopAll` waits after SIGTERM before SIGKILL.
         public var stopGrace: Duration
+        /// When `keepRunning` restarts it, and when it gives up.
+        public var restart: RestartPolicy.Configuration
 
         public init(
             name: String, executable: String, arguments: [String], environment: [String: String]? = nil, output: FileHandle? = nil,
-            errors: FileHandle? = nil, stopGrace: Duration = .seconds(10)
+            errors: FileHandle? = nil, stopGrace: Duration = .seconds(10), restart: RestartPolicy.Configuration = .init(),
+            restartArguments: [String]? = nil
         ) {
             self.name = name
             self.executable = executable
@@ -45,6 +56,8 @@ public final class Supervisor: Sendable {
             self.output = output
             self.errors = errors
             self.stopGrace = stopGrace
+            self.restart = restart
+            self.restartArguments = restartArguments
         }
     }
 
@@ -58,6 +71,31 @@ public final class Supervisor: Sendable {
         public var status: String?
         /// Its exit code (or the signal that ended it), once it has exited.
         public var exitCode: Int32?
+        /// The times `keepRunning` started it again.
+        public var restarts = 0
+        /// It exited and `keepRunning` will start it again after a delay.
+        public var restartScheduled = false
+    }
+
+    /// What `keepRunning` did, for its caller to tell the operator.
+    public enum Event: Sendable, Hashable {
+        /// A child exited on its own (`termination` nil: unknown), and what the policy said.
+        case exited(name: String, termination: ChildProcess.Termination?, action: RestartPolicy.Action)
+        /// It was started again, as this process.
+        case restarted(name: String, pid: Int32, restarts: Int)
+        /// It could not be started again; this counts as another exit.
+        case restartFailed(name: String, reason: String)
+        /// The restarted child said READY=1 this long after it was started again.
+        case ready(name: String, pid: Int32, after: Duration)
+    }
+
+    /// Why `keepRunning` stopped restarting: a child that kept exiting.
+    public struct GaveUp: Sendable, Hashable {
+        public var name: String
+        public var termination: ChildProcess.Termination?
+        /// The restarts within `window` before its last exit.
+        public var restarts: Int
+        public var window: Duration
     }
 
     /// How a wait for readiness ended.
@@ -74,9 +112,10 @@ public final class Supervisor: Sendable {
 
     private struct Child {
         let program: Program
-        let process: ChildProcess
+        var process: ChildProcess
         let socket: NotifySocket
         var status = Status()
+        var policy: RestartPolicy
     }
 
     private struct Waiter {
@@ -135,19 +174,129 @@ public final class Supervisor: Sendable {
                 if let text = assignments["STATUS"] { status.status = text }
             }
         }
-        var environment = program.environment ?? ProcessInfo.processInfo.environment
-        environment[ServiceReadiness.socketVariable] = path
-        let process = ChildProcess(
-            name: program.name, executable: program.executable, arguments: program.arguments, environment: environment,
-            output: program.output, errors: program.errors)
+        let process = Self.launch(program, socketPath: path)
         do {
             try process.start()
         } catch {
             socket.stop()
             throw error
         }
-        state.withLock { $0.children.append(Child(program: program, process: process, socket: socket)) }
+        var policy = RestartPolicy(program.restart)
+        policy.started(at: .now)
+        state.withLock { $0.children.append(Child(program: program, process: process, socket: socket, policy: policy)) }
         process.onExit { [weak self] code in self?.update(program.name) { $0.exitCode = code } }
+        return process
+    }
+
+    /// A process for `program` (not yet started, `again`: a restart) whose NOTIFY_SOCKET is
+    /// `socketPath`.
+    private static func launch(_ program: Program, socketPath: String, again: Bool = false) -> ChildProcess {
+        var environment = program.environment ?? ProcessInfo.processInfo.environment
+        environment[ServiceReadiness.socketVariable] = socketPath
+        return ChildProcess(
+            name: program.name, executable: program.executable,
+            arguments: again ? program.restartArguments ?? program.arguments : program.arguments, environment: environment,
+            output: program.output, errors: program.errors)
+    }
+
+    /// The running process of each child, by name (the latest, after a restart).
+    public var processes: [String: ChildProcess] {
+        state.withLock { Dictionary(uniqueKeysWithValues: $0.children.map { ($0.program.name, $0.process) }) }
+    }
+
+    /// Restarts every child that exits on its own, as its program's `RestartPolicy` says, until
+    /// the task is cancelled (nil) or a child exits once too often (that child). Every exit,
+    /// restart and return to readiness goes to `report`, which must not block.
+    ///
+    /// Restarts already waiting out their delay are abandoned when it returns, so a `stopAll`
+    /// after it stops what runs and starts nothing. Call `stopAll` only then: while this runs,
+    /// a child that `stopAll` ends is an exit like any other, and is restarted.
+    public func keepRunning(report: @escaping @Sendable (Event) -> Void) async -> GaveUp? {
+        await withDiscardingTaskGroup(returning: GaveUp?.self) { group in
+            while !Task.isCancelled {
+                _ = await wait(timeout: nil) { statuses in statuses.values.contains { $0.exitCode != nil && !$0.restartScheduled } }
+                guard !Task.isCancelled else { break }
+                for (name, termination, action) in decideExits() {
+                    report(.exited(name: name, termination: termination, action: action))
+                    switch action {
+                    case .giveUp(let restarts, let window):
+                        group.cancelAll()
+                        return GaveUp(name: name, termination: termination, restarts: restarts, window: window)
+                    case .restart(let delay, _, _, _):
+                        group.addTask { await self.restart(name, after: delay, report: report) }
+                    }
+                }
+            }
+            group.cancelAll()
+            return nil
+        }
+    }
+
+    /// Asks the policy of each child that exited and has no restart scheduled; marks those it
+    /// restarts as scheduled, so the next wait does not see them again.
+    private func decideExits() -> [(String, ChildProcess.Termination?, RestartPolicy.Action)] {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            var decisions: [(String, ChildProcess.Termination?, RestartPolicy.Action)] = []
+            for index in state.children.indices where state.children[index].status.exitCode != nil {
+                guard !state.children[index].status.restartScheduled else { continue }
+                let action = state.children[index].policy.exited(at: now)
+                if case .restart = action { state.children[index].status.restartScheduled = true }
+                decisions.append((state.children[index].program.name, state.children[index].process.termination, action))
+            }
+            return decisions
+        }
+    }
+
+    /// Waits out `delay` (nothing if cancelled first), starts `name` again and reports when it is
+    /// ready.
+    private func restart(_ name: String, after delay: Duration, report: @Sendable (Event) -> Void) async {
+        guard (try? await Task.sleep(for: delay)) != nil else { return }
+        let started = ContinuousClock.now
+        let process: ChildProcess
+        do {
+            process = try relaunch(name, at: started)
+        } catch {
+            report(.restartFailed(name: name, reason: "\(error)"))
+            // Seen again by `keepRunning` as an exit: the policy backs off or gives up.
+            update(name) { $0.restartScheduled = false }
+            return
+        }
+        let restarts = statuses[name]?.restarts ?? 0
+        report(.restarted(name: name, pid: process.processIdentifier, restarts: restarts))
+        // Nothing to tell when it exits first (that exit is reported) or is cancelled.
+        if await waitUntilReady(name, timeout: .seconds(120)) == .ready, process.isRunning {
+            report(.ready(name: name, pid: process.processIdentifier, after: started.duration(to: .now)))
+        }
+    }
+
+    /// Starts the exited child `name` again on its notify socket, with a fresh status.
+    private func relaunch(_ name: String, at now: ContinuousClock.Instant) throws -> ChildProcess {
+        let found = state.withLock { state in
+            state.children.firstIndex { $0.program.name == name }.map { ($0, state.children[$0].program) }
+        }
+        guard case let (index, program)? = found else { throw Failure(description: "no child named \(name)") }
+        // The socket path is the one `start` gave it: numbered by its place among the children.
+        let process = Self.launch(program, socketPath: "\(runtimeDirectory)/\(index).notify", again: true)
+        // A fresh status before the start, so a READY=1 the new process sends at once is kept.
+        let previous = state.withLock { state in
+            defer {
+                state.children[index].status = Status(restarts: state.children[index].status.restarts + 1)
+                state.children[index].process = process
+                state.children[index].policy.started(at: now)
+            }
+            return (state.children[index].status, state.children[index].process)
+        }
+        do {
+            try process.start()
+        } catch {
+            state.withLock { state in
+                state.children[index].status = previous.0
+                state.children[index].process = previous.1
+            }
+            throw error
+        }
+        process.onExit { [weak self] code in self?.update(name) { $0.exitCode = code } }
         return process
     }
 

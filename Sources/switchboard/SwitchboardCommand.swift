@@ -18,13 +18,22 @@ struct UpCommand: AsyncParsableCommand {
         commandName: "up",
         abstract:
             "Run everything on this machine: a broker, the back-end emulators, the auth manager, the FileMaker, ETO and Directory workers, a demo kiosk sending check-ins, and a monitor.",
+        // Each paragraph is one line (a trailing backslash joins them): ArgumentParser wraps it
+        // to the terminal, and a hard break would show.
         discussion: """
-            State lives under --data-dir (default .switchboard in the working directory); each
-            program's log goes to <data-dir>/logs/<program>.log. The demo kiosk checks in the
-            emulator's seed participants in turn, so each check-in becomes a FileMaker record
-            (filemaker.record.written in the monitor) and an ETO TouchPoint response. Ctrl-C
-            stops everything cleanly: the kiosk, workers and monitor first, then the broker, so
-            no acknowledged check-in is lost.
+            State lives under --data-dir (default .switchboard in the working directory); each \
+            program's log goes to <data-dir>/logs/<program>.log. The demo kiosk checks in the \
+            emulator's seed participants in turn, so each check-in becomes a FileMaker record \
+            (filemaker.record.written in the monitor) and an ETO TouchPoint response.
+
+            Each program's pid is shown when it starts. A program that exits on its own (a \
+            crash, kill -9, the broker included) is started again, as the systemd units do: \
+            after 1s, then 2s, 4s … up to 30s while it keeps failing (a run of 60s starts the \
+            back-off afresh). Each restart is shown and counted; after 5 restarts of one program \
+            within 5 minutes, up stops everything and names the program and its log.
+
+            Ctrl-C (or SIGTERM) stops everything cleanly: the kiosk, workers and monitor first, \
+            then the broker, so no acknowledged check-in is lost.
             """)
 
     @Option(name: .customLong("data-dir"), help: "Where state and logs go.") var dataDirectory = ".switchboard"
@@ -78,8 +87,13 @@ struct UpCommand: AsyncParsableCommand {
         // Every child reports READY=1 on its own notify socket; the broker and the emulators are
         // waited for, as the rest need them.
         let supervisor = try Supervisor()
+        // Every child's pid, as it starts: what an operator (or a test) needs to send it a signal.
+        func start(_ program: Supervisor.Program) throws {
+            let process = try supervisor.start(program)
+            say("\(program.name) started (pid \(process.processIdentifier))")
+        }
         let brokerLog = try openLog(logs.appendingPathComponent("broker.log"))
-        try supervisor.start(
+        try start(
             .init(
                 name: "broker", executable: "switchboard-broker",
                 arguments: [
@@ -113,13 +127,17 @@ struct UpCommand: AsyncParsableCommand {
         let tlsDirectory = emulatorDirectory.appendingPathComponent("tls")
         let emulatorLogPath = logs.appendingPathComponent("emulator.log")
         let emulatorLog = try openLog(emulatorLogPath)
-        try supervisor.start(
+        let emulatorArguments = ["--port", String(emulatorPort), "--state", emulatorDirectory.appendingPathComponent("state.json").path]
+        try start(
             .init(
-                name: "emulator", executable: "switchboard-emulator",
-                arguments: [
-                    "--port", String(emulatorPort), "--state", emulatorDirectory.appendingPathComponent("state.json").path,
-                    "--tls-generate", tlsDirectory.path,
-                ], output: emulatorLog, errors: emulatorLog))
+                name: "emulator", executable: "switchboard-emulator", arguments: emulatorArguments + ["--tls-generate", tlsDirectory.path],
+                output: emulatorLog, errors: emulatorLog,
+                // A restart serves the certificate made at the first start: auth and the workers
+                // trust only the CA written then. Its state is on disk, so nothing else is lost.
+                restartArguments: emulatorArguments + [
+                    "--tls-certificate", tlsDirectory.appendingPathComponent("server.pem").path, "--tls-key",
+                    tlsDirectory.appendingPathComponent("server-key.pem").path,
+                ]))
         // Ready once it listens.
         guard await supervisor.waitUntilReady("emulator", timeout: .seconds(15)) == .ready else {
             await supervisor.stopAll()
@@ -134,7 +152,7 @@ struct UpCommand: AsyncParsableCommand {
         let authDirectory = data.appendingPathComponent("auth")
         let accountsFile = try DemoAccounts.write(in: authDirectory, base: backends)
         let authLog = try openLog(logs.appendingPathComponent("auth.log"))
-        try supervisor.start(
+        try start(
             .init(
                 name: "auth", executable: "switchboard-auth",
                 arguments: [
@@ -150,7 +168,7 @@ struct UpCommand: AsyncParsableCommand {
             .enumerated()
         {
             let log = try openLog(logs.appendingPathComponent("\(name).log"))
-            try supervisor.start(
+            try start(
                 .init(
                     name: name, executable: "switchboard-\(name)",
                     arguments: [
@@ -163,14 +181,14 @@ struct UpCommand: AsyncParsableCommand {
             "workers: switchboard-filemaker (group filemaker → FileMaker CheckIns and Staff), switchboard-eto (group eto → TouchPoint 54; service eto), switchboard-directory (Directory ⇄ person.*) (logs: \(logs.path)/{filemaker,eto,directory}.log)"
         )
 
-        try supervisor.start(
+        try start(
             .init(
                 name: "monitor", executable: "switchboard-monitor",
                 arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"] + (keys?.clientArguments("monitor") ?? [])))
         if !noDemo {
             let kioskLog = try openLog(logs.appendingPathComponent("kiosk.log"))
             let roster = try DemoRoster.write(in: data.appendingPathComponent("kiosk"))
-            try supervisor.start(
+            try start(
                 .init(
                     name: "kiosk", executable: "switchboard-kiosk",
                     arguments: [
@@ -190,20 +208,68 @@ struct UpCommand: AsyncParsableCommand {
         ServiceReadiness.notify(.ready)
 
         let limit = duration.flatMap(DurationText.parse)
-        // Ends when the time is up, or as soon as any program exits on its own.
-        _ = try await untilInterrupted { await supervisor.waitUntilAnyExits(timeout: limit) }
-        // Named as before the supervisor: the other programs first, then the broker.
-        let died = supervisor.exited.filter { $0 != "broker" } + supervisor.exited.filter { $0 == "broker" }
+        // Runs until the time is up, Ctrl-C or SIGTERM (nil), or one program kept failing. Any
+        // exit before then is unexpected, and restarted; the others reconnect by themselves
+        // (to a restarted broker too).
+        let gaveUp =
+            try await untilInterrupted {
+                await withTaskGroup(of: Supervisor.GaveUp?.self) { group in
+                    group.addTask { await supervisor.keepRunning { say(Self.describe($0)) } }
+                    if let limit {
+                        group.addTask {
+                            try? await Task.sleep(for: limit)
+                            return nil
+                        }
+                    }
+                    let first = await group.next() ?? nil
+                    group.cancelAll()
+                    return first
+                }
+            } ?? nil
+        let restarts = supervisor.statuses.filter { $0.value.restarts > 0 }.sorted { $0.key < $1.key }
         // In the reverse of the start: the kiosk and monitor, the workers (they finish what they
         // hold and leave their groups while auth and the back ends still answer), auth, the
         // emulators; the broker last (20 s): it drains and closes the journal.
         let brokerStatus = await supervisor.stopAll()["broker"] ?? nil
-        if !died.isEmpty {
-            say("Stopped because \(died.joined(separator: ", ")) exited unexpectedly; see \(logs.path).")
+        if let gaveUp {
+            // The monitor writes to our output; every other program has a log of its own.
+            let log = gaveUp.name == "monitor" ? "its output is above" : "see \(logs.appendingPathComponent("\(gaveUp.name).log").path)"
+            say(
+                "Stopped: \(gaveUp.name) kept failing (\(gaveUp.restarts) restarts within \(Self.text(gaveUp.window)), then it exited again); \(log)."
+            )
             throw ExitCode(1)
         }
+        let counted = restarts.isEmpty ? "" : " Restarts: \(restarts.map { "\($0.key) \($0.value.restarts)" }.joined(separator: ", "))."
         say(
-            "Switchboard stopped\(brokerStatus == 0 ? " cleanly" : " (broker exit status \(brokerStatus.map(String.init) ?? "unknown"))").")
+            "Switchboard stopped\(brokerStatus == 0 ? " cleanly" : " (broker exit status \(brokerStatus.map(String.init) ?? "unknown"))").\(counted)"
+        )
+    }
+
+    /// A line for `up`'s output about a restart.
+    static func describe(_ event: Supervisor.Event) -> String {
+        switch event {
+        case .exited(let name, let termination, .restart(let delay, let restart, let limit, let window)):
+            "\(name) exited (\(termination?.description ?? "unknown status")); restarting in \(text(delay)) (restart \(restart) of \(limit) in \(text(window)))"
+        case .exited(let name, let termination, .giveUp(let restarts, let window)):
+            "\(name) exited (\(termination?.description ?? "unknown status")) after \(restarts) restarts within \(text(window)); giving up"
+        case .restarted(let name, let pid, let restarts):
+            "\(name) started (pid \(pid), restart \(restarts))"
+        case .restartFailed(let name, let reason):
+            "\(name) could not be restarted: \(reason)"
+        case .ready(let name, let pid, let after):
+            "\(name) is ready again (pid \(pid), \(seconds(after)) after its restart)"
+        }
+    }
+
+    /// "1s", "30s", "5 min": how `up` writes a delay or a window.
+    static func text(_ duration: Duration) -> String {
+        let seconds = duration.components.seconds
+        return seconds >= 60 && seconds % 60 == 0 ? "\(seconds / 60) min" : "\(seconds)s"
+    }
+
+    /// "2.35s".
+    static func seconds(_ duration: Duration) -> String {
+        String(format: "%.2fs", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
     }
 
     /// The principals `up` makes keys for (LocalKeys): one per program, and an operator for

@@ -226,4 +226,109 @@ struct ToolTests {
             .posixPermissions]
         #expect((mode as? NSNumber)?.intValue == 0o600)
     }
+
+    /// The pids `up` printed for `name`, in order ("filemaker started (pid 123)", then
+    /// "filemaker started (pid 456, restart 1)").
+    static func pids(_ name: String, in output: String) -> [Int32] {
+        output.split(separator: "\n").compactMap { line -> Int32? in
+            guard line.hasPrefix("\(name) started (pid ") else { return nil }
+            return Int32(line.dropFirst("\(name) started (pid ".count).prefix { $0.isNumber })
+        }
+    }
+
+    @Test(
+        "switchboard up restarts each program killed with SIGKILL (the three workers, the broker, the emulator): it is ready again within seconds, with a new pid, and nothing else stops"
+    )
+    func upRestartsKilledPrograms() async throws {
+        let directory = try TemporaryDirectory("up-restart")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let port = try freePort(count: 5)
+        let emulatorPort = try freePort(count: 1)
+        let up = try programs.start(
+            "switchboard", ["up", "--no-demo", "--duration", "150s", "--port", String(port), "--emulator-port", String(emulatorPort)],
+            log: "up.log")
+        let names = ["broker", "emulator", "auth", "filemaker", "eto", "directory", "monitor"]
+        let workers = ["filemaker", "eto", "directory"]
+        // The workers say READY=1 once they have joined their groups: everything runs by then.
+        try await waitUntil("the workers have joined their groups", timeout: .seconds(60)) {
+            guard up.isRunning else { throw WaitTimedOut(description: "up exited: \(programs.read("up.log"))") }
+            return workers.allSatisfy { programs.read(".switchboard/logs/\($0).log").contains("ready: joined the group") }
+        }
+        let authority = programs.read(".switchboard/emulator/tls/ca.pem")
+        var killed = 0
+        for name in workers + ["broker", "emulator"] {
+            let before = programs.read("up.log")
+            let pid = try #require(Self.pids(name, in: before).last, "\(before)")
+            let others = names.filter { $0 != name }.compactMap { Self.pids($0, in: before).last }
+            #expect(others.count == names.count - 1)
+            let killedAt = ContinuousClock.now
+            #expect(kill(pid, SIGKILL) == 0)
+            killed += 1
+            try await waitUntil("\(name) is ready again", timeout: .seconds(60)) {
+                guard up.isRunning else { throw WaitTimedOut(description: "up exited: \(programs.read("up.log"))") }
+                return programs.read("up.log").contains("\(name) is ready again (pid ")
+                    && programs.read("up.log").components(separatedBy: "\(name) is ready again").count == 2
+            }
+            let back = killedAt.duration(to: .now)
+            print("\(name): ready again \(back) after kill -9")
+            let output = programs.read("up.log")
+            #expect(output.contains("\(name) exited (signal 9); restarting in 1s (restart 1 of 5 in 5 min)"), "\(output)")
+            let newPID = try #require(Self.pids(name, in: output).last)
+            #expect(newPID != pid && Self.pids(name, in: output).count == 2, "\(output)")
+            #expect(kill(newPID, 0) == 0)
+            // Nothing else stopped: the same processes run, and only the killed ones exited.
+            for other in others { #expect(kill(other, 0) == 0, "pid \(other) stopped after \(name) was killed: \(output)") }
+            #expect(output.components(separatedBy: " exited (").count - 1 == killed, "\(output)")
+            if workers.contains(name) {
+                let log = programs.read(".switchboard/logs/\(name).log")
+                #expect(log.components(separatedBy: "ready: joined the group").count - 1 == 2, "\(log)")
+            }
+        }
+        // The restarted emulator serves the certificate of its first start: the one auth and the
+        // workers trust.
+        #expect(!authority.isEmpty && programs.read(".switchboard/emulator/tls/ca.pem") == authority)
+        #expect(programs.read(".switchboard/logs/emulator.log").components(separatedBy: "test CA written").count - 1 == 1)
+        // The workers carry on through a restarted broker and emulator: they joined their groups again.
+        try await waitUntil("the workers rejoin their groups after the broker restarts", timeout: .seconds(60)) {
+            workers.allSatisfy {
+                programs.read(".switchboard/logs/\($0).log").components(separatedBy: "ready: joined the group").count - 1 >= 3
+            }
+        }
+        up.signal(SIGTERM)
+        #expect(await up.waitForExit(timeout: .seconds(90)) == 0, "\(programs.read("up.log"))")
+        let output = programs.read("up.log")
+        #expect(
+            output.contains("Switchboard stopped cleanly. Restarts: broker 1, directory 1, emulator 1, eto 1, filemaker 1."), "\(output)")
+    }
+
+    @Test(
+        "switchboard up gives up on a program that keeps failing: after 5 restarts in 5 min it stops everything and names the program and its log"
+    )
+    func upGivesUp() async throws {
+        let directory = try TemporaryDirectory("up-give-up")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        // The ETO worker's data directory is a file: it fails at every start.
+        try FileManager.default.createDirectory(atPath: directory.path(".switchboard"), withIntermediateDirectories: true)
+        try "not a directory".write(toFile: directory.path(".switchboard/eto"), atomically: true, encoding: .utf8)
+        let port = try freePort(count: 5)
+        let emulatorPort = try freePort(count: 1)
+        let up = try programs.start(
+            "switchboard", ["up", "--no-demo", "--duration", "150s", "--port", String(port), "--emulator-port", String(emulatorPort)],
+            log: "up.log")
+        // 1 + 2 + 4 + 8 + 16 s of back-off, and six failed starts.
+        let status = await up.waitForExit(timeout: .seconds(120))
+        let output = programs.read("up.log")
+        #expect(status == 1, "\(output)")
+        for (restart, delay) in zip(1...5, [1, 2, 4, 8, 16]) {
+            #expect(output.contains("restarting in \(delay)s (restart \(restart) of 5 in 5 min)"), "\(output)")
+        }
+        #expect(output.contains("eto exited (exit code"), "\(output)")
+        #expect(output.contains("Stopped: eto kept failing (5 restarts within 5 min, then it exited again); see /"), "\(output)")
+        #expect(output.contains(".switchboard/logs/eto.log."), "\(output)")
+        // Only the ETO worker failed.
+        #expect(output.components(separatedBy: " exited (").count - 1 == 6, "\(output)")
+        #expect(!output.contains("Switchboard stopped"))
+    }
 }

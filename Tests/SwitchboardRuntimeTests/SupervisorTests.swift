@@ -108,6 +108,94 @@ struct SupervisorTests {
         try supervisor.start(Self.shell("a", "exit 0"))
         #expect(throws: Supervisor.Failure.self) { try supervisor.start(Self.shell("a", "exit 0")) }
     }
+
+    /// Events `keepRunning` reports, on a stream a test waits on.
+    static func events() -> (AsyncStream<Supervisor.Event>, @Sendable (Supervisor.Event) -> Void) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Supervisor.Event.self)
+        return (stream, { continuation.yield($0) })
+    }
+
+    static let quick = RestartPolicy.Configuration(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(80), limit: 2)
+
+    @Test(
+        "keepRunning restarts a child killed with SIGKILL on its notify socket (READY=1 again), with the restart arguments; the others run on"
+    )
+    func restartsKilled() async throws {
+        let supervisor = try Supervisor()
+        var program = Self.shell("a", "notify 'READY=1'; exec sleep 30")
+        program.restart = Self.quick
+        program.restartArguments = ["-c", Self.notify + "\nnotify 'STATUS=again'; notify 'READY=1'; exec sleep 30"]
+        let first = try supervisor.start(program)
+        let other = try supervisor.start(Self.shell("b", "notify 'READY=1'; exec sleep 30"))
+        #expect(await supervisor.waitUntilReady("a", timeout: .seconds(30)) == .ready)
+        let (events, report) = Self.events()
+        try await withThrowingTaskGroup(of: Supervisor.GaveUp?.self) { group in
+            group.addTask { await supervisor.keepRunning(report: report) }
+            first.signal(SIGKILL)
+            var iterator = events.makeAsyncIterator()
+            #expect(
+                await iterator.next()
+                    == .exited(
+                        name: "a", termination: .signalled(SIGKILL),
+                        action: .restart(after: .milliseconds(20), restart: 1, limit: 2, window: .seconds(300))))
+            guard case .restarted("a", let pid, 1)? = await iterator.next() else {
+                Issue.record("not restarted")
+                return
+            }
+            #expect(pid != first.processIdentifier && supervisor.processes["a"]?.processIdentifier == pid)
+            guard case .ready("a", pid, _)? = await iterator.next() else {
+                Issue.record("not ready again")
+                return
+            }
+            let status = try #require(supervisor.statuses["a"])
+            #expect(status.ready && status.restarts == 1 && status.exitCode == nil && status.status == "again")
+            #expect(other.isRunning && supervisor.statuses["b"]?.restarts == 0)
+            group.cancelAll()
+            #expect(try await group.next() == .some(nil), "cancelled: no child given up on")
+        }
+        #expect(await supervisor.stopAll() == ["a": 15, "b": 15], "stopAll stops the restarted process")
+    }
+
+    @Test("keepRunning gives up on a child that exits once more after its limit of restarts, with how it ended")
+    func givesUp() async throws {
+        let supervisor = try Supervisor()
+        var program = Self.shell("a", "exit 3")
+        program.restart = Self.quick
+        try supervisor.start(program)
+        let (events, report) = Self.events()
+        let gaveUp = try #require(await supervisor.keepRunning(report: report))
+        #expect(gaveUp.name == "a" && gaveUp.termination == .exited(code: 3) && gaveUp.restarts == 2 && gaveUp.window == .seconds(300))
+        var exits: [RestartPolicy.Action] = []
+        for await event in events {
+            if case .exited(_, _, let action) = event { exits.append(action) }
+            if case .exited(_, _, .giveUp) = event { break }
+        }
+        #expect(
+            exits == [
+                .restart(after: .milliseconds(20), restart: 1, limit: 2, window: .seconds(300)),
+                .restart(after: .milliseconds(40), restart: 2, limit: 2, window: .seconds(300)),
+                .giveUp(restarts: 2, window: .seconds(300)),
+            ])
+        #expect(supervisor.statuses["a"]?.restarts == 2)
+    }
+
+    @Test("a restart waiting out its delay is abandoned when keepRunning is cancelled: stopAll starts nothing")
+    func cancelledDelay() async throws {
+        let supervisor = try Supervisor()
+        var program = Self.shell("a", "exit 3")
+        program.restart = .init(initialDelay: .seconds(30))
+        try supervisor.start(program)
+        let (events, report) = Self.events()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { _ = await supervisor.keepRunning(report: report) }
+            var iterator = events.makeAsyncIterator()
+            _ = await iterator.next()
+            #expect(supervisor.statuses["a"]?.restartScheduled == true)
+            group.cancelAll()
+        }
+        #expect(await supervisor.stopAll() == ["a": 3])
+        #expect(supervisor.statuses["a"]?.restarts == 0)
+    }
 }
 
 @Suite("ServiceReadiness: the program's end of the notify protocol")
