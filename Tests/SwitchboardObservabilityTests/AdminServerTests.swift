@@ -117,8 +117,10 @@ struct AdminServerTests {
 
             try await waitUntil("every half-sent request is closed", timeout: .seconds(20)) { flood.closedCount == 200 }
             let held = flood.connections.compactMap(\.held).sorted()
-            // Closed for room, not for time: well before the header time-out.
-            let atOnce = held.filter { $0 < timeout / 2 }.count
+            // Closed for room, not for time: before the header time-out (a connection is closed
+            // when a newer one needs its place, which beside every other suite came up to 10 s
+            // after it was sent: the flood itself took that long to connect).
+            let atOnce = held.filter { $0 < timeout - .seconds(1) }.count
             let longest = try #require(held.last)
             #expect(held.count == 200 && atOnce >= 200 - 8, "\(held)")
             // The server's clock starts at accept, a little before the client's `sent`; the client
@@ -126,7 +128,7 @@ struct AdminServerTests {
             // time-out, not held for good, is what this checks.
             #expect(longest > timeout - .milliseconds(500) && longest < timeout + .seconds(30), "\(held.suffix(8))")
             print(
-                "admin server, 200 half-sent requests, limit 8, header time-out \(timeout): \(atOnce) closed within \(timeout / 2) (all but 8 after \(settled)); the rest held \(held.suffix(8).map { "\($0)" }.joined(separator: ", ")); /health/live answered in \(answered) during the flood"
+                "admin server, 200 half-sent requests, limit 8, header time-out \(timeout): \(atOnce) closed before the time-out (all but 8 after \(settled)); the rest held \(held.suffix(8).map { "\($0)" }.joined(separator: ", ")); /health/live answered in \(answered) during the flood"
             )
             await flood.stop()
         }
