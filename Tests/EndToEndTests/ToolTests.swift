@@ -1,7 +1,11 @@
 import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardTesting
 import Testing
+import ZeroMQ
 
 @Suite("Kiosk, monitor and switchboard up (processes)")
 struct ToolTests {
@@ -122,6 +126,59 @@ struct ToolTests {
         #expect(json.contains("[personal]"), "\(json)")
         let shown = try await monitor(["--json", "--show-personal-data"], log: "shown.log")
         for value in personal { #expect(shown.contains(value), "\(value) missing: \(shown)") }
+        #expect(await broker.stop() == 0)
+    }
+
+    @Test(
+        "the monitor's text line: #bus_seq first, the producer's time labelled, and all of filemaker.record.written's content (record_id, event_id) with personal data still hidden"
+    )
+    func monitorLineShowsRecordAndOrder() async throws {
+        let directory = try TemporaryDirectory("monitor-line")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let (broker, endpoints) = try await programs.broker()
+        // The writer's event is made first and journaled second: its own time is earlier than
+        // the check-in's although it comes after it in the journal, as a worker's resent event
+        // or a kiosk back from offline does.
+        let outbox = try Outbox(path: directory.path("filemaker/outbox.sqlite"), producer: "filemaker")
+        let checkinEventID = UUIDv7.string()
+        let written = try JSONSerialization.data(
+            withJSONObject: [
+                "event_id": checkinEventID, "bus_seq": 1, "database": "Shelter", "layout": "CheckIns", "record_id": "4242",
+                "created": true,
+            ] as [String: Any])
+        try await outbox.enqueue([.init(type: "filemaker.record.written", schema: "filemaker.record.written/1", content: written)])
+        let kiosk = try programs.start(
+            "switchboard-kiosk",
+            [
+                "checkin", "--kiosk", "k-line", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "--first", "Zelda", "--last", "Quarrington", "--dob", "1987-06-05", "--site", "12", "--program", "3",
+                "--notes", "sleeps under the Ninth St bridge", "--lookup-wait", "0s",
+            ], log: "kiosk.log")
+        #expect(await kiosk.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("kiosk.log"))")
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let report = try await OutboxSender(outbox: outbox, io: io, endpoint: endpoints.ingest, logger: Logger(label: "test"))
+            .deliver(until: .now + .seconds(30))
+        await io.shutdown()
+        await context.terminate()
+        #expect(report.delivered == 1 && report.lastBusSeq == 2, "\(report)")
+
+        let monitor = try programs.start(
+            "switchboard-monitor", ["--from", "1", "--count", "2", "--fanout", endpoints.fanout, "--replay", endpoints.replay],
+            log: "monitor.log")
+        #expect(await monitor.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("monitor.log"))")
+        let lines = programs.read("monitor.log").split(separator: "\n").map(String.init).filter { !$0.hasPrefix("--") }
+        #expect(lines.count == 2, "\(lines)")
+        // Journal order, said first; the time that may go backwards is named as the producer's.
+        #expect(lines.first?.hasPrefix("#1  checkin.recorded  k-line  made ") == true, "\(lines)")
+        #expect(lines.last?.hasPrefix("#2  filemaker.record.written  filemaker  made ") == true, "\(lines)")
+        let line = lines.last ?? ""
+        #expect(line.contains(#""record_id":"4242""#) && line.contains(#""event_id":"\#(checkinEventID)""#), "\(line)")
+        #expect(line.contains(#""database":"Shelter""#) && line.contains(#""layout":"CheckIns""#), "\(line)")
+        for value in ["Zelda", "Quarrington", "1987-06-05", "Ninth St"] {
+            #expect(!programs.read("monitor.log").contains(value), "\(value) shown")
+        }
         #expect(await broker.stop() == 0)
     }
 
