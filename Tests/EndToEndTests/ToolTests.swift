@@ -241,6 +241,65 @@ struct ToolTests {
     }
 
     @Test(
+        "beside `switchboard up --port N`, kiosk sites and checkin and the monitor find its broker in .switchboard/broker/endpoints.json, with only a key given, as the README shows"
+    )
+    func kioskFindsUpsBroker() async throws {
+        let directory = try TemporaryDirectory("kiosk-up")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let port = try freePort(count: 5)
+        let emulatorPort = try freePort(count: 1)
+        let up = try programs.start(
+            "switchboard", ["up", "--no-demo", "--port", String(port), "--emulator-port", String(emulatorPort)], log: "up.log")
+        try await waitUntil("switchboard up has started everything", timeout: .seconds(90)) {
+            guard up.isRunning else { throw WaitTimedOut(description: "up exited: \(programs.read("up.log"))") }
+            return programs.read("up.log").contains("Ctrl-C stops everything.")
+        }
+        // The README's walk-through, from up's working directory: a kiosk key, allowed by a copy.
+        let keygen = try programs.start(
+            "switchboard", ["keygen", "--name", "riverside-1", "--role", "kiosk", "--out", ".switchboard/keys/secrets"], log: "keygen.log")
+        #expect(await keygen.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("keygen.log"))")
+        let copy = try programs.start(
+            "cp", [".switchboard/keys/secrets/riverside-1.cert", ".switchboard/keys/allowed/"], log: "cp.log", executable: "/bin/cp")
+        #expect(await copy.waitForExit(timeout: .seconds(10)) == 0, "\(programs.read("cp.log"))")
+        let kioskKey = [
+            "SWITCHBOARD_CERTIFICATE": ".switchboard/keys/secrets/riverside-1.secret",
+            "SWITCHBOARD_BROKER_KEY": ".switchboard/keys/secrets/broker.cert",
+        ]
+        // The allow-list reloads by itself and the eto worker registers its service after it
+        // starts: ask again until both have happened.
+        var attempt = 0
+        try await waitUntil(
+            "switchboard-kiosk sites answers through up's broker; the last try: \(programs.read("sites\(attempt).log"))",
+            timeout: .seconds(60)
+        ) {
+            attempt += 1
+            let sites = try programs.start("switchboard-kiosk", ["sites"], log: "sites\(attempt).log", environment: kioskKey)
+            return await sites.waitForExit(timeout: .seconds(30)) == 0 && programs.read("sites\(attempt).log").contains("site 101")
+        }
+        let checkin = try programs.start(
+            "switchboard-kiosk",
+            ["checkin", "--first", "Ana", "--last", "Ortiz", "--dob", "1976-02-23", "--site", "101", "--program", "792"],
+            log: "checkin.log", environment: kioskKey)
+        #expect(await checkin.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("checkin.log"))")
+        let output = programs.read("checkin.log")
+        #expect(output.contains("ETO knows this person: participant 1000."), "\(output)")
+        #expect(output.contains("Delivered 1 check-in"), "\(output)")
+        // The walk-through's monitor lines too, with the monitor's key.
+        let monitor = try programs.start(
+            "switchboard-monitor", ["--topic", "checkin.", "--from", "1", "--count", "1"], log: "monitor.log",
+            environment: [
+                "SWITCHBOARD_CERTIFICATE": ".switchboard/keys/secrets/monitor.secret",
+                "SWITCHBOARD_BROKER_KEY": ".switchboard/keys/secrets/broker.cert",
+            ])
+        let monitorStatus = await monitor.waitForExit(timeout: .seconds(30))
+        if monitorStatus == nil { await monitor.stop() }
+        #expect(monitorStatus == 0, "\(programs.read("monitor.log"))")
+        #expect(programs.read("monitor.log").contains("checkin.recorded  riverside-1"), "\(programs.read("monitor.log"))")
+        #expect(await up.stop(grace: .seconds(60)) == 0, "\(programs.read("up.log"))")
+    }
+
+    @Test(
         "switchboard up starts broker, emulators, auth, the three workers, demo kiosk and monitor; check-ins reach FileMaker and ETO, people reach Staff; all stop cleanly"
     )
     func up() async throws {
