@@ -1,6 +1,8 @@
 // Where a client program finds the broker: one host name for the five endpoints, each of which
 // can still be set alone.
 
+import Foundation
+
 /// The broker's five endpoints as a client connects to them.
 public struct BrokerEndpoints: Sendable, Equatable {
     public var ingest: String
@@ -40,6 +42,37 @@ public struct BrokerEndpoints: Sendable, Equatable {
         if layers.keys.contains("replay"), let value = try layers.endpoint("replay") { replay = value }
         if layers.keys.contains("service"), let value = try layers.endpoint("service") { service = value }
         if layers.keys.contains("groups"), let value = try layers.endpoint("groups") { groups = value }
+    }
+}
+
+extension BrokerEndpoints {
+    /// From the layers as `init(layers:)` reads them; an endpoint that neither its own key nor
+    /// `broker_host` sets comes from what a local broker wrote to
+    /// `<dataDirectory>/broker/endpoints.json` (`switchboard up`'s, at whatever `--port`), else
+    /// the default. So a program run beside `up` reaches its broker with no endpoint given, as
+    /// the operator commands do, and anything said explicitly still wins over the file.
+    public init(layers: ConfigurationLayers, dataDirectory: String) throws(ConfigurationLayers.Failure) {
+        try self.init(layers: layers)
+        guard try layers.lookup("broker_host") == nil,
+            let written = Self.written(dataDirectory: dataDirectory)
+        else { return }
+        func unset(_ key: String) throws(ConfigurationLayers.Failure) -> Bool {
+            guard layers.keys.contains(key) else { return true }
+            return try layers.lookup(key) == nil
+        }
+        if try unset("ingest"), let value = written["ingest"] { ingest = value }
+        if try unset("fanout"), let value = written["fanout"] { fanout = value }
+        if try unset("replay"), let value = written["replay"] { replay = value }
+        if try unset("service"), let value = written["service"] { service = value }
+        if try unset("groups"), let value = written["groups"] { groups = value }
+    }
+
+    /// The endpoints a broker wrote to `<dataDirectory>/broker/endpoints.json`, by name; nil
+    /// when there is no such file or it cannot be read (no local broker: the defaults apply).
+    public static func written(dataDirectory: String) -> [String: String]? {
+        let file = URL(fileURLWithPath: dataDirectory).appendingPathComponent("broker/endpoints.json")
+        guard let data = try? Data(contentsOf: file) else { return nil }
+        return try? JSONDecoder().decode([String: String].self, from: data)
     }
 }
 

@@ -26,6 +26,11 @@ struct KioskCommand: AsyncParsableCommand {
             SWITCHBOARD_BROKER_HOST, SWITCHBOARD_INGEST, SWITCHBOARD_SERVICE,
             SWITCHBOARD_CERTIFICATE, SWITCHBOARD_BROKER_KEY, SWITCHBOARD_ADMIN), flags. Keys:
             id, broker_host, ingest, service, outbox, log_level, certificate, broker_key, admin.
+            The broker's ingest and service endpoints, each: its flag (--broker, --service), else
+            the environment, else the file, else --broker-host's (flag, environment, file) at the
+            default port, else what a local broker wrote to <data-dir>/broker/endpoints.json (so
+            beside `switchboard up --port N` no endpoint need be given), else 127.0.0.1 at the
+            default port: the operator commands' order.
             """,
         subcommands: [
             CheckInCommand.self, LookupCommand.self, SitesCommand.self, ImportCommand.self, LoadCommand.self, FlushCommand.self,
@@ -46,7 +51,11 @@ struct KioskOptions: ParsableArguments {
     @Option(help: "The broker's ingest endpoint (key ingest; default tcp://<broker-host>:5560).") var broker: String?
     @Option(help: "The broker's service endpoint, for the `eto` service (lookups; default tcp://<broker-host>:5563).")
     var service: String?
-    @Option(help: "The outbox file (default .switchboard/kiosk/<id>/outbox.sqlite).") var outbox: String?
+    @Option(help: "The outbox file (default <data-dir>/kiosk/<id>/outbox.sqlite).") var outbox: String?
+    @Option(
+        name: .customLong("data-dir"),
+        help: "Where `switchboard up` keeps its state: the endpoints its broker wrote (broker/endpoints.json), and the default outbox.")
+    var dataDirectory = ".switchboard"
     @Option(name: .customLong("log-level"), help: "Log level for diagnostics on standard error (default warning).") var logLevel: String?
     @Option(help: "This kiosk's secret certificate, for a broker that runs CURVE.") var certificate: String?
     @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key.") var brokerKey: String?
@@ -76,7 +85,7 @@ struct KioskOptions: ParsableArguments {
             let layers = try ConfigurationLayers(
                 program: "kiosk", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
                 flagNames: Self.flagNames)
-            let endpoints = try BrokerEndpoints(layers: layers)
+            let endpoints = try BrokerEndpoints(layers: layers, dataDirectory: dataDirectory)
             let credentials = try ClientCredentials.load(
                 certificate: try layers.nonEmpty("certificate"), brokerKey: try layers.nonEmpty("broker_key"), environment: [:])
             let given = try layers.nonEmpty("id")
@@ -100,7 +109,8 @@ struct KioskOptions: ParsableArguments {
             }
             return Settings(
                 layers: layers, kioskID: kioskID, endpoints: endpoints,
-                outboxPath: try layers.nonEmpty("outbox") ?? ".switchboard/kiosk/\(kioskID)/outbox.sqlite", logLevel: level,
+                outboxPath: try layers.nonEmpty("outbox")
+                    ?? (dataDirectory as NSString).appendingPathComponent("kiosk/\(kioskID)/outbox.sqlite"), logLevel: level,
                 credentials: credentials)
         } catch let failure as ConfigurationLayers.Failure {
             throw ValidationError(failure.description)

@@ -1,7 +1,11 @@
 import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardTesting
 import Testing
+import ZeroMQ
 
 @Suite("Kiosk, monitor and switchboard up (processes)")
 struct ToolTests {
@@ -125,6 +129,59 @@ struct ToolTests {
         #expect(await broker.stop() == 0)
     }
 
+    @Test(
+        "the monitor's text line: #bus_seq first, the producer's time labelled, and all of filemaker.record.written's content (record_id, event_id) with personal data still hidden"
+    )
+    func monitorLineShowsRecordAndOrder() async throws {
+        let directory = try TemporaryDirectory("monitor-line")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let (broker, endpoints) = try await programs.broker()
+        // The writer's event is made first and journaled second: its own time is earlier than
+        // the check-in's although it comes after it in the journal, as a worker's resent event
+        // or a kiosk back from offline does.
+        let outbox = try Outbox(path: directory.path("filemaker/outbox.sqlite"), producer: "filemaker")
+        let checkinEventID = UUIDv7.string()
+        let written = try JSONSerialization.data(
+            withJSONObject: [
+                "event_id": checkinEventID, "bus_seq": 1, "database": "Shelter", "layout": "CheckIns", "record_id": "4242",
+                "created": true,
+            ] as [String: Any])
+        try await outbox.enqueue([.init(type: "filemaker.record.written", schema: "filemaker.record.written/1", content: written)])
+        let kiosk = try programs.start(
+            "switchboard-kiosk",
+            [
+                "checkin", "--kiosk", "k-line", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "--first", "Zelda", "--last", "Quarrington", "--dob", "1987-06-05", "--site", "12", "--program", "3",
+                "--notes", "sleeps under the Ninth St bridge", "--lookup-wait", "0s",
+            ], log: "kiosk.log")
+        #expect(await kiosk.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("kiosk.log"))")
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let report = try await OutboxSender(outbox: outbox, io: io, endpoint: endpoints.ingest, logger: Logger(label: "test"))
+            .deliver(until: .now + .seconds(30))
+        await io.shutdown()
+        await context.terminate()
+        #expect(report.delivered == 1 && report.lastBusSeq == 2, "\(report)")
+
+        let monitor = try programs.start(
+            "switchboard-monitor", ["--from", "1", "--count", "2", "--fanout", endpoints.fanout, "--replay", endpoints.replay],
+            log: "monitor.log")
+        #expect(await monitor.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("monitor.log"))")
+        let lines = programs.read("monitor.log").split(separator: "\n").map(String.init).filter { !$0.hasPrefix("--") }
+        #expect(lines.count == 2, "\(lines)")
+        // Journal order, said first; the time that may go backwards is named as the producer's.
+        #expect(lines.first?.hasPrefix("#1  checkin.recorded  k-line  made ") == true, "\(lines)")
+        #expect(lines.last?.hasPrefix("#2  filemaker.record.written  filemaker  made ") == true, "\(lines)")
+        let line = lines.last ?? ""
+        #expect(line.contains(#""record_id":"4242""#) && line.contains(#""event_id":"\#(checkinEventID)""#), "\(line)")
+        #expect(line.contains(#""database":"Shelter""#) && line.contains(#""layout":"CheckIns""#), "\(line)")
+        for value in ["Zelda", "Quarrington", "1987-06-05", "Ninth St"] {
+            #expect(!programs.read("monitor.log").contains(value), "\(value) shown")
+        }
+        #expect(await broker.stop() == 0)
+    }
+
     @Test("the kiosk refuses bad input with a message naming the field, and queues nothing")
     func kioskBadInput() async throws {
         let directory = try TemporaryDirectory("kiosk-input")
@@ -181,6 +238,65 @@ struct ToolTests {
         #expect(programs.read("flush.log").contains("Delivered 1 check-in"))
         #expect(programs.journalCount() == 1)
         #expect(await broker.stop() == 0)
+    }
+
+    @Test(
+        "beside `switchboard up --port N`, kiosk sites and checkin and the monitor find its broker in .switchboard/broker/endpoints.json, with only a key given, as the README shows"
+    )
+    func kioskFindsUpsBroker() async throws {
+        let directory = try TemporaryDirectory("kiosk-up")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let port = try freePort(count: 5)
+        let emulatorPort = try freePort(count: 1)
+        let up = try programs.start(
+            "switchboard", ["up", "--no-demo", "--port", String(port), "--emulator-port", String(emulatorPort)], log: "up.log")
+        try await waitUntil("switchboard up has started everything", timeout: .seconds(90)) {
+            guard up.isRunning else { throw WaitTimedOut(description: "up exited: \(programs.read("up.log"))") }
+            return programs.read("up.log").contains("Ctrl-C stops everything.")
+        }
+        // The README's walk-through, from up's working directory: a kiosk key, allowed by a copy.
+        let keygen = try programs.start(
+            "switchboard", ["keygen", "--name", "riverside-1", "--role", "kiosk", "--out", ".switchboard/keys/secrets"], log: "keygen.log")
+        #expect(await keygen.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("keygen.log"))")
+        let copy = try programs.start(
+            "cp", [".switchboard/keys/secrets/riverside-1.cert", ".switchboard/keys/allowed/"], log: "cp.log", executable: "/bin/cp")
+        #expect(await copy.waitForExit(timeout: .seconds(10)) == 0, "\(programs.read("cp.log"))")
+        let kioskKey = [
+            "SWITCHBOARD_CERTIFICATE": ".switchboard/keys/secrets/riverside-1.secret",
+            "SWITCHBOARD_BROKER_KEY": ".switchboard/keys/secrets/broker.cert",
+        ]
+        // The allow-list reloads by itself and the eto worker registers its service after it
+        // starts: ask again until both have happened.
+        var attempt = 0
+        try await waitUntil(
+            "switchboard-kiosk sites answers through up's broker; the last try: \(programs.read("sites\(attempt).log"))",
+            timeout: .seconds(60)
+        ) {
+            attempt += 1
+            let sites = try programs.start("switchboard-kiosk", ["sites"], log: "sites\(attempt).log", environment: kioskKey)
+            return await sites.waitForExit(timeout: .seconds(30)) == 0 && programs.read("sites\(attempt).log").contains("site 101")
+        }
+        let checkin = try programs.start(
+            "switchboard-kiosk",
+            ["checkin", "--first", "Ana", "--last", "Ortiz", "--dob", "1976-02-23", "--site", "101", "--program", "792"],
+            log: "checkin.log", environment: kioskKey)
+        #expect(await checkin.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("checkin.log"))")
+        let output = programs.read("checkin.log")
+        #expect(output.contains("ETO knows this person: participant 1000."), "\(output)")
+        #expect(output.contains("Delivered 1 check-in"), "\(output)")
+        // The walk-through's monitor lines too, with the monitor's key.
+        let monitor = try programs.start(
+            "switchboard-monitor", ["--topic", "checkin.", "--from", "1", "--count", "1"], log: "monitor.log",
+            environment: [
+                "SWITCHBOARD_CERTIFICATE": ".switchboard/keys/secrets/monitor.secret",
+                "SWITCHBOARD_BROKER_KEY": ".switchboard/keys/secrets/broker.cert",
+            ])
+        let monitorStatus = await monitor.waitForExit(timeout: .seconds(30))
+        if monitorStatus == nil { await monitor.stop() }
+        #expect(monitorStatus == 0, "\(programs.read("monitor.log"))")
+        #expect(programs.read("monitor.log").contains("checkin.recorded  riverside-1"), "\(programs.read("monitor.log"))")
+        #expect(await up.stop(grace: .seconds(60)) == 0, "\(programs.read("up.log"))")
     }
 
     @Test(
