@@ -342,9 +342,11 @@ struct ServiceTests {
         let learned = worker.statistics.connections
         try await waitUntil("6 more broker heartbeats", timeout: .seconds(60)) { worker.statistics.brokerHeartbeats >= 10 }
         // A worker that had not learned would reconnect every 300 ms, about 20 times in these
-        // 6 s; one that learned (3 s) only if a loaded machine stops it that long.
+        // 6 s; one that learned (3 s) only if a loaded machine stops it that long, which the
+        // whole suite on two cores did twice in one run (CI of a clean clone saw 2): a few, not
+        // twenty, is what tells the two apart.
         let since = worker.statistics.connections - learned
-        #expect(since <= 1, "reconnected \(since) times after learning")
+        #expect(since <= 3, "reconnected \(since) times after learning")
         let client = Self.client(fixture)
         // It still serves (sent again if it happens to be reconnecting when asked).
         let reply = try await client.request(
