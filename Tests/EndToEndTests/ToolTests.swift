@@ -7,7 +7,9 @@ import SwitchboardTesting
 import Testing
 import ZeroMQ
 
-@Suite("Kiosk, monitor and switchboard up (processes)")
+// One test at a time: four of them run a whole `switchboard up` (eight processes each), and
+// together beside every other suite they stalled two cores long enough to fail timing tests.
+@Suite("Kiosk, monitor and switchboard up (processes)", .serialized)
 struct ToolTests {
     @Test("a monitor started late catches up from the journal and follows live: every event once, in order")
     func monitorCatchesUp() async throws {
