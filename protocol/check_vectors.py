@@ -36,6 +36,17 @@ for path in sorted((root / "vectors" / "checkin.recorded").glob("*.json")):
     if not expect["valid"] and expect["rule"] == "schema" and not errors:
         failures.append(f"{path.name}: invalid vector passes the schema")
 
+voided = jsonschema.Draft202012Validator(schemas["checkin.voided.v1.json"])
+for path in sorted((root / "vectors" / "checkin.voided").glob("*.json")):
+    vector = json.loads(path.read_text())
+    errors = list(voided.iter_errors(vector["content"]))
+    expect = vector["expect"]
+    count += 1
+    if expect["valid"] and errors:
+        failures.append(f"{path.name}: valid vector fails the schema: {errors[0].message}")
+    if not expect["valid"] and expect["rule"] == "schema" and not errors:
+        failures.append(f"{path.name}: invalid vector passes the schema")
+
 header = jsonschema.Draft202012Validator(schemas["event.header.v1.json"])
 for path in sorted((root / "vectors" / "envelope").glob("valid-*.json")):
     vector = json.loads(path.read_text())

@@ -14,18 +14,34 @@ public struct CheckIn: Codable, Sendable, Hashable {
         public var lastName: String?
         /// `YYYY-MM-DD`.
         public var dateOfBirth: String?
+        /// A walk-in: a person entered at the desk who is not (known to be) in ETO yet. Requires
+        /// first name, last name and date of birth, and no ETO id; `switchboard-eto` creates the
+        /// participant unless one with exactly that name and date of birth exists (section 16.2).
+        public var isNew: Bool?
+        /// `female`, `male` or `unknown` (ETO's three values), for a walk-in's record.
+        public var gender: String?
 
         enum CodingKeys: String, CodingKey {
             case etoParticipantID = "eto_participant_id", firstName = "first_name", lastName = "last_name",
-                dateOfBirth = "date_of_birth"
+                dateOfBirth = "date_of_birth", isNew = "new", gender
         }
 
-        public init(etoParticipantID: Int64? = nil, firstName: String? = nil, lastName: String? = nil, dateOfBirth: String? = nil) {
+        public static let genders: Set<String> = ["female", "male", "unknown"]
+
+        public init(
+            etoParticipantID: Int64? = nil, firstName: String? = nil, lastName: String? = nil, dateOfBirth: String? = nil,
+            isNew: Bool? = nil, gender: String? = nil
+        ) {
             self.etoParticipantID = etoParticipantID
             self.firstName = firstName
             self.lastName = lastName
             self.dateOfBirth = dateOfBirth
+            self.isNew = isNew
+            self.gender = gender
         }
+
+        /// Whether this is a walk-in (`new: true`).
+        public var isWalkIn: Bool { isNew == true }
     }
 
     /// Where a street-outreach check-in happened.
@@ -57,15 +73,20 @@ public struct CheckIn: Codable, Sendable, Hashable {
     public var checkedInAt: String
     public var location: Location?
     public var notes: String?
+    /// The bed assigned for the night, as the shelter names it (`12`, `B-4`).
+    public var bed: String?
+    /// The staff member who recorded it at a desk: their desk account's id (`staff-…`), never
+    /// their name.
+    public var recordedBy: String?
 
     enum CodingKeys: String, CodingKey {
         case participant, siteID = "site_id", programID = "program_id", kioskID = "kiosk_id",
-            checkedInAt = "checked_in_at", location, notes
+            checkedInAt = "checked_in_at", location, notes, bed, recordedBy = "recorded_by"
     }
 
     public init(
         participant: Participant, siteID: Int64, programID: Int64, kioskID: String, checkedInAt: String,
-        location: Location? = nil, notes: String? = nil
+        location: Location? = nil, notes: String? = nil, bed: String? = nil, recordedBy: String? = nil
     ) {
         self.participant = participant
         self.siteID = siteID
@@ -74,10 +95,13 @@ public struct CheckIn: Codable, Sendable, Hashable {
         self.checkedInAt = checkedInAt
         self.location = location
         self.notes = notes
+        self.bed = bed
+        self.recordedBy = recordedBy
     }
 
     public static let maximumNameLength = 100
     public static let maximumNotesLength = 2000
+    public static let maximumBedLength = 50
 
     /// Checks every rule of the JSON Schema; the error names the field.
     /// - Parameter today: days since 1970-01-01, for the date-of-birth check.
@@ -106,6 +130,20 @@ public struct CheckIn: Codable, Sendable, Hashable {
             throw fail("participant.eto_participant_id", "must be a positive integer")
         }
         let byName = participant.firstName != nil && participant.lastName != nil
+        if participant.isWalkIn {
+            guard participant.etoParticipantID == nil else {
+                throw fail("participant.eto_participant_id", "must be absent for a new person (new: true)")
+            }
+            for (field, value) in [("first_name", participant.firstName), ("last_name", participant.lastName)] where value == nil {
+                throw fail("participant.\(field)", "is required for a new person (new: true)")
+            }
+            guard participant.dateOfBirth != nil else {
+                throw fail("participant.date_of_birth", "is required for a new person (new: true)")
+            }
+        }
+        if let gender = participant.gender, !Participant.genders.contains(gender) {
+            throw fail("participant.gender", "must be one of female, male, unknown")
+        }
         guard participant.etoParticipantID != nil || byName else {
             if participant.firstName != nil {
                 throw fail("participant.last_name", "is required with first_name (or give eto_participant_id)")
@@ -146,6 +184,18 @@ public struct CheckIn: Codable, Sendable, Hashable {
         }
         if let notes, notes.utf8.count > Self.maximumNotesLength, notes.unicodeScalars.count > Self.maximumNotesLength {
             throw fail("notes", "must be at most \(Self.maximumNotesLength) characters")
+        }
+        if let bed {
+            guard !bed.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {
+                throw fail("bed", "must not contain control characters")
+            }
+            guard !bed.allSatisfy(\.isWhitespace) else { throw fail("bed", "must not be blank") }
+            guard bed.unicodeScalars.count <= Self.maximumBedLength else {
+                throw fail("bed", "must be at most \(Self.maximumBedLength) characters")
+            }
+        }
+        if let recordedBy, !Producer.isValid(recordedBy) {
+            throw fail("recorded_by", "must be 1–64 characters of A–Z a–z 0–9 . _ : -")
         }
     }
 

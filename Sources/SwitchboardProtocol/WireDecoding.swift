@@ -62,6 +62,14 @@ struct WireObject {
         }
     }
 
+    func optionalBool(_ key: String) throws(ProtocolError) -> Bool? {
+        switch fields[key] {
+        case nil: return nil
+        case .bool(let value)?: return value
+        default: throw fail(key, "must be true or false")
+        }
+    }
+
     func optionalObject(_ key: String) throws(ProtocolError) -> WireObject? {
         switch fields[key] {
         case nil: return nil
@@ -215,9 +223,24 @@ extension CheckIn {
             participant: Participant(
                 etoParticipantID: try participant.optionalInteger("eto_participant_id"),
                 firstName: try participant.optionalString("first_name"),
-                lastName: try participant.optionalString("last_name"), dateOfBirth: try participant.optionalString("date_of_birth")),
+                lastName: try participant.optionalString("last_name"), dateOfBirth: try participant.optionalString("date_of_birth"),
+                isNew: try participant.optionalBool("new"), gender: try participant.optionalString("gender")),
             siteID: try object.integer("site_id"), programID: try object.integer("program_id"), kioskID: try object.string("kiosk_id"),
-            checkedInAt: try object.string("checked_in_at"), location: location, notes: try object.optionalString("notes"))
+            checkedInAt: try object.string("checked_in_at"), location: location, notes: try object.optionalString("notes"),
+            bed: try object.optionalString("bed"), recordedBy: try object.optionalString("recorded_by"))
+    }
+}
+
+extension CheckInVoid {
+    /// Reads a void from parsed content (unknown fields ignored); call `validate()` after.
+    public init(wire value: JSONValue) throws(ProtocolError) {
+        guard case .object(let fields) = value else { throw ProtocolError(.schemaViolation, "content must be a JSON object") }
+        let object = WireObject(fields: fields, frame: "content", code: .schemaViolation)
+        self.init(
+            checkInEventID: try object.string("checkin_event_id"), siteID: try object.integer("site_id"),
+            programID: try object.integer("program_id"), kioskID: try object.string("kiosk_id"),
+            voidedAt: try object.string("voided_at"), reason: try object.string("reason"),
+            recordedBy: try object.optionalString("recorded_by"))
     }
 }
 
@@ -230,6 +253,11 @@ extension Payloads {
                 throw ProtocolError(.schemaViolation, "schema '\(schema)' is for events of type '\(CheckIn.type)', not '\(type)'")
             }
             try CheckIn(wire: content).validate()
+        case CheckInVoid.schema:
+            guard type == CheckInVoid.type else {
+                throw ProtocolError(.schemaViolation, "schema '\(schema)' is for events of type '\(CheckInVoid.type)', not '\(type)'")
+            }
+            try CheckInVoid(wire: content).validate()
         default:
             guard case .object = content else { throw ProtocolError(.schemaViolation, "content: an event's content must be a JSON object") }
         }

@@ -97,6 +97,30 @@ struct CheckInTests {
         }
     }
 
+    @Test("every checkin.voided vector gets the documented verdict", arguments: try Vectors.contents(schema: "checkin.voided"))
+    func voidVector(_ vector: Vectors.Content) {
+        do {
+            try Payloads.validate(schema: CheckInVoid.schema, type: CheckInVoid.type, content: vector.content)
+            #expect(vector.valid, "\(vector.name) should have been refused")
+        } catch {
+            #expect(!vector.valid, "\(vector.name): \(error)")
+            #expect(error.code == .schemaViolation)
+            if let field = vector.field {
+                #expect(error.message.contains("'\(field)'"), "\(vector.name): \(error.message)")
+            }
+            #expect(!error.message.contains("wrong"), "a refusal never quotes the reason: \(error.message)")
+        }
+    }
+
+    @Test("a void is refused under another event type")
+    func voidUnderWrongType() throws {
+        let content = Data(
+            #"{"checkin_event_id":"019ac1d2-3e4f-7a00-8b00-0123456789ab","site_id":1,"program_id":2,"kiosk_id":"k","voided_at":"2026-11-27T02:14:00Z","reason":"mistake"}"#
+                .utf8)
+        #expect(throws: ProtocolError.self) { try Payloads.validate(schema: CheckInVoid.schema, type: CheckIn.type, content: content) }
+        try Payloads.validate(schema: CheckInVoid.schema, type: CheckInVoid.type, content: content)
+    }
+
     @Test("the summary shows the first name and last initial only")
     func summaryHidesSurname() {
         let checkIn = CheckIn(
