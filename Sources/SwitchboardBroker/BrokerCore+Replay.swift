@@ -5,12 +5,21 @@ import SwitchboardSecurity
 import ZeroMQ
 
 extension BrokerCore {
-    /// What a principal may not replay: `dlq.*` unless it is an admin (no security: nothing
-    /// hidden). Dead letters name the events that failed and why; only operators who may act on
-    /// them read them.
-    static func replayExclusions(security: BrokerSecurity?, principal: String?) -> [String] {
-        guard let security else { return [] }
-        return security.role(of: principal) == .admin ? [] : ["dlq."]
+    /// What a principal may replay (no security: everything). An admin: everything; a kiosk:
+    /// only the outcomes of the events it published (dead letters, FileMaker records, ETO
+    /// responses: `Policy.kioskOutcomeFamilies`), for its desk; anyone else: everything but dead
+    /// letters, which name the events that failed and why for the operators who act on them.
+    static func replayFilter(
+        security: BrokerSecurity?, principal: String?
+    ) -> (
+        excluding: [String], outcomes: (producer: String, families: [String])?
+    ) {
+        guard let security else { return ([], nil) }
+        switch security.role(of: principal) {
+        case .admin?: return ([], nil)
+        case .kiosk?: return ([], (principal ?? "", Policy.kioskOutcomeFamilies))
+        default: return (["dlq."], nil)
+        }
     }
 
     func serveReplay() {
@@ -32,10 +41,10 @@ extension BrokerCore {
                 let fetch = try envelope.decodeHeader(FetchHeader.self)
                 ref = fetch.requestID
                 try fetch.validate()
-                // Dead letters hold the payloads that failed: only an admin replays them.
-                let hidden = Self.replayExclusions(security: broker.security, principal: message.userID)
+                let filter = Self.replayFilter(security: broker.security, principal: message.userID)
                 let (events, read) = try journal.read(
-                    from: fetch.from, to: fetch.to, topics: fetch.topics, limit: fetch.limit, excluding: hidden)
+                    from: fetch.from, to: fetch.to, topics: fetch.topics, limit: fetch.limit, excluding: filter.excluding,
+                    outcomes: filter.outcomes)
                 // END promises everything up to `through` was sent: if the client's queue
                 // refuses an EVENT, stop there and say so, rather than promise what was dropped.
                 var through = read

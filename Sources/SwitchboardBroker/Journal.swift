@@ -239,7 +239,8 @@ public final class Journal {
     /// - Parameter excluding: type prefixes never returned (and counted as covered), whatever
     ///   `topics` says: dead letters for a principal that may not read them.
     public func read(
-        from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64 = 50_000, excluding: [String] = []
+        from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64 = 50_000, excluding: [String] = [],
+        outcomes: (producer: String, families: [String])? = nil
     ) throws
         -> (events: [JournaledEvent], through: Int64)
     {
@@ -257,6 +258,18 @@ public final class Journal {
         for prefix in excluding {
             sql += " AND substr(type, 1, ?) <> ?"
             _ = arguments.append(contentsOf: [prefix.utf8.count, prefix])
+        }
+        if let (producer, families) = outcomes {
+            // Only events of these families whose content's `bus_seq` names an event `producer`
+            // published (the header's producer is the publisher's principal, section 13.3).
+            sql += " AND (" + families.map { _ in "substr(type, 1, ?) = ?" }.joined(separator: " OR ") + ")"
+            for family in families { _ = arguments.append(contentsOf: [family.utf8.count, family]) }
+            sql += """
+                 AND EXISTS (SELECT 1 FROM events AS origin \
+                WHERE origin.bus_seq = json_extract(CAST(events.content AS TEXT), '$.bus_seq') \
+                AND json_extract(CAST(origin.header AS TEXT), '$.producer') = ?)
+                """
+            _ = arguments.append(contentsOf: [producer])
         }
         sql += " ORDER BY bus_seq LIMIT ?"
         _ = arguments.append(contentsOf: [limit])

@@ -21,7 +21,10 @@ public enum Policy {
         case (_, .broker): allowed = false
         case (.ingest, .kiosk), (.ingest, .worker), (.ingest, .auth): allowed = true
         case (.ingest, _): allowed = false
-        case (.fanout, .kiosk), (.replay, .kiosk): allowed = false
+        // A kiosk reads no one's events live; on replay it sees only the outcomes of its own
+        // (`kioskOutcomeFamilies`, section 13.3), for its desk's journey.
+        case (.fanout, .kiosk): allowed = false
+        case (.replay, .kiosk): allowed = true
         case (.fanout, _), (.replay, _): allowed = true
         case (.service, _): allowed = true
         // Consumer groups: workers consume, operators look and act; kiosks and auth have no group.
@@ -30,6 +33,11 @@ public enum Policy {
         }
         return allowed ? nil : "role \(role) may not connect to the \(endpoint.rawValue) endpoint"
     }
+
+    /// What a kiosk may replay: the events that report what became of an event it published
+    /// (their content's `bus_seq` names it): dead letters, the FileMaker writer's records and the
+    /// ETO worker's responses. None carries personal data.
+    public static let kioskOutcomeFamilies = ["dlq.", "filemaker.record.", "eto.response."]
 
     /// Event families only the broker makes (dead letters, refusals, group changes): no role
     /// publishes them, whatever its name.

@@ -350,9 +350,11 @@ struct SecurityTests {
         await secure.stop()
     }
 
-    @Test("dead letters are made by the broker and replayed to an admin only; a monitor's FETCH skips them and still covers the range")
+    @Test(
+        "dead letters are made by the broker and replayed to an admin; a monitor skips them; a kiosk replays only the outcomes of its own events; END still covers the range"
+    )
     func deadLettersForAdmins() async throws {
-        let secure = try await SecureBroker.start(principals: Self.principals)
+        let secure = try await SecureBroker.start(principals: Self.principals + [("harbor-1", .kiosk, nil)])
         let kiosk = try await secure.dealer("riverside-1", secure.fixture.endpoints.ingest)
         #expect(try await Events.exchange(kiosk, try Self.checkIn(producer: "riverside-1"), timeout: .seconds(10)).command == .ack)
         // A worker may no longer publish dead letters: only the broker makes them.
@@ -405,6 +407,22 @@ struct SecurityTests {
         let admin = try await fetch(as: "admin-1")
         #expect(monitor.through == admin.through, "the skipped dead letter is still covered")
         #expect(admin.types.contains("dlq.eto") && admin.types.contains("checkin.recorded"), "\(admin.types)")
+        // A kiosk replays only what became of its own events (its desk's journey): the dead
+        // letter and the worker's outcome event about its check-in, not the check-in itself, and
+        // nothing about another kiosk's.
+        let (_, outcome) = try Events.frames(
+            producer: "eto-1", seq: 2, type: "eto.response.recorded", schema: "eto.response.recorded/1",
+            content: Data(#"{"event_id":"x","bus_seq":\#(delivery!.busSeq)}"#.utf8))
+        #expect(try await Events.exchange(etoIngest, outcome, timeout: .seconds(10)).command == .ack)
+        let (_, unrelated) = try Events.frames(
+            producer: "eto-1", seq: 3, type: "eto.response.recorded", schema: "eto.response.recorded/1",
+            content: Data(#"{"event_id":"y","bus_seq":999}"#.utf8))
+        #expect(try await Events.exchange(etoIngest, unrelated, timeout: .seconds(10)).command == .ack)
+        let adminAfter = try await fetch(as: "admin-1")
+        let own = try await fetch(as: "riverside-1")
+        #expect(own.types == ["dlq.eto", "eto.response.recorded"] && own.through == adminAfter.through, "\(own.types)")
+        let other = try await fetch(as: "harbor-1")
+        #expect(other.types.isEmpty && other.through == adminAfter.through, "\(other.types)")
         await secure.stop()
     }
 }

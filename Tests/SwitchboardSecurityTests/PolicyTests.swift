@@ -11,7 +11,7 @@ struct PolicyTests {
     func connect() {
         // Rows: ingest, fanout, replay, service, groups.
         let allowed: [String: [Bool]] = [
-            "kiosk": [true, false, false, true, false],
+            "kiosk": [true, false, true, true, false],
             "worker:filemaker": [true, true, true, true, true],
             "auth": [true, true, true, true, false],
             "monitor": [false, true, true, true, true],
