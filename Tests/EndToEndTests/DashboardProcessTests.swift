@@ -12,60 +12,6 @@ import ZeroMQ
 /// kiosk and `switchboard-monitor web`.
 @Suite("Dashboard in a browser (processes)", .serialized, .timeLimit(.minutes(3)))
 struct DashboardProcessTests {
-    /// A WebDriver session on a chromedriver process.
-    struct Browser {
-        let base: String
-        let session: String
-
-        static func post(_ url: String, _ body: String) async throws -> [String: Any] {
-            let (_, text) = try await httpRequest("POST", url, body: body)
-            return (try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
-        }
-
-        static func open(port: Int) async throws -> Browser {
-            let base = "http://127.0.0.1:\(port)"
-            let capabilities = #"""
-                {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": "/usr/bin/chromium",
-                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1100"]}}}}
-                """#
-            let answer = try await post(base + "/session", capabilities)
-            guard let value = answer["value"] as? [String: Any], let session = value["sessionId"] as? String else {
-                throw ScrapeError("chromedriver made no session: \(answer)")
-            }
-            return Browser(base: base + "/session/" + session, session: session)
-        }
-
-        func go(_ url: String) async throws {
-            _ = try await Self.post(base + "/url", #"{"url": "\#(url)"}"#)
-        }
-
-        /// Runs `script` in the page; its value as text.
-        func run(_ script: String) async throws -> String {
-            let body = try JSONSerialization.data(withJSONObject: ["script": script, "args": [] as [Any]])
-            let answer = try await Self.post(base + "/execute/sync", String(decoding: body, as: UTF8.self))
-            return answer["value"].map { "\($0)" } ?? ""
-        }
-
-        func text(_ id: String) async throws -> String {
-            try await run("const e = document.getElementById('\(id)'); return e ? e.innerText : '';")
-        }
-
-        func screenshot(to path: String) async throws {
-            let (_, text) = try await httpGet(base + "/screenshot")
-            let answer = (try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
-            guard let encoded = answer["value"] as? String, let png = Data(base64Encoded: encoded) else {
-                throw ScrapeError("no screenshot")
-            }
-            try FileManager.default.createDirectory(
-                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try png.write(to: URL(fileURLWithPath: path))
-        }
-
-        func close() async {
-            _ = try? await httpRequest("DELETE", base)
-        }
-    }
-
     @Test(
         "the dashboard shows the journal, rates, groups and kiosks, updates within seconds of new check-ins, shows a dead letter and replays it, and shows no personal data"
     )
