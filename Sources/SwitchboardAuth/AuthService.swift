@@ -23,6 +23,13 @@ public protocol BackendAuthenticator: Sendable {
     func keepAlive(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Credential?
     /// Ends the session on shutdown, freeing the server's slot; best effort.
     func logOut(_ credential: Credential, account: AuthAccount) async
+    /// Asks the back end whether it still honours a credential it issued, without logging in
+    /// (SAP: the registration). True: it does; false: it no longer knows it; nil: this back end
+    /// has no such question, so `check` logs in afresh instead.
+    func verify(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Bool?
+    /// Whether a log-in leaves something on the server (SAP: a device registration), so that
+    /// `check` logs in through the cache (at most once) rather than afresh each time.
+    var logInLeavesState: Bool { get }
 }
 
 extension BackendAuthenticator {
@@ -34,6 +41,9 @@ extension BackendAuthenticator {
     public func keepAlive(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Credential? { nil }
     /// Most back ends have no session to end.
     public func logOut(_ credential: Credential, account: AuthAccount) async {}
+    /// Most back ends are checked by a fresh log-in.
+    public func verify(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Bool? { nil }
+    public var logInLeavesState: Bool { false }
 }
 
 /// The `auth` service: answers `token.get`, `token.invalidate` and `status` (protocol/README.md
@@ -48,6 +58,8 @@ public final class AuthService: Sendable {
     private let now: @Sendable () -> Date
     /// Accounts logged in at least once since start: the next log-in is a refresh.
     private let issued = Mutex<Set<CredentialKey>>([])
+    /// Whether a `check` is running (one at a time: each logs in to every back end).
+    private let checking = Mutex(false)
 
     /// - Parameters:
     ///   - events: where `auth.token.issued`, `auth.token.refreshed` and `auth.login.failed` go;
@@ -92,6 +104,15 @@ public final class AuthService: Sendable {
                 return try encode(["invalidated": invalidated])
             case "status":
                 return try encode(status())
+            case "check":
+                let body = try Self.decodeCheck(request)
+                guard let reply = await check(backend: body) else {
+                    throw ServiceError(
+                        status: ServiceStatus.conflict, code: "check-running",
+                        message: "a check is running already; ask again when it ends",
+                        retryable: true)
+                }
+                return try encode(reply)
             default:
                 throw ServiceError(
                     status: ServiceStatus.notFound, code: "unknown-operation", message: "auth has no operation '\(request.operation)'")
@@ -140,6 +161,77 @@ public final class AuthService: Sendable {
         let dropped = cache.invalidate(key, rejected: current, hadWorked: hadWorked)
         if dropped { logger.info("credential reported rejected", metadata: ["backend": "\(key.backend)", "account": "\(key.account)"]) }
         return dropped
+    }
+
+    /// The `backend` a `check` request names, if any (`{}` checks every account).
+    static func decodeCheck(_ request: ServiceRequest) throws -> String? {
+        guard case .object(let fields)? = JSONValue.parse(request.content) else {
+            throw ServiceError(status: ServiceStatus.badRequest, code: "bad-request", message: "check takes {} or {\"backend\"}")
+        }
+        switch fields["backend"] {
+        case nil: return nil
+        case .string(let backend)?: return backend
+        default: throw ServiceError(status: ServiceStatus.badRequest, code: "bad-request", message: "check: backend must be a string")
+        }
+    }
+
+    /// Whether each account (of `backend`, or all) works now, asked of the back end itself:
+    /// a fresh log-in, which FileMaker's session then ends; for SAP, whose every log-in registers a
+    /// new device connection, the held registration is checked with the server, and only a
+    /// registration the server no longer knows (or none) is made again, through the cache like
+    /// `token.get`. A fresh log-in does not replace what workers hold. One check at a time: nil
+    /// while another runs. Results carry codes and auth's own redacted messages, never a secret.
+    public func check(backend: String?) async -> CheckReply? {
+        guard
+            checking.withLock({ running in
+                defer { running = true }
+                return !running
+            })
+        else { return nil }
+        defer { checking.withLock { $0 = false } }
+        var results: [CheckReply.Account] = []
+        for account in accounts.accounts where backend == nil || account.backend == backend {
+            results.append(await check(account))
+        }
+        logger.info(
+            "accounts checked",
+            metadata: ["accounts": "\(results.count)", "working": "\(results.filter { $0.result == .working }.count)"])
+        return CheckReply(accounts: results, checkedAt: now())
+    }
+
+    private func check(_ account: AuthAccount) async -> CheckReply.Account {
+        func answer(_ result: CheckReply.Result, _ detail: String, code: String? = nil) -> CheckReply.Account {
+            CheckReply.Account(backend: account.backend, account: account.account, result: result, code: code, detail: detail)
+        }
+        guard let authenticator = authenticators[account.backend] else {
+            return answer(.refused, "no authenticator for back end \(account.backend)", code: AuthError.Code.configuration.rawValue)
+        }
+        let key = CredentialKey(backend: account.backend, account: account.account, scope: nil)
+        do {
+            if let held = cache.cached(key), let known = try await authenticator.verify(held, account: account) {
+                if known { return answer(.working, "the server knows the registration auth holds") }
+                _ = cache.invalidate(key, rejected: held)
+                _ = try await token(for: key)
+                return answer(.working, "the server no longer knew the held registration; registered again")
+            }
+            if authenticator.logInLeavesState {
+                _ = try await token(for: key)
+                return answer(.working, "registered")
+            }
+            let credential = try await authenticator.logIn(account)
+            await authenticator.logOut(credential, account: account)
+            return answer(.working, "logged in")
+        } catch let error as AuthError {
+            switch error.code {
+            case .loginFailed: return answer(.refused, error.message, code: error.code.rawValue)
+            case .backendUnavailable: return answer(.unreachable, error.message, code: error.code.rawValue)
+            default: return answer(.refused, error.message, code: error.code.rawValue)
+            }
+        } catch let error as CredentialError {
+            return answer(.unreachable, error.description, code: "refresh-limit")
+        } catch {
+            return answer(.unreachable, "\(error)", code: AuthError.Code.backendUnavailable.rawValue)
+        }
     }
 
     public func status() -> StatusReply {
@@ -293,6 +385,36 @@ public struct TokenReply: Codable, Sendable {
 
     public var credential: Credential {
         Credential(token: token, issuedAt: issuedAt, expiresAt: expiresAt, headers: headers, attributes: attributes)
+    }
+}
+
+/// The reply to `check` (protocol section 14.1): per account, whether it works now.
+public struct CheckReply: Codable, Sendable {
+    public enum Result: String, Codable, Sendable {
+        /// The back end accepted the log-in (or knows the registration).
+        case working
+        /// The back end refused the credentials, or the account is misconfigured.
+        case refused
+        /// The back end could not be reached or failed, or auth's refresh limit held the log-in back.
+        case unreachable
+    }
+
+    public struct Account: Codable, Sendable {
+        public var backend: String
+        public var account: String
+        public var result: Result
+        /// auth's error code (`login-failed`, `backend-unavailable`, `refresh-limit`, `configuration`), when not working.
+        public var code: String?
+        /// For people: what was done or what failed, naming the back end and account; never a secret.
+        public var detail: String
+    }
+
+    public var accounts: [Account]
+    public var checkedAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case accounts
+        case checkedAt = "checked_at"
     }
 }
 

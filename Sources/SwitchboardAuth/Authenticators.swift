@@ -204,6 +204,22 @@ public struct SAPAuthenticator: BackendAuthenticator {
         self.logger = logger
     }
 
+    public var logInLeavesState: Bool { true }
+
+    /// Whether SAP still knows the registration (`GET {base}/{appId}` with its id, as SAP's
+    /// tutorial checks it): true on 200, false on 404.
+    public func verify(_ credential: Credential, account: AuthAccount) async throws(AuthError) -> Bool? {
+        let application = try account.option("application")
+        do {
+            let client = SAPMobileServicesClient(
+                http: http, baseURL: account.baseURL, applicationID: application,
+                credentials: SAP.UserCredentials(user: account.account, password: account.password), logger: logger)
+            return try await client.check(SAP.ConnectionID(credential.token)) == .valid
+        } catch {
+            throw AuthError.from(error, backend: backend, account: account.account)
+        }
+    }
+
     /// Registers an application connection; its id goes in `X-SMP-APPCID` on every request.
     /// The registration stays on shutdown: it belongs to the device, and the next start reuses
     /// it from the encrypted cache when one is configured.

@@ -126,6 +126,9 @@ public enum Policy {
         return nil
     }
 
+    /// What an admin may ask of `auth` (section 13.3): whether the accounts work, and the status.
+    public static let adminAuthOperations: Set<String> = ["check", "status"]
+
     /// Operation names whose last segment says they only read.
     public static let readOnlyVerbs: Set<String> = ["get", "list", "search", "find", "lookup", "info", "status"]
 
@@ -138,7 +141,14 @@ public enum Policy {
     public static func call(_ role: Role, service: String, operation: String?) -> String? {
         if service.hasPrefix("mmi.") { return nil }
         if service == "auth" {
-            guard case .worker = role else { return "only workers may call the auth service, not role \(role)" }
+            // An admin may ask auth whether the accounts work (`check`) and what it holds
+            // (`status`: fingerprints only); never a token.
+            if role == .admin, let operation, adminAuthOperations.contains(operation) { return nil }
+            guard case .worker = role else {
+                return role == .admin
+                    ? "role admin may call only auth's \(adminAuthOperations.sorted().joined(separator: " and ")), not '\(operation ?? "?")'"
+                    : "only workers may call the auth service, not role \(role)"
+            }
             return nil
         }
         switch role {

@@ -10,7 +10,10 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard's front door.",
-        subcommands: [UpCommand.self, StatusCommand.self, GroupsCommand.self, DeadLetterCommand.self, KeygenCommand.self, KeysCommand.self])
+        subcommands: [
+            UpCommand.self, StatusCommand.self, GroupsCommand.self, DeadLetterCommand.self, AuthCommand.self, KeygenCommand.self,
+            KeysCommand.self,
+        ])
 }
 
 struct UpCommand: AsyncParsableCommand {

@@ -298,6 +298,14 @@ struct ToolTests {
         if monitorStatus == nil { await monitor.stop() }
         #expect(monitorStatus == 0, "\(programs.read("monitor.log"))")
         #expect(programs.read("monitor.log").contains("checkin.recorded  riverside-1"), "\(programs.read("monitor.log"))")
+        // The operator key up made asks auth whether every account works; the kiosk key may not.
+        let check = try programs.start("switchboard", ["auth", "check"], log: "auth-check.log")
+        #expect(await check.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("auth-check.log"))")
+        let checked = programs.read("auth-check.log")
+        #expect(checked.components(separatedBy: "working").count - 1 == 4, "\(checked)")
+        let refused = try programs.start("switchboard", ["auth", "check"], log: "auth-check-kiosk.log", environment: kioskKey)
+        #expect(await refused.waitForExit(timeout: .seconds(60)) == 1)
+        #expect(programs.read("auth-check-kiosk.log").contains("403"), "\(programs.read("auth-check-kiosk.log"))")
         #expect(await up.stop(grace: .seconds(60)) == 0, "\(programs.read("up.log"))")
     }
 

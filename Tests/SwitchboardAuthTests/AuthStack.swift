@@ -26,14 +26,17 @@ struct AuthStack: Sendable {
 
     static let passwords = ["fm-demo-Passw0rd!", "eto-demo-Passw0rd!", "dir-demo-Passw0rd!", "sap-demo-Passw0rd!"]
 
-    static func accounts(base: String, fileMakerPassword: String = "fm-demo-Passw0rd!") throws -> AuthAccounts {
+    static func accounts(base: String, fileMakerPassword: String = "fm-demo-Passw0rd!", directoryBase: String? = nil) throws -> AuthAccounts
+    {
         try AuthAccounts(accounts: [
             AuthAccount(
                 backend: "filemaker", account: "switchboard", password: fileMakerPassword, baseURL: base, options: ["database": "Shelter"]),
             AuthAccount(
                 backend: "eto", account: "intake@riverside.example", password: "eto-demo-Passw0rd!", baseURL: base + "/API",
                 options: ["site": "101", "program": "792", "utc_offset": "-360"]),
-            AuthAccount(backend: "directory", account: "outreach-team", password: "dir-demo-Passw0rd!", baseURL: base + "/directory"),
+            AuthAccount(
+                backend: "directory", account: "outreach-team", password: "dir-demo-Passw0rd!",
+                baseURL: directoryBase ?? base + "/directory"),
             AuthAccount(
                 backend: "sap", account: "outreach1", password: "sap-demo-Passw0rd!", baseURL: base,
                 options: ["application": "org.riverside.outreach"]),
@@ -67,8 +70,8 @@ struct AuthStack: Sendable {
     }
 
     static func run<T: Sendable>(
-        fileMakerPassword: String = "fm-demo-Passw0rd!", refreshLimit: RefreshLimit = .init(maximum: 50, per: 60),
-        _ body: @Sendable (AuthStack) async throws -> T
+        fileMakerPassword: String = "fm-demo-Passw0rd!", directoryBase: String? = nil,
+        refreshLimit: RefreshLimit = .init(maximum: 50, per: 60), _ body: @Sendable (AuthStack) async throws -> T
     ) async throws -> T {
         try await withEmulator { emulator in
             let broker = try await BrokerFixture.start()
@@ -79,7 +82,7 @@ struct AuthStack: Sendable {
             let http = try SwitchboardHTTPClient(configuration: .init(retryPolicy: retry), logger: logs.logger)
             let outbox = try broker.outbox("auth")
             let service = AuthService(
-                accounts: try accounts(base: emulator.baseURL, fileMakerPassword: fileMakerPassword),
+                accounts: try accounts(base: emulator.baseURL, fileMakerPassword: fileMakerPassword, directoryBase: directoryBase),
                 authenticators: standardAuthenticators(http: http, logger: logs.logger),
                 cache: CredentialCache(configuration: .init(refreshLimit: refreshLimit, logger: logs.logger)),
                 events: AuthEvents(outbox: outbox), logger: logs.logger)

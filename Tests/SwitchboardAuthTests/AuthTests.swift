@@ -194,6 +194,58 @@ import Testing
         }
     }
 
+    @Test(
+        "check answers per account: working, refused (a wrong password) or unreachable; SAP's registration is checked with the server, never made twice; no secret in the answer"
+    )
+    func checkSaysWhichAccountsWork() async throws {
+        // Nothing listens on port 9 of this host: the Directory cannot be reached.
+        try await AuthStack.run(fileMakerPassword: "not-the-password", directoryBase: "https://127.0.0.1:9/directory") { stack in
+            func check(_ content: String = "{}") async throws -> [String: [String: Any]] {
+                let reply = try await stack.client.request(service: "auth", operation: "check", content: Data(content.utf8))
+                let text = String(decoding: reply.content, as: UTF8.self)
+                for secret in AuthStack.passwords + ["not-the-password"] { #expect(!text.contains(secret), "check shows a secret") }
+                let object = try #require(try JSONSerialization.jsonObject(with: reply.content) as? [String: Any])
+                #expect(object["checked_at"] is String)
+                let accounts = try #require(object["accounts"] as? [[String: Any]])
+                return Dictionary(uniqueKeysWithValues: accounts.map { ($0["backend"] as? String ?? "", $0) })
+            }
+            func registrations() async throws -> Int {
+                try await stack.requests(api: "sap").filter {
+                    ($0["method"] as? String) == "POST" && ($0["path"] as? String)?.hasSuffix("/Connections") == true
+                }.count
+            }
+            let first = try await check()
+            #expect(first.count == 4)
+            #expect(first["eto"]?["result"] as? String == "working", "\(first)")
+            #expect(first["sap"]?["result"] as? String == "working", "\(first)")
+            #expect(first["filemaker"]?["result"] as? String == "refused" && first["filemaker"]?["code"] as? String == "login-failed")
+            #expect((first["filemaker"]?["detail"] as? String)?.contains("switchboard") == true, "names the account")
+            #expect(first["directory"]?["result"] as? String == "unreachable", "\(first)")
+            #expect(try await registrations() == 1)
+
+            // Again: the same registration, checked with the server, not a second one.
+            let second = try await check(#"{"backend":"sap"}"#)
+            #expect(second.keys.sorted() == ["sap"])
+            #expect((second["sap"]?["detail"] as? String)?.contains("knows") == true, "\(second)")
+            #expect(try await registrations() == 1)
+            // Workers get the registration the check made.
+            let sap = try await stack.tokens.credential(backend: "sap", account: "outreach1")
+            #expect(try await registrations() == 1)
+            // The server forgets it: the check registers again, once.
+            _ = try await SAPMobileServicesClient(
+                http: stack.http, baseURL: stack.emulator.baseURL, applicationID: "org.riverside.outreach",
+                credentials: SAP.UserCredentials(user: "outreach1", password: "sap-demo-Passw0rd!"), logger: stack.logs.logger
+            ).delete(SAP.ConnectionID(sap.token))
+            let third = try await check(#"{"backend":"sap"}"#)
+            #expect(third["sap"]?["result"] as? String == "working" && (third["sap"]?["detail"] as? String)?.contains("again") == true)
+            #expect(try await registrations() == 2)
+            await #expect(throws: ServiceClientError.self) {
+                _ = try await stack.client.request(service: "auth", operation: "check", content: Data(#"{"backend":1}"#.utf8))
+            }
+            #expect(stack.logs.lines(containing: ["not-the-password"]).isEmpty)
+        }
+    }
+
     @Test func invalidationByFingerprintOnlyDropsTheCurrentToken() async throws {
         try await AuthStack.run { stack in
             let first = try await stack.service.token(for: CredentialKey(backend: "directory", account: "outreach-team"))

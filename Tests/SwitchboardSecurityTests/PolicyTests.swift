@@ -73,6 +73,13 @@ struct PolicyTests {
 
         #expect(Policy.call(.worker(service: "eto"), service: "auth", operation: "token.get") == nil)
         #expect(Policy.call(.kiosk, service: "auth", operation: "token.get") != nil)
+        // An admin asks auth whether the accounts work, never for a token; a monitor not at all.
+        #expect(Policy.call(.admin, service: "auth", operation: "check") == nil)
+        #expect(Policy.call(.admin, service: "auth", operation: "status") == nil)
+        #expect(Policy.call(.admin, service: "auth", operation: "token.get") != nil)
+        #expect(Policy.call(.admin, service: "auth", operation: nil) != nil)
+        #expect(Policy.call(.monitor, service: "auth", operation: "check") != nil)
+        #expect(Policy.call(.kiosk, service: "auth", operation: "check") != nil)
         #expect(Policy.call(.kiosk, service: "eto", operation: "participants.search") == nil)
         #expect(Policy.call(.kiosk, service: "eto", operation: "participants.add") != nil)
         #expect(Policy.call(.kiosk, service: "eto", operation: nil) != nil)
