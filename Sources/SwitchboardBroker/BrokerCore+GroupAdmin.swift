@@ -157,8 +157,15 @@ extension BrokerCore {
             case .head: cursor = journal.head
             case .sequence(let seq): cursor = max(seq - 1, journal.first - 1)
             }
+            // Attempt numbers go on for the deliveries in flight now: a member's late settle of
+            // one of them never matches the event's next delivery (it is `not-held`, 15.5).
+            var inFlight: [Int64: GroupAttempts] = [:]
+            for (busSeq, entry) in runtime.state.entries {
+                if case .inFlight = entry.phase { inFlight[busSeq] = GroupAttempts(count: entry.attempts, lastFailure: nil) }
+            }
             var fresh = runtime
-            fresh.state = ConsumerGroupState(name: name, settings: groups.settings, restoring: GroupSnapshot(cursor: cursor))
+            fresh.state = ConsumerGroupState(
+                name: name, settings: groups.settings, restoring: GroupSnapshot(cursor: cursor, attempts: inFlight))
             fresh.start = start.description
             var actions: [GroupAction] = []
             // Members stay: they join the new machine with their credit; what they held is stale.

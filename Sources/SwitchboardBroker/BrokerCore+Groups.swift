@@ -107,7 +107,7 @@ extension BrokerCore {
             let now = ContinuousClock.now
             for name in groups.connections[identity] ?? [] { groups.groups[name]?.state.heard(from: GroupMemberID(identity), now: now) }
             do {
-                let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
+                let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion, limits: .groups)
                 command = envelope.command.rawValue
                 // Section 2's order: whether this endpoint takes the command, then the JSON frames.
                 let taken: Set<Command> = [.join, .ack, .nack, .term, .progress, .leave, .heartbeat, .request]
@@ -127,6 +127,7 @@ extension BrokerCore {
                 case .leave:
                     let header = try envelope.decodeHeader(LeaveHeader.self)
                     try GroupName.check(header.group)
+                    ref = header.group
                     try leave(identity, header, now: now)
                 case .heartbeat:
                     // A member that the broker no longer knows (a broker restart, a reconnection

@@ -145,7 +145,7 @@ public final class GroupAdminClient: Sendable {
                         .timeout,
                         "no answer to '\(operation)' from the broker's groups endpoint \(endpoint) within \(DurationText.format(wait))")
                 }
-                guard let envelope = try? Envelope.decode(message.frames) else { continue }
+                guard let envelope = try? Envelope.decode(message.frames, limits: .groups) else { continue }
                 switch envelope.command {
                 case .reply:
                     guard let reply = try? envelope.decodeHeader(ReplyHeader.self) else { continue }

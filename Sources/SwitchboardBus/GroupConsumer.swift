@@ -223,7 +223,7 @@ public final class GroupConsumer: Sendable {
             let deadline = ContinuousClock.now + settings.joinTimeout
             while ContinuousClock.now < deadline {
                 guard let message = try await socket.receive(timeout: ContinuousClock.now.duration(to: deadline)) else { break }
-                let envelope = try Envelope.decode(message.frames)
+                let envelope = try Envelope.decode(message.frames, limits: .groups)
                 switch envelope.command {
                 case .joined:
                     let joined = try envelope.decodeHeader(JoinedHeader.self)
@@ -290,7 +290,7 @@ public final class GroupConsumer: Sendable {
 
     /// Handles one message from the broker; returns a reason to reconnect, or nil.
     private func handle(_ message: Message, connection: Int) -> String? {
-        guard let envelope = try? Envelope.decode(message.frames) else {
+        guard let envelope = try? Envelope.decode(message.frames, limits: .groups) else {
             logger.warning("unreadable message from the broker", metadata: ["group": "\(settings.group)"])
             return nil
         }

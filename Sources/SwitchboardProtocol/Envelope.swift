@@ -66,6 +66,14 @@ public struct SizeLimits: Sendable, Hashable {
     public init() {}
 
     public static let v1 = SizeLimits()
+
+    /// The groups endpoint's (section 4): a JOIN's header holds up to 32 topics of 128 bytes and
+    /// 1000 `holding` items, so headers there may reach 64 KiB.
+    public static let groups: SizeLimits = {
+        var limits = SizeLimits()
+        limits.header = 64 * 1024
+        return limits
+    }()
 }
 
 /// One protocol message: the frames after any routing frame a ROUTER adds (and after the topic

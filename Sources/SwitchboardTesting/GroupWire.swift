@@ -22,7 +22,7 @@ public enum GroupWire {
             guard remaining > .zero, let message = try await socket.receive(timeout: remaining) else {
                 throw WaitTimedOut(description: "no \(command.rawValue) within \(timeout)")
             }
-            let envelope = try Envelope.decode(message.frames)
+            let envelope = try Envelope.decode(message.frames, limits: .groups)
             if envelope.command == command { return envelope }
             if envelope.command == .error {
                 let error = try envelope.decodeHeader(ErrorHeader.self)
