@@ -118,7 +118,7 @@ struct SecurityTests {
             .curvePublicKey(keys.publicKey), .curveSecretKey(keys.secretKey), .curveServerKey(elsewhere.publicKey),
         ]
         #expect(try await secure.handshake(wrongBroker, endpoints.ingest) != .handshakeSucceeded, "another broker's key")
-        #expect(try await secure.handshake(try secure.clientOptions("riverside-1"), endpoints.replay) == .handshakeFailedAuth)
+        #expect(try await secure.handshake(try secure.clientOptions("riverside-1"), endpoints.groups) == .handshakeFailedAuth)
         #expect(try await secure.handshake(try secure.clientOptions("old-kiosk"), endpoints.ingest) == .handshakeFailedAuth)
         let journal = secure.fixture.directory.path("broker/journal.sqlite")
         try await waitUntil("six security.refused events") {
@@ -135,7 +135,7 @@ struct SecurityTests {
         #expect(
             summary == [
                 "expired@ingest/old-kiosk", "handshake@ingest/-", "mechanism@ingest/-", "mechanism@ingest/-", "mechanism@service/-",
-                "role@replay/riverside-1",
+                "role@groups/riverside-1",
             ], "\(summary)")
         let refusals = try #require(secure.fixture.broker.security).refusals
         #expect(refusals["mechanism"] == 3 && refusals["handshake"] == 1, "\(refusals)")
