@@ -21,6 +21,7 @@ var products: [Product] = [
     .executable(name: "switchboard-broker", targets: ["switchboard-broker"]),
     .executable(name: "switchboard-kiosk", targets: ["switchboard-kiosk"]),
     .library(name: "SwitchboardKiosk", targets: ["SwitchboardKiosk"]),
+    .library(name: "SwitchboardDesk", targets: ["SwitchboardDesk"]),
     .executable(name: "switchboard-monitor", targets: ["switchboard-monitor"]),
     .library(name: "SwitchboardHTTP", targets: ["SwitchboardHTTP"]),
     .library(name: "SwitchboardCredentials", targets: ["SwitchboardCredentials"]),
@@ -182,11 +183,43 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
+    // The front desk (issue 27): the page, staff sign-in, the roster and the journey.
+    .target(
+        name: "SwitchboardDesk",
+        dependencies: [
+            "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardObservability",
+            "SwitchboardStorage", "ZeroMQ",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
+    .testTarget(
+        name: "SwitchboardDeskTests",
+        dependencies: [
+            "SwitchboardDesk", "SwitchboardKiosk", "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "SwitchboardTesting",
+            "ZeroMQ",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
     .executableTarget(
         name: "switchboard-kiosk",
         dependencies: [
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity",
-            "SwitchboardObservability", "SwitchboardStorage",
+            "SwitchboardObservability", "SwitchboardStorage", "SwitchboardDesk",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

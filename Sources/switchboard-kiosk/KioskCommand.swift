@@ -25,7 +25,8 @@ struct KioskCommand: AsyncParsableCommand {
             environment (SWITCHBOARD_KIOSK_<KEY>, then SWITCHBOARD_<KEY> for the shared keys:
             SWITCHBOARD_BROKER_HOST, SWITCHBOARD_INGEST, SWITCHBOARD_SERVICE,
             SWITCHBOARD_CERTIFICATE, SWITCHBOARD_BROKER_KEY, SWITCHBOARD_ADMIN), flags. Keys:
-            id, broker_host, ingest, service, outbox, log_level, certificate, broker_key, admin.
+            id, broker_host, ingest, service, outbox, log_level, certificate, broker_key, admin, and
+            for `desk` site_id, program_id, listen.
             The broker's ingest and service endpoints, each: its flag (--broker, --service), else
             the environment, else the file, else --broker-host's (flag, environment, file) at the
             default port, else what a local broker wrote to <data-dir>/broker/endpoints.json (so
@@ -34,7 +35,7 @@ struct KioskCommand: AsyncParsableCommand {
             """,
         subcommands: [
             CheckInCommand.self, LookupCommand.self, SitesCommand.self, ImportCommand.self, LoadCommand.self, FlushCommand.self,
-            StatusCommand.self, DemoCommand.self, ServeCommand.self,
+            StatusCommand.self, DemoCommand.self, ServeCommand.self, DeskCommand.self, DeskUserCommand.self,
         ])
 }
 
@@ -63,6 +64,7 @@ struct KioskOptions: ParsableArguments {
     static let flagNames = [
         "id": "--kiosk", "broker_host": "--broker-host", "ingest": "--broker", "service": "--service", "outbox": "--outbox",
         "log_level": "--log-level", "certificate": "--certificate", "broker_key": "--broker-key", "admin": "--admin",
+        "site_id": "--site", "program_id": "--program", "listen": "--listen",
     ]
 
     /// What the flags, the environment and the file say, over the defaults.
@@ -76,11 +78,12 @@ struct KioskOptions: ParsableArguments {
     }
 
     /// Reads the layers; `admin` is the subcommand's `--admin`, where it has one.
-    func settings(admin: String? = nil) throws -> Settings {
+    /// - Parameter extra: the subcommand's own keys' flags (`desk`: site_id, program_id, listen).
+    func settings(admin: String? = nil, extra: [String: String?] = [:]) throws -> Settings {
         let given: [String: String?] = [
             "id": kiosk, "broker_host": brokerHost, "ingest": broker, "service": service, "outbox": outbox, "log_level": logLevel,
             "certificate": certificate, "broker_key": brokerKey, "admin": admin,
-        ]
+        ].merging(extra) { $1 }
         do {
             let layers = try ConfigurationLayers(
                 program: "kiosk", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },

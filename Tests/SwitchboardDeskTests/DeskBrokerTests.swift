@@ -1,0 +1,205 @@
+import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardDesk
+import SwitchboardKiosk
+import SwitchboardProtocol
+import SwitchboardTesting
+import CoreMetrics
+import Testing
+import ZeroMQ
+
+/// The desk against a real broker: its outbox delivered, the journey driven by outcome events
+/// published to the broker and read back over the replay endpoint, the roster from a real
+/// ServiceWorker answering `participants.list`.
+@Suite("Front desk: journey and roster against a real broker", .serialized, .timeLimit(.minutes(5)))
+struct DeskBrokerTests {
+    static var quiet: Logger {
+        var logger = Logger(label: "desk-broker-test")
+        logger.logLevel = .critical
+        return logger
+    }
+
+    /// Publishes an outcome event as a worker would.
+    static func publish(_ fixture: BrokerFixture, _ producer: AsyncSocket, seq: Int64, type: String, content: [String: Any]) async throws {
+        let data = try JSONSerialization.data(withJSONObject: content)
+        let (_, frames) = try Events.frames(producer: "worker-test", seq: seq, type: type, schema: "\(type)/1", content: data)
+        let answer = try await Events.exchange(producer, frames)
+        #expect(answer.command == .ack, "the broker did not take \(type)")
+    }
+
+    @Test("saved → on the broker → in FileMaker → in ETO; a void's outcomes; a dead letter shows its fixed sentence; a restart keeps them")
+    func journey() async throws {
+        let fixture = try await BrokerFixture.start()
+        defer { fixture.directory.remove() }
+        let harness = try DeskHarness(directory: fixture.directory)
+        let delivery = try KioskDelivery(
+            outbox: harness.outbox, endpoint: fixture.endpoints.ingest, logger: Self.quiet, metrics: NOOPMetricsHandler.instance)
+        let journey = DeskJourney(
+            io: fixture.io, replay: fixture.endpoints.replay, socketOptions: [], store: harness.store, status: harness.status,
+            interval: .milliseconds(100), logger: harness.capture.logger)
+        let producer = try await fixture.producer()
+        try await harness.store.upsert([RosterPerson(participantID: 1003, firstName: "Lena", lastName: "Ortiz")])
+        let member = try await fixture.groupPeer()
+        _ = try await GroupWire.joined(JoinHeader(group: "eto", topics: ["checkin.recorded"], credit: 10, member: "eto-1"), on: member)
+        try await harness.run(connected: { delivery.isConnected }, extra: [delivery, journey]) { client in
+            let csrf = try await client.signIn()
+            #expect(try await client.post("/checkin", ["csrf": csrf, "participant_id": "1003"]).status == 303)
+            #expect(try await client.post("/walkin", ["csrf": csrf, "first_name": "Pia", "last_name": "Holm", "date_of_birth": "1970-01-02"]).status == 303)
+            let rows = try await harness.store.checkIns(day: DeskActions.day())
+            let walkIn = try #require(rows.first { $0.isWalkIn })
+            let known = try #require(rows.first { !$0.isWalkIn })
+            func state(_ id: String) async throws -> String {
+                let page = try await client.get("/")
+                guard let range = page.body.range(of: "data-journey=\"\(id)\">") else { return "" }
+                return String(page.body[range.upperBound...].prefix { $0 != "<" })
+            }
+            try await waitUntil("both check-ins reach the broker", timeout: .seconds(20)) {
+                try await state(known.eventID).hasPrefix("On the broker") && state(walkIn.eventID).hasPrefix("On the broker")
+            }
+            let journal = try fixture.journalRows()
+            let knownSeq = try #require(journal.first { $0.eventID == known.eventID }?.busSeq)
+            try await Self.publish(
+                fixture, producer, seq: 1, type: "filemaker.record.written",
+                content: ["event_id": known.eventID, "bus_seq": knownSeq, "database": "Shelter", "layout": "CheckIns", "record_id": "7", "created": true])
+            try await waitUntil("the journey shows FileMaker", timeout: .seconds(20)) {
+                try await state(known.eventID).hasPrefix("In FileMaker")
+            }
+            try await Self.publish(
+                fixture, producer, seq: 2, type: "eto.response.recorded",
+                content: [
+                    "event_id": known.eventID, "bus_seq": knownSeq, "site_id": 101, "program_id": 793, "participant_id": 1003,
+                    "touchpoint_id": 54, "response_id": 9001, "created": true,
+                ])
+            try await waitUntil("the journey shows done", timeout: .seconds(20)) { try await state(known.eventID).hasPrefix("Done") }
+            // A dead letter of the walk-in, made by the broker when a member of group eto TERMs
+            // it: the page shows the code's fixed sentence, never the letter's message.
+            let walkInSeq = try #require(journal.first { $0.eventID == walkIn.eventID }?.busSeq)
+            for _ in 0..<2 {
+                let (delivery, _) = try await GroupWire.delivery(on: member)
+                let settle =
+                    delivery.busSeq == walkInSeq
+                    ? SettleHeader(
+                        .term, group: "eto", busSeq: delivery.busSeq, attempt: delivery.attempt, code: "participant-unmatched",
+                        message: "no participant of program 793 at site 101 matched")
+                    : SettleHeader(.ack, group: "eto", busSeq: delivery.busSeq, attempt: delivery.attempt)
+                try await member.send(GroupWire.settle(settle))
+            }
+            try await waitUntil("the journey shows the problem", timeout: .seconds(20)) {
+                try await state(walkIn.eventID) == "ETO: participant not matched — ask an administrator"
+            }
+            // The void's outcomes.
+            #expect(try await client.post("/void", ["csrf": csrf, "event_id": known.eventID, "reason": "duplicate"]).status == 303)
+            let voidID = try #require(try await harness.store.checkIn(known.eventID)?.voidEventID)
+            try await Self.publish(
+                fixture, producer, seq: 3, type: "filemaker.record.voided",
+                content: ["event_id": voidID, "checkin_event_id": known.eventID, "bus_seq": knownSeq + 5, "database": "Shelter", "layout": "CheckIns", "record_id": "7"])
+            try await Self.publish(
+                fixture, producer, seq: 4, type: "eto.response.voided",
+                content: ["event_id": voidID, "checkin_event_id": known.eventID, "bus_seq": knownSeq + 5, "response_id": 9001, "action": "deleted"])
+            try await waitUntil("the journey shows voided", timeout: .seconds(20)) {
+                try await state(known.eventID) == "Voided in FileMaker and ETO"
+            }
+            // Another desk's outcome changes nothing here.
+            try await Self.publish(
+                fixture, producer, seq: 5, type: "filemaker.record.written",
+                content: ["event_id": UUIDv7.string(), "bus_seq": 1, "database": "Shelter", "layout": "CheckIns", "record_id": "8", "created": true])
+        }
+        // The cursor is on disk: a new journey starts after what it read.
+        let through = try #require(Int64(try await harness.store.setting("journey_through") ?? ""))
+        #expect(through >= 5)
+        await fixture.stop(remove: false)
+        #expect(harness.leaks(["Lena", "Ortiz", "Pia", "Holm", "1970-01-02", "duplicate"]).isEmpty)
+    }
+
+    @Test("the roster: participants.list paged from a real worker, then searched with the broker stopped; a missing operation fails softly")
+    func roster() async throws {
+        let fixture = try await BrokerFixture.start { configuration in
+            configuration.serviceHeartbeat = .milliseconds(500)
+            configuration.serviceLiveness = 10
+        }
+        defer { fixture.directory.remove() }
+        let harness = try DeskHarness(directory: fixture.directory)
+        let people = (1...7).map {
+            RosterPerson(participantID: Int64(1000 + $0), firstName: ["Zoë", "Émile", "Ida"][$0 % 3], lastName: "Person\($0)", dateOfBirth: "1980-01-0\($0)")
+        }
+        let requests = LogCapture()
+        var workerSettings = ServiceWorker.Settings()
+        workerSettings.heartbeat = .milliseconds(500)
+        workerSettings.liveness = 10
+        let worker = ServiceWorker(service: "eto", io: fixture.io, endpoint: fixture.endpoints.service, settings: workerSettings, logger: Self.quiet) {
+            request, _ in
+            guard request.operation == "participants.list" else { throw ServiceError.unknownOperation(request.operation) }
+            let object = try JSONSerialization.jsonObject(with: request.content) as? [String: Any] ?? [:]
+            requests.append("since=\(object["since"] ?? "none") after=\(object["after"] ?? "none") site=\(object["site_id"] ?? "-")")
+            let after = (object["after"] as? String).flatMap(Int.init) ?? 0
+            let since = object["since"] as? String
+            let page = since == nil ? Array(people.dropFirst(after).prefix(3)) : []
+            var reply: [String: Any] = [
+                "participants": page.map {
+                    ["participant_id": $0.participantID, "first_name": $0.firstName, "last_name": $0.lastName, "date_of_birth": $0.dateOfBirth ?? ""]
+                },
+                "mark": "m-1",
+            ]
+            if since == nil && after + 3 < people.count { reply["next"] = String(after + 3) }
+            return try JSONSerialization.data(withJSONObject: reply)
+        }
+        let workerTask = Task { try await worker.run() }
+        let client = ServiceClient(io: fixture.io, endpoint: fixture.endpoints.service, logger: Self.quiet)
+        let roster = DeskRoster(
+            client: client, store: harness.store, status: harness.status, siteID: 101, programID: 793, interval: .seconds(60),
+            logger: harness.capture.logger)
+        try await waitUntil("the eto worker is alive", timeout: .seconds(20)) { (try? await client.isAlive("eto")) == true }
+        #expect(try await roster.refresh() == 7)
+        #expect(try await roster.refresh() == 0)
+        #expect(requests.all == [
+            "since=none after=none site=101", "since=none after=3 site=101", "since=none after=6 site=101", "since=m-1 after=none site=101",
+        ])
+        worker.stop()
+        _ = try? await workerTask.value
+        await client.close()
+        await fixture.stop(remove: false)
+        // Offline: the kept roster answers.
+        #expect(try await harness.store.rosterCount() == 7)
+        #expect(try await harness.store.search(name: "zoe", dateOfBirth: nil).count == 2)
+        #expect(try await harness.store.search(name: "emile person2", dateOfBirth: "1980-01-02").map(\.participantID) == [1002])
+        try await harness.run { client in
+            _ = try await client.signIn()
+            let page = try await client.get("/?name=ida")
+            #expect(page.body.contains("Person3"))
+            #expect(page.body.contains("Roster updated"))
+        }
+    }
+
+    @Test("the roster while participants.list is missing: one warning, the reason on the page, nothing thrown")
+    func rosterMissingOperation() async throws {
+        let fixture = try await BrokerFixture.start { configuration in
+            configuration.serviceHeartbeat = .milliseconds(500)
+            configuration.serviceLiveness = 10
+        }
+        defer { fixture.directory.remove() }
+        let harness = try DeskHarness(directory: fixture.directory)
+        var workerSettings = ServiceWorker.Settings()
+        workerSettings.heartbeat = .milliseconds(500)
+        workerSettings.liveness = 10
+        let worker = ServiceWorker(service: "eto", io: fixture.io, endpoint: fixture.endpoints.service, settings: workerSettings, logger: Self.quiet) {
+            request, _ in throw ServiceError.unknownOperation(request.operation)
+        }
+        let workerTask = Task { try await worker.run() }
+        let client = ServiceClient(io: fixture.io, endpoint: fixture.endpoints.service, logger: Self.quiet)
+        try await waitUntil("the eto worker is alive", timeout: .seconds(20)) { (try? await client.isAlive("eto")) == true }
+        let roster = DeskRoster(
+            client: client, store: harness.store, status: harness.status, siteID: 101, programID: 793, interval: .milliseconds(200),
+            logger: harness.capture.logger)
+        try await harness.run(extra: [roster]) { desk in
+            try await waitUntil("the refresh failed twice", timeout: .seconds(20)) { harness.status.rosterProblem != nil && harness.status.changes >= 2 }
+            _ = try await desk.signIn()
+            #expect(try await desk.get("/").body.contains("ETO&#39;s list cannot be had now"))
+        }
+        #expect(harness.capture.lines(containing: ["roster: refresh failed"]).count == 1)
+        worker.stop()
+        _ = try? await workerTask.value
+        await client.close()
+        await fixture.stop(remove: false)
+    }
+}
