@@ -14,16 +14,15 @@
 //    script or style anywhere), nosniff, a same-origin Referrer-Policy and no-store.
 //  - Logs name the staff id, never a name typed, a password, or anything about a person.
 
-public import Foundation
+import Foundation
 import HTTPTypes
 public import Hummingbird
 import HummingbirdTLS
 public import Logging
-import NIOCore
+public import NIOCore
 import NIOSSL
 public import ServiceLifecycle
-public import SwitchboardBus
-import SwitchboardObservability
+import SwitchboardBus
 public import SwitchboardProtocol
 
 /// Where the desk listens, and whether that needs TLS.
@@ -63,7 +62,7 @@ public struct DeskRequestContext: RequestContext, RemoteAddressRequestContext {
 }
 
 /// The desk's web server as a Service.
-public struct DeskServer: Service {
+public struct DeskServer: Service, Sendable {
     public struct Configuration: Sendable {
         public var host: String
         public var port: Int
@@ -372,7 +371,7 @@ public struct DeskServer: Service {
         for (row, state) in rows { states[row.eventID] = ["kind": state.kind, "text": state.text] }
         let object: [String: Any] = [
             "banner": try await banner() ?? "", "roster": try await rosterLine(), "rows": states,
-            "order": rows.map(\.0.eventID),
+            "order": rows.map { $0.0.eventID },
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)

@@ -112,22 +112,19 @@ public final class DeskStore: Sendable {
         let words = Self.fold(name).split(separator: " ").map(String.init).prefix(4)
         guard !words.isEmpty || dateOfBirth != nil else { return [] }
         var clauses: [String] = []
-        var arguments: [any DatabaseValueConvertible] = []
-        for word in words {
-            let pattern = Self.escapeLike(word) + "%"
+        for _ in words {
             clauses.append("(first_folded LIKE ? ESCAPE '\\' OR last_folded LIKE ? ESCAPE '\\')")
-            arguments += [pattern, pattern]
         }
-        if let dateOfBirth {
-            clauses.append("date_of_birth = ?")
-            arguments.append(dateOfBirth)
-        }
+        if dateOfBirth != nil { clauses.append("date_of_birth = ?") }
         let sql =
             "SELECT participant_id, first_name, last_name, date_of_birth, gender FROM roster WHERE "
             + clauses.joined(separator: " AND ") + " ORDER BY last_folded, first_folded LIMIT \(max(1, min(limit, 500)))"
-        let frozen = StatementArguments(arguments)
+        let patterns = words.map { Self.escapeLike($0) + "%" }
         return try await queue.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: frozen).map { row in
+            var arguments: [(any DatabaseValueConvertible)?] = []
+            for pattern in patterns { arguments += [pattern, pattern] }
+            if let dateOfBirth { arguments.append(dateOfBirth) }
+            return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map { row in
                 RosterPerson(
                     participantID: row[0], firstName: row[1], lastName: row[2], dateOfBirth: row[3], gender: row[4])
             }

@@ -128,8 +128,8 @@ struct DeskCommand: AsyncParsableCommand {
             actions: DeskActions(outbox: outbox, store: store, kioskID: kioskID, siteID: resolved.siteID, programID: resolved.programID),
             sessions: DeskSessions(idle: resolved.idle), status: status, connected: { delivery.isConnected },
             liveSearch: { query in try? await lookup.search(query, timeout: .seconds(2)) }, logger: logger
-        ) { [tlsCert] port in
-            print("Front desk \(kioskID): \(tlsCert == nil ? "http" : "https")://\(resolved.host):\(port)/ (accounts: \(usersPath)). Ctrl-C stops.")
+        ) { [scheme = tlsCert == nil ? "http" : "https", host = resolved.host] port in
+            print("Front desk \(kioskID): \(scheme)://\(host):\(port)/ (accounts: \(usersPath)). Ctrl-C stops.")
         }
         var configurations = services.configurations
         configurations.append(

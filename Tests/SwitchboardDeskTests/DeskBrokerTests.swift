@@ -89,7 +89,7 @@ struct DeskBrokerTests {
                 try await state(walkIn.eventID) == "ETO: participant not matched — ask an administrator"
             }
             // The void's outcomes.
-            #expect(try await client.post("/void", ["csrf": csrf, "event_id": known.eventID, "reason": "duplicate"]).status == 303)
+            #expect(try await client.post("/void", ["csrf": csrf, "event_id": known.eventID, "reason": "entered twice by mistake"]).status == 303)
             let voidID = try #require(try await harness.store.checkIn(known.eventID)?.voidEventID)
             try await Self.publish(
                 fixture, producer, seq: 3, type: "filemaker.record.voided",
@@ -109,7 +109,7 @@ struct DeskBrokerTests {
         let through = try #require(Int64(try await harness.store.setting("journey_through") ?? ""))
         #expect(through >= 5)
         await fixture.stop(remove: false)
-        #expect(harness.leaks(["Lena", "Ortiz", "Pia", "Holm", "1970-01-02", "duplicate"]).isEmpty)
+        #expect(harness.leaks(["Lena", "Ortiz", "Pia", "Holm", "1970-01-02", "entered twice by mistake"]).isEmpty)
     }
 
     @Test("the roster: participants.list paged from a real worker, then searched with the broker stopped; a missing operation fails softly")
