@@ -190,6 +190,7 @@ var targets: [Target] = [
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardObservability",
             "SwitchboardStorage", "ZeroMQ",
             .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
             .product(name: "HummingbirdTLS", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -209,6 +210,7 @@ var targets: [Target] = [
             "ZeroMQ",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -223,6 +225,7 @@ var targets: [Target] = [
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ],
         swiftSettings: swiftSettings
     ),

@@ -5,7 +5,7 @@
 // `recorded_by`: a name never leaves this file.
 
 import Crypto
-public import Foundation
+import Foundation
 import SwitchboardRuntime
 import _CryptoExtras
 

@@ -6,7 +6,7 @@
 public import Foundation
 public import SwitchboardBus
 import SwitchboardKiosk
-public import SwitchboardProtocol
+import SwitchboardProtocol
 
 /// A desk request that cannot be done, said for staff: the field and what is wrong with it.
 public struct DeskProblem: Error, Sendable, Hashable, CustomStringConvertible {

@@ -17,6 +17,7 @@
 import Foundation
 import HTTPTypes
 public import Hummingbird
+import HummingbirdCore
 import HummingbirdTLS
 public import Logging
 public import NIOCore

@@ -7,7 +7,7 @@
 //  - after `clientLimit` wrong passwords from one client address within `lockOut`, that client
 //    is locked likewise, so guessing across many names is slowed too.
 
-public import Foundation
+import Foundation
 import Synchronization
 
 public final class DeskSessions: Sendable {

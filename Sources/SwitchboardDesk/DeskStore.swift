@@ -6,7 +6,7 @@
 // Names and dates of birth are here as they are in the outbox beside it: on the kiosk's own
 // disk, private to its user. They are never logged.
 
-public import Foundation
+import Foundation
 import GRDB
 import SwitchboardStorage
 

@@ -14,6 +14,8 @@ import SwitchboardKiosk
 import SwitchboardObservability
 import SwitchboardProtocol
 import SwitchboardRuntime
+import SwitchboardSecurity
+import UnixSignals
 import ZeroMQ
 
 struct DeskCommand: AsyncParsableCommand {
@@ -183,7 +185,7 @@ struct DeskUserOptions: ParsableArguments {
     @Option(help: "The staff accounts file (default <data-dir>/kiosk/<id>/desk-users.json).") var users: String?
 
     func open() throws -> DeskAccounts {
-        let path = users ?? DeskUserCommand.defaultPath(options: options, kioskID: try options.kioskID)
+        let path = try users ?? DeskUserCommand.defaultPath(options: options, kioskID: try options.kioskID)
         do {
             return try DeskAccounts(path: path)
         } catch {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SwitchboardBroker
 import SwitchboardBus
 import SwitchboardDesk
 import SwitchboardKiosk
@@ -55,7 +56,9 @@ struct DeskBrokerTests {
                 return String(page.body[range.upperBound...].prefix { $0 != "<" })
             }
             try await waitUntil("both check-ins reach the broker", timeout: .seconds(20)) {
-                try await state(known.eventID).hasPrefix("On the broker") && state(walkIn.eventID).hasPrefix("On the broker")
+                let first = try await state(known.eventID)
+                let second = try await state(walkIn.eventID)
+                return first.hasPrefix("On the broker") && second.hasPrefix("On the broker")
             }
             let journal = try fixture.journalRows()
             let knownSeq = try #require(journal.first { $0.eventID == known.eventID }?.busSeq)
