@@ -134,7 +134,9 @@ enum DeskPage {
         let csrf = "<input type=\"hidden\" name=\"csrf\" value=\"\(escape(model.csrf))\">"
         var status = model.message.map(escape) ?? ""
         if let problem = model.problem {
-            status = "<strong>Not saved.</strong> " + escape(problem.field.map { "\($0.prefix(1).uppercased() + $0.dropFirst()) \(problem.message)" } ?? problem.message)
+            status =
+                "<strong>Not saved.</strong> "
+                + escape(problem.field.map { "\($0.prefix(1).uppercased() + $0.dropFirst()) \(problem.message)" } ?? problem.message)
         }
         var results = ""
         if let found = model.results {

@@ -129,7 +129,8 @@ public struct DeskServer: Service, Sendable {
             sessions.signOut(session.id)
             logger.info("desk sign-out", metadata: ["staff": "\(session.staffID)"])
             var response = Self.redirect("/signin?out=1")
-            response.headers[.setCookie] = "\(Self.cookie)=; Max-Age=0; HttpOnly; SameSite=Strict; Path=/\(configuration.tls ? "; Secure" : "")"
+            response.headers[.setCookie] =
+                "\(Self.cookie)=; Max-Age=0; HttpOnly; SameSite=Strict; Path=/\(configuration.tls ? "; Secure" : "")"
             return response
         }
         router.get("/") { request, context in
@@ -180,7 +181,8 @@ public struct DeskServer: Service, Sendable {
             do {
                 let row = try await actions.void(fields["event_id"] ?? "", reason: fields["reason"], staffID: session.staffID)
                 logger.info(
-                    "desk void saved", metadata: ["staff": "\(session.staffID)", "event_id": "\(row.voidEventID ?? "")", "checkin": "\(row.eventID)"])
+                    "desk void saved",
+                    metadata: ["staff": "\(session.staffID)", "event_id": "\(row.voidEventID ?? "")", "checkin": "\(row.eventID)"])
                 status.changed()
                 return Self.redirect("/?done=void")
             } catch let problem as DeskProblem {
@@ -223,7 +225,8 @@ public struct DeskServer: Service, Sendable {
         if let certificatePath = configuration.certificatePath, let keyPath = configuration.keyPath {
             let chain = try NIOSSLCertificate.fromPEMFile(certificatePath)
             let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
-            var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+            var tls = TLSConfiguration.makeServerConfiguration(
+                certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
             tls.minimumTLSVersion = .tlsv12
             server = try .tls(server, tlsConfiguration: tls)
         }
@@ -232,7 +235,8 @@ public struct DeskServer: Service, Sendable {
         let app = Application(
             router: router, server: server,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "switchboard-desk"),
-            onServerRunning: { [onListening, configuration] channel in await onListening(channel.localAddress?.port ?? configuration.port) },
+            onServerRunning: { [onListening, configuration] channel in await onListening(channel.localAddress?.port ?? configuration.port)
+            },
             logger: quiet)
         try await app.run()
     }
@@ -318,7 +322,9 @@ public struct DeskServer: Service, Sendable {
                     lastName: words.dropFirst().joined(separator: " "), dateOfBirth: dob)
                 if let live = await liveSearch(query) {
                     let people = live.map {
-                        RosterPerson(participantID: Int64($0.participantID), firstName: $0.firstName, lastName: $0.lastName, dateOfBirth: $0.dateOfBirth)
+                        RosterPerson(
+                            participantID: Int64($0.participantID), firstName: $0.firstName, lastName: $0.lastName,
+                            dateOfBirth: $0.dateOfBirth)
                     }
                     try? await actions.store.upsert(people)
                     for person in people where !found.contains(where: { $0.participantID == person.participantID }) { found.append(person) }
@@ -433,7 +439,9 @@ struct DeskSessionCheck: RouterMiddleware {
         let cookies = request.headers[values: .cookie].flatMap { $0.split(separator: ";") }
         for cookie in cookies {
             let pair = cookie.trimmingCharacters(in: .whitespaces)
-            if pair.hasPrefix("\(DeskServer.cookie)="), let session = server.sessions.session(String(pair.dropFirst(DeskServer.cookie.count + 1))) {
+            if pair.hasPrefix("\(DeskServer.cookie)="),
+                let session = server.sessions.session(String(pair.dropFirst(DeskServer.cookie.count + 1)))
+            {
                 context.session = session
             }
         }
@@ -454,7 +462,9 @@ struct DeskSessionCheck: RouterMiddleware {
         let claimed: String
         if let origin = request.headers[.origin] {
             claimed = origin
-        } else if let referer = request.headers[.referer], let url = URL(string: referer), let scheme = url.scheme, let refererHost = url.host {
+        } else if let referer = request.headers[.referer], let url = URL(string: referer), let scheme = url.scheme,
+            let refererHost = url.host
+        {
             claimed = "\(scheme)://\(refererHost)" + (url.port.map { ":\($0)" } ?? "")
         } else {
             return "refused: no Origin or Referer header; the desk takes changes only from its own page\n"

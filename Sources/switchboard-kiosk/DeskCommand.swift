@@ -43,7 +43,8 @@ struct DeskCommand: AsyncParsableCommand {
     @Option(help: "The ETO program of this desk's check-ins (key program_id; required).") var program: String?
     @Option(help: "The staff accounts file (default <data-dir>/kiosk/<id>/desk-users.json).") var users: String?
     @Option(help: "Sign-out after this long without use, e.g. 10m.") var idle: String = "10m"
-    @Option(name: .customLong("roster-refresh"), help: "How often to refresh the roster from ETO, e.g. 5m.") var rosterRefresh: String = "5m"
+    @Option(name: .customLong("roster-refresh"), help: "How often to refresh the roster from ETO, e.g. 5m.") var rosterRefresh: String =
+        "5m"
     @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561).") var admin: String?
 
     struct Resolved {
@@ -59,9 +60,12 @@ struct DeskCommand: AsyncParsableCommand {
         let layers = try options.settings(admin: admin, extra: ["site_id": site, "program_id": program, "listen": listen]).layers
         func id(_ key: String, _ flag: String) throws -> Int64 {
             guard let text = try? layers.nonEmpty(key) else {
-                throw ValidationError("\(flag) (key \(key)) is required: the ETO \(key == "site_id" ? "site" : "program") of this desk's check-ins")
+                throw ValidationError(
+                    "\(flag) (key \(key)) is required: the ETO \(key == "site_id" ? "site" : "program") of this desk's check-ins")
             }
-            guard let value = Int64(text), value >= 1 else { throw ValidationError("\(flag) (key \(key)): '\(text)' is not a positive ETO id") }
+            guard let value = Int64(text), value >= 1 else {
+                throw ValidationError("\(flag) (key \(key)): '\(text)' is not a positive ETO id")
+            }
             return value
         }
         let listenText = layers.string("listen") ?? "127.0.0.1:9580"
@@ -79,7 +83,9 @@ struct DeskCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.description)
         }
-        guard let idle = DurationText.parse(idle), idle > .zero else { throw ValidationError("--idle: '\(idle)' is not a duration like 10m") }
+        guard let idle = DurationText.parse(idle), idle > .zero else {
+            throw ValidationError("--idle: '\(idle)' is not a duration like 10m")
+        }
         guard let refresh = DurationText.parse(rosterRefresh), refresh >= .seconds(1) else {
             throw ValidationError("--roster-refresh: '\(rosterRefresh)' is not a duration like 5m")
         }
@@ -145,7 +151,8 @@ struct DeskCommand: AsyncParsableCommand {
                     client: client, store: store, status: status, siteID: resolved.siteID, programID: resolved.programID,
                     interval: resolved.rosterRefresh, logger: logger), serviceName: "roster"))
         configurations.append(.init(service: server, serviceName: "desk"))
-        var configuration = ServiceGroupConfiguration(services: configurations, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        var configuration = ServiceGroupConfiguration(
+            services: configurations, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(8)
         ServiceReadiness.notify(.ready)
         do {
