@@ -100,7 +100,12 @@ public struct DeskJourney: Service {
             }
             var more = false
             if let socket {
-                switch await fetch(socket, from: through + 1) {
+                let from = through + 1
+                let fetched =
+                    (try? await cancelWhenGracefulShutdown { () async throws -> Fetched in await fetch(socket, from: from) })
+                    ?? .failed("stopping")
+                if Task.isShuttingDownGracefully || Task.isCancelled { break }
+                switch fetched {
                 case .answered(let end, let outcomes):
                     var changed = false
                     for outcome in outcomes where (try? await store.apply(outcome)) == true { changed = true }
@@ -257,7 +262,8 @@ public struct DeskRoster: Service {
         var failing = false
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                let count = try await refresh()
+                // A refresh waits for the eto service up to its time-out; shutdown need not.
+                let count = try await cancelWhenGracefulShutdown { try await refresh() }
                 if failing { logger.info("roster: refreshed again", metadata: ["people": "\(count)"]) }
                 failing = false
                 status.roster(problem: nil)

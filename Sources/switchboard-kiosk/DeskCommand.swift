@@ -137,7 +137,9 @@ struct DeskCommand: AsyncParsableCommand {
             sessions: DeskSessions(idle: resolved.idle), status: status, connected: { delivery.isConnected },
             liveSearch: { query in try? await lookup.search(query, timeout: .seconds(2)) }, logger: logger
         ) { [scheme = tlsCert == nil ? "http" : "https", host = resolved.host] port in
-            print("Front desk \(kioskID): \(scheme)://\(host):\(port)/ (accounts: \(usersPath)). Ctrl-C stops.")
+            // Written at once (print buffers when standard output is not a terminal).
+            FileHandle.standardOutput.write(
+                Data("Front desk \(kioskID): \(scheme)://\(host):\(port)/ (accounts: \(usersPath)). Ctrl-C stops.\n".utf8))
         }
         var configurations = services.configurations
         configurations.append(
