@@ -207,7 +207,8 @@ var targets: [Target] = [
         name: "SwitchboardDeskTests",
         dependencies: [
             "SwitchboardDesk", "SwitchboardKiosk", "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "SwitchboardTesting",
-            "ZeroMQ",
+            "SwitchboardEmulators", "ZeroMQ",
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

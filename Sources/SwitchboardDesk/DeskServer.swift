@@ -25,6 +25,7 @@ import NIOSSL
 public import ServiceLifecycle
 import SwitchboardBus
 public import SwitchboardProtocol
+import SwitchboardRuntime
 
 /// Where the desk listens, and whether that needs TLS.
 public enum DeskListen {

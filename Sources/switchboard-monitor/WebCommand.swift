@@ -469,18 +469,3 @@ struct SameOriginChanges<Context: RequestContext>: RouterMiddleware {
         return try await next(request, context)
     }
 }
-
-/// Comparison of secrets whose time does not depend on where they differ.
-enum ConstantTime {
-    static func equal(_ offered: String, _ secret: String) -> Bool {
-        let offered = Array(offered.utf8)
-        let secret = Array(secret.utf8)
-        // Every byte of the secret is looked at whatever the offer's length; only that length
-        // (which the offerer knows) changes the time.
-        var difference = UInt8(offered.count == secret.count ? 0 : 1)
-        for index in secret.indices {
-            difference |= secret[index] ^ (index < offered.count ? offered[index] : 0)
-        }
-        return difference == 0
-    }
-}

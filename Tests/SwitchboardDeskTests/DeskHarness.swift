@@ -3,9 +3,11 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import ServiceLifecycle
 import SwitchboardBus
 import SwitchboardDesk
+import SwitchboardEmulators
 import SwitchboardProtocol
 import SwitchboardTesting
 import Synchronization
@@ -41,12 +43,24 @@ struct DeskHarness: Sendable {
     }
 
     /// Runs the server (and `extra` services) for `body`, then shuts them down gracefully.
+    /// - Parameter tls: serve HTTPS with this certificate (the client trusts its authority).
     func run<T: Sendable>(
-        connected: @escaping @Sendable () -> Bool = { true }, extra: [any Service] = [], _ body: (DeskClient) async throws -> T
+        connected: @escaping @Sendable () -> Bool = { true }, extra: [any Service] = [], tls: EmulatorTLS? = nil,
+        _ body: (DeskClient) async throws -> T
     ) async throws -> T {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        var serverConfiguration = DeskServer.Configuration(host: "127.0.0.1", port: 0, usersPath: usersPath)
+        var clientTLS: TLSConfiguration?
+        if let tls {
+            try tls.write(to: directory.path("tls"))
+            serverConfiguration.certificatePath = directory.path("tls/server.pem")
+            serverConfiguration.keyPath = directory.path("tls/server-key.pem")
+            var trusting = TLSConfiguration.makeClientConfiguration()
+            trusting.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array((tls.authorityPEM ?? "").utf8)))
+            clientTLS = trusting
+        }
         let server = DeskServer(
-            configuration: .init(host: "127.0.0.1", port: 0, usersPath: usersPath), actions: actions, sessions: sessions,
+            configuration: serverConfiguration, actions: actions, sessions: sessions,
             status: status, connected: connected, liveSearch: nil, logger: capture.logger
         ) { port in continuation.yield(port) }
         var quiet = Logger(label: "desk-test-group")
@@ -62,7 +76,7 @@ struct DeskHarness: Sendable {
             }
             var iterator = ports.makeAsyncIterator()
             guard let port = await iterator.next() else { throw WaitTimedOut(description: "the desk stopped before it listened") }
-            let client = DeskClient(base: "http://127.0.0.1:\(port)")
+            let client = DeskClient(base: "\(tls == nil ? "http" : "https")://127.0.0.1:\(port)", tls: clientTLS)
             do {
                 let result = try await body(client)
                 try await client.http.shutdown()
@@ -87,10 +101,27 @@ struct DeskHarness: Sendable {
 /// A browser, roughly: one cookie, no redirects followed, the page's own Origin on POSTs.
 final class DeskClient: Sendable {
     let base: String
-    let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+    let http: HTTPClient
     private let cookie = Mutex<String?>(nil)
+    /// The last Set-Cookie header, whole.
+    let setCookie = Mutex<String?>(nil)
 
-    init(base: String) { self.base = base }
+    init(base: String, tls: TLSConfiguration? = nil) {
+        self.base = base
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.redirectConfiguration = .disallow
+        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// The first chunk of the event stream.
+    func firstEvent() async throws -> String {
+        var request = HTTPClientRequest(url: base + "/events")
+        if let cookie = cookie.withLock({ $0 }) { request.headers.add(name: "Cookie", value: cookie) }
+        let response = try await http.execute(request, timeout: .seconds(30))
+        guard response.status.code == 200 else { return "status \(response.status.code)" }
+        for try await chunk in response.body { return String(buffer: chunk) }
+        return ""
+    }
 
     struct Answer {
         var status: Int
@@ -122,6 +153,7 @@ final class DeskClient: Sendable {
             request.body = .bytes(ByteBuffer(string: body))
         }
         let response = try await http.execute(request, timeout: .seconds(30))
+        if let set = response.headers.first(name: "Set-Cookie") { setCookie.withLock { $0 = set } }
         if let set = response.headers.first(name: "Set-Cookie"), let pair = set.split(separator: ";").first {
             cookie.withLock { $0 = pair.hasSuffix("=") ? nil : String(pair) }
         }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SwitchboardBus
 import SwitchboardDesk
+import SwitchboardEmulators
 import SwitchboardKiosk
 import SwitchboardProtocol
 import SwitchboardTesting
@@ -173,6 +174,46 @@ struct DeskServerTests {
             let page = try await client.get("/?name=nunez&dob=")
             #expect(page.body.contains("José"))
             #expect(page.body.contains("Roster: never updated"))
+        }
+    }
+
+    @Test("the event stream: a session's first frame holds today's check-ins with their states and the banner")
+    func eventStream() async throws {
+        let harness = try DeskHarness()
+        defer { harness.directory.remove() }
+        try await harness.run(connected: { false }) { client in
+            #expect(try await client.firstEvent() == "status 401")
+            let csrf = try await client.signIn()
+            #expect(
+                try await client.post("/walkin", ["csrf": csrf, "first_name": "Ola", "last_name": "Berg", "date_of_birth": "1999-09-09"])
+                    .status == 303)
+            let id = try #require(try await harness.outbox.pending(limit: 1).first?.eventID)
+            let frame = try await client.firstEvent()
+            #expect(frame.hasPrefix("data: {"))
+            #expect(frame.contains("\"\(id)\":{\"kind\":\"saved\""))
+            #expect(frame.contains("Offline: the broker does not answer"))
+            #expect(!frame.contains("Ola") && !frame.contains("1999-09-09"), "the stream carries states, not people")
+        }
+    }
+
+    @Test("under TLS: the page over HTTPS, the session cookie Secure, HttpOnly and SameSite=Strict; the Origin is https")
+    func tls() async throws {
+        let harness = try DeskHarness()
+        defer { harness.directory.remove() }
+        try await harness.run(tls: try EmulatorTLS.generate()) { client in
+            #expect(client.base.hasPrefix("https://"))
+            let csrf = try await client.signIn()
+            let cookie = try #require(client.setCookie.withLock { $0 })
+            #expect(cookie.contains("; Secure") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"))
+            #expect(
+                try await client.post("/walkin", ["csrf": csrf, "first_name": "Ola", "last_name": "Berg", "date_of_birth": "1999-09-09"])
+                    .status == 303)
+            let plain = client.base.replacingOccurrences(of: "https://", with: "http://")
+            #expect(
+                try await client.post(
+                    "/walkin", ["csrf": csrf, "first_name": "A", "last_name": "B", "date_of_birth": "1999-09-09"], origin: plain
+                )
+                .status == 403)
         }
     }
 
