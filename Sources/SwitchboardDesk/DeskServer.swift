@@ -136,10 +136,11 @@ public struct DeskServer: Service, Sendable {
         }
         router.get("/") { request, context in
             guard let session = context.session else { return Self.redirect("/signin") }
-            let query = request.uri.queryParameters
+            // Parsed as a form (a GET form sends spaces as '+').
+            let query = Self.parseForm(ByteBuffer(string: request.uri.query ?? ""))
             return try await page(
-                session, status: .ok, message: query["done"].flatMap { DeskPage.doneMessages[String($0)] }, problem: nil,
-                name: query["name"].map(String.init), dateOfBirth: query["dob"].map(String.init))
+                session, status: .ok, message: query["done"].flatMap { DeskPage.doneMessages[$0] }, problem: nil,
+                name: query["name"], dateOfBirth: query["dob"])
         }
         router.post("/checkin") { request, context in
             guard let session = context.session else { return Self.redirect("/signin") }

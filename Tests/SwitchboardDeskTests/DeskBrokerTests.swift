@@ -199,6 +199,52 @@ struct DeskBrokerTests {
         }
     }
 
+    @Test("online, a full name also asks eto's participants.search; its matches join the results and the roster, and check in by id")
+    func liveSearch() async throws {
+        let fixture = try await BrokerFixture.start { configuration in
+            configuration.serviceHeartbeat = .milliseconds(500)
+            configuration.serviceLiveness = 10
+        }
+        defer { fixture.directory.remove() }
+        let harness = try DeskHarness(directory: fixture.directory)
+        var workerSettings = ServiceWorker.Settings()
+        workerSettings.heartbeat = .milliseconds(500)
+        workerSettings.liveness = 10
+        let worker = ServiceWorker(
+            service: "eto", io: fixture.io, endpoint: fixture.endpoints.service, settings: workerSettings, logger: Self.quiet
+        ) { request, _ in
+            guard request.operation == "participants.search" else { throw ServiceError.unknownOperation(request.operation) }
+            let query = try JSONDecoder().decode(ETOServiceContent.SearchQuery.self, from: request.content)
+            guard query.firstName == "Ruth", query.lastName == "Ng", query.siteID == 101, query.programID == 793 else {
+                return Data(#"{"participants":[]}"#.utf8)
+            }
+            return Data(
+                #"{"participants":[{"participant_id":2001,"first_name":"Ruth","last_name":"Ng","date_of_birth":"1961-12-01"}]}"#.utf8)
+        }
+        let workerTask = Task { try await worker.run() }
+        let client = ServiceClient(io: fixture.io, endpoint: fixture.endpoints.service, logger: Self.quiet)
+        try await waitUntil("the eto worker is alive", timeout: .seconds(20)) { (try? await client.isAlive("eto")) == true }
+        let lookup = ETOLookup(client: client)
+        try await harness.run(liveSearch: { query in try? await lookup.search(query, timeout: .seconds(2)) }) { desk in
+            let csrf = try await desk.signIn()
+            let page = try await desk.get("/?name=Ruth+Ng")
+            #expect(page.body.contains("ETO #2001"))
+            #expect(try await harness.store.person(2001)?.dateOfBirth == "1961-12-01")
+            #expect(try await desk.post("/checkin", ["csrf": csrf, "participant_id": "2001", "bed": "7"]).status == 303)
+            let checkIn = try JSONDecoder().decode(
+                CheckIn.self, from: try #require(try await harness.outbox.pending(limit: 1).first).content)
+            #expect(checkIn.participant.etoParticipantID == 2001 && checkIn.participant.lastName == "Ng")
+            worker.stop()
+            _ = try? await workerTask.value
+            let offline = try await desk.get("/?name=Ruth+Ng")
+            #expect(offline.body.contains("ETO did not answer; these are from the roster kept on this desk."))
+            #expect(offline.body.contains("ETO #2001"))
+        }
+        await client.close()
+        await fixture.stop(remove: false)
+        #expect(harness.leaks(["Ruth", "1961-12-01"]).isEmpty)
+    }
+
     @Test("the roster while participants.list is missing: one warning, the reason on the page, nothing thrown")
     func rosterMissingOperation() async throws {
         let fixture = try await BrokerFixture.start { configuration in

@@ -46,6 +46,7 @@ struct DeskHarness: Sendable {
     /// - Parameter tls: serve HTTPS with this certificate (the client trusts its authority).
     func run<T: Sendable>(
         connected: @escaping @Sendable () -> Bool = { true }, extra: [any Service] = [], tls: EmulatorTLS? = nil,
+        liveSearch: (@Sendable (ETOServiceContent.SearchQuery) async -> [ETOServiceContent.Participant]?)? = nil,
         _ body: (DeskClient) async throws -> T
     ) async throws -> T {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
@@ -61,7 +62,7 @@ struct DeskHarness: Sendable {
         }
         let server = DeskServer(
             configuration: serverConfiguration, actions: actions, sessions: sessions,
-            status: status, connected: connected, liveSearch: nil, logger: capture.logger
+            status: status, connected: connected, liveSearch: liveSearch, logger: capture.logger
         ) { port in continuation.yield(port) }
         var quiet = Logger(label: "desk-test-group")
         quiet.logLevel = .critical
