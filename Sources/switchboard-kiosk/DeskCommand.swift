@@ -23,14 +23,14 @@ struct DeskCommand: AsyncParsableCommand {
         commandName: "desk",
         abstract: "Serve the front desk page: staff sign in, find people, check them in, enter walk-ins, void mistakes.",
         discussion: """
-            One process: the page, the kiosk's outbox (sent to the broker as `serve` does, so a
-            check-in made while the broker is down is kept and sent later) and /metrics and
-            /health on --admin. The page lists today's check-ins at this desk and where each is
-            (saved here, on the broker, in FileMaker, in ETO, voided, or a problem), live. It
-            keeps a roster of the site's participants (the eto service's participants.list) so
-            people are found while ETO or the broker is down. Staff accounts come from
-            `switchboard-kiosk desk-user add NAME`. --listen other than loopback needs
-            --tls-cert and --tls-key. --site and --program (keys site_id, program_id) are
+            One process: the page, the kiosk's outbox (sent to the broker as `serve` does, so a \
+            check-in made while the broker is down is kept and sent later) and /metrics and \
+            /health on --admin. The page lists today's check-ins at this desk and where each is \
+            (saved here, on the broker, in FileMaker, in ETO, voided, or a problem), live. It \
+            keeps a roster of the site's participants (the eto service's participants.list) so \
+            people are found while ETO or the broker is down. Staff accounts come from \
+            `switchboard-kiosk desk-user add NAME`. --listen other than loopback needs \
+            --tls-cert and --tls-key. --site and --program (keys site_id, program_id) are \
             required.
             """)
 
@@ -176,10 +176,10 @@ struct DeskUserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "desk-user", abstract: "Manage the front desk's staff accounts.",
         discussion: """
-            Accounts live in a file of mode 0600 (default <data-dir>/kiosk/<id>/desk-users.json):
-            per account the name, a staff id (staff- and 8 hex digits: what check-in events carry
-            as recorded_by, never the name) and a PBKDF2-HMAC-SHA256 hash of the password
-            (210,000 rounds, a 16-byte random salt). A running desk reads the file at each
+            Accounts live in a file of mode 0600 (default <data-dir>/kiosk/<id>/desk-users.json): \
+            per account the name, a staff id (staff- and 8 hex digits: what check-in events carry \
+            as recorded_by, never the name) and a PBKDF2-HMAC-SHA256 hash of the password \
+            (210,000 rounds, a 16-byte random salt). A running desk reads the file at each \
             sign-in, so changes take effect at once.
             """,
         subcommands: [DeskUserAdd.self, DeskUserList.self, DeskUserRemove.self])
