@@ -159,7 +159,10 @@ struct FileMakerCommand: AsyncParsableCommand {
             ])
         do {
             try await runtime.run(
-                [WorkerStart.ReadyLog(consumer: consumer, logger: logger), GroupWorker(consumer: consumer, handler: writer, logger: logger)],
+                [
+                    WorkerStart.ReadyLog(consumer: consumer, logger: logger),
+                    GroupWorker(consumer: consumer, handler: writer, logger: logger),
+                ],
                 name: "filemaker writer", consumer: consumer)
         } catch let error as ProtocolError where error.code == .groupConflict {
             throw GroupTopicsError(group: "filemaker", topics: topics, broker: error.message)

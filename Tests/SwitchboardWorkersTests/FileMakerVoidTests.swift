@@ -53,7 +53,8 @@ extension HandlerTests {
             recordedBy: "staff-9")
         return WorkerEvent(
             header: EventHeader(
-                eventID: id, type: CheckInVoid.type, producer: "desk-1", producerSeq: 2, busSeq: 9, schema: CheckInVoid.schema, session: "s",
+                eventID: id, type: CheckInVoid.type, producer: "desk-1", producerSeq: 2, busSeq: 9, schema: CheckInVoid.schema,
+                session: "s",
                 key: "p"),
             content: try WireJSON.encode(void))
     }
@@ -105,9 +106,10 @@ extension HandlerTests {
             #expect(voided.count == 2)
             #expect(
                 voided.allSatisfy {
-                    $0 == FileMakerRecordVoided(
-                        eventID: void.eventID, checkInEventID: checkIn.eventID, busSeq: 9, database: "Shelter", layout: "CheckIns",
-                        recordID: record.recordId)
+                    $0
+                        == FileMakerRecordVoided(
+                            eventID: void.eventID, checkInEventID: checkIn.eventID, busSeq: 9, database: "Shelter", layout: "CheckIns",
+                            recordID: record.recordId)
                 })
             #expect(rig.written.map(\.created) == [true, false])
             let logged = b.logs.all.joined(separator: "\n")
@@ -141,7 +143,9 @@ extension HandlerTests {
             let record = try #require(records.first)
             #expect(record.recordId == placeholder.recordId)
             for field in Self.compared where field != "EventID" {
-                #expect(record[field] == reference[field], "\(field): \(String(describing: record[field])) vs \(String(describing: reference[field]))")
+                #expect(
+                    record[field] == reference[field],
+                    "\(field): \(String(describing: record[field])) vs \(String(describing: reference[field]))")
             }
             #expect(record["FirstName"] == .text("Rosa") && record["Voided"] == .number(1))
             #expect(rig.written.filter { $0.eventID == checkIn.eventID }.map(\.created) == [false, false])
@@ -243,7 +247,9 @@ extension HandlerTests {
         }
     }
 
-    @Test("the group's topics follow the mapping; --participants-layout renames or turns off the mirror; a wrong void field is refused at start")
+    @Test(
+        "the group's topics follow the mapping; --participants-layout renames or turns off the mirror; a wrong void field is refused at start"
+    )
     func topicsAndSettings() async throws {
         #expect(
             FileMakerWriter.topics(for: .default) == ["checkin.recorded", "checkin.voided", "eto.participant.created", "person."])
@@ -258,7 +264,9 @@ extension HandlerTests {
 
         var bad = FileMakerMapping.default
         bad.checkins.void?.fields["VoidReason"] = "reason_code"
-        do { try bad.validate() } catch { #expect(error.description.contains("checkins.void.fields.VoidReason: unknown source 'reason_code'")) }
+        do { try bad.validate() } catch {
+            #expect(error.description.contains("checkins.void.fields.VoidReason: unknown source 'reason_code'"))
+        }
         bad = .default
         bad.checkins.void?.fields["Bed"] = "reason"
         #expect(throws: WorkerConfigurationError.self) { try bad.validate() }
@@ -267,7 +275,7 @@ extension HandlerTests {
             let client = b.fileMaker
             let session = try await client.logIn(account: "switchboard", password: "fm-demo-Passw0rd!")
             var wrongType = FileMakerMapping.default
-            wrongType.checkins.void?.voidedField = "VoidReason"
+            wrongType.checkins.void?.voidedField = "Created"
             await #expect(throws: WorkerConfigurationError.self) {
                 try await FileMakerWriter.checkLayouts(client: client, mapping: wrongType, session: .fixed(session))
             }

@@ -243,7 +243,9 @@ public struct FileMakerMapping: Codable, Sendable, Hashable {
             }
         }
         if let void = c.void {
-            guard !void.voidedField.isEmpty else { throw WorkerConfigurationError("--mapping: \(source): checkins.void.voided_field is empty") }
+            guard !void.voidedField.isEmpty else {
+                throw WorkerConfigurationError("--mapping: \(source): checkins.void.voided_field is empty")
+            }
             for (field, path) in void.fields.sorted(by: { $0.key < $1.key }) {
                 guard !field.isEmpty, field != c.eventIDField, field != void.voidedField, c.fields[field] == nil else {
                     throw WorkerConfigurationError(

@@ -205,7 +205,9 @@ public struct FileMakerWriter: EventHandler {
                     _ = try await client.edit(layout: layout, id: record.recordId, fieldData: fields, auth: session)
                     logger.info(
                         "check-in filled into its voided record",
-                        metadata: ["event_id": "\(event.eventID)", "filemaker.layout": "\(layout)", "filemaker.record": "\(record.recordId)"])
+                        metadata: [
+                            "event_id": "\(event.eventID)", "filemaker.layout": "\(layout)", "filemaker.record": "\(record.recordId)",
+                        ])
                 }
             }
             let written = FileMakerRecordWritten(
