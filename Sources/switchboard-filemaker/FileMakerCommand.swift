@@ -181,7 +181,7 @@ struct GroupTopicsError: Error, CustomStringConvertible {
         let flags = topics.map { "--topic \($0)" }.joined(separator: " ")
         return """
             the broker refused to let this worker join: \(broker).
-            This switchboard-filemaker takes \(topics.joined(separator: ", ")). To move the group over without \
+            This switchboard-filemaker takes the topics \(topics.map { "'\($0)'" }.joined(separator: ", ")). To move the group over without \
             writing its events again: `switchboard groups list` (note the group's cursor), then \
             `switchboard groups delete \(group)` and `switchboard groups create \(group) \(flags) --start <cursor + 1>`, \
             and start this worker again.
