@@ -38,6 +38,8 @@ struct FileMakerCommand: AsyncParsableCommand {
             \(WorkerConfigurationFile.example(FileMakerMapping.default))
 
             Sources: \(FileMakerMapping.sources.keys.sorted().joined(separator: ", ")).
+            Void sources (checkins.void.fields): \(FileMakerMapping.voidSources.keys.sorted().joined(separator: ", ")).
+            Participant sources (participants.fields): \(FileMakerMapping.participantSources.keys.sorted().joined(separator: ", ")).
             $-names come from the event header; the rest from the check-in. Numbers may go
             to number or text fields, dates (YYYY-MM-DD) to date or text, timestamps to
             timeStamp (written in time_zone, default UTC) or text. At start the mapping is
