@@ -262,6 +262,15 @@ extension HandlerTests {
         #expect(mapping.participants?.layout == "Walkins" && mapping.participants?.participantIDField == "ETOParticipantID")
         #expect(FileMakerWriter.topics(for: mapping) == ["checkin.recorded", "eto.participant.created"])
 
+        // The default, as --help shows it, reads back as itself; a file without the new sections
+        // takes no voids and mirrors no walk-ins.
+        let shown = try JSONEncoder().encode(FileMakerMapping.default)
+        #expect(try JSONDecoder().decode(FileMakerMapping.self, from: shown) == .default)
+        let old = try JSONDecoder().decode(
+            FileMakerMapping.self,
+            from: Data(#"{"checkins": {"layout": "CheckIns", "event_id_field": "EventID", "fields": {"Notes": "notes"}}}"#.utf8))
+        #expect(old.checkins.void == nil && old.participants == nil && FileMakerWriter.topics(for: old) == ["checkin.recorded"])
+
         var bad = FileMakerMapping.default
         bad.checkins.void?.fields["VoidReason"] = "reason_code"
         do { try bad.validate() } catch {
