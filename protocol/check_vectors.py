@@ -174,7 +174,7 @@ for name, accepted in (("accepted.json", True), ("refused.json", False)):
         if not accepted and got is not None:
             failures.append(f"timestamp/{name}: {case['text']!r} is a valid date-time")
 
-# Workers (section 16): filemaker.record.written contents and the eto service's bodies, each
+# Workers (section 16): filemaker.record.written and filemaker.record.voided contents and the eto service's bodies, each
 # against its schema, or one $defs entry of it ("def"); an invalid one must name its field.
 for path in sorted((root / "vectors" / "workers").glob("*.json")):
     vector = json.loads(path.read_text())

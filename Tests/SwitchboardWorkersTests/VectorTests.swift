@@ -42,6 +42,7 @@ struct VectorTests {
             let reads: Bool
             switch (vector.schema, vector.def) {
             case ("filemaker.record.written.v1.json", _): reads = decodes(FileMakerRecordWritten.self, vector.content)
+            case ("filemaker.record.voided.v1.json", _): reads = decodes(FileMakerRecordVoided.self, vector.content)
             case ("person.created.v1.json", _), ("person.deleted.v1.json", _):
                 // The syncer's own checks hold every rule of these schemas but unknown fields.
                 #expect(personEventAccepted(vector) == vector.valid, "\(vector.name)")
@@ -58,7 +59,7 @@ struct VectorTests {
             }
             // Presence and types are the decoder's; blank names and extra fields are the
             // schema's and the handler's rules (the service tests cover those).
-            if vector.valid || ["record_id", "site_id"].contains(vector.field ?? "") {
+            if vector.valid || ["record_id", "site_id", "checkin_event_id"].contains(vector.field ?? "") {
                 #expect(reads == vector.valid, "\(vector.name)")
             }
         }
@@ -106,5 +107,15 @@ struct VectorTests {
                 as? [String: Any])
         let properties = try #require(schema["properties"] as? [String: Any])
         #expect(Set(object.keys) == Set(properties.keys))
+
+        let voided = FileMakerRecordVoided(
+            eventID: "0190a1b2-3c4d-7e5f-8a6b-7c8d9e0f1a3c", checkInEventID: "0190a1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b", busSeq: 57,
+            database: "Shelter", layout: "CheckIns", recordID: "147")
+        let voidedObject = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(voided)) as? [String: Any])
+        let voidedSchema = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: Vectors.packageRoot.appendingPathComponent("protocol/schemas/filemaker.record.voided.v1.json")))
+                as? [String: Any])
+        #expect(Set(voidedObject.keys) == Set(try #require(voidedSchema["properties"] as? [String: Any]).keys))
     }
 }

@@ -5,6 +5,13 @@
 // `filemaker.record.written` goes to the outbox, and only then is the event acknowledged: a
 // crash anywhere in between makes the event come again, find its record, and publish (with
 // `created: false`) what the crash interrupted.
+//
+// A `checkin.voided` marks the check-in's record (found by the same event id) voided, and a void
+// that comes before its check-in (the check-in was dead-lettered and replayed later) creates the
+// record holding just the event id and the void fields; the check-in then meets that record and
+// fills its own fields into it, never touching the void fields. Either order ends in the same
+// record. Walk-ins ETO created (`eto.participant.created`) are mirrored into a participants
+// layout, found or created by ETO's participant id.
 
 import Foundation
 public import Logging
@@ -41,71 +48,128 @@ public struct FileMakerRecordWritten: Codable, Sendable, Hashable {
     }
 }
 
+/// The content of `filemaker.record.voided` (schema `filemaker.record.voided/1`): a check-in's
+/// record was marked voided. No personal data (the void's reason stays in the void's event).
+public struct FileMakerRecordVoided: Codable, Sendable, Hashable {
+    public static let type = "filemaker.record.voided"
+    public static let schema = "filemaker.record.voided/1"
+
+    /// The `checkin.voided` event applied.
+    public var eventID: String
+    /// The check-in it voids.
+    public var checkInEventID: String
+    public var busSeq: Int64?
+    public var database: String
+    public var layout: String
+    public var recordID: String
+
+    enum CodingKeys: String, CodingKey {
+        case eventID = "event_id", checkInEventID = "checkin_event_id", busSeq = "bus_seq", database, layout, recordID = "record_id"
+    }
+
+    public init(eventID: String, checkInEventID: String, busSeq: Int64?, database: String, layout: String, recordID: String) {
+        self.eventID = eventID
+        self.checkInEventID = checkInEventID
+        self.busSeq = busSeq
+        self.database = database
+        self.layout = layout
+        self.recordID = recordID
+    }
+}
+
 /// Writes check-ins to FileMaker. Thread-safe; one per process.
 public struct FileMakerWriter: EventHandler {
     public let client: FileMakerClient
     public let mapping: FileMakerMapping
     let session: CredentialSource<FileMaker.Session>
     let textFields: Set<String>
+    let participantTextFields: Set<String>
     let publish: @Sendable (FileMakerRecordWritten, _ key: String?) async throws -> Void
+    let publishVoided: @Sendable (FileMakerRecordVoided, _ key: String?) async throws -> Void
     let logger: Logger
 
     /// - Parameters:
-    ///   - textFields: the mapped fields that are text on the server (``FileMakerMapping/textFields(in:)``).
+    ///   - textFields: the mapped check-in and void fields that are text on the server
+    ///     (``FileMakerMapping/textFields(in:)``).
+    ///   - participantTextFields: the same for the participants layout
+    ///     (``FileMakerMapping/participantTextFields(in:)``).
+    ///   - publishVoided: puts a `filemaker.record.voided` event in the worker's outbox.
     ///   - publish: puts a `filemaker.record.written` event in the worker's outbox.
     public init(
         client: FileMakerClient, mapping: FileMakerMapping, session: CredentialSource<FileMaker.Session>, textFields: Set<String> = [],
-        logger: Logger, publish: @escaping @Sendable (FileMakerRecordWritten, _ key: String?) async throws -> Void
+        participantTextFields: Set<String> = [], logger: Logger,
+        publishVoided: @escaping @Sendable (FileMakerRecordVoided, _ key: String?) async throws -> Void = { _, _ in },
+        publish: @escaping @Sendable (FileMakerRecordWritten, _ key: String?) async throws -> Void
     ) {
         self.client = client
         self.mapping = mapping
         self.session = session
         self.textFields = textFields
+        self.participantTextFields = participantTextFields
         self.logger = logger
+        self.publishVoided = publishVoided
         self.publish = publish
     }
 
     /// Reads the layout's metadata from the server and checks the mapping against it; returns
-    /// the mapped fields that are text. Errors name the setting.
+    /// the mapped check-in (and void) fields that are text. Errors name the setting.
     public static func checkLayout(
         client: FileMakerClient, mapping: FileMakerMapping, session: CredentialSource<FileMaker.Session>
     ) async throws(WorkerConfigurationError) -> Set<String> {
-        let metadata: FileMaker.LayoutMetadata
-        do {
-            metadata = try await client.layoutMetadata(layout: mapping.checkins.layout, auth: session)
-        } catch {
-            if error.vendorCode == "105" {
-                throw WorkerConfigurationError(
-                    "--mapping: checkins.layout: database '\(client.database)' has no layout '\(mapping.checkins.layout)'")
-            }
-            throw WorkerConfigurationError(
-                "cannot read layout '\(mapping.checkins.layout)' of '\(client.database)' to check --mapping: \(error)", retryable: true)
-        }
-        try mapping.validate(against: metadata)
-        if let staff = mapping.staff {
-            let staffMetadata: FileMaker.LayoutMetadata
-            do {
-                staffMetadata = try await client.layoutMetadata(layout: staff.layout, auth: session)
-            } catch {
-                if error.vendorCode == "105" {
-                    throw WorkerConfigurationError("--mapping: staff.layout: database '\(client.database)' has no layout '\(staff.layout)'")
-                }
-                throw WorkerConfigurationError(
-                    "cannot read layout '\(staff.layout)' of '\(client.database)' to check --mapping: \(error)", retryable: true)
-            }
-            try mapping.validateStaff(against: staffMetadata)
-        }
-        return mapping.textFields(in: metadata)
+        try await checkLayouts(client: client, mapping: mapping, session: session).checkIns
     }
 
-    /// The group's topics: check-ins, and people when the mapping mirrors them.
+    /// Reads every mapped layout's metadata (check-ins, staff, participants) and checks the
+    /// mapping against it; returns the mapped fields that are text, per layout.
+    public static func checkLayouts(
+        client: FileMakerClient, mapping: FileMakerMapping, session: CredentialSource<FileMaker.Session>
+    ) async throws(WorkerConfigurationError) -> (checkIns: Set<String>, participants: Set<String>) {
+        func metadata(_ layout: String, setting: String) async throws(WorkerConfigurationError) -> FileMaker.LayoutMetadata {
+            do {
+                return try await client.layoutMetadata(layout: layout, auth: session)
+            } catch {
+                if error.vendorCode == "105" {
+                    throw WorkerConfigurationError("--mapping: \(setting): database '\(client.database)' has no layout '\(layout)'")
+                }
+                throw WorkerConfigurationError(
+                    "cannot read layout '\(layout)' of '\(client.database)' to check --mapping: \(error)", retryable: true)
+            }
+        }
+        let checkIns = try await metadata(mapping.checkins.layout, setting: "checkins.layout")
+        try mapping.validate(against: checkIns)
+        if let staff = mapping.staff {
+            try mapping.validateStaff(against: try await metadata(staff.layout, setting: "staff.layout"))
+        }
+        var participantText: Set<String> = []
+        if let participants = mapping.participants {
+            let layout = try await metadata(participants.layout, setting: "participants.layout (--participants-layout)")
+            try mapping.validateParticipants(against: layout)
+            participantText = mapping.participantTextFields(in: layout)
+        }
+        return (mapping.textFields(in: checkIns), participantText)
+    }
+
+    /// The group's topics: check-ins, their voids when the mapping has void fields, walk-ins
+    /// when it mirrors participants, and people when it mirrors staff.
     public static func topics(for mapping: FileMakerMapping) -> [String] {
-        [CheckIn.type] + (mapping.staff == nil ? [] : ["person."])
+        [CheckIn.type] + (mapping.checkins.void == nil ? [] : [CheckInVoid.type])
+            + (mapping.participants == nil ? [] : [ParticipantCreated.type]) + (mapping.staff == nil ? [] : ["person."])
     }
 
     public func handle(_ event: WorkerEvent) async -> Settlement {
         if event.header.type.hasPrefix("person."), let staff = mapping.staff {
             return await mirror(event, into: staff)
+        }
+        if event.header.type == CheckInVoid.type, let fields = mapping.checkins.void {
+            // The reason is the staff member's words: never in a settlement's message.
+            let void = try? JSONDecoder().decode(CheckInVoid.self, from: event.content)
+            let settlement = await markVoided(event, fields: fields)
+            guard let reason = void?.reason.trimmingCharacters(in: .whitespacesAndNewlines), !reason.isEmpty else { return settlement }
+            return settlement.removing([reason])
+        }
+        if event.header.type == ParticipantCreated.type, let participants = mapping.participants {
+            let participant = try? JSONDecoder().decode(ParticipantCreated.self, from: event.content)
+            return await mirror(event, into: participants).removing(participant?.personalWords ?? [])
         }
         // FileMaker's message is a third party's text: whatever a reason holds, the check-in's
         // personal words are taken out (the settlement rule below leaves out 5xx messages too).
@@ -132,6 +196,20 @@ public struct FileMakerWriter: EventHandler {
             let (record, created) = try await client.createIfAbsent(
                 layout: layout, uniqueField: mapping.checkins.eventIDField, value: event.eventID, fieldData: fields,
                 uniqueValidated: mapping.checkins.eventIDUnique, auth: session)
+            if !created, let void = mapping.checkins.void {
+                // The record may be a void's that came first: it holds the event id and the void
+                // fields only. The check-in's fields go into it (the void fields are not among
+                // them, so the void stays); the same PATCH again on a redelivery changes nothing.
+                let existing = try await client.record(layout: layout, id: record.recordId, auth: session)
+                if Self.isVoided(existing[void.voidedField]) {
+                    _ = try await client.edit(layout: layout, id: record.recordId, fieldData: fields, auth: session)
+                    logger.info(
+                        "check-in filled into its voided record",
+                        metadata: [
+                            "event_id": "\(event.eventID)", "filemaker.layout": "\(layout)", "filemaker.record": "\(record.recordId)",
+                        ])
+                }
+            }
             let written = FileMakerRecordWritten(
                 eventID: event.eventID, busSeq: event.header.busSeq, database: client.database, layout: layout, recordID: record.recordId,
                 created: created)
@@ -148,6 +226,92 @@ public struct FileMakerWriter: EventHandler {
             return .done
         } catch {
             return Self.settlement(for: error, fields: Array(fields.keys))
+        }
+    }
+
+    /// Whether a record's voided field says voided: a non-zero number, or text other than empty and `0`.
+    static func isVoided(_ value: FileMaker.FieldValue?) -> Bool {
+        switch value {
+        case .number(let number): number != 0
+        case .text(let text): !text.trimmingCharacters(in: .whitespaces).isEmpty && text.trimmingCharacters(in: .whitespaces) != "0"
+        case nil: false
+        }
+    }
+
+    /// Marks the voided check-in's record: found by the check-in's event id (created holding just
+    /// that and the void fields when the check-in has not come yet), its void fields PATCHed;
+    /// then `filemaker.record.voided` goes to the outbox. Marking again is harmless, so a
+    /// redelivery does it again and publishes again.
+    func markVoided(_ event: WorkerEvent, fields voidFields: FileMakerMapping.VoidFields) async -> Settlement {
+        guard event.header.schema == CheckInVoid.schema else {
+            return .deadLetter(code: "unsupported-schema", message: "schema '\(event.header.schema)' is not \(CheckInVoid.schema)")
+        }
+        let void: CheckInVoid
+        do {
+            void = try JSONDecoder().decode(CheckInVoid.self, from: event.content)
+            try void.validate()
+        } catch let error as ProtocolError {
+            return .deadLetter(code: "invalid-content", message: "the void cannot be applied: \(error.message)")
+        } catch {
+            return .deadLetter(code: "invalid-content", message: "the void cannot be read: \(WorkerConfigurationFile.describe(error))")
+        }
+        let layout = mapping.checkins.layout
+        let fields = mapping.fieldData(for: void, header: event.header, textFields: textFields)
+        do {
+            let (record, created) = try await client.createIfAbsent(
+                layout: layout, uniqueField: mapping.checkins.eventIDField, value: void.checkInEventID, fieldData: fields,
+                uniqueValidated: mapping.checkins.eventIDUnique, auth: session)
+            if !created {
+                _ = try await client.edit(layout: layout, id: record.recordId, fieldData: fields, auth: session)
+            }
+            let voided = FileMakerRecordVoided(
+                eventID: event.eventID, checkInEventID: void.checkInEventID, busSeq: event.header.busSeq, database: client.database,
+                layout: layout, recordID: record.recordId)
+            do {
+                try await publishVoided(voided, event.header.key)
+            } catch {
+                return .retry(
+                    after: .seconds(1), code: "outbox", message: "the record is marked voided but its event could not be saved: \(error)")
+            }
+            logger.info(
+                created ? "void recorded before its check-in" : "check-in voided",
+                metadata: [
+                    "event_id": "\(event.eventID)", "checkin_event_id": "\(void.checkInEventID)", "filemaker.layout": "\(layout)",
+                    "filemaker.record": "\(record.recordId)",
+                ])
+            return .done
+        } catch {
+            return Self.settlement(for: error, fields: Array(fields.keys) + [mapping.checkins.eventIDField])
+        }
+    }
+
+    /// Mirrors a walk-in ETO created or found into the participants layout, once per ETO
+    /// participant id: found by it, created if absent. A record already there is left as it is.
+    func mirror(_ event: WorkerEvent, into participants: FileMakerMapping.Participants) async -> Settlement {
+        guard event.header.schema == ParticipantCreated.schema else {
+            return .deadLetter(
+                code: "unsupported-schema", message: "schema '\(event.header.schema)' is not \(ParticipantCreated.schema)")
+        }
+        let participant: ParticipantCreated
+        do {
+            participant = try ParticipantCreated.decode(event.content)
+        } catch {
+            return .deadLetter(code: "invalid-content", message: "the participant event cannot be read: \(error.message)")
+        }
+        let fields = mapping.fieldData(for: participant, header: event.header, textFields: participantTextFields)
+        do {
+            let (record, created) = try await client.createIfAbsent(
+                layout: participants.layout, uniqueField: participants.participantIDField, value: String(participant.participantID),
+                fieldData: fields, auth: session)
+            logger.info(
+                created ? "participant added" : "participant was already there",
+                metadata: [
+                    "event_id": "\(event.eventID)", "eto.participant": "\(participant.participantID)",
+                    "filemaker.layout": "\(participants.layout)", "filemaker.record": "\(record.recordId)",
+                ])
+            return .done
+        } catch {
+            return Self.settlement(for: error, fields: Array(fields.keys) + [participants.participantIDField])
         }
     }
 
