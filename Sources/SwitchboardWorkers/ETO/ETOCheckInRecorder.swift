@@ -253,9 +253,7 @@ public struct ETOCheckInRecorder: EventHandler {
         let start = Date(timeIntervalSince1970: Double(Timestamp.parse(checkIn.checkedInAt) ?? 0) / 1000)
         if let only = matches.first {
             let enrolled = try await allParticipants(site: site, program: program, lastName: last, auth: auth).contains { $0.id == only.id }
-            if !enrolled {
-                _ = try await eto.client.enroll(participantID: only.id, programID: program, startDate: start, auth: auth)
-            }
+            if !enrolled { try await enroll(only.id, program: program, site: site, lastName: last, start: start, auth: auth) }
             return (try await eto.client.participant(id: only.id, auth: auth), false)
         }
         let gender: ETO.Gender =
@@ -269,8 +267,22 @@ public struct ETOCheckInRecorder: EventHandler {
             dateOfBirth: Date(timeIntervalSince1970: Double(day) * 86_400), gender: gender, auth: auth)
         // A crash here leaves a participant in no program: the redelivery finds it (the look
         // above is site-wide) and enrolls it.
-        _ = try await eto.client.enroll(participantID: added.id, programID: program, startDate: start, auth: auth)
+        try await enroll(added.id, program: program, site: site, lastName: last, start: start, auth: auth)
         return (try await eto.client.participant(id: added.id, auth: auth), true)
+    }
+
+    /// Enrolls; a refusal (400) is fine when the participant turns out to be enrolled after all
+    /// (an earlier delivery's enrollment, delayed, landed in between).
+    func enroll(
+        _ participant: Int, program: Int, site: Int, lastName: String, start: Date, auth: CredentialSource<ETO.SiteSession>
+    ) async throws(HTTPError) {
+        do {
+            _ = try await eto.client.enroll(participantID: participant, programID: program, startDate: start, auth: auth)
+        } catch {
+            guard error.status == 400 else { throw error }
+            let enrolled = try await allParticipants(site: site, program: program, lastName: lastName, auth: auth)
+            guard enrolled.contains(where: { $0.id == participant }) else { throw error }
+        }
     }
 
     /// Every page of the site's participants with this last name (and in this program).
