@@ -1,4 +1,5 @@
 import Foundation
+import SwitchboardProtocol
 import SwitchboardTesting
 import Testing
 
