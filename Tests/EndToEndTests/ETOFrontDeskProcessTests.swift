@@ -144,6 +144,43 @@ struct ETOFrontDeskProcessTests {
         #expect(await eto.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("eto.log"))")
     }
 
+    func list(_ client: ServiceClient, _ query: ETOServiceContent.RosterQuery) async throws -> ETOServiceContent.Roster {
+        let reply = try await client.request(service: "eto", operation: "participants.list", content: try WireJSON.encode(query))
+        return try JSONDecoder().decode(ETOServiceContent.Roster.self, from: reply.content)
+    }
+
+    /// Every page of a listing: the ids, the number of pages, the mark (the same on every page).
+    func listAll(_ client: ServiceClient, since: String? = nil, limit: Int) async throws -> (ids: [Int], pages: Int, mark: String) {
+        var ids: [Int] = []
+        var after: String? = nil
+        var pages = 0
+        var marks: Set<String> = []
+        while true {
+            let page = try await list(client, .init(siteID: 101, since: since, after: after, limit: limit))
+            pages += 1
+            ids += page.participants.map(\.participantID)
+            marks.insert(page.mark)
+            #expect(page.next == nil || page.participants.count == limit)
+            guard let next = page.next else { break }
+            after = next
+        }
+        #expect(marks.count == 1, "every page of a listing has the first page's mark: \(marks)")
+        return (ids, pages, marks.first ?? "")
+    }
+
+    /// The failure of a request that must be refused; nil when it was answered.
+    func refusal(_ client: ServiceClient, _ content: String) async -> (status: Int, failure: ServiceFailure)? {
+        do {
+            _ = try await client.request(service: "eto", operation: "participants.list", content: Data(content.utf8))
+            return nil
+        } catch {
+            guard case .serviceError(let status, let failure) = error else {
+                return (0, ServiceFailure(code: "other", message: "\(error)"))
+            }
+            return (status, failure)
+        }
+    }
+
     @Test(
         "participants.list through the service plane: stable pages, next absent on the last, a mark that yields only later changes, 400s naming the field"
     )
@@ -159,46 +196,20 @@ struct ETOFrontDeskProcessTests {
         var settings = ServiceClient.Settings()
         settings.timeout = .seconds(20)
         let client = ServiceClient(io: io, endpoint: stack.endpoints.service, settings: settings, logger: Logger(label: "roster"))
-        defer {
-            Task {
-                await client.close()
-                await io.shutdown()
-                await context.terminate()
-            }
-        }
         try await waitUntil("eto registers with the broker", timeout: .seconds(30)) { (try? await client.isAlive("eto")) == true }
-        func list(_ query: ETOServiceContent.RosterQuery) async throws -> ETOServiceContent.Roster {
-            let reply = try await client.request(service: "eto", operation: "participants.list", content: try WireJSON.encode(query))
-            return try JSONDecoder().decode(ETOServiceContent.Roster.self, from: reply.content)
-        }
-        func listAll(since: String? = nil, limit: Int) async throws -> (ids: [Int], pages: Int, mark: String) {
-            var ids: [Int] = []
-            var after: String?
-            var pages = 0
-            var mark: String?
-            repeat {
-                let page = try await list(.init(siteID: 101, since: since, after: after, limit: limit))
-                pages += 1
-                ids += page.participants.map(\.participantID)
-                if let mark { #expect(page.mark == mark, "every page of a listing has the first page's mark") }
-                mark = page.mark
-                after = page.next
-                #expect(page.next == nil || page.participants.count == limit)
-            } while after != nil
-            return (ids, pages, try #require(mark))
-        }
-        let whole = try await listAll(limit: 500)
+
+        let whole = try await listAll(client, limit: 500)
         #expect(whole.pages == 1 && whole.ids.count == 12 && whole.ids == whole.ids.sorted(), "\(whole)")
-        let paged = try await listAll(limit: 5)
+        let paged = try await listAll(client, limit: 5)
         #expect(paged.ids == whole.ids && paged.pages == 3, "\(paged)")
-        let first = try await list(.init(siteID: 101, limit: 500))
-        let ana = try #require(first.participants.first { $0.participantID == 1000 })
-        #expect(ana == .init(participantID: 1000, firstName: "Ana", lastName: "Ortiz", dateOfBirth: "1976-02-23", gender: ana.gender))
-        let program = try await list(.init(siteID: 101, programID: 793, limit: 500))
+        let first = try await list(client, .init(siteID: 101, limit: 500))
+        let ana = first.participants.first { $0.participantID == 1000 }
+        #expect(ana?.firstName == "Ana" && ana?.lastName == "Ortiz" && ana?.dateOfBirth == "1976-02-23", "\(String(describing: ana))")
+        let program = try await list(client, .init(siteID: 101, programID: 793, limit: 500))
         #expect(Set(program.participants.map(\.participantID)) == [1000, 1012, 1024])
 
         // Nothing changed since the mark; then one participant is added in ETO.
-        #expect(try await listAll(since: whole.mark, limit: 200).ids.isEmpty)
+        #expect(try await listAll(client, since: whole.mark, limit: 200).ids.isEmpty)
         let http = try SwitchboardHTTPClient(logger: Logger(label: "writer"))
         let writer = ETOClient(http: http, baseURL: stack.base + "/API", logger: Logger(label: "writer"))
         let session = try await writer.logIn(
@@ -207,23 +218,25 @@ struct ETOFrontDeskProcessTests {
             firstName: "Rosa", lastName: "Quintero", dateOfBirth: Date(timeIntervalSince1970: 641_779_200), gender: .female,
             auth: .fixed(session))
         try await http.shutdown()
-        let changes = try await listAll(since: whole.mark, limit: 200)
+        let changes = try await listAll(client, since: whole.mark, limit: 200)
         #expect(changes.ids == [added.id] && changes.mark != whole.mark, "\(changes)")
 
-        for (content, field) in [
+        let refused: [(String, String)] = [
             (#"{"site_id": 101, "limit": 0}"#, "limit"), (#"{"site_id": 101, "limit": 501}"#, "limit"),
             (#"{"site_id": 101, "after": "page-two"}"#, "after"), (#"{"site_id": 101, "since": "yesterday"}"#, "since"),
-            (#"{"site_id": "101"}"#, "site_id"), (#"{"site_id": 101, "after": "c1.1000.-.\#(whole.mark.dropFirst(3))"}"#, nil),
-        ] {
-            do {
-                _ = try await client.request(service: "eto", operation: "participants.list", content: Data(content.utf8))
-                #expect(field == nil, "\(content) was accepted")
-            } catch let ServiceClientError.serviceError(status, failure) {
-                #expect(status == 400 && failure.code == "bad-request", "\(content): \(failure)")
-                if let field { #expect(failure.message.contains(field), "\(content): \(failure.message)") }
-                #expect(field != nil, "\(content) was refused: \(failure)")
-            }
+            (#"{"site_id": "101"}"#, "site_id"),
+        ]
+        for (content, field) in refused {
+            let answer = await refusal(client, content)
+            #expect(answer?.status == 400 && answer?.failure.code == "bad-request", "\(content): \(String(describing: answer))")
+            #expect(answer?.failure.message.contains(field) == true, "\(content): \(String(describing: answer))")
         }
+        let cursor = "c1.1000.-.\(whole.mark.dropFirst(3))"
+        #expect(await refusal(client, #"{"site_id": 101, "after": "\#(cursor)"}"#) == nil, "a cursor of ours is accepted")
+
+        await client.close()
+        await io.shutdown()
+        await context.terminate()
         eto.signal(SIGTERM)
         #expect(await eto.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("eto.log"))")
     }

@@ -170,17 +170,17 @@ public struct ETOCheckInRecorder: EventHandler {
             guard let subject = participant.subjectID else {
                 return .deadLetter(code: "participant-unmatched", message: "participant \(participant.id) has no SubjectID in ETO")
             }
-            let id: Int64
-            let created: Bool
+            let outcome: (id: Int64, created: Bool)
             if let existing = try await recorded(event.eventID, subject: subject, auth: auth) {
-                (id, created) = (existing, false)
+                outcome = (existing, false)
             } else {
                 let response = ETO.TouchPointResponse(
                     touchPointID: configuration.touchPointID, subjectID: subject, programID: program,
                     created: Timestamp.parse(checkIn.checkedInAt).map { Date(timeIntervalSince1970: Double($0) / 1000) },
                     elements: elements(for: checkIn, header: event.header))
-                (id, created) = try await write(response, eventID: event.eventID, subject: subject, auth: auth)
+                outcome = try await write(response, eventID: event.eventID, subject: subject, auth: auth)
             }
+            let (id, created) = outcome
             if let store {
                 try await storing {
                     try await store.recorded(
@@ -257,7 +257,7 @@ public struct ETOCheckInRecorder: EventHandler {
             return (try await eto.client.participant(id: only.id, auth: auth), false)
         }
         let gender: ETO.Gender =
-            switch checkIn.participant.gender {
+            switch checkIn.participant.gender ?? "" {
             case "female": .female
             case "male": .male
             default: .unknown
@@ -276,7 +276,7 @@ public struct ETOCheckInRecorder: EventHandler {
     func enroll(
         _ participant: Int, program: Int, site: Int, lastName: String, start: Date, auth: CredentialSource<ETO.SiteSession>
     ) async throws(HTTPError) {
-        do {
+        do throws(HTTPError) {
             _ = try await eto.client.enroll(participantID: participant, programID: program, startDate: start, auth: auth)
         } catch {
             guard error.status == 400 else { throw error }
@@ -371,14 +371,14 @@ public struct ETOCheckInRecorder: EventHandler {
     func delete(_ recorded: ETOCheckInStore.Recorded) async throws(HTTPError) {
         let auth = eto.session(recorded.siteID)
         let refusal: HTTPError
-        do {
+        do throws(HTTPError) {
             try await eto.client.deleteTouchPointResponse(touchPointID: recorded.touchPointID, responseID: recorded.responseID, auth: auth)
             return
         } catch {
             guard error.status == 400 else { throw error }
             refusal = error
         }
-        do {
+        do throws(HTTPError) {
             _ = try await eto.client.touchPointResponse(touchPointID: recorded.touchPointID, responseID: recorded.responseID, auth: auth)
         } catch {
             if error.status == 400 || error.status == 404 { return }

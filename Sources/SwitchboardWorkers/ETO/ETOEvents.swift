@@ -2,7 +2,7 @@
 // `eto.participant.created.v1.json`, `eto.response.recorded.v1.json`, `eto.response.voided.v1.json`),
 // each under the ordering key of the check-in it is about.
 
-import Foundation
+public import Foundation
 import SwitchboardProtocol
 
 /// `eto.participant.created/1`: a walk-in's participant exists in ETO (made or found). Personal
