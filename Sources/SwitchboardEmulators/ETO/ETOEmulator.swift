@@ -505,7 +505,9 @@ final class ETOEmulator: EmulatedAPI {
         guard program.ok, since.ok, after.ok, take.ok else { return bad("ProgramID, ChangedSince, After and Take must be numbers.") }
         let limit = Int(take.value ?? 100)
         guard (1...500).contains(limit) else { return bad("Take must be 1 to 500.") }
-        let lastName = exchange.query["LastName"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        let lastName = exchange.query["LastName"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.flatMap {
+            $0.isEmpty ? nil : $0
+        }
         let mark = model.data.lastChange ?? model.data.participants.map { $0.changeSeq ?? 0 }.max() ?? 0
         let page = model.data.participants.filter { p in
             p.siteID == siteID && !p.disabled && Int64(p.id) > (after.value ?? Int64.min)

@@ -145,6 +145,12 @@ public struct ETOCheckInRecorder: EventHandler {
                     "check-in was voided before it came; not recorded", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
                 return .done
             }
+            if let store, let void = try await storing({ try await store.response(of: event.eventID)?.voidEventID }) {
+                // Recorded, then voided (its response deleted): a redelivery must not record it again.
+                logger.info(
+                    "check-in was recorded and voided; not recorded again", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
+                return .done
+            }
             let participant: ETO.Participant
             do {
                 if checkIn.participant.isWalkIn {
