@@ -86,7 +86,8 @@ struct ETOFrontDeskProcessTests {
         try await waitUntil("the worker has added the participant", timeout: .seconds(60), interval: .milliseconds(100)) {
             guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-1.log"))") }
             return try await stack.requests("eto").contains {
-                ($0["method"] as? String) == "POST" && (($0["path"] as? String) ?? "").lowercased().hasSuffix("actor.svc/participant/")
+                ($0["method"] as? String) == "POST" && (($0["path"] as? String) ?? "").lowercased().hasSuffix("actor.svc/participant")
+                    && ($0["status"] as? Int) == 200
             }
         }
         eto.signal(SIGKILL)

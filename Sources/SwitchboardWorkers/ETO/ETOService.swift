@@ -138,13 +138,22 @@ public struct ETOService: Sendable {
             (after, mark) = (id, cursorMark)
         }
         try await requireSite(query.siteID)
+        // One more than asked tells whether a next page exists; at ETO's cap of 500 a one-row
+        // look after the page does.
+        let session = eto.session(query.siteID)
+        let take = min(limit + 1, 500)
         let page = try await eto.client.participants(
-            siteID: query.siteID, programID: query.programID, changedSince: since, after: after, take: limit + 1,
-            auth: eto.session(query.siteID))
+            siteID: query.siteID, programID: query.programID, changedSince: since, after: after, take: take, auth: session)
         let shown = page.participants.prefix(limit)
         let listingMark = mark ?? page.changeMark
+        var more = page.participants.count > limit
+        if !more, take == limit, shown.count == limit, let last = shown.last {
+            more = try await !eto.client.participants(
+                siteID: query.siteID, programID: query.programID, changedSince: since, after: last.id, take: 1, auth: session
+            ).participants.isEmpty
+        }
         var next: String?
-        if page.participants.count > limit, let last = shown.last {
+        if more, let last = shown.last {
             next = "c1.\(last.id).\(since.map(String.init) ?? "-").\(listingMark)"
         }
         return ETOServiceContent.Roster(
