@@ -239,6 +239,27 @@ struct ETOFrontDeskTests {
         }
     }
 
+    @Test("a fault on the participant add (503) is a retry that adds no one; the next delivery adds the walk-in once")
+    func walkInAddFault() async throws {
+        try await handlers.withBackends { b in
+            try await b.fault(#"{"api": "eto", "method": "POST", "path": "/*participant/", "kind": "status", "status": 503, "count": 1}"#)
+            let published = Published()
+            let recorder = recorder(b, published: published)
+            let event = try event(Self.rosa)
+            let first = await recorder.handle(event)
+            guard case .retry(_, let code, let message) = first else {
+                Issue.record("not a retry: \(first)")
+                return
+            }
+            #expect(code == "eto-http-503", "\(first)")
+            for word in ["Rosa", "Quintero", "1990"] { #expect(!message.contains(word), "\(message)") }
+            #expect(try await named("Quintero", b).isEmpty)
+            #expect(await recorder.handle(event) == .done)
+            #expect(try await named("Quintero", b).count == 1)
+            #expect(try published.contents(ETOParticipantCreated.self, ETOParticipantCreated.type).map(\.created) == [true])
+        }
+    }
+
     @Test("the emulator's participant add refuses bad names and dates of birth, naming the field")
     func emulatorAddValidates() async throws {
         try await handlers.withBackends { b in
