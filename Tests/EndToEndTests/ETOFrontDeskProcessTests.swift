@@ -115,6 +115,42 @@ struct ETOFrontDeskProcessTests {
         #expect(await eto.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("eto-2.log"))")
     }
 
+    @Test("a walk-in whose worker is killed -9 while its participant add is held up (latency) is one participant with one response")
+    func killedDuringSlowAdd() async throws {
+        let directory = try TemporaryDirectory("eto-walkin-slow-add")
+        defer { directory.remove() }
+        let stack = try await WorkerProcessTests().stack(directory)
+        let programs = stack.programs
+        defer { stack.stop() }
+        try await stack.fault(
+            #"{"api": "eto", "method": "POST", "path": "/*participant/", "kind": "latency", "latency_ms": 3000, "count": 1}"#)
+        var eto = try stack.eto("eto-1.log")
+        let ids = try await publish([Self.rosa], as: "desk-1", directory: directory, ingest: stack.endpoints.ingest)
+        try await waitUntil("the worker has looked for the walk-in", timeout: .seconds(60), interval: .milliseconds(50)) {
+            guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-1.log"))") }
+            return try await stack.requests("eto").contains {
+                (($0["path"] as? String) ?? "").lowercased().contains("actor.svc/participants/")
+            }
+        }
+        eto.signal(SIGKILL)
+        #expect(await eto.waitForExit(timeout: .seconds(10)) != nil)
+        eto = try stack.eto("eto-2.log")
+        try await waitUntil("the walk-in is recorded", timeout: .seconds(120), interval: .milliseconds(250)) {
+            guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-2.log"))") }
+            return !journal(directory, "eto.response.recorded").isEmpty
+        }
+        // The held-up add lands 3 s after it was sent; the redelivery waited longer than that
+        // (the add in doubt) before it looked again.
+        let (people, _, eventIDs) = try await quinteros(stack.base)
+        #expect(people.count == 1, "\(people.map(\.id))")
+        #expect(eventIDs == ids)
+        let created = journal(directory, "eto.participant.created")
+        #expect(created.count == 1 && created.first?["created"] as? Bool == false, "\(created)")
+        #expect(programs.read("eto-2.log").contains("eto-add-in-doubt"), "the redelivery waited before adding")
+        eto.signal(SIGTERM)
+        #expect(await eto.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("eto-2.log"))")
+    }
+
     @Test("two kiosks' offline walk-ins of the same person (same ordering key) make one ETO participant and two responses")
     func twoProducersOnePerson() async throws {
         let directory = try TemporaryDirectory("eto-walkin-two")

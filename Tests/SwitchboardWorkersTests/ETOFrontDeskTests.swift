@@ -260,6 +260,32 @@ struct ETOFrontDeskTests {
         }
     }
 
+    @Test("a walk-in whose add was sent by an earlier delivery waits (retry eto-add-in-doubt) before adding; after the wait it adds once")
+    func walkInAddInDoubt() async throws {
+        try await handlers.withBackends { b in
+            let directory = try TemporaryDirectory("eto-add-doubt")
+            defer { directory.remove() }
+            let store = try ETOCheckInStore(directory: directory.path("eto-state"))
+            let published = Published()
+            let recorder = ETOCheckInRecorder(
+                eto: b.etoAccess(), configuration: .default, store: store, addInDoubt: .seconds(30), logger: b.logs.logger
+            ) { published.add($0) }
+            let event = try event(Self.rosa)
+            try await store.adding(event.eventID, at: Int64(Date().timeIntervalSince1970 * 1000) - 5_000)
+            let settlement = await recorder.handle(event)
+            guard case .retry(let after, let code, _) = settlement else {
+                Issue.record("not a retry: \(settlement)")
+                return
+            }
+            #expect(code == "eto-add-in-doubt")
+            #expect(after.map { $0 > .seconds(20) && $0 <= .seconds(25) } == true, "\(settlement)")
+            #expect(try await named("Quintero", b).isEmpty)
+            try await store.adding(event.eventID, at: Int64(Date().timeIntervalSince1970 * 1000) - 31_000)
+            #expect(await recorder.handle(event) == .done)
+            #expect(try await named("Quintero", b).count == 1)
+        }
+    }
+
     @Test("the emulator's participant add refuses bad names and dates of birth, naming the field")
     func emulatorAddValidates() async throws {
         try await handlers.withBackends { b in

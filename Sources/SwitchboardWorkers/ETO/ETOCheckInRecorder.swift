@@ -61,10 +61,16 @@ public struct ETOCheckInRecorder: EventHandler {
     /// Puts an event in the worker's outbox.
     let publish: @Sendable (ETOPublication) async throws -> Void
 
+    /// How long after a walk-in's participant add was sent a delivery that finds no one waits
+    /// before adding: an add held up on its way (its worker killed) can still land in ETO. At
+    /// least the HTTP client's request time-out.
+    let addInDoubt: Duration
+
     public init(
         eto: ETOSiteAccess, configuration: ETOTouchPointConfiguration, sites: ETOSites? = nil, store: ETOCheckInStore? = nil,
-        logger: Logger, publish: @escaping @Sendable (ETOPublication) async throws -> Void = { _ in }
+        addInDoubt: Duration = .seconds(40), logger: Logger, publish: @escaping @Sendable (ETOPublication) async throws -> Void = { _ in }
     ) {
+        self.addInDoubt = addInDoubt
         self.eto = eto
         self.configuration = configuration
         self.sites = sites
@@ -80,6 +86,7 @@ public struct ETOCheckInRecorder: EventHandler {
     struct Local: Error {
         var code: String
         var message: String
+        var after: Duration = .seconds(1)
     }
 
     func publishing(_ make: @autoclosure () throws -> ETOPublication) async throws(Local) {
@@ -154,7 +161,7 @@ public struct ETOCheckInRecorder: EventHandler {
             let participant: ETO.Participant
             do {
                 if checkIn.participant.isWalkIn {
-                    let (found, created) = try await walkIn(checkIn, site: site, program: program, auth: auth)
+                    let (found, created) = try await walkIn(checkIn, eventID: event.eventID, site: site, program: program, auth: auth)
                     participant = found
                     try await publishing(
                         try ETOPublication(
@@ -208,7 +215,7 @@ public struct ETOCheckInRecorder: EventHandler {
         } catch let error as HTTPError {
             return Self.settlement(for: error)
         } catch let local as Local {
-            return .retry(after: .seconds(1), code: local.code, message: local.message)
+            return .retry(after: local.after, code: local.code, message: local.message)
         } catch {
             return .retry(after: nil, code: "eto-error", message: "\(error)")
         }
@@ -240,7 +247,7 @@ public struct ETOCheckInRecorder: EventHandler {
     /// birth (enrolled in the program when it is not), or a new one, added and enrolled.
     /// - Returns: the participant, and whether this call added it.
     func walkIn(
-        _ checkIn: CheckIn, site: Int, program: Int, auth: CredentialSource<ETO.SiteSession>
+        _ checkIn: CheckIn, eventID: String, site: Int, program: Int, auth: CredentialSource<ETO.SiteSession>
     ) async throws -> (ETO.Participant, created: Bool) {
         guard let first = checkIn.participant.firstName, let last = checkIn.participant.lastName,
             let born = checkIn.participant.dateOfBirth, let day = Timestamp.parseDate(born)
@@ -268,6 +275,20 @@ public struct ETOCheckInRecorder: EventHandler {
             case "male": .male
             default: .unknown
             }
+        if let store {
+            // An earlier delivery sent an add that may still land: wait it out, then look again.
+            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+            if let sent = try await storing({ try await store.addSent(eventID) }) {
+                let waited = Duration.milliseconds(max(0, now - sent))
+                if waited < addInDoubt {
+                    throw Local(
+                        code: "eto-add-in-doubt",
+                        message: "an earlier delivery's participant add may still land in ETO; looking again before adding",
+                        after: addInDoubt - waited)
+                }
+            }
+            try await storing { try await store.adding(eventID, at: now) }
+        }
         let added = try await eto.client.addParticipant(
             firstName: first.trimmingCharacters(in: .whitespaces), lastName: last.trimmingCharacters(in: .whitespaces),
             dateOfBirth: Date(timeIntervalSince1970: Double(day) * 86_400), gender: gender, auth: auth)
@@ -366,7 +387,7 @@ public struct ETOCheckInRecorder: EventHandler {
         } catch let error as HTTPError {
             return Self.settlement(for: error)
         } catch let local as Local {
-            return .retry(after: .seconds(1), code: local.code, message: local.message)
+            return .retry(after: local.after, code: local.code, message: local.message)
         } catch {
             return .retry(after: nil, code: "eto-error", message: "\(error)")
         }

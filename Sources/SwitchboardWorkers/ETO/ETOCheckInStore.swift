@@ -44,6 +44,11 @@ public final class ETOCheckInStore: Sendable {
                             at TEXT NOT NULL) WITHOUT ROWID;
                         """)
             }
+            migrator.registerMigration("v2") { db in
+                // A walk-in's participant add sent and not known to be answered: a redelivery
+                // that finds no one waits before adding, in case the add still lands.
+                try db.execute(sql: "CREATE TABLE adds (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
+            }
         }
     }
 
@@ -90,6 +95,22 @@ public final class ETOCheckInStore: Sendable {
             try db.execute(
                 sql: "INSERT INTO early_voids (checkin_event_id, void_event_id, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 arguments: [checkInEventID, voidEventID, at])
+        }
+    }
+
+    /// Notes that a participant add for this check-in is about to be sent (now, in ms since 1970).
+    public func adding(_ checkInEventID: String, at milliseconds: Int64) async throws {
+        try await queue.write { db in
+            try db.execute(
+                sql: "INSERT INTO adds (checkin_event_id, at_ms) VALUES (?, ?) ON CONFLICT DO UPDATE SET at_ms = excluded.at_ms",
+                arguments: [checkInEventID, milliseconds])
+        }
+    }
+
+    /// When a participant add for this check-in was last sent, if one was.
+    public func addSent(_ checkInEventID: String) async throws -> Int64? {
+        try await queue.read { db in
+            try Int64.fetchOne(db, sql: "SELECT at_ms FROM adds WHERE checkin_event_id = ?", arguments: [checkInEventID])
         }
     }
 
