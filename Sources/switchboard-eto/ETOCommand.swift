@@ -37,10 +37,10 @@ struct ETOCommand: AsyncParsableCommand {
             add sent by a delivery that died is waited out (40 s, eto-add-in-doubt) before
             a redelivery adds. Publishes eto.participant.created (created false when found).
 
-            Voids (checkin.voided, same group): the check-in's response (from eto.sqlite) is
-            deleted and eto.response.voided published (action deleted); a void that finds no
-            response is remembered (never-recorded) and the check-in, if it comes later, is
-            not recorded.
+            Voids (checkin.voided, same group): the check-in's response (from
+            eto.sqlite) is deleted and eto.response.voided published (action
+            deleted); a void that finds no response is remembered (never-recorded)
+            and the check-in, if it comes later, is not recorded.
 
             Service `eto` (read-only; kiosks may call it): sites.list, programs.list
             {site_id}, participants.search {site_id, program_id, first_name, last_name,
