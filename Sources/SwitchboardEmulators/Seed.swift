@@ -123,6 +123,9 @@ public struct ETOSeed: Codable, Sendable {
     public var responses: [Response]
     public var nextEnrollmentID: Int
     public var nextResponseID: Int
+    /// The last participant change number handed out (`Actor.svc/participants`' `ChangedSince`);
+    /// absent in older seeds: the highest `changeSeq` of any participant.
+    public var lastChange: Int64?
 
     public struct Account: Codable, Sendable {
         public var email: String
@@ -169,6 +172,8 @@ public struct ETOSeed: Codable, Sendable {
         public var subjectID: Int
         public var guid: String
         public var enrollments: [Enrollment]
+        /// The change number of the participant's last add or change (absent: 0, seeded).
+        public var changeSeq: Int64?
     }
 
     public struct Enrollment: Codable, Sendable {
@@ -198,6 +203,8 @@ public struct ETOSeed: Codable, Sendable {
         public var programID: Int
         public var created: Int64
         public var elements: [ResponseElement]
+        /// Deleted through `TouchPointResponseDelete`: hidden from every read, its id never reused.
+        public var deleted: Bool?
     }
 
     public struct ResponseElement: Codable, Sendable {

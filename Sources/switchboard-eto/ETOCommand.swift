@@ -14,7 +14,8 @@ import SwitchboardWorkers
 struct ETOCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard-eto",
-        abstract: "The ETO worker: records check-ins as TouchPoint responses (group `eto`) and serves the `eto` service.",
+        abstract:
+            "The ETO worker: records check-ins (walk-ins too) as TouchPoint responses and applies voids (group `eto`); serves the `eto` service.",
         discussion: """
             Check-ins: joins the consumer group `eto` for checkin.recorded events and
             records each as one response to a TouchPoint, exactly once: the event id goes
@@ -25,11 +26,27 @@ struct ETOCommand: AsyncParsableCommand {
             given); none or several is a dead letter `participant-unmatched` naming the
             candidates' ids (`switchboard dlq list eto`), never a guess. Reasons and logs
             carry ids and codes, never a name or date of birth (`dlq show` has the event).
+            Once the response exists it is remembered in eto.sqlite (data directory) and
+            eto.response.recorded (ids only) is published through the outbox.
+
+            Walk-ins (participant.new): the site's participants (any program, or none) with
+            the same first name, last name and date of birth are looked for first: one is
+            used (and enrolled in the program if it is not), none means the participant is
+            added and enrolled, several is participant-unmatched. Redeliveries and a second
+            kiosk's walk-in of the same person (same ordering key) find the one added; an
+            add sent by a delivery that died is waited out (40 s, eto-add-in-doubt) before
+            a redelivery adds. Publishes eto.participant.created (created false when found).
+
+            Voids (checkin.voided, same group): the check-in's response (from
+            eto.sqlite) is deleted and eto.response.voided published (action
+            deleted); a void that finds no response is remembered (never-recorded)
+            and the check-in, if it comes later, is not recorded.
 
             Service `eto` (read-only; kiosks may call it): sites.list, programs.list
             {site_id}, participants.search {site_id, program_id, first_name, last_name,
-            date_of_birth?}, participant.get {site_id, participant_id} (protocol section
-            16.2).
+            date_of_birth?}, participant.get {site_id, participant_id}, participants.list
+            {site_id, program_id?, since?, after?, limit?} (a roster in pages, `next` and
+            `mark`; protocol section 16.2).
 
             It holds no password: each site's session comes from the auth service
             (token.get for backend eto, --account, scope = the site id), kept in this
@@ -122,9 +139,19 @@ struct ETOCommand: AsyncParsableCommand {
         }
         var groupConsumer: GroupConsumer?
         if !noGroup {
-            let consumer = runtime.consumer(topics: [CheckIn.type])
+            let store: ETOCheckInStore
+            do {
+                store = try ETOCheckInStore(directory: runtime.dataDirectory)
+            } catch {
+                await runtime.close()
+                throw ValidationError("cannot open eto.sqlite in \(runtime.dataDirectory): \(error)")
+            }
+            let consumer = runtime.consumer(topics: ETOCheckInRecorder.topics)
             groupConsumer = consumer
-            let recorder = ETOCheckInRecorder(eto: access, configuration: configuration, sites: sites, logger: logger)
+            let recorder = ETOCheckInRecorder(eto: access, configuration: configuration, sites: sites, store: store, logger: logger) {
+                [runtime] event in
+                try await runtime.publish(type: event.type, schema: event.schema, json: event.content, key: event.key)
+            }
             services.append(WorkerStart.ReadyLog(consumer: consumer, logger: logger))
             services.append(GroupWorker(consumer: consumer, handler: recorder, logger: logger))
         }

@@ -1,4 +1,5 @@
 import Foundation
+import SwitchboardProtocol
 import SwitchboardTesting
 import Testing
 
@@ -53,13 +54,19 @@ struct VectorTests {
             case (_, "sites.list-reply"?): reads = decodes([String: [ETOService.Site]].self, vector.content)
             case (_, "programs.list-request"?): reads = decodes(ETOService.SiteQuery.self, vector.content)
             case (_, "participant.get-request"?): reads = decodes(ETOService.ParticipantQuery.self, vector.content)
+            case (_, "participants.list-request"?): reads = decodes(ETOServiceContent.RosterQuery.self, vector.content)
+            case (_, "participants.list-reply"?): reads = decodes(ETOServiceContent.Roster.self, vector.content)
+            case ("eto.participant.created.v1.json", _): reads = decodes(ETOParticipantCreated.self, vector.content)
+            case ("eto.response.recorded.v1.json", _): reads = decodes(ETOResponseRecorded.self, vector.content)
+            case ("eto.response.voided.v1.json", _): reads = decodes(ETOResponseVoided.self, vector.content)
             default:
                 Issue.record("\(vector.name): no Swift type for \(vector.schema) \(vector.def ?? "")")
                 continue
             }
             // Presence and types are the decoder's; blank names and extra fields are the
             // schema's and the handler's rules (the service tests cover those).
-            if vector.valid || ["record_id", "site_id", "checkin_event_id"].contains(vector.field ?? "") {
+            if vector.valid || ["record_id", "site_id", "date_of_birth", "mark", "action", "checkin_event_id"].contains(vector.field ?? "")
+            {
                 #expect(reads == vector.valid, "\(vector.name)")
             }
         }
@@ -90,6 +97,37 @@ struct VectorTests {
                 try JSONSerialization.jsonObject(
                     with: Data(contentsOf: Vectors.packageRoot.appendingPathComponent("protocol/schemas/\(name)")))
                     as? [String: Any])
+            let properties = try #require(schema["properties"] as? [String: Any])
+            #expect(Set(object.keys) == Set(properties.keys), "\(name)")
+        }
+    }
+
+    @Test("what switchboard-eto publishes has exactly its schemas' fields (every optional one filled in)")
+    func etoEventFields() throws {
+        let id = "0190a1b2-3c4d-7e5f-8a6b-7c8d9e0f1a2b"
+        let events: [(String, any Encodable)] = [
+            (
+                "eto.participant.created.v1.json",
+                ETOParticipantCreated(
+                    eventID: id, participantID: 1036, siteID: 101, programID: 792, firstName: "Rosa", lastName: "Quintero",
+                    dateOfBirth: "1990-05-04", gender: "female", created: true)
+            ),
+            (
+                "eto.response.recorded.v1.json",
+                ETOResponseRecorded(
+                    eventID: id, busSeq: 7, siteID: 101, programID: 792, participantID: 1000, touchPointID: 54, responseID: 9002,
+                    created: true)
+            ),
+            (
+                "eto.response.voided.v1.json",
+                ETOResponseVoided(eventID: id, checkInEventID: id, busSeq: 8, responseID: 9002, action: .deleted)
+            ),
+        ]
+        for (name, event) in events {
+            let object = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(event)) as? [String: Any])
+            let schema = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: Vectors.packageRoot.appendingPathComponent("protocol/schemas/\(name)"))) as? [String: Any])
             let properties = try #require(schema["properties"] as? [String: Any])
             #expect(Set(object.keys) == Set(properties.keys), "\(name)")
         }

@@ -246,7 +246,95 @@ public struct ETOClient: Sendable {
         return try await send(request, auth, as: Answer.self).SaveParticipantEnrollmentResult.ID
     }
 
+    /// `POST Actor.svc/participant/` with `{"participant":{FirstName, LastName, DateOfBirth,
+    /// Gender}}` (the shape public clients send): adds a participant to the session's site, in
+    /// no program; returns its CLID and SubjectID. Not retried: a retry after a lost answer
+    /// would add the person twice (the caller looks first, by ``participants(siteID:programID:lastName:changedSince:after:take:auth:)``).
+    public func addParticipant(
+        firstName: String, lastName: String, dateOfBirth: Date, gender: ETO.Gender, auth: CredentialSource<ETO.SiteSession>
+    ) async throws(HTTPError) -> (id: Int, subjectID: Int) {
+        struct Body: Encodable {
+            struct New: Encodable {
+                var FirstName: String
+                var LastName: String
+                var DateOfBirth: WCFDate
+                var Gender: Int
+            }
+            var participant: New
+        }
+        struct Answer: Decodable {
+            struct Result: Decodable {
+                var ID: Int
+                var SubjectID: Int
+            }
+            var SaveParticipantResult: Result
+        }
+        let body: HTTPRequest.Body
+        do {
+            body = try .json(
+                Body(
+                    participant: .init(
+                        FirstName: firstName, LastName: lastName, DateOfBirth: WCFDate(dateOfBirth), Gender: gender.rawValue)))
+        } catch {
+            throw .invalid(make(.post, [], "actor.addParticipant"), "cannot encode the participant")
+        }
+        // The names are redacted like secrets from whatever this call's errors and logs show.
+        let request = make(
+            .post, ["Actor.svc", "participant"], "actor.addParticipant", trailingSlash: true, body: body,
+            secrets: [firstName, lastName].filter { $0.count > 1 })
+        let result = try await send(request, auth, as: Answer.self).SaveParticipantResult
+        return (result.ID, result.SubjectID)
+    }
+
+    /// One page of `GET Actor.svc/participants/{siteId}` (a call chosen where ETO's public
+    /// record is silent; see the emulator README).
+    public struct ParticipantPage: Decodable, Sendable {
+        public var participants: [ETO.Participant]
+        /// The site's last change number when the page was read.
+        public var changeMark: Int64
+
+        enum CodingKeys: String, CodingKey {
+            case participants = "Participants", changeMark = "ChangeMark"
+        }
+    }
+
+    /// `GET Actor.svc/participants/{siteId}?ProgramID=&LastName=&ChangedSince=&After=&Take=`:
+    /// the site's participants in CLID order after `after`, at most `take`; only those enrolled
+    /// in `programID`, named `lastName` (exact), or changed after `changedSince`, when given.
+    public func participants(
+        siteID: Int, programID: Int? = nil, lastName: String? = nil, changedSince: Int64? = nil, after: Int? = nil, take: Int = 100,
+        auth: CredentialSource<ETO.SiteSession>
+    ) async throws(HTTPError) -> ParticipantPage {
+        let request = make(
+            .get, ["Actor.svc", "participants", .plain(String(siteID))], "actor.participants",
+            query: [
+                ("ProgramID", programID.map(String.init)), ("LastName", lastName), ("ChangedSince", changedSince.map(String.init)),
+                ("After", after.map(String.init)), ("Take", String(take)),
+            ],
+            secrets: lastName.map { [$0] } ?? [])
+        return try await send(request, auth, as: ParticipantPage.self)
+    }
+
     // MARK: TouchPoints
+
+    /// `POST TouchPoint.svc/TouchPointResponseDelete/` (chosen where the public record is
+    /// silent): removes a response. ETO answers 400 when it is not there (any more).
+    public func deleteTouchPointResponse(
+        touchPointID: Int, responseID: Int64, auth: CredentialSource<ETO.SiteSession>
+    ) async throws(HTTPError) {
+        struct Body: Encodable {
+            var TouchPointID: Int
+            var TouchPointResponseID: Int64
+        }
+        struct Answer: Decodable { var DeleteTouchPointResponseResult: Bool }
+        let body: HTTPRequest.Body
+        do { body = try .json(Body(TouchPointID: touchPointID, TouchPointResponseID: responseID)) } catch {
+            throw .invalid(make(.post, [], "touchPoint.delete"), "cannot encode the delete")
+        }
+        let request = make(
+            .post, ["TouchPoint.svc", "TouchPointResponseDelete"], "touchPoint.delete", trailingSlash: true, body: body, idempotent: true)
+        _ = try await send(request, auth, as: Answer.self)
+    }
 
     /// `POST TouchPoint.svc/TouchPointResponseAdd/`; returns the new `TouchPointResponseID`.
     /// Not retried: a retry after a lost answer would record the check-in twice.

@@ -74,6 +74,22 @@ final class ETOEmulator: EmulatedAPI {
             index.participantsBySubject[subjectID]?.contains { data.participants[$0].siteID == siteID } ?? false
         }
 
+        /// Adds a participant, keeping `index` in step; returns its position.
+        mutating func append(_ participant: ETOSeed.Participant) -> Int {
+            data.participants.append(participant)
+            let position = data.participants.count - 1
+            index.participantsByID[participant.id, default: []].append(position)
+            index.participantsBySubject[participant.subjectID, default: []].append(position)
+            return position
+        }
+
+        /// The next participant change number.
+        mutating func nextChange() -> Int64 {
+            let next = (data.lastChange ?? data.participants.map { $0.changeSeq ?? 0 }.max() ?? 0) + 1
+            data.lastChange = next
+            return next
+        }
+
         mutating func append(_ response: ETOSeed.Response) {
             data.responses.append(response)
             index.note(response, at: data.responses.count - 1)
@@ -171,6 +187,14 @@ final class ETOEmulator: EmulatedAPI {
             return method == .get ? session(exchange) { model, key in Self.programs(args[2], model, key) } : Self.wrongMethod
         case ("actor.svc", "participant") where args.count == 1 && args[0].lowercased() == "enrollment":
             return method == .post ? session(exchange) { model, key in Self.enroll(exchange, &model, key) } : Self.wrongMethod
+        case ("actor.svc", "participant") where args.isEmpty:
+            return method == .post
+                ? session(exchange) { model, key in Self.addParticipant(exchange, &model, key, now: clock.now()) } : Self.wrongMethod
+        case ("actor.svc", "participants") where args.count == 1:
+            return method == .get
+                ? session(exchange) { model, key in Self.listParticipants(args[0], exchange, model, key) } : Self.wrongMethod
+        case ("touchpoint.svc", "touchpointresponsedelete") where args.isEmpty:
+            return method == .post ? session(exchange) { model, key in Self.deleteResponse(exchange, &model, key) } : Self.wrongMethod
         case ("actor.svc", "participant") where args.count == 1:
             return method == .get ? session(exchange) { model, key in Self.participant(args[0], model, key) } : Self.wrongMethod
         case ("search.svc", "search") where args.count == 2:
@@ -423,7 +447,91 @@ final class ETOEmulator: EmulatedAPI {
         let id = model.data.nextEnrollmentID
         model.data.nextEnrollmentID += 1
         model.data.participants[index].enrollments.append(.init(id: id, programID: programID, startDate: start))
+        model.data.participants[index].changeSeq = model.nextChange()
         return .json(200, ["SaveParticipantEnrollmentResult": ["ID": .number(id)]])
+    }
+
+    /// `POST Actor.svc/participant/` with `{"participant":{FirstName, LastName, DateOfBirth,
+    /// Gender, MiddleInitial?, CaseNumber?}}` (the shape public clients send) →
+    /// `{"SaveParticipantResult":{ID, SubjectID, GUID}}`. The participant belongs to the
+    /// session's site and to no program until enrolled.
+    private static func addParticipant(_ exchange: Exchange, _ model: inout Model, _ key: String, now: Date) -> Reply {
+        guard let body = JSON.parse(exchange.body) else { return bad("The request body is not valid JSON.") }
+        guard let p = body["participant"] else { return bad("participant is required.") }
+        func name(_ field: String) -> String? {
+            guard let text = p[field]?.string?.trimmingCharacters(in: .whitespaces), !text.isEmpty, text.count <= 100 else { return nil }
+            return text
+        }
+        guard let first = name("FirstName") else { return bad("FirstName is required (1 to 100 characters).") }
+        guard let last = name("LastName") else { return bad("LastName is required (1 to 100 characters).") }
+        guard let dobText = p["DateOfBirth"]?.string, let dob = WCFDate.parse(dobText) else {
+            return bad("DateOfBirth is required as a /Date(ms)/ value.")
+        }
+        let today = Int64((now.timeIntervalSince1970 * 1000).rounded())
+        guard dob <= today, dob > -150 * 365 * 86_400_000 else { return bad("DateOfBirth is not a plausible date of birth.") }
+        guard let gender = p["Gender"]?.integer, (0...2).contains(gender) else {
+            return bad("Gender is required: 0 male, 1 female, 2 unknown.")
+        }
+        guard let siteID = model.sites[key]?.siteID else { return expired }
+        // The UTC day of the birthday (a client may send local midnight).
+        let day = Int64(floor(Double(dob + 12 * 3_600_000) / 86_400_000)) * 86_400_000
+        let id = (model.data.participants.map(\.id).max() ?? 0) + 1
+        let subject = (model.data.participants.map(\.subjectID).max() ?? 0) + 1
+        let participant = ETOSeed.Participant(
+            id: id, siteID: siteID, firstName: first, middleInitial: p["MiddleInitial"]?.string ?? "", lastName: last,
+            dateOfBirth: day, caseNumber: p["CaseNumber"]?.string ?? "", gender: gender, disabled: false, subjectID: subject,
+            guid: UUID().uuidString.lowercased(), enrollments: [], changeSeq: model.nextChange())
+        _ = model.append(participant)
+        return .json(
+            200, ["SaveParticipantResult": ["ID": .number(id), "SubjectID": .number(subject), "GUID": .string(participant.guid)]])
+    }
+
+    /// `GET Actor.svc/participants/{siteId}?ProgramID=&LastName=&ChangedSince=&After=&Take=`
+    /// (chosen: ETO's public record has no listing of a site's participants) →
+    /// `{"Participants":[participant…], "ChangeMark": n}`: the site's participants in CLID
+    /// order, after CLID `After`, at most `Take` (1–500, default 100); only those enrolled in
+    /// `ProgramID`, with last name `LastName` (exact, any case), or added or changed after
+    /// change number `ChangedSince`. `ChangeMark` is the site's last change number now.
+    private static func listParticipants(_ siteText: String, _ exchange: Exchange, _ model: Model, _ key: String) -> Reply {
+        guard let siteID = Int(siteText), model.sites[key]?.siteID == siteID else {
+            return bad("Site \(siteText) is not the site of this session.")
+        }
+        func number(_ name: String) -> (ok: Bool, value: Int64?) {
+            guard let text = exchange.query[name], !text.isEmpty else { return (true, nil) }
+            guard let value = Int64(text) else { return (false, nil) }
+            return (true, value)
+        }
+        let program = number("ProgramID"), since = number("ChangedSince"), after = number("After"), take = number("Take")
+        guard program.ok, since.ok, after.ok, take.ok else { return bad("ProgramID, ChangedSince, After and Take must be numbers.") }
+        let limit = Int(take.value ?? 100)
+        guard (1...500).contains(limit) else { return bad("Take must be 1 to 500.") }
+        let lastName = exchange.query["LastName"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.flatMap {
+            $0.isEmpty ? nil : $0
+        }
+        let mark = model.data.lastChange ?? model.data.participants.map { $0.changeSeq ?? 0 }.max() ?? 0
+        let page = model.data.participants.filter { p in
+            p.siteID == siteID && !p.disabled && Int64(p.id) > (after.value ?? Int64.min)
+                && (program.value.map { id in p.enrollments.contains { Int64($0.programID) == id } } ?? true)
+                && (since.value.map { (p.changeSeq ?? 0) > $0 } ?? true)
+                && (lastName.map { p.lastName.trimmingCharacters(in: .whitespaces).lowercased() == $0 } ?? true)
+        }.sorted { $0.id < $1.id }.prefix(limit)
+        return .json(200, ["Participants": .array(page.map(participantJSON)), "ChangeMark": .number(Int(mark))])
+    }
+
+    /// `POST TouchPoint.svc/TouchPointResponseDelete/` with `{"TouchPointID", "TouchPointResponseID"}`
+    /// (chosen: the public record is silent on removing a response) →
+    /// `{"DeleteTouchPointResponseResult":true}`; a response that is gone (or never was) is a 400.
+    private static func deleteResponse(_ exchange: Exchange, _ model: inout Model, _ key: String) -> Reply {
+        guard let body = JSON.parse(exchange.body) else { return bad("The request body is not valid JSON.") }
+        guard let touchPointID = body["TouchPointID"]?.integer, let responseID = body["TouchPointResponseID"]?.integer else {
+            return bad("TouchPointID and TouchPointResponseID are required numbers.")
+        }
+        guard let position = model.index.responseByID[responseID], let siteID = model.sites[key]?.siteID,
+            case let response = model.data.responses[position],
+            response.touchPointID == touchPointID, response.deleted != true, model.subject(response.subjectID, isAt: siteID)
+        else { return bad("No response \(responseID) to TouchPoint \(touchPointID) at this site.") }
+        model.data.responses[position].deleted = true
+        return .json(200, ["DeleteTouchPointResponseResult": true])
     }
 
     private static func addResponse(_ exchange: Exchange, _ model: inout Model, _ key: String, now: Date) -> Reply {
@@ -505,7 +613,7 @@ final class ETOEmulator: EmulatedAPI {
         // Responses are visible to a session when their subject belongs to its site.
         guard let siteID = model.sites[key]?.siteID, model.subject(subjectID, isAt: siteID) else { return .json(200, []) }
         let list = (model.index.responsesBySubject[subjectID] ?? []).lazy.map { model.data.responses[$0] }
-            .filter { touchPointID == nil || $0.touchPointID == touchPointID }
+            .filter { $0.deleted != true && (touchPointID == nil || $0.touchPointID == touchPointID) }
         return .json(200, .array(list.map(responseJSON)))
     }
 
@@ -515,7 +623,7 @@ final class ETOEmulator: EmulatedAPI {
         else { return bad("TouchPointID and TouchPointResponseID are required numbers.") }
         guard let position = model.index.responseByID[responseID], let siteID = model.sites[key]?.siteID,
             case let response = model.data.responses[position],
-            response.touchPointID == touchPointID, model.subject(response.subjectID, isAt: siteID)
+            response.touchPointID == touchPointID, response.deleted != true, model.subject(response.subjectID, isAt: siteID)
         else { return bad("No response \(responseID) to TouchPoint \(touchPointID) at this site.") }
         return .json(200, responseJSON(response))
     }

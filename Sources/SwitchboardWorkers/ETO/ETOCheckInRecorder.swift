@@ -11,6 +11,21 @@
 // 3. Write, once. A write is never sent twice blindly: when ETO answers with its log-in page the
 //    HTTP layer refreshes the session and reports `notResent`, and this recorder looks again
 //    (step 2) before writing.
+// 4. Remember (event id → response, in `eto.sqlite`), then publish `eto.response.recorded`
+//    through the outbox; only then is the event acknowledged. A crash anywhere before makes the
+//    event come again, find its response (step 2), and publish with `created: false`.
+//
+// A walk-in (`participant.new: true`) is looked for first among all the site's participants (not
+// only the program's) with the same first name, last name and date of birth: one is used (and
+// enrolled in the program when it is not), none is added and enrolled, several is
+// `participant-unmatched`. Because the add is found again by the same look, a crash between add
+// and enrollment, or a redelivery, never makes a second person; two kiosks' walk-ins of the same
+// person share an ordering key, so the group has only one in flight and the second finds the
+// first. `eto.participant.created` is published before the response is written.
+//
+// A void (`checkin.voided`) deletes the response its check-in became (found in `eto.sqlite`) and
+// publishes `eto.response.voided`. A void with no response to delete is remembered, and the
+// check-in, when it comes later (replayed from the dead letters), is not recorded.
 
 import Foundation
 public import Logging
@@ -39,11 +54,55 @@ public struct ETOCheckInRecorder: EventHandler {
     /// for it (a made-up site id would cost auth a log-in chain per delivery).
     let sites: ETOSites?
 
-    public init(eto: ETOSiteAccess, configuration: ETOTouchPointConfiguration, sites: ETOSites? = nil, logger: Logger) {
+    /// Which response each check-in became, and voids that came first; without it (tests of the
+    /// recording alone) voids are dead letters.
+    let store: ETOCheckInStore?
+
+    /// Puts an event in the worker's outbox.
+    let publish: @Sendable (ETOPublication) async throws -> Void
+
+    /// How long after a walk-in's participant add was sent a delivery that finds no one waits
+    /// before adding: an add held up on its way (its worker killed) can still land in ETO. At
+    /// least the HTTP client's request time-out.
+    let addInDoubt: Duration
+
+    public init(
+        eto: ETOSiteAccess, configuration: ETOTouchPointConfiguration, sites: ETOSites? = nil, store: ETOCheckInStore? = nil,
+        addInDoubt: Duration = .seconds(40), logger: Logger, publish: @escaping @Sendable (ETOPublication) async throws -> Void = { _ in }
+    ) {
+        self.addInDoubt = addInDoubt
         self.eto = eto
         self.configuration = configuration
         self.sites = sites
+        self.store = store
         self.logger = logger
+        self.publish = publish
+    }
+
+    /// The group's topics.
+    public static let topics = [CheckIn.type, CheckInVoid.type]
+
+    /// A failure to put an event in the outbox or to use `eto.sqlite`: retried.
+    struct Local: Error {
+        var code: String
+        var message: String
+        var after: Duration = .seconds(1)
+    }
+
+    func publishing(_ make: @autoclosure () throws -> ETOPublication) async throws(Local) {
+        do {
+            try await publish(try make())
+        } catch {
+            throw Local(code: "outbox", message: "the event could not be put in the outbox: \(error)")
+        }
+    }
+
+    func storing<T>(_ body: () async throws -> T) async throws(Local) -> T {
+        do {
+            return try await body()
+        } catch {
+            throw Local(code: "eto-store", message: "eto.sqlite: \(error)")
+        }
     }
 
     /// Why a participant could not be resolved.
@@ -52,6 +111,10 @@ public struct ETOCheckInRecorder: EventHandler {
     }
 
     public func handle(_ event: WorkerEvent) async -> Settlement {
+        if event.header.type == CheckInVoid.type {
+            // A void's reason is personal data, and no message here repeats it.
+            return await void(event)
+        }
         let checkIn = try? JSONDecoder().decode(CheckIn.self, from: event.content)
         // ETO's fault text is a third party's and may quote what was sent (the search text is a
         // last name): whatever a reason holds, the check-in's personal words are taken out.
@@ -84,42 +147,87 @@ public struct ETOCheckInRecorder: EventHandler {
             }
         }
         do {
+            if let store, let void = try await storing({ try await store.earlyVoid(of: event.eventID) }) {
+                logger.info(
+                    "check-in was voided before it came; not recorded", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
+                return .done
+            }
+            if let store, let void = try await storing({ try await store.response(of: event.eventID)?.voidEventID }) {
+                // Recorded, then voided (its response deleted): a redelivery must not record it again.
+                logger.info(
+                    "check-in was recorded and voided; not recorded again", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
+                return .done
+            }
             let participant: ETO.Participant
             do {
-                participant = try await resolve(checkIn, site: site, program: program, auth: auth)
+                if checkIn.participant.isWalkIn {
+                    let (found, created) = try await walkIn(checkIn, eventID: event.eventID, site: site, program: program, auth: auth)
+                    participant = found
+                    try await publishing(
+                        try ETOPublication(
+                            ETOParticipantCreated(
+                                eventID: event.eventID, participantID: found.id, siteID: site, programID: program,
+                                firstName: found.firstName, lastName: found.lastName,
+                                dateOfBirth: checkIn.participant.dateOfBirth ?? found.dateOfBirth.map(ETOService.day) ?? "",
+                                gender: checkIn.participant.gender, created: created),
+                            key: event.header.key))
+                    logger.info(
+                        created ? "walk-in participant added" : "walk-in participant found",
+                        metadata: ["event_id": "\(event.eventID)", "eto.participant": "\(found.id)"])
+                } else {
+                    participant = try await resolve(checkIn, site: site, program: program, auth: auth)
+                }
             } catch let unmatched as Unmatched {
                 return .deadLetter(code: "participant-unmatched", message: unmatched.message)
             }
             guard let subject = participant.subjectID else {
                 return .deadLetter(code: "participant-unmatched", message: "participant \(participant.id) has no SubjectID in ETO")
             }
+            let outcome: (id: Int64, created: Bool)
             if let existing = try await recorded(event.eventID, subject: subject, auth: auth) {
-                logger.info(
-                    "check-in was already recorded", metadata: ["event_id": "\(event.eventID)", "eto.response": "\(existing)"])
-                return .done
+                outcome = (existing, false)
+            } else {
+                let response = ETO.TouchPointResponse(
+                    touchPointID: configuration.touchPointID, subjectID: subject, programID: program,
+                    created: Timestamp.parse(checkIn.checkedInAt).map { Date(timeIntervalSince1970: Double($0) / 1000) },
+                    elements: elements(for: checkIn, header: event.header))
+                outcome = try await write(response, eventID: event.eventID, subject: subject, auth: auth)
             }
-            let response = ETO.TouchPointResponse(
-                touchPointID: configuration.touchPointID, subjectID: subject, programID: program,
-                created: Timestamp.parse(checkIn.checkedInAt).map { Date(timeIntervalSince1970: Double($0) / 1000) },
-                elements: elements(for: checkIn, header: event.header))
-            guard let id = try await write(response, eventID: event.eventID, subject: subject, auth: auth) else { return .done }
+            let (id, created) = outcome
+            if let store {
+                try await storing {
+                    try await store.recorded(
+                        .init(
+                            checkInEventID: event.eventID, siteID: site, subjectID: subject, participantID: participant.id,
+                            touchPointID: configuration.touchPointID, responseID: id))
+                }
+            }
+            try await publishing(
+                try ETOPublication(
+                    ETOResponseRecorded(
+                        eventID: event.eventID, busSeq: event.header.busSeq, siteID: site, programID: program,
+                        participantID: participant.id, touchPointID: configuration.touchPointID, responseID: id, created: created),
+                    key: event.header.key))
             logger.info(
-                "check-in recorded",
+                created ? "check-in recorded" : "check-in was already recorded",
                 metadata: ["event_id": "\(event.eventID)", "eto.participant": "\(participant.id)", "eto.response": "\(id)"])
             return .done
         } catch let error as HTTPError {
             return Self.settlement(for: error)
+        } catch let local as Local {
+            return .retry(after: local.after, code: local.code, message: local.message)
         } catch {
             return .retry(after: nil, code: "eto-error", message: "\(error)")
         }
     }
 
-    /// Adds the response; nil when a look after an unclear rejection found it recorded already.
+    /// Adds the response; `created` is false when a look after an unclear rejection found it
+    /// recorded already.
     func write(
         _ response: ETO.TouchPointResponse, eventID: String, subject: Int, auth: CredentialSource<ETO.SiteSession>
-    ) async throws(HTTPError) -> Int64? {
+    ) async throws(HTTPError) -> (id: Int64, created: Bool) {
         do {
-            return try await eto.client.addTouchPointResponse(response, auth: auth)
+            return (try await eto.client.addTouchPointResponse(response, auth: auth), true)
         } catch {
             guard error.code == .notResent else { throw error }
         }
@@ -128,9 +236,183 @@ public struct ETOCheckInRecorder: EventHandler {
         if let existing = try await recorded(eventID, subject: subject, auth: auth) {
             logger.info(
                 "check-in was recorded before the session ended", metadata: ["event_id": "\(eventID)", "eto.response": "\(existing)"])
-            return nil
+            return (existing, false)
         }
-        return try await eto.client.addTouchPointResponse(response, auth: auth)
+        return (try await eto.client.addTouchPointResponse(response, auth: auth), true)
+    }
+
+    // MARK: Walk-ins
+
+    /// The walk-in's participant: the one of the site with its first name, last name and date of
+    /// birth (enrolled in the program when it is not), or a new one, added and enrolled.
+    /// - Returns: the participant, and whether this call added it.
+    func walkIn(
+        _ checkIn: CheckIn, eventID: String, site: Int, program: Int, auth: CredentialSource<ETO.SiteSession>
+    ) async throws -> (ETO.Participant, created: Bool) {
+        guard let first = checkIn.participant.firstName, let last = checkIn.participant.lastName,
+            let born = checkIn.participant.dateOfBirth, let day = Timestamp.parseDate(born)
+        else { throw Unmatched(message: "a walk-in needs a first name, a last name and a date of birth") }
+        let sameLastName = try await allParticipants(site: site, program: nil, lastName: last, auth: auth)
+        let matches = sameLastName.filter { p in
+            Self.same(p.firstName, first) && Self.same(p.lastName, last) && p.dateOfBirth.map(Self.utcDay) == day
+        }
+        guard matches.count <= 1 else {
+            let ids = matches.map(\.id).sorted().prefix(10).map(String.init).joined(separator: ", ")
+            throw Unmatched(
+                message:
+                    "\(matches.count) participants at site \(site) have the walk-in's first name, last name and date of birth: \(ids); record by participant id"
+            )
+        }
+        let start = Date(timeIntervalSince1970: Double(Timestamp.parse(checkIn.checkedInAt) ?? 0) / 1000)
+        if let only = matches.first {
+            let enrolled = try await allParticipants(site: site, program: program, lastName: last, auth: auth).contains { $0.id == only.id }
+            if !enrolled { try await enroll(only.id, program: program, site: site, lastName: last, start: start, auth: auth) }
+            return (try await eto.client.participant(id: only.id, auth: auth), false)
+        }
+        let gender: ETO.Gender =
+            switch checkIn.participant.gender ?? "" {
+            case "female": .female
+            case "male": .male
+            default: .unknown
+            }
+        if let store {
+            // An earlier delivery sent an add that may still land: wait it out, then look again.
+            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+            if let sent = try await storing({ try await store.addSent(eventID) }) {
+                let waited = Duration.milliseconds(max(0, now - sent))
+                if waited < addInDoubt {
+                    throw Local(
+                        code: "eto-add-in-doubt",
+                        message: "an earlier delivery's participant add may still land in ETO; looking again before adding",
+                        after: addInDoubt - waited)
+                }
+            }
+            try await storing { try await store.adding(eventID, at: now) }
+        }
+        let added = try await eto.client.addParticipant(
+            firstName: first.trimmingCharacters(in: .whitespaces), lastName: last.trimmingCharacters(in: .whitespaces),
+            dateOfBirth: Date(timeIntervalSince1970: Double(day) * 86_400), gender: gender, auth: auth)
+        // A crash here leaves a participant in no program: the redelivery finds it (the look
+        // above is site-wide) and enrolls it.
+        try await enroll(added.id, program: program, site: site, lastName: last, start: start, auth: auth)
+        return (try await eto.client.participant(id: added.id, auth: auth), true)
+    }
+
+    /// Enrolls; a refusal (400) is fine when the participant turns out to be enrolled after all
+    /// (an earlier delivery's enrollment, delayed, landed in between).
+    func enroll(
+        _ participant: Int, program: Int, site: Int, lastName: String, start: Date, auth: CredentialSource<ETO.SiteSession>
+    ) async throws(HTTPError) {
+        do throws(HTTPError) {
+            _ = try await eto.client.enroll(participantID: participant, programID: program, startDate: start, auth: auth)
+        } catch {
+            guard error.status == 400 else { throw error }
+            let enrolled = try await allParticipants(site: site, program: program, lastName: lastName, auth: auth)
+            guard enrolled.contains(where: { $0.id == participant }) else { throw error }
+        }
+    }
+
+    /// Every page of the site's participants with this last name (and in this program).
+    func allParticipants(
+        site: Int, program: Int?, lastName: String, auth: CredentialSource<ETO.SiteSession>
+    ) async throws(HTTPError) -> [ETO.Participant] {
+        var all: [ETO.Participant] = []
+        var after: Int?
+        while true {
+            let page = try await eto.client.participants(
+                siteID: site, programID: program, lastName: lastName.trimmingCharacters(in: .whitespaces), after: after, take: 500,
+                auth: auth)
+            all += page.participants
+            guard page.participants.count == 500, let last = page.participants.last else { return all }
+            after = last.id
+        }
+    }
+
+    static func same(_ a: String, _ b: String) -> Bool {
+        a.trimmingCharacters(in: .whitespaces).caseInsensitiveCompare(b.trimmingCharacters(in: .whitespaces)) == .orderedSame
+    }
+
+    /// The UTC day (days since 1970) of a WCF date of birth, which is midnight in some zone.
+    static func utcDay(_ date: WCFDate) -> Int {
+        let milliseconds = Int64((date.date.timeIntervalSince1970 * 1000).rounded()) + 12 * 3_600_000
+        return Int(floor(Double(milliseconds) / 86_400_000))
+    }
+
+    // MARK: Voids
+
+    func void(_ event: WorkerEvent) async -> Settlement {
+        guard event.header.schema == CheckInVoid.schema else {
+            return .deadLetter(
+                code: "unsupported-schema", message: "switchboard-eto applies \(CheckInVoid.schema), not \(event.header.schema)")
+        }
+        let void: CheckInVoid
+        do {
+            void = try JSONDecoder().decode(CheckInVoid.self, from: event.content)
+        } catch {
+            return .deadLetter(code: "invalid-content", message: "the void cannot be read: \(WorkerConfigurationFile.describe(error))")
+        }
+        guard let store else {
+            return .deadLetter(code: "void-unsupported", message: "this worker keeps no record of responses, so it cannot apply voids")
+        }
+        do {
+            guard let recorded = try await storing({ try await store.response(of: void.checkInEventID) }) else {
+                // No response to delete (the check-in is dead-lettered, or not here yet): the void
+                // wins when the check-in comes.
+                try await storing { try await store.voidedEarly(void.checkInEventID, by: event.eventID, at: void.voidedAt) }
+                try await publishing(
+                    try ETOPublication(
+                        ETOResponseVoided(
+                            eventID: event.eventID, checkInEventID: void.checkInEventID, busSeq: event.header.busSeq, responseID: nil,
+                            action: .neverRecorded), key: event.header.key))
+                logger.info(
+                    "void came before its check-in was recorded; the check-in will not be",
+                    metadata: ["event_id": "\(event.eventID)", "checkin_event_id": "\(void.checkInEventID)"])
+                return .done
+            }
+            if recorded.voidEventID == nil {
+                try await delete(recorded)
+                try await storing { try await store.voided(void.checkInEventID, by: event.eventID) }
+            }
+            try await publishing(
+                try ETOPublication(
+                    ETOResponseVoided(
+                        eventID: event.eventID, checkInEventID: void.checkInEventID, busSeq: event.header.busSeq,
+                        responseID: recorded.responseID, action: .deleted), key: event.header.key))
+            logger.info(
+                "check-in voided: response deleted",
+                metadata: [
+                    "event_id": "\(event.eventID)", "checkin_event_id": "\(void.checkInEventID)", "eto.response": "\(recorded.responseID)",
+                ])
+            return .done
+        } catch let error as HTTPError {
+            return Self.settlement(for: error)
+        } catch let local as Local {
+            return .retry(after: local.after, code: local.code, message: local.message)
+        } catch {
+            return .retry(after: nil, code: "eto-error", message: "\(error)")
+        }
+    }
+
+    /// Deletes a response; one already gone (an earlier delivery deleted it, its ACK was lost)
+    /// counts as deleted.
+    func delete(_ recorded: ETOCheckInStore.Recorded) async throws(HTTPError) {
+        let auth = eto.session(recorded.siteID)
+        let refusal: HTTPError
+        do throws(HTTPError) {
+            try await eto.client.deleteTouchPointResponse(touchPointID: recorded.touchPointID, responseID: recorded.responseID, auth: auth)
+            return
+        } catch {
+            guard error.status == 400 else { throw error }
+            refusal = error
+        }
+        do throws(HTTPError) {
+            _ = try await eto.client.touchPointResponse(touchPointID: recorded.touchPointID, responseID: recorded.responseID, auth: auth)
+        } catch {
+            if error.status == 400 || error.status == 404 { return }
+            throw error
+        }
+        // Still there: ETO's refusal stands (a dead letter naming its status).
+        throw refusal
     }
 
     /// The response id holding `eventID` among the subject's responses to the TouchPoint.

@@ -35,7 +35,7 @@ public struct ETOService: Sendable {
         }
     }
 
-    public static let operations = ["sites.list", "programs.list", "participants.search", "participant.get"]
+    public static let operations = ["sites.list", "programs.list", "participants.search", "participant.get", "participants.list"]
 
     public typealias Site = ETOServiceContent.Site
     public typealias Program = ETOServiceContent.Program
@@ -91,6 +91,10 @@ public struct ETOService: Sendable {
                 return try WireJSON.encode(
                     Participant(participantID: p.id, firstName: p.firstName, lastName: p.lastName, dateOfBirth: p.dateOfBirth.map(Self.day))
                 )
+            case "participants.list":
+                let query = try Self.decode(
+                    ETOServiceContent.RosterQuery.self, request, needs: "{site_id, program_id?, since?, after?, limit?}")
+                return try WireJSON.encode(try await roster(query))
             default:
                 throw ServiceError(
                     status: ServiceStatus.notFound, code: "unknown-operation",
@@ -105,6 +109,70 @@ public struct ETOService: Sendable {
             throw ServiceError(
                 status: ServiceStatus.unavailable, code: "eto-unavailable", message: "no ETO session: \(error)", retryable: true)
         }
+    }
+
+    /// `participants.list`: a page of the site's participants in participant id order. A cursor
+    /// (`next`, `after`) is `c1.<last id>.<since or ->.<mark>`, a mark `m1.<ETO change number>`:
+    /// the mark of every page is the first page's, so nothing changed while paging is missed by
+    /// the next listing `since` it.
+    func roster(_ query: ETOServiceContent.RosterQuery) async throws -> ETOServiceContent.Roster {
+        func bad(_ field: String, _ why: String) -> ServiceError {
+            ServiceError(status: ServiceStatus.badRequest, code: "bad-request", message: "\(field) \(why)")
+        }
+        let limit = query.limit ?? 200
+        guard (1...500).contains(limit) else { throw bad("limit", "must be 1 to 500") }
+        guard query.siteID > 0 else { throw bad("site_id", "must be a positive id") }
+        if let program = query.programID, program < 1 { throw bad("program_id", "must be a positive id") }
+        var since: Int64?
+        if let text = query.since {
+            guard let mark = Self.parseMark(text) else { throw bad("since", "is not a mark from participants.list") }
+            since = mark
+        }
+        var after: Int?
+        var mark: Int64?
+        if let text = query.after {
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 4, parts[0] == "c1", let id = Int(parts[1]), let cursorMark = Int64(parts[3]),
+                parts[2] == "-" ? since == nil : Int64(parts[2]) == since
+            else { throw bad("after", "is not the next of a page of this listing (same since)") }
+            (after, mark) = (id, cursorMark)
+        }
+        try await requireSite(query.siteID)
+        // One more than asked tells whether a next page exists; at ETO's cap of 500 a one-row
+        // look after the page does.
+        let session = eto.session(query.siteID)
+        let take = min(limit + 1, 500)
+        let page = try await eto.client.participants(
+            siteID: query.siteID, programID: query.programID, changedSince: since, after: after, take: take, auth: session)
+        let shown = page.participants.prefix(limit)
+        let listingMark = mark ?? page.changeMark
+        var more = page.participants.count > limit
+        if !more, take == limit, shown.count == limit, let last = shown.last {
+            more = try await !eto.client.participants(
+                siteID: query.siteID, programID: query.programID, changedSince: since, after: last.id, take: 1, auth: session
+            ).participants.isEmpty
+        }
+        var next: String?
+        if more, let last = shown.last {
+            next = "c1.\(last.id).\(since.map(String.init) ?? "-").\(listingMark)"
+        }
+        return ETOServiceContent.Roster(
+            participants: shown.map { p in
+                ETOServiceContent.RosterEntry(
+                    participantID: p.id, firstName: p.firstName, lastName: p.lastName, dateOfBirth: p.dateOfBirth.map(Self.day),
+                    gender: p.gender.map {
+                        switch $0 {
+                        case .female: "female"
+                        case .male: "male"
+                        case .unknown: "unknown"
+                        }
+                    })
+            }, next: next, mark: "m1.\(listingMark)")
+    }
+
+    static func parseMark(_ text: String) -> Int64? {
+        guard text.hasPrefix("m1."), let value = Int64(text.dropFirst(3)), value >= 0 else { return nil }
+        return value
     }
 
     public static func siteList(
@@ -131,7 +199,10 @@ public struct ETOService: Sendable {
         do {
             return try JSONDecoder().decode(T.self, from: request.content)
         } catch {
-            throw ServiceError(status: ServiceStatus.badRequest, code: "bad-request", message: "\(request.operation) needs \(needs)")
+            // The decoder names the field and what it expected, never the value sent.
+            throw ServiceError(
+                status: ServiceStatus.badRequest, code: "bad-request",
+                message: "\(request.operation) needs \(needs): \(WorkerConfigurationFile.describe(error))")
         }
     }
 

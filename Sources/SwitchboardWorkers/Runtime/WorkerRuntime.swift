@@ -281,6 +281,11 @@ public final class WorkerRuntime: Sendable {
         _ = try await outbox.enqueue(shared: Outbox.NewEvent(type: type, schema: schema, content: data, key: key))
     }
 
+    /// Puts an event whose content is already JSON in the outbox.
+    public func publish(type: String, schema: String, json: Data, key: String? = nil) async throws {
+        _ = try await outbox.enqueue(shared: Outbox.NewEvent(type: type, schema: schema, content: json, key: key))
+    }
+
     /// Sends the outbox's events to the broker for as long as the process runs; on graceful
     /// shutdown it stops once nothing is left to send (the service group's deadline cuts a wait
     /// for an absent broker short; what is left stays in the outbox for the next start).
