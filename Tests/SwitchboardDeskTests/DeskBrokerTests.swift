@@ -84,7 +84,7 @@ struct DeskBrokerTests {
             // it: the page shows the code's fixed sentence, never the letter's message.
             let walkInSeq = try #require(journal.first { $0.eventID == walkIn.eventID }?.busSeq)
             for _ in 0..<2 {
-                let (delivery, _) = try await GroupWire.delivery(on: member)
+                let (delivery, _) = try await GroupWire.delivery(on: member, timeout: .seconds(30))
                 let settle =
                     delivery.busSeq == walkInSeq
                     ? SettleHeader(
