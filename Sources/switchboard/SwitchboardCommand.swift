@@ -44,12 +44,17 @@ struct UpCommand: AsyncParsableCommand {
     @Option(help: "Time between demo check-ins.") var interval = "2s"
     @Option(help: "Stop by itself after this long (e.g. 10s); default: until Ctrl-C.") var duration: String?
     @Flag(name: .customLong("no-demo"), help: "Start no demo kiosk.") var noDemo = false
+    @Option(
+        name: .customLong("desk-port"),
+        help: "Port of the front desk page on 127.0.0.1 (switchboard-kiosk desk as desk-1, site 101, program 792; sign in as demo).")
+    var deskPort: Int = 9580
+    @Flag(name: .customLong("no-desk"), help: "Start no front desk.") var noDesk = false
     @Flag(help: "Run without CURVE (no keys): anyone on this machine may connect. Experiments only.") var insecure = false
     @Option(name: .customLong("emulator-port"), help: "Port of the back-end emulators (HTTPS on 127.0.0.1).") var emulatorPort: Int = 8480
     @Option(
         name: .customLong("admin-port"),
         help:
-            "First of seven consecutive ports on 127.0.0.1 where the programs serve /metrics and /health: broker, kiosk, (monitor), auth, filemaker, eto, directory (default 9560; 0: any free port; without it, SWITCHBOARD_ADMIN applies when set)."
+            "First of eight consecutive ports on 127.0.0.1 where the programs serve /metrics and /health: broker, kiosk, (monitor), auth, filemaker, eto, directory, desk (default 9560; 0: any free port; without it, SWITCHBOARD_ADMIN applies when set)."
     )
     var adminPort: Int?
 
@@ -58,8 +63,11 @@ struct UpCommand: AsyncParsableCommand {
         guard (1024...65_535).contains(emulatorPort), !(port...(port + 4)).contains(emulatorPort) else {
             throw ValidationError("--emulator-port must be 1024–65535 and not one of the broker's five ports")
         }
-        if let adminPort, adminPort != 0, !(1024...65_529).contains(adminPort) {
-            throw ValidationError("--admin-port must be 0 or 1024–65529")
+        if let adminPort, adminPort != 0, !(1024...65_528).contains(adminPort) {
+            throw ValidationError("--admin-port must be 0 or 1024–65528")
+        }
+        guard noDesk || (1024...65_535).contains(deskPort) && !(port...(port + 4)).contains(deskPort) && deskPort != emulatorPort else {
+            throw ValidationError("--desk-port must be 1024–65535 and not one of the broker's five ports or the emulator's")
         }
         if let duration, DurationText.parse(duration) == nil { throw ValidationError("--duration: '\(duration)' is not a duration") }
         guard DurationText.parse(interval) != nil else { throw ValidationError("--interval: '\(interval)' is not a duration") }
@@ -201,9 +209,26 @@ struct UpCommand: AsyncParsableCommand {
                     output: kioskLog, errors: kioskLog))
             say("demo kiosk: one check-in every \(interval) (log: \(logs.appendingPathComponent("kiosk.log").path))")
         }
+        if !noDesk {
+            // The front desk, as the kiosk desk-1 at the seed's site 101, program 792, with a demo
+            // staff account made on first start (its password kept 0600 beside the desk's files).
+            let deskLog = try openLog(logs.appendingPathComponent("desk.log"))
+            let password = try DemoDesk.ensureAccount(data: data)
+            try start(
+                .init(
+                    name: "desk", executable: "switchboard-kiosk",
+                    arguments: [
+                        "desk", "--kiosk", DemoDesk.kiosk, "--data-dir", data.path, "--listen", "127.0.0.1:\(deskPort)", "--site",
+                        "101", "--program", "792",
+                    ] + admin(7) + (keys?.clientArguments(DemoDesk.kiosk) ?? []),
+                    output: deskLog, errors: deskLog))
+            say(
+                "front desk: http://127.0.0.1:\(deskPort)/ — sign in as \(DemoDesk.user), password \(password) (log: \(logs.appendingPathComponent("desk.log").path))"
+            )
+        }
         if let adminBase, adminBase != 0 {
             say(
-                "metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(adminBase + 1) kiosk, \(adminBase + 3) auth, \(adminBase + 4)–\(adminBase + 6) filemaker, eto, directory"
+                "metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(adminBase + 1) kiosk, \(adminBase + 3) auth, \(adminBase + 4)–\(adminBase + 6) filemaker, eto, directory, \(adminBase + 7) desk"
             )
         }
         say("Ctrl-C stops everything.")
@@ -278,7 +303,8 @@ struct UpCommand: AsyncParsableCommand {
     /// The principals `up` makes keys for (LocalKeys): one per program, and an operator for
     /// `switchboard status`, `groups` and `dlq`.
     static let principals: [(name: String, role: Role)] = [
-        ("broker", .broker), ("demo-kiosk-1", .kiosk), ("monitor", .monitor), ("operator", .admin), ("auth", .auth),
+        ("broker", .broker), ("demo-kiosk-1", .kiosk), (DemoDesk.kiosk, .kiosk), ("monitor", .monitor), ("operator", .admin),
+        ("auth", .auth),
         ("filemaker", .worker(service: "filemaker")), ("eto", .worker(service: "eto")), ("directory", .worker(service: "directory")),
     ]
 
@@ -328,6 +354,58 @@ enum DemoAccounts {
             throw ValidationError("cannot write \(path)")
         }
         return path
+    }
+}
+
+/// The front desk `up` runs: the kiosk `desk-1` and its demo staff account.
+enum DemoDesk {
+    static let kiosk = "desk-1"
+    static let user = "demo"
+
+    /// The demo account's password: made on first start (random, kept 0600 in
+    /// <data-dir>/kiosk/desk-1/demo-password) and the account added with
+    /// `switchboard-kiosk desk-user add demo --password-stdin`; later starts read it back.
+    static func ensureAccount(data: URL) throws -> String {
+        let fileManager = FileManager.default
+        let directory = data.appendingPathComponent("kiosk/\(kiosk)")
+        try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let passwordFile = directory.appendingPathComponent("demo-password")
+        if let kept = try? String(contentsOf: passwordFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
+            !kept.isEmpty, fileManager.fileExists(atPath: directory.appendingPathComponent("desk-users.json").path)
+        {
+            return kept
+        }
+        let alphabet = Array("abcdefghjkmnpqrstuvwxyz23456789")
+        var generator = SystemRandomNumberGenerator()
+        let password = (0..<3).map { _ in String((0..<4).map { _ in alphabet.randomElement(using: &generator)! }) }.joined(separator: "-")
+        // A password file lost beside an existing account: the account is made anew.
+        _ = try? deskUser(["remove", user], data: data)
+        let (status, said) = try deskUser(["add", user, "--password-stdin"], data: data, input: password + "\n")
+        guard status == 0 else { throw ValidationError("could not make the desk's demo account: \(said)") }
+        try? fileManager.removeItem(at: passwordFile)
+        guard
+            fileManager.createFile(
+                atPath: passwordFile.path, contents: Data((password + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        else { throw ValidationError("cannot write \(passwordFile.path)") }
+        return password
+    }
+
+    /// Runs `switchboard-kiosk desk-user ARGS` for desk-1; its exit status and output.
+    static func deskUser(_ arguments: [String], data: URL, input: String = "") throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = ChildProcess.executableDirectory.appendingPathComponent("switchboard-kiosk")
+        process.arguments = ["desk-user"] + arguments + ["--kiosk", kiosk, "--data-dir", data.path]
+        let stdin = Pipe()
+        let output = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let said = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: said, as: UTF8.self))
     }
 }
 

@@ -344,7 +344,10 @@ struct ToolTests {
         #expect(output.contains("CURVE on every endpoint"))
         let allowed = try FileManager.default.contentsOfDirectory(atPath: directory.path(".switchboard/keys/allowed")).sorted()
         #expect(
-            allowed == ["auth.cert", "demo-kiosk-1.cert", "directory.cert", "eto.cert", "filemaker.cert", "monitor.cert", "operator.cert"])
+            allowed == [
+                "auth.cert", "demo-kiosk-1.cert", "desk-1.cert", "directory.cert", "eto.cert", "filemaker.cert", "monitor.cert",
+                "operator.cert",
+            ])
         // The Directory's people reach the bus and FileMaker's Staff mirror.
         #expect(output.contains("person.created  directory"), "\(output)")
         #expect(programs.read(".switchboard/logs/filemaker.log").contains("staff member added"))
