@@ -166,15 +166,7 @@ struct DeadLetterCommand: AsyncParsableCommand {
         func validate() throws { try selection.validate(group: group, busSeq: busSeq) }
 
         func run() async throws {
-            if let busSeq {
-                let replayed = try await broker.withGroups("switchboard dlq replay") { client in
-                    try await client.replay(group: group, .busSeq(busSeq))
-                }
-                print("Replayed \(DeadLetterCommand.describe(replayed)) of group '\(group)': the group delivers them again from attempt 1.")
-                return
-            }
-            let replayed = try await selection.settle(replay: true, group: group, broker: broker)
-            print("Replayed \(DeadLetterCommand.count(replayed.count)) of group '\(group)': the group delivers them again from attempt 1.")
+            try await DeadLetterCommand.settle(.replay, group: group, busSeq: busSeq, selection: selection, broker: broker)
         }
     }
 
@@ -195,16 +187,35 @@ struct DeadLetterCommand: AsyncParsableCommand {
         func validate() throws { try selection.validate(group: group, busSeq: busSeq) }
 
         func run() async throws {
-            if let busSeq {
-                let dropped = try await broker.withGroups("switchboard dlq drop") { client in
-                    try await client.drop(group: group, .busSeq(busSeq))
-                }
-                print("Dropped \(DeadLetterCommand.describe(dropped)) of group '\(group)'.")
-                return
-            }
-            let dropped = try await selection.settle(replay: false, group: group, broker: broker)
-            print("Dropped \(DeadLetterCommand.count(dropped.count)) of group '\(group)'.")
+            try await DeadLetterCommand.settle(.drop, group: group, busSeq: busSeq, selection: selection, broker: broker)
         }
+    }
+
+    /// What `replay` and `drop` do to the dead letters they select.
+    enum Settlement: String {
+        case replay, drop
+
+        var past: String { self == .replay ? "Replayed" : "Dropped" }
+        var after: String { self == .replay ? ": the group delivers them again from attempt 1." : "." }
+    }
+
+    /// `replay` and `drop`: one dead letter by its bus_seq, or what `selection` selects.
+    static func settle(
+        _ verb: Settlement, group: String, busSeq: Int64?, selection: BulkSelection, broker: BrokerOptions
+    )
+        async throws
+    {
+        let what: String
+        if let busSeq {
+            let settled = try await broker.withGroups("switchboard dlq \(verb.rawValue)") { client in
+                verb == .replay
+                    ? try await client.replay(group: group, .busSeq(busSeq)) : try await client.drop(group: group, .busSeq(busSeq))
+            }
+            what = describe(settled)
+        } else {
+            what = count(try await selection.settle(replay: verb == .replay, group: group, broker: broker).count)
+        }
+        print("\(verb.past) \(what) of group '\(group)'\(verb.after)")
     }
 
     /// `--all` and what narrows it, for `replay` and `drop`.
