@@ -234,28 +234,19 @@ struct DeadLetterCommand: AsyncParsableCommand {
             }
         }
 
-        /// Replays or drops what this selects, step by step, showing progress: one line that
-        /// updates itself on a terminal, a line a step otherwise (a log keeps them all).
+        /// Replays or drops what this selects, step by step, showing progress (`ProgressLine`):
+        /// one line that updates itself on a terminal, a line every 5 s otherwise.
         func settle(replay: Bool, group: String, broker: BrokerOptions) async throws -> [Int64] {
             let age = olderThan.flatMap { DurationText.parse($0) }
             let before = age.map { Date(timeIntervalSinceNow: -Double($0.components.seconds)) }
-            let verb = replay ? "replayed" : "dropped"
-            let terminal = isatty(STDOUT_FILENO) == 1
-            let started = ContinuousClock.now
+            var line = ProgressLine(verb: replay ? "replayed" : "dropped", total: nil)
             let done = try await broker.withGroups("switchboard dlq \(replay ? "replay" : "drop")") { client in
-                try await client.settleAll(replay: replay, group: group, code: code, before: before) { done, remaining in
-                    let elapsed = started.duration(to: .now).components
-                    let seconds = max(0.001, Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
-                    let rate = Double(done) / seconds
-                    let left = rate > 0 ? Int((Double(remaining) / rate).rounded(.up)) : 0
-                    let line = "\(verb) \(done) of \(done + remaining) (\(Int(rate))/s, \(left) s left)"
-                    if terminal {
-                        FileHandle.standardOutput.write(Data("\r\(line)\u{1B}[K".utf8))
-                        if remaining == 0 { FileHandle.standardOutput.write(Data("\n".utf8)) }
-                    } else {
-                        print(line)
-                    }
+                let settled = try await client.settleAll(replay: replay, group: group, code: code, before: before) { done, remaining in
+                    line.total = done + remaining
+                    if let text = line.update(done: done, at: .now) { ProgressWatch.standardOutput(text) }
                 }
+                if let text = line.finish(done: settled.count, at: .now) { ProgressWatch.standardOutput(text) }
+                return settled
             }
             return done
         }
