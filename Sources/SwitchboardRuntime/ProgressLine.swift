@@ -112,15 +112,11 @@ public struct ProgressLine: Sendable {
 /// Runs work while a `ProgressLine` reports a count it reads (`done`, polled a few times a
 /// second), then writes the line's last state.
 public enum ProgressWatch {
-    /// Standard output, unbuffered (a `\r` line must show at once).
+    /// Standard output through the C library's stream, as `print` writes, flushed at once (a
+    /// `\r` line must show now, and in order with what `print` wrote before it).
     @Sendable public static func standardOutput(_ text: String) {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeMutableBytes { write(STDOUT_FILENO, $0.baseAddress! + offset, $0.count - offset) }
-            if written <= 0 { return }
-            offset += written
-        }
+        fputs(text, stdout)
+        fflush(stdout)
     }
 
     public static func run<T: Sendable>(

@@ -208,8 +208,10 @@ struct DeadLetterCommand: AsyncParsableCommand {
         let what: String
         if let busSeq {
             let settled = try await broker.withGroups("switchboard dlq \(verb.rawValue)") { client in
-                verb == .replay
-                    ? try await client.replay(group: group, .busSeq(busSeq)) : try await client.drop(group: group, .busSeq(busSeq))
+                switch verb {
+                case .replay: try await client.replay(group: group, .busSeq(busSeq))
+                case .drop: try await client.drop(group: group, .busSeq(busSeq))
+                }
             }
             what = describe(settled)
         } else {
