@@ -115,8 +115,8 @@ public enum ProgressWatch {
     /// Standard output through the C library's stream, as `print` writes, flushed at once (a
     /// `\r` line must show now, and in order with what `print` wrote before it).
     @Sendable public static func standardOutput(_ text: String) {
-        fputs(text, stdout)
-        fflush(stdout)
+        print(text, terminator: "")
+        fflush(nil)  // every stream: naming `stdout` (a C global) is not concurrency-safe
     }
 
     public static func run<T: Sendable>(
