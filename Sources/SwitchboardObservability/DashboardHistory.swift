@@ -24,8 +24,9 @@ public struct DashboardHistory: Sendable, Equatable {
     /// Samples kept: an hour's at the interval.
     public let capacity: Int
     public private(set) var samples: [Sample] = []
-    /// The total of events and its time at the last sample, to take the next rate from.
-    private var last: (at: Int64, total: Int)?
+    /// The time of the last sample and the total of events then, to take the next rate from.
+    private var lastAt: Int64?
+    private var lastTotal = 0
 
     public init(interval: Duration = .seconds(10), span: Duration = .seconds(3600)) {
         self.interval = interval
@@ -37,12 +38,13 @@ public struct DashboardHistory: Sendable, Equatable {
     @discardableResult
     public mutating func offer(at now: Int64, totalEvents: Int, lag: [String: Int64]) -> Bool {
         let step = Int64(interval.components.seconds) * 1000
-        if let last, now - last.at < step { return false }
+        if let lastAt, now - lastAt < step { return false }
         var rate = 0.0
-        if let last, now > last.at { rate = Double(max(0, totalEvents - last.total)) * 1000 / Double(now - last.at) }
+        if let lastAt, now > lastAt { rate = Double(max(0, totalEvents - lastTotal)) * 1000 / Double(now - lastAt) }
         samples.append(Sample(at: now, eventsPerSecond: rate, lag: lag))
         if samples.count > capacity { samples.removeFirst(samples.count - capacity) }
-        last = (now, totalEvents)
+        lastAt = now
+        lastTotal = totalEvents
         return true
     }
 
@@ -56,7 +58,7 @@ public struct DashboardHistory: Sendable, Equatable {
         let to = samples.last?.at ?? 0
         let from = to - Int64(capacity) * Int64(interval.components.seconds) * 1000
         func chart(_ points: [(Int64, Double)]) -> JSONValue {
-            let top = SVGPath.ceiling(points.map(\.1).max() ?? 0)
+            let top = SVGPath.ceiling(points.map { $0.1 }.max() ?? 0)
             return .object([
                 "max": .double(top), "path": .string(SVGPath.line(points, from: from, to: to, top: top, width: width, height: height)),
             ])
@@ -82,7 +84,7 @@ public struct DashboardHistory: Sendable, Equatable {
 
 /// The `d` of an SVG `<path>` drawing a series in a box `width` × `height` (y down, as SVG).
 public enum SVGPath {
-    /// Points at their times between `from` and `to` (x 0…width) and values between 0 and `top`
+    /// Points (time in Unix milliseconds, value) at their times between `from` and `to` (x 0…width) and values between 0 and `top`
     /// (y height…0), joined by straight lines: "M0,80L10,40…", one decimal. Empty for no points;
     /// a value above `top` is drawn at the top, a time outside the span at its edge.
     public static func line(
@@ -94,8 +96,8 @@ public enum SVGPath {
         let span = Double(max(1, to - from))
         var path = ""
         for (index, point) in points.enumerated() {
-            let x = min(width, max(0, Double(point.at - from) / span * width))
-            let fraction = top > 0 ? min(1, max(0, point.value / top)) : 0
+            let x = min(width, max(0, Double(point.0 - from) / span * width))
+            let fraction = top > 0 ? min(1, max(0, point.1 / top)) : 0
             let y = height - fraction * height
             path += (index == 0 ? "M" : "L") + number(x) + "," + number(y)
         }

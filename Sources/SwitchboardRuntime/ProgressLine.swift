@@ -119,10 +119,10 @@ public enum ProgressWatch {
         fflush(nil)  // every stream: naming `stdout` (a C global) is not concurrency-safe
     }
 
-    public static func run<T: Sendable>(
+    public static func run<T>(
         _ line: ProgressLine, done: @escaping @Sendable () async -> Int,
         write: @escaping @Sendable (String) -> Void = ProgressWatch.standardOutput, _ body: () async throws -> T
-    ) async rethrows -> T {
+    ) async throws -> T {
         let watcher = Task {
             var line = line
             let poll = min(line.interval, .milliseconds(250))

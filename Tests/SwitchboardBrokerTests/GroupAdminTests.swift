@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SwitchboardBus
 import SwitchboardProtocol
 import SwitchboardSecurity

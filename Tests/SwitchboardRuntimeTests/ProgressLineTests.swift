@@ -67,7 +67,7 @@ struct ProgressLineTests {
         let written = Shared<[String]>([])
         let count = Shared(0)
         let line = ProgressLine(verb: "delivered", total: 3, terminal: true, interval: .milliseconds(10))
-        let result = await ProgressWatch.run(line, done: { count.get() }, write: { text in written.change { $0.append(text) } }) {
+        let result = try await ProgressWatch.run(line, done: { count.get() }, write: { text in written.change { $0.append(text) } }) {
             for _ in 0..<3 {
                 // Advance once the watcher has reported the count so far: waits for events, not times.
                 let seen = count.get()
