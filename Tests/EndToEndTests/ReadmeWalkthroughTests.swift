@@ -38,7 +38,7 @@ extension ToolTests {
         ("switchboard-monitor lag", Outcome(contains: ["filemaker", "eto"])),
         ("switchboard-monitor web", Outcome(contains: ["http://127.0.0.1:"], runsUntilStopped: true)),
         ("switchboard status", Outcome(contains: ["eto", "filemaker"])),
-        ("switchboard groups create", Outcome(contains: ["filemaker"])),
+        ("switchboard groups create", Outcome(contains: ["group 'audit'"])),
         ("switchboard dlq list", Outcome(contains: ["dead letter"])),
         ("curl --cacert", Outcome(contains: ["\"method\""])),
     ]
@@ -89,6 +89,10 @@ extension ToolTests {
                     let parts = assignment.split(separator: "=", maxSplits: 1)
                     environment[String(parts[0])] = String(parts[1])
                 }
+                continue
+            }
+            if line.hasPrefix("unset ") {
+                for name in line.dropFirst("unset ".count).split(separator: " ") { environment[String(name)] = nil }
                 continue
             }
             let command = line.replacingOccurrences(of: ".build/debug/", with: binaries)
