@@ -2,7 +2,7 @@
 // of each group's lag, kept in memory for the last hour, and the SVG path of a series; and
 // times as "12 s ago". Pure values: the monitor feeds them from its clock, tests with numbers.
 
-import SwitchboardProtocol
+public import SwitchboardProtocol
 
 /// The dashboard's samples over the last hour: one every `interval` (10 s), at most `capacity`.
 public struct DashboardHistory: Sendable, Equatable {

@@ -287,7 +287,7 @@ struct GroupAdminTests {
         let count: Int64 = 120_000
         do {
             let journal = try Journal(path: fixture.directory.path("broker/journal.sqlite"))
-            try journal.queue.write { db in
+            try await journal.queue.write { db in
                 let insert = try db.makeStatement(
                     sql: """
                         INSERT INTO dead_letters (grp, bus_seq, dlq_seq, event_id, type, key, attempts, code, message, at, state)
