@@ -267,10 +267,10 @@ struct ToolTests {
         #expect(output.contains("\(port)") && !output.contains("sending its outbox"), "\(output)")
 
         // With a free port the line comes (once the admin server listens), and SIGTERM stops it.
-        let free = try programs.start(
-            "switchboard-kiosk", arguments + ["--admin", "127.0.0.1:\(try freePort())"], log: "free.log")
+        let freeAdmin = try freePort()
+        let free = try programs.start("switchboard-kiosk", arguments + ["--admin", "127.0.0.1:\(freeAdmin)"], log: "free.log")
         try await waitUntil("the admin server listens", timeout: .seconds(30)) {
-            programs.read("free.log").contains("admin endpoint listening")
+            (try? await httpGet("http://127.0.0.1:\(freeAdmin)/health/live"))?.status == 200
         }
         #expect(await free.stop() == 0)
         #expect(programs.read("free.log").contains("sending its outbox"), "\(programs.read("free.log"))")
