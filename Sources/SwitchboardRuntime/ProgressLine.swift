@@ -119,29 +119,38 @@ public enum ProgressWatch {
         fflush(nil)  // every stream: naming `stdout` (a C global) is not concurrency-safe
     }
 
+    /// - Parameter final: the count when `body` has returned, from its result (the source
+    ///   `done` reads may be closed by then); else the last of `done` and what it read before.
     public static func run<T>(
         _ line: ProgressLine, done: @escaping @Sendable () async -> Int,
-        write: @escaping @Sendable (String) -> Void = ProgressWatch.standardOutput, _ body: () async throws -> T
+        write: @escaping @Sendable (String) -> Void = ProgressWatch.standardOutput, final: (T) -> Int? = { _ in nil },
+        _ body: () async throws -> T
     ) async throws -> T {
-        let watcher = Task {
+        let watcher = Task { () -> (ProgressLine, Int) in
             var line = line
+            var latest = 0
             let poll = min(line.interval, .milliseconds(250))
             while !Task.isCancelled {
                 try? await Task.sleep(for: poll)
                 if Task.isCancelled { break }
-                if let text = line.update(done: await done(), at: .now) { write(text) }
+                latest = max(latest, await done())
+                if let text = line.update(done: latest, at: .now) { write(text) }
             }
-            if let text = line.finish(done: await done(), at: .now) { write(text) }
+            return (line, latest)
         }
+        let result: T
         do {
-            let result = try await body()
-            watcher.cancel()
-            await watcher.value
-            return result
+            result = try await body()
         } catch {
             watcher.cancel()
-            await watcher.value
+            _ = await watcher.value
             throw error
         }
+        watcher.cancel()
+        var (last, latest) = await watcher.value
+        var count = latest
+        if let given = final(result) { count = given } else { count = max(latest, await done()) }
+        if let text = last.finish(done: count, at: .now) { write(text) }
+        return result
     }
 }

@@ -233,7 +233,8 @@ struct KioskOptions: ParsableArguments {
         let before = try await outbox.counts()
         let line = ProgressLine(verb: "delivered", total: total ?? before.pending)
         return try await ProgressWatch.run(
-            line, done: { Int(((try? await outbox.counts())?.delivered ?? before.delivered) - before.delivered) }
+            line, done: { Int(((try? await outbox.counts())?.delivered ?? before.delivered) - before.delivered) },
+            final: { $0.delivered + $0.duplicates }
         ) {
             try await KioskDelivery.deliver(
                 outbox, endpoint: try ingestEndpoint, settings: try senderSettings, within: wait, keepWaiting: keepWaiting, logger: logger)
