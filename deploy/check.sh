@@ -235,13 +235,16 @@ if [s[1] for s in stages] != ["build", "runtime"]:
     bad.append(f"expected stages build and runtime, found {stages}")
 if not re.search(r"^USER\s+10001", text, re.M):
     bad.append("the runtime stage does not switch to the non-root user 10001")
-for needed in ["libzmq3-dev", "libsqlite3-dev", "libzmq5", "libsqlite3-0", "swift build -c release", "*.resources"]:
+for needed in ["libzmq3-dev", "libsqlite3-dev", "libzmq5", "libsqlite3-0", "swift build -c release --static-swift-stdlib",
+               "*.resources", "curl"]:
     if needed not in text:
         bad.append(f"{needed} is missing")
 started = set()
 for name in os.listdir(sys.argv[2]):
     if name.endswith(".service"):
         started |= set(re.findall(r"^ExecStart=/usr/local/bin/(\S+)", open(os.path.join(sys.argv[2], name)).read(), re.M))
+if not re.search(r"^HEALTHCHECK\s.*\n?.*CMD curl -fsS .*/health/ready", text, re.M):
+    bad.append("no HEALTHCHECK asking /health/ready with curl")
 installed = set(re.search(r"for p in (.*?); do", text, re.S).group(1).replace("\\", " ").split())
 for program in sorted(started - installed):
     bad.append(f"a unit starts {program}, which the image does not install")
@@ -252,6 +255,102 @@ sys.exit(1 if bad else 0)
 PY
 }
 step "Containerfile stages and programs" check_containerfile
+
+# --- the image's tag, compose's healthchecks, the Kubernetes principals ------------------------
+# Static: no container engine or cluster runs here (deploy/README.md, "What was and was not run").
+check_images_health_principals() {
+    python3 - "$here" <<'PY'
+import json, os, re, sys, yaml
+here = sys.argv[1]
+bad = []
+readme = open(os.path.join(here, "README.md")).read()
+# One tag everywhere: build.sh's documented example, compose's default, every manifest's image.
+build = open(os.path.join(here, "container/build.sh")).read()
+tags = set(re.findall(r"build\.sh (\d+\.\d+\.\d+)", build + readme))
+if len(tags) != 1:
+    bad.append(f"build.sh and deploy/README.md document tags {sorted(tags)}, not one")
+tag = next(iter(tags), "?")
+compose = yaml.safe_load(open(os.path.join(here, "container/compose.yaml")))
+image = compose["x-program"]["image"]
+if image != "${SWITCHBOARD_IMAGE:-switchboard:%s}" % tag:
+    bad.append(f"compose's image is {image}, not switchboard:{tag} (build.sh)")
+for name in sorted(os.listdir(os.path.join(here, "kubernetes"))):
+    if not name.endswith(".yaml"):
+        continue
+    for found in re.findall(r"^\s*image:\s*(\S+)", open(os.path.join(here, "kubernetes", name)).read(), re.M):
+        if found != f"registry.example/switchboard:{tag}":
+            bad.append(f"kubernetes/{name}: image {found}, not registry.example/switchboard:{tag} (build.sh {tag} registry.example)")
+# Every compose service has a healthcheck: its admin port's /health/ready, the port it sets.
+ports = {"emulator": None, "monitor": None}
+for service, spec in compose["services"].items():
+    check = spec.get("healthcheck")
+    if not check or not check.get("test"):
+        bad.append(f"compose service {service} has no healthcheck")
+        continue
+    test = " ".join(check["test"])
+    env = spec.get("environment", {})
+    admin = next((v for k, v in env.items() if k.endswith("_ADMIN")), None)
+    if admin:
+        port = admin.rsplit(":", 1)[1]
+        if f"http://127.0.0.1:{port}/health/ready" not in test:
+            bad.append(f"compose service {service}: healthcheck '{test}' does not ask /health/ready on its admin port {port}")
+    elif service == "emulator":
+        if "/_emulator/health" not in test:
+            bad.append("compose service emulator: healthcheck does not ask /_emulator/health")
+    elif service == "monitor":
+        if ":9570/" not in test:
+            bad.append("compose service monitor: healthcheck does not ask the dashboard's port")
+    else:
+        bad.append(f"compose service {service} sets no admin address for its healthcheck")
+# The compose set-up's command makes what compose mounts.
+setup = open(os.path.join(here, "container/setup.sh")).read()
+for secret, spec in compose["secrets"].items():
+    path = spec["file"].removeprefix("./keys/")
+    made = "keys init" in setup if path.startswith(("bundles/", "public/")) else path in setup
+    if not made:
+        bad.append(f"compose secret {secret} ({spec['file']}) is not made by setup.sh")
+# Kubernetes: every principal of the inventory that runs in the cluster has a Secret holding its
+# key, in examples/secrets.yaml and in the guide's `kubectl create secret` lines; admin is there,
+# kept on the operator's machine, and the guide's dlq command uses its bundle.
+inventory = json.load(open(os.path.join(here, "kubernetes/examples/inventory.kubernetes.json")))
+secrets = {d["metadata"]["name"]: d for d in yaml.safe_load_all(open(os.path.join(here, "kubernetes/examples/secrets.yaml")))
+           if d and d.get("kind") == "Secret"}
+guide = readme[readme.index("## Kubernetes"):]
+principals = []
+for host, spec in inventory["hosts"].items():
+    for program in spec.get("programs", []):
+        principals.append((host, program))
+        if program == "admin":
+            if f"keys/bundles/{host}/admin.secret" not in guide or "switchboard dlq" not in guide:
+                bad.append(f"the Kubernetes guide has no `switchboard dlq` with keys/bundles/{host}/admin.secret")
+            continue
+        secret = secrets.get(f"switchboard-{re.sub(r'-[0-9]+$', '', program)}-keys")
+        keys = set((secret or {}).get("stringData", {}))
+        wanted = f"{host}.secret" if re.search(r"-[0-9]+$", host) else f"{program}.secret"
+        if wanted not in keys:
+            bad.append(f"principal {host}/{program}: no {wanted} in Secret switchboard-{program}-keys (examples/secrets.yaml)")
+        if f"bundles/{host}/{program}.secret" not in guide and f"bundles/{host.rsplit('-', 1)[0]}-$w" not in guide \
+                and f"bundles/$w-{host.rsplit('-', 1)[-1]}/$w.secret" not in guide:
+            bad.append(f"principal {host}/{program}: the guide's kubectl lines do not make its secret from keys/bundles/{host}/")
+if not any(p == "admin" for _, p in principals):
+    bad.append("no admin principal in the Kubernetes inventory: dead letters could not be handled")
+for line in bad:
+    print(line, file=sys.stderr)
+print(f"tag {tag}; {len(compose['services'])} compose services with healthchecks; {len(principals)} cluster principals")
+sys.exit(1 if bad else 0)
+PY
+}
+step "image tag, compose healthchecks, Kubernetes principals and their secrets" check_images_health_principals
+
+scripts_refuse_bad_input() {
+    bash -n "$here/container/build.sh" && bash -n "$here/container/setup.sh" || return 1
+    if "$here/container/build.sh" "not a tag" >/dev/null 2>&1; then
+        echo "check: build.sh took 'not a tag'" >&2
+        return 1
+    fi
+    echo "build.sh and setup.sh parse; build.sh refuses a bad tag"
+}
+step "the container scripts" scripts_refuse_bad_input
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

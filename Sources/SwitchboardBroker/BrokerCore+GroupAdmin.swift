@@ -247,7 +247,7 @@ extension BrokerCore {
             let (name, _) = try existing()
             guard let seq = try busSeq() else { throw GroupRequestFailure.badRequest("content: field 'bus_seq' is required") }
             try flushGroups()
-            guard let letter = try journal.deadLetters(group: name, state: nil, limit: 100_000).first(where: { $0.busSeq == seq }) else {
+            guard let letter = try journal.deadLetter(group: name, busSeq: seq) else {
                 throw GroupRequestFailure.notFound("group '\(name)' has no dead letter for bus_seq \(seq)")
             }
             var result = describe(letter).object ?? [:]
@@ -268,7 +268,7 @@ extension BrokerCore {
             // With "all": optionally only one code's, only those older than a moment, and at most
             // `limit` in this call (`remaining` says how many more match), so a tool can act on
             // ten thousand in steps and show its progress.
-            var filter = Journal.DeadLetterFilter(group: name, state: .dead)
+            var filter = Journal.DeadLetterFilter(group: name, state: .dead, busSeq: seq)
             var limit = 100_000
             if all {
                 if let given = input["code"] {
@@ -293,9 +293,7 @@ extension BrokerCore {
                 throw GroupRequestFailure.badRequest("content: 'code', 'before' and 'limit' go with \"all\": true, not with 'bus_seq'")
             }
             try flushGroups()
-            let letters = try journal.deadLetterPage(filter, after: nil, newest: false, limit: limit).filter {
-                seq == nil || $0.busSeq == seq
-            }
+            let letters = try journal.deadLetterPage(filter, after: nil, newest: false, limit: limit)
             guard !letters.isEmpty else {
                 throw GroupRequestFailure.notFound("group '\(name)' has no dead letter waiting\(seq.map { " for bus_seq \($0)" } ?? "")")
             }

@@ -108,13 +108,20 @@ extension Journal {
         try deadLetterPage(group: group, state: state, after: nil, newest: false, limit: limit)
     }
 
-    /// What a dead-letter query selects: a group, a state, a code, and those recorded before a
-    /// moment (Unix milliseconds); nil selects every one.
+    /// The dead letter of `group` for `busSeq` (in any state), if there is one: a look-up by the
+    /// table's primary key, whatever the number of dead letters.
+    func deadLetter(group: String, busSeq: Int64) throws -> DeadLetterRecord? {
+        try deadLetterPage(DeadLetterFilter(group: group, busSeq: busSeq), after: nil, newest: false, limit: 1).first
+    }
+
+    /// What a dead-letter query selects: a group, a state, a code, those recorded before a
+    /// moment (Unix milliseconds), one bus_seq; nil selects every one.
     struct DeadLetterFilter: Sendable, Hashable {
         var group: String?
         var state: DeadLetterRecord.State?
         var code: String?
         var before: Int64?
+        var busSeq: Int64?
     }
 
     /// The `WHERE` of a dead-letter query selecting `group` and `state` (nil: every one).
@@ -142,6 +149,10 @@ extension Journal {
         if let state {
             sql += " AND state = ?"
             _ = arguments.append(contentsOf: [state.rawValue])
+        }
+        if let busSeq = filter.busSeq {
+            sql += " AND bus_seq = ?"
+            _ = arguments.append(contentsOf: [busSeq])
         }
         return (sql, arguments)
     }

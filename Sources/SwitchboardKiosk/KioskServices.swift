@@ -162,9 +162,11 @@ public struct KioskServices: Sendable {
     ///   - settings: the sender's settings (CURVE keys among them).
     ///   - admin: where to serve /metrics and /health, or nil for nowhere.
     ///   - observability: the program's metrics registry.
+    ///   - onListening: called once the admin server has bound its address (never with no admin).
     public init(
         outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), drainTime: Duration = .seconds(5),
-        admin: AdminAddress?, observability: Observability, recorder: CheckInTrickle?, logger: Logger
+        admin: AdminAddress?, observability: Observability, recorder: CheckInTrickle?, logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let delivery = try KioskDelivery(
             outbox: outbox, endpoint: endpoint, settings: settings, drainTime: drainTime, logger: logger, metrics: observability.factory)
@@ -182,7 +184,7 @@ public struct KioskServices: Sendable {
                         recorded.update(total: Double(counts.pending + counts.rejected) + Double(counts.delivered))
                     }
                 },
-            ], logger: logger)
+            ], logger: logger, onListening: onListening)
         self.delivery = delivery
         self.recorder = recorder
     }

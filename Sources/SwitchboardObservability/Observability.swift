@@ -46,10 +46,12 @@ public struct Observability: Sendable {
     /// The admin server at `address`, or nil when the program was told `--admin none`.
     public func adminServer(
         at address: AdminAddress?, readiness: Readiness, collectors: [AdminServer.Collector] = [],
-        limits: AdminServer.Limits = AdminServer.Limits(), logger: Logger
+        limits: AdminServer.Limits = AdminServer.Limits(), logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> AdminServer? {
         address.map {
-            AdminServer(address: $0, factory: factory, readiness: readiness, collectors: collectors, limits: limits, logger: logger)
+            AdminServer(
+                address: $0, factory: factory, readiness: readiness, collectors: collectors, limits: limits, logger: logger,
+                onListening: onListening)
         }
     }
 

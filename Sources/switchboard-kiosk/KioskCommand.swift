@@ -228,12 +228,20 @@ struct KioskOptions: ParsableArguments {
         }
     }
 
-    /// Delivers what is waiting, for at most `wait`.
+    /// Delivers what is waiting, for at most `wait`, showing progress (`ProgressLine`) of
+    /// `total` (default: what waits now).
     func deliver(
-        _ outbox: Outbox, logger: Logger, wait: Duration, keepWaiting: @escaping @Sendable () -> Bool = { false }
+        _ outbox: Outbox, logger: Logger, wait: Duration, total: Int? = nil, keepWaiting: @escaping @Sendable () -> Bool = { false }
     ) async throws -> DeliveryReport {
-        try await KioskDelivery.deliver(
-            outbox, endpoint: try ingestEndpoint, settings: try senderSettings, within: wait, keepWaiting: keepWaiting, logger: logger)
+        let before = try await outbox.counts()
+        let line = ProgressLine(verb: "delivered", total: total ?? before.pending)
+        return try await ProgressWatch.run(
+            line, done: { Int(((try? await outbox.counts())?.delivered ?? before.delivered) - before.delivered) },
+            final: { $0.delivered + $0.duplicates }
+        ) {
+            try await KioskDelivery.deliver(
+                outbox, endpoint: try ingestEndpoint, settings: try senderSettings, within: wait, keepWaiting: keepWaiting, logger: logger)
+        }
     }
 
     /// Tells the person how delivery went.
@@ -480,7 +488,7 @@ struct LoadCommand: AsyncParsableCommand {
             // Delivery may take as long as generating at the asked rate, then --wait more; with
             // the broker down the run still ends, and what is left stays in the outbox.
             group.addTask {
-                try await options.deliver(outbox, logger: logger, wait: generator.pacing.expectedDuration + wait) {
+                try await options.deliver(outbox, logger: logger, wait: generator.pacing.expectedDuration + wait, total: count) {
                     !generator.isFinished
                 }
             }

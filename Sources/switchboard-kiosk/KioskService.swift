@@ -34,8 +34,11 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let address = try KioskAdmin.address(options: options, admin)
         let (outbox, logger) = try options.open()
-        print("Kiosk \(try options.kioskID): sending its outbox to \(try options.ingestEndpoint). Ctrl-C stops.")
-        try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: address, recorder: nil)
+        // Said once the admin server has bound, so a taken port's error is not preceded by it.
+        let started = "Kiosk \(try options.kioskID): sending its outbox to \(try options.ingestEndpoint). Ctrl-C stops."
+        try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: address, recorder: nil) {
+            print(started)
+        }
         print("Kiosk stopped; \(try await outbox.counts().pending) check-ins waiting.")
     }
 }
@@ -51,11 +54,17 @@ enum KioskAdmin {
     }
 
     /// Runs the kiosk's services (admin server, delivery, and the recorder if any) as one
-    /// ServiceGroup until SIGTERM or SIGINT, which stops them gracefully.
-    static func run(options: KioskOptions, outbox: Outbox, logger: Logger, admin: AdminAddress?, recorder: CheckInTrickle?) async throws {
+    /// ServiceGroup until SIGTERM or SIGINT, which stops them gracefully. `started` runs once the
+    /// admin server listens (at once with no admin server).
+    static func run(
+        options: KioskOptions, outbox: Outbox, logger: Logger, admin: AdminAddress?, recorder: CheckInTrickle?,
+        started: @escaping @Sendable () -> Void = {}
+    ) async throws {
         let services = try KioskServices(
             outbox: outbox, endpoint: try options.ingestEndpoint, settings: try options.senderSettings, admin: admin,
-            observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: recorder, logger: logger)
+            observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: recorder, logger: logger,
+            onListening: { _ in started() })
+        if admin == nil { started() }
         // Ready: the outbox is open, so check-ins are kept whether or not the broker answers.
         ServiceReadiness.notify(.ready)
         try await services.serviceGroup(logger: logger).run()

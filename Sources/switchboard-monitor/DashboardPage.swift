@@ -26,6 +26,9 @@ enum DashboardPage {
           th { background: #eceff3; font-weight: 600; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
           .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(36em, 1fr)); gap: 0 2em; }
           button { font: inherit; }
+          svg.chart { background: #fff; border: 1px solid #d9dde3; width: 100%; height: auto; display: block; }
+          svg.chart path { fill: none; stroke: #2f6fb2; stroke-width: 1.5; vector-effect: non-scaling-stroke; }
+          .chart-label { color: #5a6472; font-size: .9em; margin: .5em 0 .2em; }
         </style>
         </head>
         <body>
@@ -34,6 +37,7 @@ enum DashboardPage {
           <span id="connection"></span> <span id="broker-error" class="error"></span></div>
         <div class="grid">
           <section><h2>Events by type (per second, last 10 s)</h2><table id="rates"></table></section>
+          <section><h2>The last hour</h2><div id="charts"></div></section>
           <section><h2>Consumer groups</h2><table id="groups"></table></section>
           <section><h2>Dead letters</h2><div id="dead-letter-summary" class="status"></div><table id="dead-letters"></table><div id="replay-result" class="status"></div></section>
           <section><h2>Services</h2><table id="services"></table></section>
@@ -74,9 +78,31 @@ enum DashboardPage {
           };
           return button;
         }
+        // One chart: an inline SVG (no outside resources) whose path the dashboard computed
+        // (DashboardHistory: numbers only, set as an attribute, never as markup).
+        function chart(label, drawn, width, height) {
+          const box = document.createElement("div");
+          const caption = document.createElement("div");
+          caption.className = "chart-label";
+          caption.textContent = label + " — now " + drawn.now + ", scale 0–" + drawn.max;
+          const svgNS = "http://www.w3.org/2000/svg";
+          const svg = document.createElementNS(svgNS, "svg");
+          svg.setAttribute("class", "chart");
+          svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+          svg.setAttribute("preserveAspectRatio", "none");
+          const path = document.createElementNS(svgNS, "path");
+          path.setAttribute("d", drawn.path);
+          svg.appendChild(path);
+          box.append(caption, svg);
+          return box;
+        }
         function render(s) {
           document.getElementById("head").textContent = s.head;
           document.getElementById("updated").textContent = s.updated || "never";
+          const c = s.charts;
+          document.getElementById("charts").replaceChildren(
+            chart("events per second (every 10 s)", c.rate, c.width, c.height),
+            ...c.lag.map(l => chart("lag of group " + l.group, l, c.width, c.height)));
           document.getElementById("broker-error").textContent = s.broker_error ? "broker: " + s.broker_error : "";
           fill("rates", ["type", "per second", "total"], s.rates.map(r => [r.type, r.per_second.toFixed(1), r.total]), "No events yet.", [1, 2]);
           fill("groups", ["group", "cursor", "lag", "pending", "members", "redelivered", "dead letters"],
@@ -86,12 +112,12 @@ enum DashboardPage {
             s.dead_letter_total + " waiting (" + codes + ")" +
             (s.dead_letter_total > s.dead_letters.length ? "; the newest " + s.dead_letters.length + " below, every one with switchboard dlq list --all" : "");
           fill("dead-letters", ["group", "bus_seq", "type", "attempts", "code", "since", ""],
-            s.dead_letters.map(d => [d.group, d.bus_seq, d.type, d.attempts, d.code, d.at, replayButton(d)]), "No dead letters.", [1, 3]);
+            s.dead_letters.map(d => [d.group, d.bus_seq, d.type, d.attempts, d.code, d.at_ago, replayButton(d)]), "No dead letters.", [1, 3]);
           fill("services", ["service", "workers", "busy", "queued"], s.services.map(v => [v.name, v.workers, v.busy, v.queued]),
             "No services.", [1, 2, 3]);
-          fill("kiosks", ["producer", "last check-in", "last seen", "outbox", "last delivery"],
-            s.kiosks.map(k => [k.name, k.last_checkin, k.last_seen, k.outbox, k.last_ack]), "None heard from yet.", [3]);
-          fill("problems", ["at", "what", ""], s.problems.map(p => [p.at, p.kind, p.text]), "None.", []);
+          fill("kiosks", ["producer", "last check-in", "last event journaled", "last seen", "outbox", "last delivery"],
+            s.kiosks.map(k => [k.name, k.last_checkin_ago, k.last_event_ago, k.last_seen_ago, k.outbox, k.last_ack_ago]), "None heard from yet.", [4]);
+          fill("problems", ["when", "what", ""], s.problems.map(p => [p.at_ago, p.kind, p.text]), "None.", []);
         }
         const stream = new EventSource("/api/stream");
         stream.onmessage = event => {

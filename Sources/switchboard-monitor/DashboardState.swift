@@ -6,6 +6,7 @@
 
 import Foundation
 import SwitchboardBus
+import SwitchboardObservability
 import SwitchboardProtocol
 import Synchronization
 
@@ -33,6 +34,10 @@ final class DashboardState: Sendable {
         var services: [ServiceDirectory.Service] = []
         var brokerError: String?
         var updated = ""
+        /// Rate and lags every 10 s over the last hour, for the charts.
+        var hour = DashboardHistory()
+        /// The time of the last tick (Unix milliseconds): what "12 s ago" counts from.
+        var now: Int64 = 0
     }
 
     private let state = Mutex(Counts())
@@ -86,12 +91,17 @@ final class DashboardState: Sendable {
         }
     }
 
-    /// Called once a second: closes a second of the rate history.
-    func tick() {
+    /// Called once a second: closes a second of the rate history, and every 10 s takes a sample
+    /// for the hour's charts (`now`: Unix milliseconds).
+    func tick(now: Int64 = Int64((Date().timeIntervalSince1970 * 1000).rounded())) {
         state.withLock { state in
             state.history.append(state.totals)
             if state.history.count > 11 { state.history.removeFirst() }
-            state.updated = Timestamp.now()
+            state.updated = Timestamp.format(milliseconds: now)
+            state.now = now
+            state.hour.offer(
+                at: now, totalEvents: state.totals.values.reduce(0, +),
+                lag: Dictionary(state.groups.map { ($0.name, $0.lag) }, uniquingKeysWith: { a, _ in a }))
         }
     }
 
@@ -115,6 +125,7 @@ final class DashboardState: Sendable {
                 .object([
                     "group": .string(letter.group), "bus_seq": .integer(letter.busSeq), "type": .string(letter.type),
                     "attempts": .integer(Int64(letter.attempts)), "code": .string(letter.code), "at": .string(letter.at),
+                    "at_ago": .string(TimeAgo.text(letter.at, now: state.now) ?? letter.at),
                 ])
             }
             var kioskNames = Set(state.lastCheckIn.keys)
@@ -122,11 +133,20 @@ final class DashboardState: Sendable {
             let byName = Dictionary(state.producers.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
             let kiosks: [JSONValue] = kioskNames.sorted().map { name in
                 var fields: [String: JSONValue] = ["name": .string(name)]
-                if let checkIn = state.lastCheckIn[name] { fields["last_checkin"] = .string(checkIn) }
+                func time(_ key: String, _ value: String?) {
+                    guard let value else { return }
+                    fields[key] = .string(value)
+                    if let ago = TimeAgo.text(value, now: state.now) { fields[key + "_ago"] = .string(ago) }
+                }
+                // A kiosk's last check-in, from the fan-out; a producer this dashboard has seen no
+                // check-in from since it started (it started after them) shows the broker's time
+                // of its last journaled event instead, which the broker keeps for every producer.
+                time("last_checkin", state.lastCheckIn[name])
+                time("last_event", byName[name]?.lastEvent)
                 if let producer = byName[name] {
-                    fields["last_seen"] = .string(producer.lastSeen)
+                    time("last_seen", producer.lastSeen)
                     if let outbox = producer.outbox { fields["outbox"] = .integer(outbox) }
-                    if let at = producer.lastAck { fields["last_ack"] = .string(at) }
+                    time("last_ack", producer.lastAck)
                 }
                 return .object(fields)
             }
@@ -137,13 +157,16 @@ final class DashboardState: Sendable {
                 ])
             }
             let problems: [JSONValue] = state.problems.reversed().map { problem in
-                .object(["at": .string(problem.at), "kind": .string(problem.kind), "text": .string(problem.text)])
+                .object([
+                    "at": .string(problem.at), "at_ago": .string(TimeAgo.text(problem.at, now: state.now) ?? problem.at),
+                    "kind": .string(problem.kind), "text": .string(problem.text),
+                ])
             }
             var object: [String: JSONValue] = [
                 "updated": .string(state.updated), "head": .integer(state.head), "rates": .array(rates), "groups": .array(groups),
                 "dead_letters": .array(letters), "dead_letter_total": .integer(Int64(state.deadLetters.total)),
                 "dead_letters_by_code": .object(state.deadLetters.byCode.mapValues { .integer(Int64($0)) }), "kiosks": .array(kiosks),
-                "services": .array(services), "problems": .array(problems),
+                "services": .array(services), "problems": .array(problems), "charts": state.hour.charts(),
             ]
             if let error = state.brokerError { object["broker_error"] = .string(error) }
             return .object(object)

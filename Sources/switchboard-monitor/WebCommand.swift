@@ -39,7 +39,9 @@ struct WebCommand: AsyncParsableCommand {
             it must be at least 16 characters, with no spaces, quotes, commas, semicolons or
             backslashes. Only a token made up at start is printed, and only to a terminal. The
             page shows counts, names of event types, groups, services and kiosks, and times: no
-            names of people, dates of birth, locations or notes. With an admin's certificate, a
+            names of people, dates of birth, locations or notes. Times read "12 s ago"; the
+            event rate and each group's lag over the last hour are drawn as charts from samples
+            it keeps in memory every 10 s since it started. With an admin's certificate, a
             dead letter can be replayed from the page; the broker refuses it for the monitor's
             role.
             """)

@@ -94,21 +94,16 @@ struct BrokerOptions: ParsableArguments {
         return try ClientCredentials.load(certificate: operatorSecret, brokerKey: brokerCertificate, environment: [:])
     }
 
-    /// One of the broker's endpoints (`groups`, `service`): from the layers (`given` is the flag),
-    /// else `<data-dir>/broker/endpoints.json`'s, else the broker's default.
+    /// One of the broker's endpoints (`groups`, `service`; `given` is `status`'s `--service`), by
+    /// the shared rule `BrokerEndpoints(layers:dataDirectory:)`: the layers, else
+    /// `<data-dir>/broker/endpoints.json`'s, else the broker's default. `validate()` has checked
+    /// the layers, so a failure here cannot happen and falls back to the defaults.
     func endpoint(_ key: String, given: String? = nil) -> String {
-        let layers = try? layers(service: key == "service" ? given : nil)
-        if let layers, (try? layers.lookup(key)) != nil || layers.string("broker_host") != nil,
-            let endpoints = try? BrokerEndpoints(layers: layers)
-        {
-            return key == "service" ? endpoints.service : endpoints.groups
-        }
-        let fallback = key == "service" ? BrokerEndpoints().service : BrokerEndpoints().groups
-        let file = URL(fileURLWithPath: dataDirectory).appendingPathComponent("broker/endpoints.json")
-        if let endpoints = try? JSONDecoder().decode([String: String].self, from: Data(contentsOf: file)), let found = endpoints[key] {
-            return found
-        }
-        return fallback
+        let endpoints =
+            (try? layers(service: key == "service" ? given : nil)).flatMap {
+                try? BrokerEndpoints(layers: $0, dataDirectory: dataDirectory)
+            } ?? BrokerEndpoints()
+        return key == "service" ? endpoints.service : endpoints.groups
     }
 
     var groupsEndpoint: String {

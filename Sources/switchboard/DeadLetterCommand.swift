@@ -166,15 +166,7 @@ struct DeadLetterCommand: AsyncParsableCommand {
         func validate() throws { try selection.validate(group: group, busSeq: busSeq) }
 
         func run() async throws {
-            if let busSeq {
-                let replayed = try await broker.withGroups("switchboard dlq replay") { client in
-                    try await client.replay(group: group, .busSeq(busSeq))
-                }
-                print("Replayed \(DeadLetterCommand.describe(replayed)) of group '\(group)': the group delivers them again from attempt 1.")
-                return
-            }
-            let replayed = try await selection.settle(replay: true, group: group, broker: broker)
-            print("Replayed \(DeadLetterCommand.count(replayed.count)) of group '\(group)': the group delivers them again from attempt 1.")
+            try await DeadLetterCommand.settle(.replay, group: group, busSeq: busSeq, selection: selection, broker: broker)
         }
     }
 
@@ -195,16 +187,37 @@ struct DeadLetterCommand: AsyncParsableCommand {
         func validate() throws { try selection.validate(group: group, busSeq: busSeq) }
 
         func run() async throws {
-            if let busSeq {
-                let dropped = try await broker.withGroups("switchboard dlq drop") { client in
-                    try await client.drop(group: group, .busSeq(busSeq))
-                }
-                print("Dropped \(DeadLetterCommand.describe(dropped)) of group '\(group)'.")
-                return
-            }
-            let dropped = try await selection.settle(replay: false, group: group, broker: broker)
-            print("Dropped \(DeadLetterCommand.count(dropped.count)) of group '\(group)'.")
+            try await DeadLetterCommand.settle(.drop, group: group, busSeq: busSeq, selection: selection, broker: broker)
         }
+    }
+
+    /// What `replay` and `drop` do to the dead letters they select.
+    enum Settlement: String {
+        case replay, drop
+
+        var past: String { self == .replay ? "Replayed" : "Dropped" }
+        var after: String { self == .replay ? ": the group delivers them again from attempt 1." : "." }
+    }
+
+    /// `replay` and `drop`: one dead letter by its bus_seq, or what `selection` selects.
+    static func settle(
+        _ verb: Settlement, group: String, busSeq: Int64?, selection: BulkSelection, broker: BrokerOptions
+    )
+        async throws
+    {
+        let what: String
+        if let busSeq {
+            let settled = try await broker.withGroups("switchboard dlq \(verb.rawValue)") { client in
+                switch verb {
+                case .replay: try await client.replay(group: group, .busSeq(busSeq))
+                case .drop: try await client.drop(group: group, .busSeq(busSeq))
+                }
+            }
+            what = describe(settled)
+        } else {
+            what = count(try await selection.settle(replay: verb == .replay, group: group, broker: broker).count)
+        }
+        print("\(verb.past) \(what) of group '\(group)'\(verb.after)")
     }
 
     /// `--all` and what narrows it, for `replay` and `drop`.
@@ -223,28 +236,19 @@ struct DeadLetterCommand: AsyncParsableCommand {
             }
         }
 
-        /// Replays or drops what this selects, step by step, showing progress: one line that
-        /// updates itself on a terminal, a line a step otherwise (a log keeps them all).
+        /// Replays or drops what this selects, step by step, showing progress (`ProgressLine`):
+        /// one line that updates itself on a terminal, a line every 5 s otherwise.
         func settle(replay: Bool, group: String, broker: BrokerOptions) async throws -> [Int64] {
             let age = olderThan.flatMap { DurationText.parse($0) }
             let before = age.map { Date(timeIntervalSinceNow: -Double($0.components.seconds)) }
-            let verb = replay ? "replayed" : "dropped"
-            let terminal = isatty(STDOUT_FILENO) == 1
-            let started = ContinuousClock.now
+            var line = ProgressLine(verb: replay ? "replayed" : "dropped", total: nil)
             let done = try await broker.withGroups("switchboard dlq \(replay ? "replay" : "drop")") { client in
-                try await client.settleAll(replay: replay, group: group, code: code, before: before) { done, remaining in
-                    let elapsed = started.duration(to: .now).components
-                    let seconds = max(0.001, Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
-                    let rate = Double(done) / seconds
-                    let left = rate > 0 ? Int((Double(remaining) / rate).rounded(.up)) : 0
-                    let line = "\(verb) \(done) of \(done + remaining) (\(Int(rate))/s, \(left) s left)"
-                    if terminal {
-                        FileHandle.standardOutput.write(Data("\r\(line)\u{1B}[K".utf8))
-                        if remaining == 0 { FileHandle.standardOutput.write(Data("\n".utf8)) }
-                    } else {
-                        print(line)
-                    }
+                let settled = try await client.settleAll(replay: replay, group: group, code: code, before: before) { done, remaining in
+                    line.total = done + remaining
+                    if let text = line.update(done: done, at: .now) { ProgressWatch.standardOutput(text) }
                 }
+                if let text = line.finish(done: settled.count, at: .now) { ProgressWatch.standardOutput(text) }
+                return settled
             }
             return done
         }

@@ -76,6 +76,14 @@ struct DashboardProcessTests {
             return rates.contains("checkin.recorded") && kiosks.contains("shelter-east")
         }
         #expect(try await browser.text("rates").contains("30"))
+        // Times as "… ago", the kiosk's last check-in among them, and the hour's charts as inline SVG
+        // drawn from the dashboard's samples (the first sample is taken at once).
+        try await waitUntil("the page says when shelter-east last checked in and draws the charts", timeout: .seconds(20)) {
+            let kiosks = try await browser.text("kiosks")
+            let paths = try await browser.run(
+                "return [...document.querySelectorAll('#charts svg path')].map(p => p.getAttribute('d')).join(' ')")
+            return kiosks.contains("shelter-east") && kiosks.contains(" s ago") && paths.hasPrefix("M")
+        }
         // The broker's tables are read once a second.
         try await waitUntil("the page shows the group", timeout: .seconds(10), interval: .milliseconds(100)) {
             try await browser.text("groups").contains("audit")

@@ -242,6 +242,40 @@ struct ToolTests {
         #expect(await broker.stop() == 0)
     }
 
+    @Test("`kiosk serve` on a taken admin port fails naming it, without first saying it is sending its outbox; with a free one it says so")
+    func kioskServeTakenPort() async throws {
+        let directory = try TemporaryDirectory("kiosk-taken")
+        defer { directory.remove() }
+        let programs = Programs(directory: directory)
+        let port = try freePort()
+        // Something else listens on the port.
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(bound == 0 && listen(taken, 1) == 0)
+        let arguments = ["serve", "--kiosk", "k-taken", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", "tcp://127.0.0.1:9"]
+        let kiosk = try programs.start("switchboard-kiosk", arguments + ["--admin", "127.0.0.1:\(port)"], log: "taken.log")
+        let status = await kiosk.waitForExit(timeout: .seconds(30))
+        let output = programs.read("taken.log")
+        #expect(status != 0 && status != nil, "\(output)")
+        #expect(output.contains("\(port)") && !output.contains("sending its outbox"), "\(output)")
+
+        // With a free port the line comes (once the admin server listens), and SIGTERM stops it.
+        let freeAdmin = try freePort()
+        let free = try programs.start("switchboard-kiosk", arguments + ["--admin", "127.0.0.1:\(freeAdmin)"], log: "free.log")
+        try await waitUntil("the admin server listens", timeout: .seconds(30)) {
+            (try? await httpGet("http://127.0.0.1:\(freeAdmin)/health/live"))?.status == 200
+        }
+        #expect(await free.stop() == 0)
+        #expect(programs.read("free.log").contains("sending its outbox"), "\(programs.read("free.log"))")
+    }
+
     @Test(
         "beside `switchboard up --port N`, kiosk sites and checkin and the monitor find its broker in .switchboard/broker/endpoints.json, with only a key given, as the README shows"
     )

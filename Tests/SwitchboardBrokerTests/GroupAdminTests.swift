@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SwitchboardBus
 import SwitchboardProtocol
 import SwitchboardSecurity
@@ -271,6 +272,52 @@ struct GroupAdminTests {
         #expect(audits.allSatisfy { Self.text($0, "group") == "filemaker" && Self.text($0, "by") == "-" })
         await member.close()
         await fixture.stop()
+    }
+
+    @Test(
+        "dlq.show, dlq.replay and dlq.drop by bus_seq find one dead letter among 120,000 by the journal's key, not by listing (the 100,000 listed before missed it)"
+    )
+    func oneAmongMany() async throws {
+        let fixture = try await BrokerFixture.start(Self.patient)
+        let admin = fixture.groupsClient(timeout: .seconds(20))
+        _ = try await admin.createGroup("eto", topics: ["checkin."])
+        // 120,000 dead letters written straight into the journal file while the broker is stopped
+        // (making them one TERM at a time would take minutes).
+        await fixture.stop(remove: false)
+        let count: Int64 = 120_000
+        do {
+            let journal = try Journal(path: fixture.directory.path("broker/journal.sqlite"))
+            try await journal.queue.write { db in
+                let insert = try db.makeStatement(
+                    sql: """
+                        INSERT INTO dead_letters (grp, bus_seq, dlq_seq, event_id, type, key, attempts, code, message, at, state)
+                        VALUES ('eto', ?, NULL, ?, 'checkin.recorded', 'participant:1', 1, 'bad-data', '', ?, 'dead')
+                        """)
+                for seq in 1...count {
+                    try insert.execute(arguments: [seq, "01J0000000000000000\(seq)", 1_700_000_000_000 + seq])
+                }
+            }
+        }
+        let again = try await BrokerFixture.start(directory: fixture.directory, Self.patient)
+        let client = again.groupsClient(timeout: .seconds(20))
+        #expect(try await client.deadLetterPage(group: "eto", limit: 1).total == Int(count))
+        let started = ContinuousClock.now
+        let shown = try await client.deadLetter(group: "eto", busSeq: count)
+        #expect(shown.letter.busSeq == count && shown.letter.state == .dead)
+        #expect(try await client.drop(group: "eto", .busSeq(count - 1)) == [count - 1])
+        #expect(try await client.deadLetter(group: "eto", busSeq: count - 1).letter.state == .dropped)
+        // Found, but its event was never journaled: 409, not the 404 of a dead letter not found.
+        let gone = await #expect(throws: GroupAdminError.self) { _ = try await client.replay(group: "eto", .busSeq(count - 2)) }
+        #expect(gone?.status == 409, "\(String(describing: gone))")
+        let took = started.duration(to: .now)
+        #expect(took < .seconds(5), "three look-ups among 120,000 took \(took)")
+        let missing = await #expect(throws: GroupAdminError.self) { _ = try await client.deadLetter(group: "eto", busSeq: count + 1) }
+        #expect(missing?.status == 404)
+        let settled = await #expect(throws: GroupAdminError.self, "a dropped one is not waiting") {
+            _ = try await client.drop(group: "eto", .busSeq(count - 1))
+        }
+        #expect(settled?.status == 404)
+        await again.stop()
     }
 
     @Test("groups.list counts a dead letter made by a TERM just before it, in the same loop iteration")
