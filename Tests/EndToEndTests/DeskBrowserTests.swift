@@ -25,9 +25,10 @@ struct DeskBrowserTests {
         }
 
         /// The emulator's control API (faults, the request log).
-        func control(_ method: HTTPRequest.Method, _ path: String, json: String? = nil) async throws -> Data {
+        func control(_ method: HTTPRequest.Method, _ path: String, query: [(String, String)] = [], json: String? = nil) async throws -> Data
+        {
             let request = HTTPRequest(
-                method, emulator, path: ["_emulator"] + path.split(separator: "/").map { .plain(String($0)) },
+                method, emulator, path: ["_emulator"] + path.split(separator: "/").map { .plain(String($0)) }, query: query,
                 body: json.map { HTTPRequest.Body.raw(Data($0.utf8), contentType: "application/json") } ?? HTTPRequest.Body.none,
                 api: .generic("emulator-control"), operation: "control")
             return try await http.execute(request, logger: Logger(label: "test")).body
@@ -195,7 +196,9 @@ struct DeskBrowserTests {
         let walkIn = try #require(try await rows().first?.split(separator: "=").first.map(String.init))
         let eto = try up.pid("eto")
         try await waitUntil("switchboard-eto has sent the participant add", timeout: .seconds(30), interval: .milliseconds(50)) {
-            let log = try JSONSerialization.jsonObject(with: try await up.control(.get, "requests?api=eto")) as? [[String: Any]] ?? []
+            let log =
+                try JSONSerialization.jsonObject(with: try await up.control(.get, "requests", query: [("api", "eto")])) as? [[String: Any]]
+                ?? []
             return log.contains {
                 ($0["method"] as? String) == "POST" && (($0["path"] as? String) ?? "").lowercased().hasSuffix("actor.svc/participant")
             }
