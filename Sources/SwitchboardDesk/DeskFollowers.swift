@@ -26,6 +26,9 @@ public final class DeskStatus: Sendable {
         var rosterProblem: String?
         var rosterUpdated: Date?
         var changes = 0
+        /// Page streams waiting for the next change, by a number of their own.
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter = 0
     }
 
     private let state = Mutex(State())
@@ -41,7 +44,44 @@ public final class DeskStatus: Sendable {
 
     func journey(reachable: Bool) { state.withLock { $0.journeyReachable = reachable } }
     func roster(problem: String?) { state.withLock { $0.rosterProblem = problem } }
-    public func changed() { state.withLock { $0.changes += 1 } }
+    public func changed() {
+        let waiting = state.withLock { state in
+            state.changes += 1
+            defer { state.waiters = [:] }
+            return state.waiters
+        }
+        for waiter in waiting.values { waiter.resume() }
+    }
+
+    /// Returns when `changes` passes `seen`, or after `limit`, whichever is first (a page
+    /// stream shows a new outcome at once rather than at its next tick).
+    public func change(after seen: Int, within limit: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: limit) }
+            group.addTask { await self.change(after: seen) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func change(after seen: Int) async {
+        let id = state.withLock { state in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.changes != seen || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
+    }
 }
 
 /// Polls the replay endpoint for the outcomes of this kiosk's events.
@@ -59,7 +99,7 @@ public struct DeskJourney: Service {
 
     public init(
         io: IOThread, replay endpoint: String, socketOptions: [SocketOption], store: DeskStore, status: DeskStatus,
-        interval: Duration = .seconds(1), logger: Logger
+        interval: Duration = .milliseconds(250), logger: Logger
     ) {
         self.io = io
         self.endpoint = endpoint

@@ -206,6 +206,7 @@ public struct DeskServer: Service, Sendable {
                             try await writer.write(ByteBuffer(string: "event: signedout\ndata: {}\n\n"))
                             break
                         }
+                        let seen = status.changes
                         let snapshot = try await journeySnapshot()
                         if snapshot != last {
                             try await writer.write(ByteBuffer(string: "data: \(snapshot)\n\n"))
@@ -218,7 +219,10 @@ public struct DeskServer: Service, Sendable {
                                 quiet = 0
                             }
                         }
-                        try await Task.sleep(for: .seconds(1))
+                        // At once on a new outcome; at least every second (the outbox's
+                        // deliveries and the session's idle clock are not announced).
+                        await status.change(after: seen, within: .seconds(1))
+                        try Task.checkCancellation()
                     }
                     try await writer.finish(nil)
                 })

@@ -8,8 +8,9 @@ import Testing
 
 /// The front desk as staff use it: headless Chromium over WebDriver against `switchboard up`'s
 /// processes (broker, emulators, auth, the three workers and the desk), issue 27's "Done means".
-@Suite("Front desk in a browser (switchboard up)", .serialized, .timeLimit(.minutes(6)))
-struct DeskBrowserTests {
+/// One at a time with the other `switchboard up` tests (ToolTests is serialized): each runs a
+/// whole deployment.
+extension ToolTests {
     /// `up` and what a test needs of it: its output, its pids, the back ends' readers.
     struct Up {
         let programs: Programs
@@ -81,9 +82,10 @@ struct DeskBrowserTests {
     }
 
     @Test(
-        "staff sign in (a wrong password refused, locked out after five), check a seed participant in and see FileMaker and ETO done, enter a walk-in while switchboard-eto is killed -9 mid-create (one ETO participant, one response), void a check-in (voided in FileMaker), check three people in while the broker is stopped (offline banner, then all land); tablet and phone sizes do not overflow; CSRF and sessions hold; no name, date of birth or password in any log"
+        "staff sign in (a wrong password refused, locked out after five), check a seed participant in and see FileMaker and ETO done, enter a walk-in while switchboard-eto is killed -9 mid-create (one ETO participant, one response), void a check-in (voided in FileMaker), check three people in while the broker is stopped (offline banner, then all land); tablet and phone sizes do not overflow; CSRF and sessions hold; no name, date of birth or password in any log",
+        .timeLimit(.minutes(6))
     )
-    func frontDesk() async throws {
+    func frontDeskInABrowser() async throws {
         for tool in Browser.tools { try #require(FileManager.default.isExecutableFile(atPath: tool), "\(Browser.missingTools)") }
         let directory = try TemporaryDirectory("desk-browser")
         defer { directory.remove() }
