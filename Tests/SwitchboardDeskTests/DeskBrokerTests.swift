@@ -31,7 +31,9 @@ struct DeskBrokerTests {
 
     @Test("saved → on the broker → in FileMaker → in ETO; a void's outcomes; a dead letter shows its fixed sentence; a restart keeps them")
     func journey() async throws {
-        let fixture = try await BrokerFixture.start()
+        // The group member below is a raw socket that never heartbeats: a long liveness keeps it
+        // a member however long a loaded machine delays the test.
+        let fixture = try await BrokerFixture.start { $0.groupLiveness = .seconds(120) }
         defer { fixture.directory.remove() }
         let harness = try DeskHarness(directory: fixture.directory)
         let delivery = try KioskDelivery(
