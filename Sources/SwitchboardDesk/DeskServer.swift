@@ -463,19 +463,8 @@ struct DeskSessionCheck: RouterMiddleware {
     func sameOrigin(_ request: Request) -> String? {
         // The origin the desk was reached under: the browser's own Host header (loopback,
         // a name, an address); a page of another port or host differs in it.
-        guard let host = request.head.authority else { return "refused: the request names no Host\n" }
-        let own = "\(server.configuration.tls ? "https" : "http")://\(host)"
-        let claimed: String
-        if let origin = request.headers[.origin] {
-            claimed = origin
-        } else if let referer = request.headers[.referer], let url = URL(string: referer), let scheme = url.scheme,
-            let refererHost = url.host
-        {
-            claimed = "\(scheme)://\(refererHost)" + (url.port.map { ":\($0)" } ?? "")
-        } else {
-            return "refused: no Origin or Referer header; the desk takes changes only from its own page\n"
-        }
-        guard claimed == own else { return "refused: cross-origin request; the desk takes changes only from its own page\n" }
-        return nil
+        SameOrigin.refusal(
+            scheme: server.configuration.tls ? "https" : "http", host: request.head.authority, origin: request.headers[.origin],
+            referer: request.headers[.referer], page: "the desk")
     }
 }

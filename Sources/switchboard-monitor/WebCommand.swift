@@ -444,25 +444,11 @@ struct SameOriginChanges<Context: RequestContext>: RouterMiddleware {
         // published port), so no configured name would do; a page on another port or host
         // differs in it. A DNS-rebound name passes this check but has neither the cookie nor the
         // CSRF token.
-        guard let host = request.head.authority else {
-            return DashboardServer.text(.forbidden, "refused: the request names no Host\n")
-        }
-        let own = "http://\(host)"
-        let claimed: String
-        if let origin = request.headers[.origin] {
-            claimed = origin
-        } else if let referer = request.headers[.referer], let url = URL(string: referer), let scheme = url.scheme,
-            let refererHost = url.host
+        if let refusal = SameOrigin.refusal(
+            scheme: "http", host: request.head.authority, origin: request.headers[.origin], referer: request.headers[.referer],
+            page: "this dashboard")
         {
-            claimed = "\(scheme)://\(refererHost)" + (url.port.map { ":\($0)" } ?? "")
-        } else {
-            return DashboardServer.text(
-                .forbidden, "refused: no Origin or Referer header; this dashboard takes changes only from its page\n")
-        }
-        guard claimed == own else {
-            return DashboardServer.text(
-                .forbidden,
-                "refused: cross-origin request (origin \(claimed), this dashboard is \(own)); it takes changes only from its page\n")
+            return DashboardServer.text(.forbidden, refusal)
         }
         guard let offered = request.headers[DashboardServer.csrfHeader], ConstantTime.equal(offered, csrf) else {
             return DashboardServer.text(
