@@ -77,6 +77,36 @@ struct DeskServerTests {
         #expect(harness.leaks(["not it at all", "Nobody Here"]).isEmpty)
     }
 
+    @Test(
+        "every state-changing route (sign-in, sign-out, check-in, walk-in, void) refuses a cross-site POST; those of a session also one without its CSRF token"
+    )
+    func everyRouteRefusesCrossSite() async throws {
+        let harness = try DeskHarness()
+        defer { harness.directory.remove() }
+        try await harness.run { client in
+            let csrf = try await client.signIn()
+            let forms: [(String, [String: String])] = [
+                ("/checkin", ["participant_id": "1003"]),
+                ("/walkin", ["first_name": "Pia", "last_name": "Holm", "date_of_birth": "1970-01-02"]),
+                ("/void", ["event_id": "019ac1d2-3e4f-7a00-8b00-0123456789ab", "reason": "mistake"]),
+                ("/signout", [:]),
+            ]
+            for (path, form) in forms {
+                #expect(try await client.post(path, form).status == 403, "\(path) without the CSRF token")
+                var withToken = form
+                withToken["csrf"] = csrf
+                #expect(try await client.post(path, withToken, origin: "http://evil.example").status == 403, "\(path) cross-site")
+                #expect(try await client.post(path, withToken, withOrigin: false).status == 403, "\(path) without an Origin")
+            }
+            // Still signed in (the refused sign-out did nothing), and nothing was saved.
+            #expect(try await client.get("/").status == 200)
+            #expect(try await harness.outbox.counts().pending == 0)
+            let signIn = ["name": harness.account.name, "password": DeskHarness.password]
+            #expect(try await client.post("/signin", signIn, origin: "http://evil.example").status == 403)
+            #expect(try await client.post("/signin", signIn, withOrigin: false).status == 403)
+        }
+    }
+
     @Test("a POST without the CSRF token, or from another origin, is refused; with both it lands in the outbox with recorded_by")
     func csrfAndOrigin() async throws {
         let harness = try DeskHarness()
