@@ -107,15 +107,13 @@ public final class GroupConsumer: Sendable {
     private let io: IOThread
     private let endpoint: String
     private let logger: Logger
-    /// The connection in use, and the deliveries not settled yet: for each, its attempt and the
-    /// connection it belongs to now (the one it came on, or a later one that reclaimed it).
+    /// The socket in use, and the session's rules and bookkeeping (which connection is current,
+    /// the deliveries not settled yet and the connection each belongs to).
     private struct Current {
         var socket: AsyncSocket?
-        var connection = 0
-        var lastSent = ContinuousClock.now
-        var outstanding: [Int64: (attempt: Int, connection: Int)] = [:]
+        var session: MemberSession
     }
-    private let current = Mutex(Current())
+    private let current: Mutex<Current>
     private let leaving = Mutex(false)
     private let joinedNow = Mutex(false)
 
@@ -128,6 +126,7 @@ public final class GroupConsumer: Sendable {
         self.endpoint = endpoint
         self.settings = settings
         self.logger = logger
+        current = Mutex(Current(session: MemberSession(joinTimeout: settings.joinTimeout)))
         (deliveries, deliveryInput) = AsyncStream.makeStream(of: GroupDelivery.self)
         (notices, noticeInput) = AsyncStream.makeStream(of: Notice.self, bufferingPolicy: .bufferingNewest(64))
     }
@@ -146,15 +145,7 @@ public final class GroupConsumer: Sendable {
     /// claimed it back when it rejoined. Any other was taken back by the broker (and may be at
     /// another member): do not start work on it.
     public func isCurrent(_ delivery: GroupDelivery) -> Bool {
-        current.withLock { state in
-            Self.owner(of: delivery.busSeq, attempt: delivery.attempt, cameOn: delivery.connection, in: state) == state.connection
-        }
-    }
-
-    /// The connection a delivery belongs to now.
-    private static func owner(of busSeq: Int64, attempt: Int, cameOn connection: Int, in state: Current) -> Int {
-        guard let held = state.outstanding[busSeq], held.attempt == attempt else { return connection }
-        return held.connection
+        current.withLock { $0.session.isCurrent(busSeq: delivery.busSeq, attempt: delivery.attempt, cameOn: delivery.connection) }
     }
 
     /// Joins and serves the connection until `leave()` or cancellation: heartbeats while idle, a
@@ -181,13 +172,15 @@ public final class GroupConsumer: Sendable {
                 throw error
             } catch {
                 logger.warning("could not join the group; trying again", metadata: ["group": "\(settings.group)", "error": "\(error)"])
-                try? await Task.sleep(for: .seconds(1))
+                let wait = current.withLock { $0.session.joinFailed() }
+                try? await Task.sleep(for: wait)
                 continue
             }
             noticeInput.yield(.joined(joined))
             joinedNow.withLock { $0 = true }
-            reason = await serve(socket, joined: joined)
+            reason = await serve(socket)
             joinedNow.withLock { $0 = false }
+            current.withLock { $0.session.lost() }
             if Task.isCancelled || isLeaving {
                 let leave = try? Envelope(command: .leave, header: LeaveHeader(group: settings.group))
                 if let leave { try? await socket.send(leave.frames()) }
@@ -210,17 +203,13 @@ public final class GroupConsumer: Sendable {
         }
         // What this member still works on from earlier connections: the broker gives each back
         // unless it went to another member meanwhile (protocol section 15.2, JOIN `holding`).
-        let holding = current.withLock { state in
-            state.outstanding.sorted { $0.key < $1.key }.prefix(JoinHeader.maximumHolding).map {
-                HeldDelivery(busSeq: $0.key, attempt: $0.value.attempt)
-            }
-        }
+        let holding = current.withLock { $0.session.joining(now: .now) }
         let join = JoinHeader(
             group: settings.group, topics: settings.topics, credit: settings.credit, member: settings.member, start: settings.start,
             holding: holding)
         do {
             try await socket.send(Envelope(command: .join, header: join.wireJSON()).frames())
-            let deadline = ContinuousClock.now + settings.joinTimeout
+            let deadline = current.withLock { $0.session.joinDeadline } ?? .now
             while ContinuousClock.now < deadline {
                 guard let message = try await socket.receive(timeout: ContinuousClock.now.duration(to: deadline)) else { break }
                 let envelope = try Envelope.decode(message.frames, limits: .groups)
@@ -230,12 +219,7 @@ public final class GroupConsumer: Sendable {
                     let kept = Set(joined.held ?? [])
                     current.withLock { state in
                         state.socket = socket
-                        state.connection += 1
-                        state.lastSent = .now
-                        // Claimed back: settled on this connection. The rest went elsewhere.
-                        for (busSeq, held) in state.outstanding {
-                            state.outstanding[busSeq] = kept.contains(busSeq) ? (held.attempt, state.connection) : nil
-                        }
+                        state.session.joined(joined, now: .now)
                     }
                     if !holding.isEmpty {
                         logger.notice(
@@ -261,28 +245,25 @@ public final class GroupConsumer: Sendable {
     }
 
     /// Serves one connection until the broker falls silent or disowns it; returns why it ended.
-    private func serve(_ socket: AsyncSocket, joined: JoinedHeader) async -> String {
-        let heartbeat = Duration.milliseconds(max(10, joined.heartbeatMilliseconds))
-        // The broker sends HEAD every heartbeat; silence for its member liveness means it is gone.
-        let silence = Duration.milliseconds(max(joined.livenessMilliseconds, 3 * joined.heartbeatMilliseconds))
-        let connection = current.withLock { $0.connection }
-        var lastHeard = ContinuousClock.now
+    private func serve(_ socket: AsyncSocket) async -> String {
+        let connection = current.withLock { $0.session.connection }
         while !Task.isCancelled && !isLeaving {
-            let message: Message?
-            do {
-                message = try await socket.receive(timeout: heartbeat)
-            } catch {
-                return "the socket failed: \(error)"
-            }
-            let now = ContinuousClock.now
-            if let message {
-                lastHeard = now
-                if let reason = handle(message, connection: connection) { return reason }
-            } else if now - lastHeard >= silence {
-                return "the broker was silent for \(silence)"
-            }
-            if now - current.withLock({ $0.lastSent }) >= heartbeat {
+            switch current.withLock({ $0.session.tick(now: .now) }) {
+            case .rejoin(let reason):
+                return reason
+            case .sendHeartbeat:
                 try? await send(Envelope(command: .heartbeat, header: Envelope.emptyObject), connection: connection)
+            case .wait(let until):
+                let message: Message?
+                do {
+                    message = try await socket.receive(timeout: ContinuousClock.now.duration(to: until))
+                } catch {
+                    return "the socket failed: \(error)"
+                }
+                if let message {
+                    current.withLock { $0.session.heard(now: .now) }
+                    if let reason = handle(message, connection: connection) { return reason }
+                }
             }
         }
         return isLeaving ? "leaving" : "cancelled"
@@ -299,7 +280,7 @@ public final class GroupConsumer: Sendable {
             do {
                 let header = try envelope.decodeHeader(DeliverHeader.self)
                 let event = try JSONDecoder().decode(EventHeader.self, from: envelope.parent)
-                current.withLock { $0.outstanding[header.busSeq] = (header.attempt, connection) }
+                current.withLock { $0.session.delivered(busSeq: header.busSeq, attempt: header.attempt) }
                 deliveryInput.yield(
                     GroupDelivery(
                         group: header.group, busSeq: header.busSeq, attempt: header.attempt, deadline: header.deadline,
@@ -331,16 +312,7 @@ public final class GroupConsumer: Sendable {
     /// `ReplacedConnection`. A final settle (not PROGRESS) ends the delivery's bookkeeping.
     func send(_ envelope: Envelope, connection: Int, settling delivery: (busSeq: Int64, attempt: Int, final: Bool)? = nil) async throws {
         let socket = current.withLock { state -> AsyncSocket? in
-            var owner = connection
-            if let delivery {
-                owner = Self.owner(of: delivery.busSeq, attempt: delivery.attempt, cameOn: connection, in: state)
-                if delivery.final, state.outstanding[delivery.busSeq]?.attempt == delivery.attempt {
-                    state.outstanding[delivery.busSeq] = nil
-                }
-            }
-            guard state.connection == owner else { return nil }
-            state.lastSent = .now
-            return state.socket
+            state.session.sending(on: connection, settling: delivery, now: .now) ? state.socket : nil
         }
         guard let socket else { throw ReplacedConnection() }
         try await socket.send(envelope.frames())

@@ -43,11 +43,11 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// When a worker socket last sent something (its ticker heartbeats only after silence).
-final class SendClock: Sendable {
-    private let last = Mutex(ContinuousClock.now)
-    func touch() { last.withLock { $0 = .now } }
-    func idle(for interval: Duration) -> Bool { last.withLock { ContinuousClock.now - $0 >= interval } }
+/// One socket slot's `WorkerLiveness`, shared by the slot's exchange loop and its heartbeat ticker.
+final class SharedLiveness: Sendable {
+    private let value: Mutex<WorkerLiveness>
+    init(_ value: WorkerLiveness) { self.value = Mutex(value) }
+    func withLock<R: Sendable>(_ body: (inout WorkerLiveness) -> R) -> R { value.withLock { body(&$0) } }
 }
 
 /// Sends PARTIAL replies for the request in hand (MDP/0.2 streaming).
@@ -94,7 +94,23 @@ public final class ServiceWorker: Sendable {
         public var brokerHeartbeats = 0
     }
 
+    /// What a worker socket went through, as it happens: for tests and logs to wait on rather
+    /// than poll `statistics`.
+    public enum Notice: Sendable, Hashable {
+        /// The socket in `slot` connected and said READY (first time, or again).
+        case connected(slot: Int)
+        case brokerHeartbeat(slot: Int)
+        /// The broker fell silent for the liveness limit; the slot reconnects.
+        case brokerSilent(slot: Int)
+        /// The broker said DISCONNECT; the slot reconnects at once.
+        case disconnected(slot: Int)
+    }
+
     public let service: String
+    /// The newest notices are kept when nobody reads them; the stream finishes when `run()`
+    /// returns.
+    public let notices: AsyncStream<Notice>
+    private let noticeInput: AsyncStream<Notice>.Continuation
     private let io: IOThread
     private let endpoint: String
     private let settings: Settings
@@ -117,6 +133,7 @@ public final class ServiceWorker: Sendable {
         self.settings = settings
         self.logger = logger
         self.handler = handler
+        (notices, noticeInput) = AsyncStream.makeStream(of: Notice.self, bufferingPolicy: .bufferingNewest(64))
     }
 
     public var statistics: Statistics { state.withLock { $0.statistics } }
@@ -130,10 +147,12 @@ public final class ServiceWorker: Sendable {
 
     /// Serves until `stop()` or cancellation (cancellation also drains the request in hand).
     public func run() async throws {
+        defer { noticeInput.finish() }
         try await withTaskCancellationHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for slot in 0..<max(1, settings.concurrency) {
                     group.addTask { try await self.session(slot: slot) }
+
                 }
                 try await group.waitForAll()
             }
@@ -142,15 +161,14 @@ public final class ServiceWorker: Sendable {
         }
     }
 
-    /// One worker socket's life: connect, READY, serve, reconnect when needed.
+    /// One worker socket's life: connect, READY, serve, reconnect when `WorkerLiveness` says.
     private func session(slot: Int) async throws {
-        var backoff = settings.reconnectInitial
-        // The broker heartbeats at its own interval. If that is longer than ours, the silence
-        // limit follows it: it doubles after each silence (the broker may just be slower than
-        // us) and is set from the gaps between the broker's HEARTBEATs once two are heard in a
-        // row, so a worker configured with a shorter interval than its broker settles after one
-        // reconnect instead of reconnecting again and again.
-        var brokerInterval = settings.heartbeat
+        let liveness = SharedLiveness(
+            WorkerLiveness(
+                settings: .init(
+                    heartbeat: settings.heartbeat, liveness: settings.liveness, reconnectInitial: settings.reconnectInitial,
+                    reconnectMax: settings.reconnectMax),
+                now: .now))
         while !stopping {
             // A short linger lets the last DISCONNECT out before the socket closes.
             let socket = try await io.open(.dealer, linger: 200, inboxCapacity: 64) { [endpoint, options = settings.socketOptions] socket in
@@ -158,104 +176,93 @@ public final class ServiceWorker: Sendable {
                 try socket.connect(endpoint)
             }
             state.withLock { $0.statistics.connections += 1 }
-            let outcome: Outcome
+            let ending: WorkerLiveness.Ending?
             do {
-                outcome = try await serve(socket, brokerInterval: &brokerInterval)
+                ending = try await serve(socket, slot: slot, liveness: liveness)
             } catch {
                 await socket.close()
                 throw error
             }
             await socket.close()
-            switch outcome {
-            case .stopped:
-                return
-            case .disconnected:
-                // The broker asked for a fresh start: come back at once.
-                backoff = settings.reconnectInitial
-            case .brokerSilent:
-                brokerInterval = min(brokerInterval * 2, .seconds(60))
+            guard let ending else { return }
+            let wait = liveness.withLock { $0.ended(ending) }
+            if ending == .brokerSilent {
                 logger.warning(
-                    "broker silent; reconnecting", metadata: ["service": "\(service)", "slot": "\(slot)", "after": "\(backoff)"])
-                try? await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, settings.reconnectMax)
+                    "broker silent; reconnecting", metadata: ["service": "\(service)", "slot": "\(slot)", "after": "\(wait)"])
             }
+            if wait > .zero { try? await Task.sleep(for: wait) }
         }
     }
 
-    private enum Outcome { case stopped, disconnected, brokerSilent }
-
-    private func serve(_ socket: AsyncSocket, brokerInterval: inout Duration) async throws -> Outcome {
+    /// Serves one socket; returns how it ended, or nil when the worker stopped.
+    private func serve(_ socket: AsyncSocket, slot: Int, liveness: SharedLiveness) async throws -> WorkerLiveness.Ending? {
         try await socket.send(Majordomo.worker(.v02, .ready, service: service))
-        let lastHeard = ContinuousClock.now
+        liveness.withLock { $0.connected(now: .now) }
+        noticeInput.yield(.connected(slot: slot))
         // One ticker per socket sends HEARTBEAT whenever nothing else went out for an interval,
         // also while a handler is busy, so a long request does not make the broker think this
         // worker died.
-        let sent = SendClock()
         return try await withThrowingTaskGroup(of: Void.self) { ticker in
-            ticker.addTask { [settings] in
+            ticker.addTask {
                 while !Task.isCancelled {
-                    // Half-interval ticks: no gap between messages exceeds 1.5 intervals.
-                    try? await Task.sleep(for: settings.heartbeat / 2)
-                    if !Task.isCancelled && sent.idle(for: settings.heartbeat) {
-                        try? await socket.send(Majordomo.worker(.v02, .heartbeat))
-                        sent.touch()
-                    }
+                    let due = liveness.withLock { $0.nextHeartbeat }
+                    do { try await Task.sleep(until: due, clock: .continuous) } catch { return }
+                    guard liveness.withLock({ $0.heartbeatDue(now: .now) }) else { continue }
+                    try? await socket.send(Majordomo.worker(.v02, .heartbeat))
+                    liveness.withLock { $0.sent(now: .now) }
                 }
             }
             defer { ticker.cancelAll() }
-            return try await exchange(socket, brokerInterval: &brokerInterval, lastHeard: lastHeard, sent: sent)
+            return try await exchange(socket, slot: slot, liveness: liveness)
         }
     }
 
-    /// Answers the broker on `socket` until it stops, disconnects or falls silent.
-    private func exchange(
-        _ socket: AsyncSocket, brokerInterval: inout Duration, lastHeard: ContinuousClock.Instant, sent: SendClock
-    ) async throws -> Outcome {
-        var lastHeard = lastHeard
-        var lastBrokerHeartbeat: ContinuousClock.Instant?
+    /// Answers the broker on `socket` until the worker stops (nil), or the broker disconnects or
+    /// falls silent.
+    private func exchange(_ socket: AsyncSocket, slot: Int, liveness: SharedLiveness) async throws -> WorkerLiveness.Ending? {
         while true {
             if stopping {
                 try? await socket.send(Majordomo.worker(.v02, .disconnect))
-                return .stopped
+                return nil
             }
-            let wait = min(settings.heartbeat, .milliseconds(250))
-            guard let message = try await socket.receive(timeout: wait) else {
-                let now = ContinuousClock.now
-                if now - lastHeard >= brokerInterval * settings.liveness {
-                    state.withLock { $0.statistics.brokerSilences += 1 }
-                    // If the broker is alive after all, this lets it hand our request (if any) over
-                    // at once instead of waiting for our heartbeats to stop.
-                    try? await socket.send(Majordomo.worker(.v02, .disconnect))
-                    return .brokerSilent
-                }
-                continue
+            let now = ContinuousClock.now
+            let silence = liveness.withLock { $0.silenceDeadline }
+            if now >= silence {
+                state.withLock { $0.statistics.brokerSilences += 1 }
+                noticeInput.yield(.brokerSilent(slot: slot))
+                // If the broker is alive after all, this lets it hand our request (if any) over
+                // at once instead of waiting for our heartbeats to stop.
+                try? await socket.send(Majordomo.worker(.v02, .disconnect))
+                return .brokerSilent
             }
-            lastHeard = .now
+            // `stop()` only sets a flag: it is looked at four times a second.
+            guard let message = try await socket.receive(timeout: min(now.duration(to: silence), .milliseconds(250))) else { continue }
             let parsed: Majordomo.WorkerMessage
             do {
                 guard case .worker(let worker) = try Majordomo.parse(message.frames[...]), worker.version == .v02 else {
+                    liveness.withLock { $0.heard(heartbeat: false, now: .now) }
                     logger.warning("not an MDP/0.2 worker message from the broker; ignored", metadata: ["service": "\(service)"])
                     continue
                 }
                 parsed = worker
             } catch {
+                liveness.withLock { $0.heard(heartbeat: false, now: .now) }
                 logger.warning("malformed message from the broker; ignored", metadata: ["error": "\(error)"])
                 continue
             }
+            liveness.withLock { $0.heard(heartbeat: parsed.command == .heartbeat, now: .now) }
             switch parsed.command {
             case .heartbeat:
-                if let previous = lastBrokerHeartbeat { brokerInterval = max(settings.heartbeat, lastHeard - previous) }
-                lastBrokerHeartbeat = lastHeard
                 state.withLock { $0.statistics.brokerHeartbeats += 1 }
-                continue
+                noticeInput.yield(.brokerHeartbeat(slot: slot))
             case .disconnect:
                 state.withLock { $0.statistics.disconnectsReceived += 1 }
+                noticeInput.yield(.disconnected(slot: slot))
                 return .disconnected
             case .request:
                 guard let client = parsed.client else { continue }
-                try await handle(client: client, body: parsed.body, on: socket, sent: sent)
-                lastHeard = .now
-                lastBrokerHeartbeat = nil  // heartbeats queued during the request say nothing of the interval
+                try await handle(client: client, body: parsed.body, on: socket, liveness: liveness)
+                liveness.withLock { $0.requestAnswered(now: .now) }
             case .ready, .partial, .final:
                 logger.warning("unexpected \(parsed.command) from the broker; ignored", metadata: ["service": "\(service)"])
             }
@@ -263,7 +270,7 @@ public final class ServiceWorker: Sendable {
     }
 
     /// Runs the handler (the socket's ticker keeps heartbeating meanwhile), then sends FINAL.
-    private func handle(client: Data, body: [Data], on socket: AsyncSocket, sent: SendClock) async throws {
+    private func handle(client: Data, body: [Data], on socket: AsyncSocket, liveness: SharedLiveness) async throws {
         let received = ContinuousClock.now
         let final: [Data]
         switch Result(catching: { () throws(ProtocolError) in try ServiceBody.request(body) }) {
@@ -282,12 +289,12 @@ public final class ServiceWorker: Sendable {
             let partials = PartialReplies { content in
                 let reply = ServiceBody.replyBody(ReplyHeader(requestID: header.requestID), content: content, parent: envelope.header)
                 try await socket.send(Majordomo.worker(.v02, .partial, client: client, body: reply))
-                sent.touch()
+                liveness.withLock { $0.sent(now: .now) }
             }
             final = await answer(request, envelope: envelope, partials: partials)
         }
         try await socket.send(Majordomo.worker(.v02, .final, client: client, body: final))
-        sent.touch()
+        liveness.withLock { $0.sent(now: .now) }
     }
 
     private func answer(_ request: ServiceRequest, envelope: Envelope, partials: PartialReplies) async -> [Data] {

@@ -81,7 +81,8 @@ struct StatusTests {
 @Suite("Service plane across a broker crash (processes)")
 struct ServiceCrashTests {
     @Test(
-        "kill -9 the broker: workers notice the silence, reconnect with back-off and register again; clients get errors meanwhile, never a hang"
+        "kill -9 the broker: workers notice the silence, reconnect with back-off and register again; clients get errors meanwhile, never a hang",
+        .timeLimit(.minutes(3))
     )
     func brokerKilled() async throws {
         let directory = try TemporaryDirectory("service-crash")
@@ -120,7 +121,10 @@ struct ServiceCrashTests {
         #expect(ContinuousClock.now - started < .seconds(5), "the failed request ended in its own time")
 
         // Three of the broker's 2.5 s intervals without a word: the worker gives up on it.
-        try await waitUntil("the worker notices the silence", timeout: .seconds(30)) { worker.statistics.brokerSilences >= 1 }
+        let silence = await worker.notices.first {
+            if case .brokerSilent = $0 { true } else { false }
+        }
+        #expect(silence != nil, "the worker noticed the silence")
         (broker, _) = try await programs.broker(service: service, log: "broker2.log")
         try await waitUntil("the worker registers with the new broker by itself", timeout: .seconds(60)) {
             (try? await client.isAlive("eto.sites", timeout: .seconds(1))) == true

@@ -1,0 +1,225 @@
+import Foundation
+import SwitchboardProtocol
+import Testing
+
+@testable import SwitchboardBus
+
+// The client-side protocol rules, driven with instants: no socket, no clock, no waiting.
+
+private let t0 = ContinuousClock.now
+private func at(_ milliseconds: Int) -> ContinuousClock.Instant { t0 + .milliseconds(milliseconds) }
+
+@Suite("Worker liveness")
+struct WorkerLivenessTests {
+    static func liveness(heartbeat: Int = 100, liveness: Int = 3) -> WorkerLiveness {
+        var value = WorkerLiveness(
+            settings: .init(
+                heartbeat: .milliseconds(heartbeat), liveness: liveness, reconnectInitial: .milliseconds(50),
+                reconnectMax: .milliseconds(400)),
+            now: t0)
+        value.connected(now: t0)
+        return value
+    }
+
+    @Test("a HEARTBEAT is due one interval after the last thing sent, whatever was sent")
+    func heartbeatAfterSilence() {
+        var value = Self.liveness()
+        #expect(value.nextHeartbeat == at(100))
+        #expect(!value.heartbeatDue(now: at(99)) && value.heartbeatDue(now: at(100)))
+        value.sent(now: at(60))  // a FINAL
+        #expect(value.nextHeartbeat == at(160))
+        value.sent(now: at(40))  // an older send reported late moves nothing back
+        #expect(value.nextHeartbeat == at(160))
+    }
+
+    @Test("the broker is silent after interval × liveness with nothing heard; anything heard starts the count again")
+    func silence() {
+        var value = Self.liveness()
+        #expect(value.silenceDeadline == at(300))
+        #expect(!value.brokerSilent(now: at(299)))
+        value.heard(heartbeat: false, now: at(250))
+        #expect(!value.brokerSilent(now: at(549)) && value.brokerSilent(now: at(550)))
+    }
+
+    @Test("after a silence the reconnect waits back off to the maximum; a DISCONNECT resets them and comes back at once")
+    func backoff() {
+        var value = Self.liveness()
+        let waits = (0..<5).map { _ in value.ended(.brokerSilent) }
+        #expect(waits == [50, 100, 200, 400, 400].map { .milliseconds($0) })
+        #expect(value.ended(.disconnected) == .zero)
+        #expect(value.ended(.brokerSilent) == .milliseconds(50))
+    }
+
+    @Test("a worker with a shorter heartbeat than its broker learns the broker's interval instead of reconnecting again and again")
+    func learnsBrokerInterval() {
+        // Ours: 100 ms × 3. The broker's: 1 s, with its first HEARTBEAT 1 s after our READY.
+        var value = Self.liveness()
+        var reconnects = 0
+        var brokerBeat = at(1000)
+        for _ in 0..<100 where value.brokerInterval != .seconds(1) {
+            let silence = value.silenceDeadline
+            if silence <= brokerBeat {
+                // Silent before the broker's next HEARTBEAT: reconnect after the back-off; the
+                // broker's HEARTBEATs meanwhile reach no one.
+                reconnects += 1
+                let now = silence + value.ended(.brokerSilent)
+                value.connected(now: now)
+                while brokerBeat < now { brokerBeat = brokerBeat + .seconds(1) }
+            } else {
+                value.heard(heartbeat: true, now: brokerBeat)
+                brokerBeat = brokerBeat + .seconds(1)
+            }
+        }
+        // 300 ms, then 600 ms, then 1.2 s: past the broker's first HEARTBEAT, and the second one
+        // sets the interval to the broker's.
+        #expect(reconnects == 2)
+        #expect(value.brokerInterval == .seconds(1))
+        // From then on, a HEARTBEAT a second keeps it connected for good.
+        for _ in 0..<60 {
+            #expect(!value.brokerSilent(now: brokerBeat - .milliseconds(1)))
+            value.heard(heartbeat: true, now: brokerBeat)
+            brokerBeat = brokerBeat + .seconds(1)
+        }
+        #expect(value.brokerInterval == .seconds(1) && value.silenceDeadline == brokerBeat + .seconds(2))
+    }
+
+    @Test("HEARTBEATs around a request say nothing of the broker's interval")
+    func requestResetsMeasurement() {
+        var value = Self.liveness()
+        value.heard(heartbeat: true, now: at(100))
+        value.requestAnswered(now: at(5000))
+        value.heard(heartbeat: true, now: at(5010))
+        #expect(value.brokerInterval == .milliseconds(100))
+        value.heard(heartbeat: true, now: at(5500))
+        #expect(value.brokerInterval == .milliseconds(490))
+        // Never below our own interval, never above a minute.
+        value.heard(heartbeat: true, now: at(5510))
+        #expect(value.brokerInterval == .milliseconds(100))
+        value.heard(heartbeat: true, now: at(500_000))
+        #expect(value.brokerInterval == .seconds(60))
+    }
+}
+
+@Suite("Member session")
+struct MemberSessionTests {
+    static func joined(heartbeat: Int64 = 100, liveness: Int64 = 500, held: [Int64]? = []) -> JoinedHeader {
+        JoinedHeader(
+            group: "eto", member: "m", credit: 4, ackWaitMilliseconds: 30_000, heartbeatMilliseconds: heartbeat,
+            livenessMilliseconds: liveness, maxDeliver: 5, backoffMilliseconds: [], cursor: 0, head: 0, held: held)
+    }
+
+    @Test("a JOIN waits for JOINED until its time is up; a failed one is tried again after a second")
+    func joining() {
+        var session = MemberSession(joinTimeout: .seconds(5))
+        #expect(session.phase == .away && session.connection == 0)
+        #expect(session.joining(now: t0).isEmpty)
+        #expect(session.joinDeadline == at(5000))
+        #expect(session.joinFailed() == .seconds(1))
+        #expect(session.phase == .away && session.joinDeadline == nil)
+    }
+
+    @Test("a member heartbeats after a heartbeat of its own silence, and gives up a broker silent for its liveness")
+    func heartbeatAndSilence() {
+        var session = MemberSession(joinTimeout: .seconds(5))
+        _ = session.joining(now: t0)
+        #expect(session.joined(Self.joined(), now: t0) == 1)
+        #expect(session.tick(now: at(50)) == .wait(until: at(100)))
+        #expect(session.tick(now: at(100)) == .sendHeartbeat)
+        let sent1 = session.sending(on: 1, now: at(100))
+        #expect(sent1)
+        #expect(session.tick(now: at(150)) == .wait(until: at(200)))
+        session.heard(now: at(150))
+        #expect(session.tick(now: at(600)) == .sendHeartbeat)
+        _ = session.sending(on: 1, now: at(600))
+        #expect(session.tick(now: at(640)) == .wait(until: at(650)))
+        #expect(session.tick(now: at(650)) == .rejoin(reason: "the broker was silent for 0.5 seconds"))
+        // The silence is at least three of the broker's heartbeats, whatever its liveness says.
+        session.lost()
+        _ = session.joining(now: at(700))
+        session.joined(Self.joined(heartbeat: 200, liveness: 100), now: at(700))
+        #expect(session.tick(now: at(1299)) != .rejoin(reason: "the broker was silent for 0.6 seconds"))
+        #expect(session.tick(now: at(1300)) == .rejoin(reason: "the broker was silent for 0.6 seconds"))
+    }
+
+    @Test("deliveries are claimed back on the next connection; the broker's answer says which this member keeps")
+    func claims() {
+        var session = MemberSession(joinTimeout: .seconds(5))
+        _ = session.joining(now: t0)
+        session.joined(Self.joined(), now: t0)
+        session.delivered(busSeq: 7, attempt: 1)
+        session.delivered(busSeq: 3, attempt: 2)
+        session.delivered(busSeq: 9, attempt: 1)
+        // PROGRESS goes out and keeps the delivery; a final settle ends it.
+        let sent2 = session.sending(on: 1, settling: (9, 1, final: false), now: at(10))
+        #expect(sent2)
+        let sent3 = session.sending(on: 1, settling: (9, 1, final: true), now: at(10))
+        #expect(sent3)
+        session.lost()
+        #expect(session.joining(now: at(20)) == [HeldDelivery(busSeq: 3, attempt: 2), HeldDelivery(busSeq: 7, attempt: 1)])
+        #expect(session.joined(Self.joined(held: [7]), now: at(30)) == 2)
+        // 7 was kept: it belongs to connection 2 now. 3 went to another member.
+        #expect(session.isCurrent(busSeq: 7, attempt: 1, cameOn: 1))
+        #expect(!session.isCurrent(busSeq: 3, attempt: 2, cameOn: 1))
+        let sent4 = session.sending(on: 1, settling: (3, 2, final: true), now: at(40))
+        #expect(!sent4)
+        let sent5 = session.sending(on: 1, settling: (7, 1, final: true), now: at(40))
+        #expect(sent5)
+        // A redelivery of 7 (attempt 2) on the new connection is its own delivery.
+        session.delivered(busSeq: 7, attempt: 2)
+        #expect(!session.isCurrent(busSeq: 7, attempt: 1, cameOn: 1))
+        #expect(session.isCurrent(busSeq: 7, attempt: 2, cameOn: 2))
+        session.lost()
+        #expect(session.joining(now: at(50)) == [HeldDelivery(busSeq: 7, attempt: 2)])
+    }
+
+    @Test("a JOIN claims at most the protocol's limit, lowest bus_seq first")
+    func claimLimit() {
+        var session = MemberSession(joinTimeout: .seconds(5))
+        _ = session.joining(now: t0)
+        session.joined(Self.joined(), now: t0)
+        let count = JoinHeader.maximumHolding + 10
+        for busSeq in (1...Int64(count)).reversed() { session.delivered(busSeq: busSeq, attempt: 1) }
+        let holding = session.joining(now: at(10))
+        #expect(holding.count == JoinHeader.maximumHolding)
+        #expect(holding.map(\.busSeq) == Array(1...Int64(JoinHeader.maximumHolding)))
+    }
+}
+
+@Suite("Lazy Pirate")
+struct LazyPirateTests {
+    @Test("a request that is not idempotent gets one attempt of its whole time, then times out")
+    func notIdempotent() {
+        var pirate = LazyPirate(timeout: .seconds(3), attemptTimeout: .seconds(1), idempotent: false, now: t0)
+        #expect(pirate.next(now: t0) == .sendOnSharedSocket(until: at(3000)))
+        #expect(pirate.next(now: at(1000)) == .wait(until: at(3000)))
+        #expect(pirate.next(now: at(3000)) == .timedOut)
+        #expect(pirate.attempts == 1)
+    }
+
+    @Test("an idempotent request is sent again on a fresh socket after each attempt's time, never past its deadline")
+    func retries() {
+        var pirate = LazyPirate(timeout: .milliseconds(1000), attemptTimeout: .milliseconds(400), idempotent: true, now: t0)
+        #expect(pirate.next(now: t0) == .sendOnSharedSocket(until: at(400)))
+        #expect(pirate.next(now: at(399)) == .wait(until: at(400)))
+        #expect(pirate.next(now: at(400)) == .resendOnFreshSocket(until: at(800)))
+        #expect(pirate.next(now: at(810)) == .resendOnFreshSocket(until: at(1000)))
+        #expect(pirate.next(now: at(1000)) == .timedOut)
+        #expect(pirate.attempts == 3)
+        // Without an attempt time of its own, an attempt is a third of the request's time.
+        var third = LazyPirate(timeout: .milliseconds(900), attemptTimeout: nil, idempotent: true, now: t0)
+        #expect(third.next(now: t0) == .sendOnSharedSocket(until: at(300)))
+    }
+
+    @Test("once a PARTIAL has come the request is never sent again; once the FINAL has, nothing more happens")
+    func partialsAndFinal() {
+        var pirate = LazyPirate(timeout: .seconds(3), attemptTimeout: .seconds(1), idempotent: true, now: t0)
+        _ = pirate.next(now: t0)
+        pirate.partial()
+        #expect(pirate.next(now: at(500)) == .wait(until: at(1000)))
+        #expect(pirate.next(now: at(1000)) == .timedOut)
+        var answered = LazyPirate(timeout: .seconds(3), attemptTimeout: .seconds(1), idempotent: true, now: t0)
+        _ = answered.next(now: t0)
+        answered.finished()
+        #expect(answered.next(now: at(5000)) == .finished)
+    }
+}
