@@ -78,7 +78,8 @@ public final class Broker: Sendable {
     private let logger: Logger
     private let context: Context
     private let ownsContext: Bool
-    private let wakeUp: WakeUpSignal
+    /// The event plane's thread: it owns every event-plane socket and the journal.
+    private let thread: PollThread
     private let state = Mutex(State())
     /// The service plane, on its own thread and socket.
     public let services: ServiceBroker
@@ -90,14 +91,15 @@ public final class Broker: Sendable {
 
     private struct State {
         var statistics = BrokerStatistics()
-        var stopRequested = false
         /// The journal is open and the endpoints are bound.
         var serving = false
         /// Rebind every endpoint (closing every connection) at the next wake-up.
         var rebindRequested = false
-        var finished = false
-        var failure: String?
-        var finishWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// Why the broker thread stopped on its own (a journal or socket failure).
+    struct Stopped: Error, CustomStringConvertible {
+        var description: String
     }
 
     /// - Parameters:
@@ -114,12 +116,12 @@ public final class Broker: Sendable {
         self.ownsContext = context == nil
         let context = try context ?? Context()
         self.context = context
-        self.wakeUp = try WakeUpSignal()
+        self.thread = try PollThread(name: "broker")
         let security = try configuration.securityKey.map { key in
             try BrokerSecurity(secretFile: key, certificates: configuration.securityCertificates ?? "", logger: logger)
         }
         self.security = security
-        security?.attach(wakeUp)
+        security?.attach(thread.wakeUp)
         self.services = try ServiceBroker(
             settings: configuration.serviceSettings, logger: logger, context: context, security: security, metrics: metrics)
     }
@@ -127,10 +129,10 @@ public final class Broker: Sendable {
     public var statistics: BrokerStatistics { state.withLock { $0.statistics } }
 
     /// Whether the broker is serving: its journal open, its endpoints bound, not stopped.
-    public var isServing: Bool { state.withLock { $0.serving && !$0.finished } }
+    public var isServing: Bool { state.withLock { $0.serving } && !thread.isFinished }
 
     /// Why the broker thread stopped on its own, if it did (journal failure, socket failure).
-    public var failure: String? { state.withLock { $0.failure } }
+    public var failure: String? { thread.failure.map { "\($0)" } }
 
     /// Opens the journal, binds every endpoint and starts serving.
     /// - Returns: the bound endpoints.
@@ -147,11 +149,11 @@ public final class Broker: Sendable {
             }
             serviceEndpoint = try await services.start()
         } catch {
-            // `markFinished` waits for the service plane's thread and for libzmq: on a thread of
-            // its own, never on the cooperative pool (two threads on two cores).
+            // `tearDown` waits for the service plane's thread and for libzmq: on a thread of its
+            // own, never on the cooperative pool (two threads on two cores).
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let thread = Thread { [self] in
-                    markFinished(failure: nil)
+                    tearDown()
                     continuation.resume()
                 }
                 thread.name = "broker-failed-start"
@@ -159,50 +161,32 @@ public final class Broker: Sendable {
             }
             throw error
         }
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<BrokerEndpoints, any Error>) in
-            let thread = Thread { [self] in
-                let core: BrokerCore
-                do {
-                    core = try BrokerCore(broker: self, serviceEndpoint: serviceEndpoint)
-                } catch {
-                    markFinished(failure: nil)
-                    continuation.resume(throwing: error)
-                    return
-                }
-                do {
-                    try core.endpoints.write(to: configuration.endpointsPath)
-                } catch {
-                    logger.warning(
-                        "could not write the endpoints file", metadata: ["path": "\(configuration.endpointsPath)", "error": "\(error)"])
-                }
-                state.withLock { $0.serving = true }
-                continuation.resume(returning: core.endpoints)
-                let failure = core.run()
-                markFinished(failure: failure)
+        return try await thread.start { [self] ready in
+            // The event plane is down (stopped, failed on its own, or never up): so is the rest.
+            defer { tearDown() }
+            let core = try BrokerCore(broker: self, serviceEndpoint: serviceEndpoint)
+            do {
+                try core.endpoints.write(to: configuration.endpointsPath)
+            } catch {
+                logger.warning(
+                    "could not write the endpoints file", metadata: ["path": "\(configuration.endpointsPath)", "error": "\(error)"])
             }
-            thread.name = "broker"
-            thread.stackSize = 4 << 20
-            thread.start()
+            state.withLock { $0.serving = true }
+            ready(core.endpoints)
+            if let failure = core.run() { throw Stopped(description: failure) }
         }
     }
 
     /// Asks the broker to stop: it finishes the batch in hand (so every ACKed event is on disk),
     /// closes its sockets and the journal. Returns at once; `waitUntilStopped()` waits.
     public func requestStop() {
-        state.withLock { $0.stopRequested = true }
-        wakeUp.signal()
+        thread.requestStop()
         services.requestStop()
     }
 
     /// Waits until the broker thread has exited (or returns at once if it has).
     public func waitUntilStopped() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                if !state.finished { state.finishWaiters.append(continuation) }
-                return state.finished
-            }
-            if done { continuation.resume() }
-        }
+        await thread.waitUntilStopped()
         await services.waitUntilStopped()
     }
 
@@ -211,7 +195,7 @@ public final class Broker: Sendable {
     /// revoked principal's open connections end, and its reconnection is refused.
     public func dropAllConnections() {
         state.withLock { $0.rebindRequested = true }
-        wakeUp.signal()
+        thread.wakeUp.signal()
         services.dropAllConnections()
     }
 
@@ -231,15 +215,8 @@ public final class Broker: Sendable {
     }
 
     /// Blocks: the broker thread at its end, or a thread of its own (never async code).
-    private func markFinished(failure: String?) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.finished = true
-            state.failure = failure
-            defer { state.finishWaiters = [] }
-            return state.finishWaiters
-        }
-        // The event plane is down (stopped, or failed on its own): the service plane goes too,
-        // and has closed its socket before the context is terminated.
+    private func tearDown() {
+        // The service plane goes too, and has closed its socket before the context is terminated.
         services.requestStop()
         if ownsContext { services.waitUntilStoppedBlocking() }
         zap.withLock { handler in
@@ -247,12 +224,11 @@ public final class Broker: Sendable {
             handler = nil
         }
         if ownsContext { context.terminate() }
-        for waiter in waiters { waiter.resume() }
     }
 
     // MARK: Access for the core (on the broker thread)
 
-    var stopRequested: Bool { state.withLock { $0.stopRequested } }
+    var stopRequested: Bool { thread.isStopRequested }
     func takeRebindRequest() -> Bool {
         state.withLock { state in
             defer { state.rebindRequested = false }
@@ -262,5 +238,5 @@ public final class Broker: Sendable {
     func update(_ body: (inout BrokerStatistics) -> Void) { state.withLock { body(&$0.statistics) } }
     var loggerForCore: Logger { logger }
     var contextForCore: Context { context }
-    var wakeUpForCore: WakeUpSignal { wakeUp }
+    var wakeUpForCore: WakeUpSignal { thread.wakeUp }
 }

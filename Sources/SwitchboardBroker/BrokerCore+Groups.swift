@@ -161,10 +161,12 @@ extension BrokerCore {
         }
         if groups.groups[join.group] == nil {
             let start = join.start ?? .earliest
-            try createGroup(join.group, topics: join.topics, start: start)
+            groups.create(join.group, topics: join.topics, start: start, journal: journal)
+            logger.notice("group created", metadata: ["group": "\(join.group)", "topics": "\(join.topics)", "start": "\(start)"])
             audit(
-                "created", group: join.group, by: principal ?? "-",
-                extra: ["topics": .array(join.topics.map(JSONValue.string)), "start": .string(start.description)])
+                GroupAudit(
+                    action: "created", group: join.group, by: principal ?? "-",
+                    extra: ["topics": .array(join.topics.map(JSONValue.string)), "start": .string(start.description)]))
         }
         let member = GroupMemberID(identity)
         let name = join.member ?? principal ?? member.description
@@ -444,25 +446,5 @@ extension BrokerCore {
     static func orderingKey(_ header: Data) -> String? {
         guard case .string(let key)? = JSONValue.parse(header)?.object?["key"] else { return nil }
         return key
-    }
-
-    // MARK: Groups by administration
-
-    /// Creates a group at `start` (its cursor is the sequence before its first event).
-    func createGroup(_ name: String, topics: [String], start: GroupStart) throws {
-        let cursor: Int64
-        switch start {
-        case .earliest: cursor = journal.first - 1
-        case .head: cursor = journal.head
-        case .sequence(let seq): cursor = max(seq - 1, journal.first - 1)
-        }
-        groups.groups[name] = GroupRuntime(
-            name: name, topics: topics, createdAt: Int64(Date().timeIntervalSince1970 * 1000), start: start.description,
-            state: ConsumerGroupState(name: name, settings: groups.settings, restoring: GroupSnapshot(cursor: cursor)))
-        groups.writes.append(
-            .create(
-                name: name, topics: topics, cursor: cursor, createdAt: Int64(Date().timeIntervalSince1970 * 1000),
-                start: start.description))
-        logger.notice("group created", metadata: ["group": "\(name)", "topics": "\(topics)", "start": "\(start)"])
     }
 }

@@ -174,13 +174,10 @@ public final class GroupAdminClient: Sendable {
         }
     }
 
-    /// `request`, with the content decoded as `T`.
-    private func request<T: Decodable>(
-        _ operation: String, _ content: [String: JSONValue], as type: T.Type
-    )
-        async throws(GroupAdminError) -> T
-    {
-        let data = try await request(operation, .object(content))
+    /// Sends `request` and decodes the REPLY's content as `T`.
+    private func send<T: Decodable>(_ request: GroupAdminRequest, as type: T.Type) async throws(GroupAdminError) -> T {
+        let operation = request.operation.rawValue
+        let data = try await self.request(operation, request.content)
         do {
             return try JSONDecoder().decode(type, from: data)
         } catch {
@@ -193,30 +190,26 @@ public final class GroupAdminClient: Sendable {
 
     /// `groups.list`: every group, by name.
     public func groups() async throws(GroupAdminError) -> [GroupInfo] {
-        try await request("groups.list", [:], as: GroupList.self).groups
+        try await send(.listGroups, as: GroupList.self).groups
     }
 
     /// `groups.create`: makes `name` reading `topics` from `start` (the broker's default:
     /// earliest). Creating a group that exists with the same topics returns it unchanged; with
     /// other topics it is refused (409 `conflict`).
     public func createGroup(_ name: String, topics: [String], start: GroupStart? = nil) async throws(GroupAdminError) -> GroupInfo {
-        var content: [String: JSONValue] = ["group": .string(name), "topics": .array(topics.map(JSONValue.string))]
-        if let start { content["start"] = start.wireValue }
-        return try await request("groups.create", content, as: GroupInfo.self)
+        try await send(.createGroup(group: name, topics: topics, start: start), as: GroupInfo.self)
     }
 
     /// `groups.reset`: starts the group again at `start` (the broker's default: earliest),
     /// forgetting what it settled and holds; its members stay.
     public func resetGroup(_ name: String, start: GroupStart? = nil) async throws(GroupAdminError) -> GroupInfo {
-        var content: [String: JSONValue] = ["group": .string(name)]
-        if let start { content["start"] = start.wireValue }
-        return try await request("groups.reset", content, as: GroupInfo.self)
+        try await send(.resetGroup(group: name, start: start), as: GroupInfo.self)
     }
 
     /// `groups.delete`: removes the group with its cursor and its dead letters' records (the
     /// `dlq.<group>` events stay journaled).
     public func deleteGroup(_ name: String) async throws(GroupAdminError) {
-        _ = try await request("groups.delete", ["group": .string(name)], as: Deleted.self)
+        _ = try await send(.deleteGroup(group: name), as: GroupDeleted.self)
     }
 
     // MARK: Producers
@@ -224,7 +217,7 @@ public final class GroupAdminClient: Sendable {
     /// `producers.list`: what the broker knows of each producer (kiosks, workers' outboxes):
     /// when it was last heard, its last event, and the outbox depth and last ACK it reported.
     public func producers() async throws(GroupAdminError) -> [ProducerInfo] {
-        try await request("producers.list", [:], as: ProducerList.self).producers
+        try await send(.listProducers, as: ProducerList.self).producers
     }
 
     // MARK: Dead letters
@@ -236,12 +229,8 @@ public final class GroupAdminClient: Sendable {
     public func deadLetterPage(
         group: String? = nil, state: DeadLetterInfo.State? = .dead, newest: Bool = false, limit: Int = 100, after: String? = nil
     ) async throws(GroupAdminError) -> DeadLetterPage {
-        var content: [String: JSONValue] = [
-            "state": .string(state?.rawValue ?? "all"), "limit": .integer(Int64(limit)), "order": .string(newest ? "newest" : "oldest"),
-        ]
-        if let group { content["group"] = .string(group) }
-        if let after { content["after"] = .string(after) }
-        return try await request("dlq.list", content, as: DeadLetterPage.self)
+        let query = DeadLetterQuery(group: group, state: state, limit: limit, newest: newest, after: after)
+        return try await send(.listDeadLetters(query), as: DeadLetterPage.self)
     }
 
     /// Every dead letter `deadLetterPage` selects, page by page (`onPage` hears of each), oldest
@@ -263,31 +252,19 @@ public final class GroupAdminClient: Sendable {
 
     /// `dlq.show`: one dead letter with the event it names (admin only: the event holds personal data).
     public func deadLetter(group: String, busSeq: Int64) async throws(GroupAdminError) -> DeadLetterDetail {
-        let data = try await request("dlq.show", .object(["group": .string(group), "bus_seq": .integer(busSeq)]))
-        do {
-            let letter = try JSONDecoder().decode(DeadLetterInfo.self, from: data)
-            var header: Data?
-            var content: Data?
-            if case .object(let event)? = JSONValue.parse(data)?.object?["event"] {
-                header = event["header"]?.compactData
-                content = event["content"]?.compactData
-            }
-            return DeadLetterDetail(letter: letter, eventHeader: header, eventContent: content)
-        } catch {
-            throw GroupAdminError(.protocolViolation, operation: "dlq.show", message: "the answer to 'dlq.show' does not decode: \(error)")
-        }
+        try await send(.showDeadLetter(group: group, busSeq: busSeq), as: DeadLetterDetail.self)
     }
 
     /// `dlq.replay`: delivers dead letters to their group again, from attempt 1.
     /// - Returns: the `bus_seq`s replayed.
     public func replay(group: String, _ selection: DeadLetterSelection) async throws(GroupAdminError) -> [Int64] {
-        try await request("dlq.replay", selection.content(group: group), as: Replayed.self).replayed
+        try await send(.replayDeadLetters(group: group, selection), as: DeadLetterSettled.self).replayed ?? []
     }
 
     /// `dlq.drop`: the group will not see these dead letters again.
     /// - Returns: the `bus_seq`s dropped.
     public func drop(group: String, _ selection: DeadLetterSelection) async throws(GroupAdminError) -> [Int64] {
-        try await request("dlq.drop", selection.content(group: group), as: Dropped.self).dropped
+        try await send(.dropDeadLetters(group: group, selection), as: DeadLetterSettled.self).dropped ?? []
     }
 
     /// `dlq.replay` (`replay` true) or `dlq.drop` of every waiting dead letter of `group` that
@@ -299,16 +276,13 @@ public final class GroupAdminClient: Sendable {
         replay: Bool, group: String, code: String? = nil, before: Date? = nil, step: Int = 500,
         progress: (_ done: Int, _ remaining: Int) -> Void = { _, _ in }
     ) async throws(GroupAdminError) -> [Int64] {
-        var content: [String: JSONValue] = [
-            "group": .string(group), "all": .bool(true), "limit": .integer(Int64(step)),
-            "before": .string(Timestamp.format(before ?? Date())),
-        ]
-        if let code { content["code"] = .string(code) }
+        let selection = DeadLetterSelection.matching(code: code, before: Timestamp.format(before ?? Date()), limit: step)
+        let request: GroupAdminRequest = replay ? .replayDeadLetters(group: group, selection) : .dropDeadLetters(group: group, selection)
         var done: [Int64] = []
         while true {
-            let answer: Settled
+            let answer: DeadLetterSettled
             do {
-                answer = try await request(replay ? "dlq.replay" : "dlq.drop", content, as: Settled.self)
+                answer = try await send(request, as: DeadLetterSettled.self)
             } catch let error where error.status == 404 && !done.isEmpty {
                 break  // the last step took the last ones
             }
@@ -318,165 +292,4 @@ public final class GroupAdminClient: Sendable {
         }
         return done
     }
-
-    private struct Settled: Decodable { var replayed: [Int64]?, dropped: [Int64]?, remaining: Int? }
-    private struct GroupList: Decodable { var groups: [GroupInfo] }
-    private struct Deleted: Decodable { var deleted: String }
-    private struct Replayed: Decodable { var replayed: [Int64] }
-    private struct Dropped: Decodable { var dropped: [Int64] }
-}
-
-/// One page of `dlq.list`: its dead letters, the counts of every page, and where the next starts.
-public struct DeadLetterPage: Codable, Sendable, Hashable {
-    public var deadLetters: [DeadLetterInfo]
-    /// Dead letters the filter selects, on every page.
-    public var total: Int
-    /// Those of every page by code (`participant-unmatched`, `ack-timeout`, …).
-    public var byCode: [String: Int]
-    /// The `after` of the next page; nil on the last.
-    public var next: String?
-
-    public init(deadLetters: [DeadLetterInfo], total: Int, byCode: [String: Int], next: String? = nil) {
-        self.deadLetters = deadLetters
-        self.total = total
-        self.byCode = byCode
-        self.next = next
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case deadLetters = "dead_letters", total, byCode = "by_code", next
-    }
-}
-
-/// Which dead letters of a group `dlq.replay` and `dlq.drop` act on.
-public enum DeadLetterSelection: Sendable, Hashable {
-    /// The one for this event.
-    case busSeq(Int64)
-    /// Every one waiting (state `dead`).
-    case all
-
-    func content(group: String) -> [String: JSONValue] {
-        switch self {
-        case .busSeq(let seq): ["group": .string(group), "bus_seq": .integer(seq)]
-        case .all: ["group": .string(group), "all": .bool(true)]
-        }
-    }
-}
-
-extension GroupStart {
-    /// As the `start` field of `groups.create` and `groups.reset`.
-    var wireValue: JSONValue {
-        switch self {
-        case .earliest: .string("earliest")
-        case .head: .string("head")
-        case .sequence(let seq): .integer(seq)
-        }
-    }
-}
-
-/// A consumer group as `groups.list`, `groups.create` and `groups.reset` describe it.
-/// One producer of `producers.list` (protocol/README.md, 15.6).
-public struct ProducerInfo: Codable, Sendable, Hashable {
-    public var name: String
-    /// RFC 3339: its last HEARTBEAT or EVENT.
-    public var lastSeen: String
-    /// RFC 3339: its last event newly journaled, if any since the broker started.
-    public var lastEvent: String?
-    /// Events waiting in its outbox, from its last HEARTBEAT.
-    public var outbox: Int64?
-    /// RFC 3339: its last ACK, from its last HEARTBEAT.
-    public var lastAck: String?
-
-    enum CodingKeys: String, CodingKey {
-        case name, outbox, lastSeen = "last_seen", lastEvent = "last_event", lastAck = "last_ack"
-    }
-}
-
-struct ProducerList: Decodable {
-    var producers: [ProducerInfo]
-}
-
-public struct GroupInfo: Codable, Sendable, Hashable {
-    /// A member connection and what it holds.
-    public struct Member: Codable, Sendable, Hashable {
-        public var name: String
-        public var credit: Int
-        public var inFlight: Int
-
-        enum CodingKeys: String, CodingKey { case name, credit, inFlight = "in_flight" }
-    }
-
-    /// The group's dead letters by state.
-    public struct DeadLetterCounts: Codable, Sendable, Hashable {
-        public var dead: Int
-        public var replayed: Int
-        public var dropped: Int
-    }
-
-    public var name: String
-    /// The type prefixes it takes.
-    public var topics: [String]
-    /// Where it was created (or last reset) to start: `earliest`, `head` or a bus_seq.
-    public var start: String
-    /// Every matching event up to here is settled.
-    public var cursor: Int64
-    /// The journal's head when the broker answered.
-    public var head: Int64
-    /// Matching events journaled after the cursor.
-    public var lag: Int64
-    /// In flight to members.
-    public var pending: Int
-    /// Waiting out a NACK's back-off.
-    public var waiting: Int
-    /// Unsettled and deliverable once a member has credit (and its key allows).
-    public var ready: Int
-    /// Deliveries after the first, since the broker started.
-    public var redeliveries: Int
-    public var deadLetters: DeadLetterCounts
-    public var members: [Member]
-
-    enum CodingKeys: String, CodingKey {
-        case name, topics, start, cursor, head, lag, pending, waiting, ready, redeliveries, deadLetters = "dead_letters", members
-    }
-}
-
-/// A dead letter as `dlq.list` describes it: which event, why, and what became of it.
-public struct DeadLetterInfo: Codable, Sendable, Hashable {
-    public enum State: String, Codable, Sendable, Hashable, CaseIterable {
-        /// Waiting for an operator.
-        case dead
-        /// Put back to its group (a later failure makes it dead again).
-        case replayed
-        /// The group will not see it again.
-        case dropped
-    }
-
-    public var group: String
-    public var busSeq: Int64
-    public var eventID: String
-    public var type: String
-    public var key: String?
-    /// Deliveries made before the group gave up.
-    public var attempts: Int
-    /// Why, as the last failure said (`bad-data`, `ack-timeout`, …).
-    public var code: String
-    public var message: String
-    /// When it became a dead letter (RFC 3339).
-    public var at: String
-    public var state: State
-    /// The `dlq.<group>` event that reported it.
-    public var dlqSeq: Int64?
-
-    enum CodingKeys: String, CodingKey {
-        case group, busSeq = "bus_seq", eventID = "event_id", type, key, attempts, code, message, at, state, dlqSeq = "dlq_seq"
-    }
-}
-
-/// One dead letter with the event it names, from `dlq.show`.
-public struct DeadLetterDetail: Sendable, Hashable {
-    public var letter: DeadLetterInfo
-    /// The event's journaled header, raw JSON; nil when retention has removed the event.
-    public var eventHeader: Data?
-    /// The event's content, raw JSON; nil when retention has removed the event.
-    public var eventContent: Data?
 }

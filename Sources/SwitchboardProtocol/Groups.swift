@@ -359,23 +359,6 @@ public struct LeaveHeader: Codable, Sendable, Hashable {
     public init(group: String) { self.group = group }
 }
 
-/// Reading the fields of group requests outside this module, with the same messages.
-public enum GroupFields {
-    /// A list of 1–32 type prefixes of 1–128 bytes, from `fields[key]`.
-    public static func topics(
-        _ fields: [String: JSONValue], _ key: String = "topics", frame: String = "content"
-    ) throws(ProtocolError)
-        -> [String]
-    {
-        try WireObject(fields: fields, frame: frame, code: .schemaViolation).topics(key)
-    }
-
-    /// An optional integer (integral floats count), from `fields[key]`.
-    public static func integer(_ fields: [String: JSONValue], _ key: String, frame: String = "content") throws(ProtocolError) -> Int64? {
-        try WireObject(fields: fields, frame: frame, code: .schemaViolation).optionalInteger(key)
-    }
-}
-
 extension WireObject {
     /// A list of type prefixes: 1–32, each 1–128 bytes.
     func topics(_ key: String) throws(ProtocolError) -> [String] {

@@ -1,3 +1,5 @@
+import SwitchboardProtocol
+
 /// The broker's endpoints, as ZAP sees them (each server socket sets its own ZAP domain).
 public enum Endpoint: String, Sendable, CaseIterable {
     case ingest, fanout, replay, service, groups
@@ -92,10 +94,10 @@ public enum Policy {
     /// payload); only an admin may see a dead event (`dlq.show` returns its content, personal
     /// data, as section 13.3 keeps `dlq.*` replays for admins) or change anything.
     public static func groupOperation(_ role: Role, operation: String) -> String? {
-        let reads: Set<String> = ["groups.list", "dlq.list", "producers.list"]
-        if reads.contains(operation) || role == .admin { return nil }
-        if operation == "dlq.show" {
-            return "role \(role) may not run 'dlq.show' (only admin may see a dead letter's event: it holds personal data)"
+        let known = GroupOperation(rawValue: operation)
+        if known?.onlyReads == true || role == .admin { return nil }
+        if known == .showDeadLetter {
+            return "role \(role) may not run '\(operation)' (only admin may see a dead letter's event: it holds personal data)"
         }
         return "role \(role) may not run '\(operation)' (only admin may change groups and dead letters)"
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import SwitchboardBus
+import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
 import ZeroMQ

@@ -60,19 +60,14 @@ public final class ServiceBroker: Sendable {
     private let logger: Logger
     private let context: Context
     let security: BrokerSecurity?
-    private let wakeUp: WakeUpSignal
+    /// The service plane's thread: it owns the socket and the dispatcher.
+    private let thread: PollThread
     private let state = Mutex(State())
     let metricsFactory: any MetricsFactory
 
     private struct State {
         var statistics = ServiceStatistics()
-        var stopRequested = false
         var rebindRequested = false
-        var finished = false
-        var started = false
-        var finishWaiters: [CheckedContinuation<Void, Never>] = []
-        /// Threads (not tasks) waiting in `waitUntilStoppedBlocking()`.
-        var blockedWaiters: [DispatchSemaphore] = []
     }
 
     public init(
@@ -84,44 +79,27 @@ public final class ServiceBroker: Sendable {
         self.logger = logger
         self.context = context
         self.security = security
-        self.wakeUp = try WakeUpSignal()
+        self.thread = try PollThread(name: "service-broker")
     }
 
     public var statistics: ServiceStatistics { state.withLock { $0.statistics } }
 
     /// Binds the endpoint and starts the thread; returns the bound endpoint.
     public func start() async throws -> String {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
-            let thread = Thread { [self] in
-                let core: ServiceCore
-                do {
-                    core = try ServiceCore(broker: self)
-                } catch {
-                    markFinished()
-                    continuation.resume(throwing: error)
-                    return
-                }
-                state.withLock { $0.started = true }
-                continuation.resume(returning: core.endpoint)
-                core.run()
-                core.close()
-                markFinished()
-            }
-            thread.name = "service-broker"
-            thread.stackSize = 4 << 20
-            thread.start()
+        try await thread.start { [self] ready in
+            let core = try ServiceCore(broker: self)
+            ready(core.endpoint)
+            core.run()
+            core.close()
         }
     }
 
-    public func requestStop() {
-        state.withLock { $0.stopRequested = true }
-        wakeUp.signal()
-    }
+    public func requestStop() { thread.requestStop() }
 
     /// Unbinds and binds the endpoint again at the next wake-up (see `Broker.dropAllConnections`).
     public func dropAllConnections() {
         state.withLock { $0.rebindRequested = true }
-        wakeUp.signal()
+        thread.wakeUp.signal()
     }
 
     fileprivate func takeRebindRequest() -> Bool {
@@ -132,52 +110,22 @@ public final class ServiceBroker: Sendable {
     }
 
     /// Waits until the thread has closed its socket (at once if it never started).
-    public func waitUntilStopped() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                let done = state.finished || !state.started
-                if !done { state.finishWaiters.append(continuation) }
-                return done
-            }
-            if done { continuation.resume() }
-        }
-    }
+    public func waitUntilStopped() async { await thread.waitUntilStopped() }
 
     /// For a thread that is not in the cooperative pool (the broker thread at exit).
     /// Never call it from async code: it blocks its thread.
-    func waitUntilStoppedBlocking() {
-        let done = DispatchSemaphore(value: 0)
-        let finished = state.withLock { state -> Bool in
-            let finished = state.finished || !state.started
-            if !finished { state.blockedWaiters.append(done) }
-            return finished
-        }
-        if !finished { done.wait() }
-    }
+    func waitUntilStoppedBlocking() { thread.join() }
 
     public func stop() async {
         requestStop()
         await waitUntilStopped()
     }
 
-    private func markFinished() {
-        let (waiters, blocked) = state.withLock { state -> ([CheckedContinuation<Void, Never>], [DispatchSemaphore]) in
-            state.finished = true
-            defer {
-                state.finishWaiters = []
-                state.blockedWaiters = []
-            }
-            return (state.finishWaiters, state.blockedWaiters)
-        }
-        for waiter in waiters { waiter.resume() }
-        for thread in blocked { thread.signal() }
-    }
-
-    fileprivate var stopRequested: Bool { state.withLock { $0.stopRequested } }
+    fileprivate var stopRequested: Bool { thread.isStopRequested }
     fileprivate func update(_ body: (inout ServiceStatistics) -> Void) { state.withLock { body(&$0.statistics) } }
     fileprivate var loggerForCore: Logger { logger }
     fileprivate var contextForCore: Context { context }
-    fileprivate var wakeUpForCore: WakeUpSignal { wakeUp }
+    fileprivate var wakeUpForCore: WakeUpSignal { thread.wakeUp }
 }
 
 /// Everything the service broker thread owns: the socket, and the dispatcher whose actions it
