@@ -28,6 +28,7 @@ var products: [Product] = [
     .library(name: "SwitchboardEmulators", targets: ["SwitchboardEmulators"]),
     .library(name: "SwitchboardBackends", targets: ["SwitchboardBackends"]),
     .library(name: "SwitchboardAuth", targets: ["SwitchboardAuth"]),
+    .library(name: "SwitchboardTokens", targets: ["SwitchboardTokens"]),
     .executable(name: "switchboard-auth", targets: ["switchboard-auth"]),
     .executable(name: "switchboard-emulator", targets: ["switchboard-emulator"]),
     .library(name: "SwitchboardWorkers", targets: ["SwitchboardWorkers"]),
@@ -141,7 +142,6 @@ var targets: [Target] = [
         dependencies: [
             "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardStorage",
             .product(name: "CoreMetrics", package: "swift-metrics"),
-            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -160,13 +160,15 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
-    // The kiosk's logic: check-ins as outbox events, the all-or-nothing CSV import, load
-    // generation, and the long-running kiosk as services of one ServiceGroup.
+    // The kiosk's logic: the check-in form, check-ins as outbox events, the all-or-nothing CSV
+    // import, ETO look-ups, load generation, and the long-running kiosk as services of one
+    // ServiceGroup.
     .target(
         name: "SwitchboardKiosk",
         dependencies: [
             "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardObservability", "ZeroMQ",
             .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -308,11 +310,19 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
-    // The auth/token manager's logic (service `auth`) and the worker-side token provider.
+    // The worker side of `auth`: token.get over the bus into the worker's credential cache, and
+    // the back-end clients' credentials from it. Never the accounts or their passwords.
+    .target(
+        name: "SwitchboardTokens",
+        dependencies: ["SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends"],
+        swiftSettings: swiftSettings
+    ),
+    // The auth/token manager's logic (service `auth`): the accounts, log-ins, sessions.
     .target(
         name: "SwitchboardAuth",
         dependencies: [
-            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
+            "SwitchboardTokens", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP",
+            "SwitchboardBackends",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -322,8 +332,8 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-auth",
         dependencies: [
-            "SwitchboardAuth", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime", "SwitchboardSecurity",
-            "SwitchboardObservability", "ZeroMQ",
+            "SwitchboardAuth", "SwitchboardTokens", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime",
+            "SwitchboardSecurity", "SwitchboardObservability", "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -334,8 +344,8 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardAuthTests",
         dependencies: [
-            "SwitchboardAuth", "SwitchboardBus", "SwitchboardBroker", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
-            "SwitchboardEmulators", "SwitchboardTesting", "SwitchboardProtocol", "ZeroMQ",
+            "SwitchboardAuth", "SwitchboardTokens", "SwitchboardBus", "SwitchboardBroker", "SwitchboardCredentials", "SwitchboardHTTP",
+            "SwitchboardBackends", "SwitchboardEmulators", "SwitchboardTesting", "SwitchboardProtocol", "ZeroMQ",
             .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings
@@ -345,7 +355,8 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardWorkers",
         dependencies: [
-            "SwitchboardAuth", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
+            "SwitchboardTokens", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP",
+            "SwitchboardBackends",
             "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "ZeroMQ",
             "SwitchboardObservability",
             .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -361,7 +372,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-filemaker",
         dependencies: [
-            "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardProtocol", "SwitchboardRuntime",
+            "SwitchboardWorkers", "SwitchboardTokens", "SwitchboardBackends", "SwitchboardProtocol", "SwitchboardRuntime",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -372,7 +383,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-eto",
         dependencies: [
-            "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
+            "SwitchboardWorkers", "SwitchboardTokens", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
             "SwitchboardSecurity",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -384,7 +395,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-directory",
         dependencies: [
-            "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
+            "SwitchboardWorkers", "SwitchboardTokens", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
             "SwitchboardSecurity",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -396,7 +407,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardWorkersTests",
         dependencies: [
-            "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBroker", "SwitchboardBus", "SwitchboardCredentials",
+            "SwitchboardWorkers", "SwitchboardBackends", "SwitchboardBroker", "SwitchboardBus", "SwitchboardCredentials",
             "SwitchboardEmulators", "SwitchboardHTTP", "SwitchboardProtocol", "SwitchboardTesting", "ZeroMQ",
             .product(name: "Logging", package: "swift-log"),
         ],
@@ -509,7 +520,7 @@ var targets: [Target] = [
         name: "EndToEndTests",
         dependencies: [
             "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardRuntime", "SwitchboardSecurity",
-            "SwitchboardHTTP", "SwitchboardBackends",
+            "SwitchboardHTTP", "SwitchboardBackends", "SwitchboardKiosk",
             .product(name: "Logging", package: "swift-log"),
         ],
         swiftSettings: swiftSettings

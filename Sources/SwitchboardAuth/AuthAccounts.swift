@@ -1,6 +1,5 @@
 public import Foundation
-public import SwitchboardCredentials
-public import SwitchboardHTTP
+public import SwitchboardTokens
 
 /// The back-end accounts `switchboard-auth` holds: the only place Switchboard keeps passwords.
 ///
@@ -53,7 +52,6 @@ public struct AuthAccounts: Sendable {
     public var accounts: [AuthAccount]
 
     public static let environmentVariable = "SWITCHBOARD_AUTH_ACCOUNTS"
-    public static let backends: Set<String> = ["eto", "filemaker", "directory", "sap"]
 
     /// An accounts document with one account of each back end and made-up values, as
     /// `switchboard-auth --help` and protocol/README.md (section 14.5) show it; a test holds it
@@ -97,10 +95,10 @@ public struct AuthAccounts: Sendable {
     public init(accounts: [AuthAccount]) throws(AuthError) {
         var seen = Set<String>()
         for account in accounts {
-            guard Self.backends.contains(account.backend) else {
+            guard AuthContent.backends.contains(account.backend) else {
                 throw AuthError(
                     .configuration,
-                    "account \(account.account): backend '\(account.backend)' is not one of \(Self.backends.sorted().joined(separator: ", "))"
+                    "account \(account.account): backend '\(account.backend)' is not one of \(AuthContent.backends.sorted().joined(separator: ", "))"
                 )
             }
             guard URL(string: account.baseURL)?.scheme.map({ ["http", "https"].contains($0) }) == true else {
@@ -161,43 +159,4 @@ public struct AuthAccounts: Sendable {
             )
         }
     }
-}
-
-/// An auth failure, worded for operators and safe to log: it names the back end and account,
-/// never a password or token.
-public struct AuthError: Error, Sendable, CustomStringConvertible, SecretFreeError, RefusedCredentialsError, RetryAfterError {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
-        public static let configuration = Code(rawValue: "configuration")
-        public static let unknownAccount = Code(rawValue: "unknown-account")
-        public static let loginFailed = Code(rawValue: "login-failed")
-        public static let backendUnavailable = Code(rawValue: "backend-unavailable")
-        public static let badRequest = Code(rawValue: "bad-request")
-        public static let authUnavailable = Code(rawValue: "auth-unavailable")
-        public static let refreshLimit = Code(rawValue: "refresh-limit")
-        public var description: String { rawValue }
-    }
-
-    public var code: Code
-    public var message: String
-    /// For `refresh-limit`: when asking again can succeed (protocol 14.2: after the interval).
-    public var retryAfter: Date?
-
-    public init(_ code: Code, _ message: String, retryAfter: Date? = nil) {
-        self.code = code
-        self.message = message
-        self.retryAfter = retryAfter
-    }
-
-    public var description: String { "\(code): \(message)" }
-    public var secretFreeDescription: String { description }
-    /// The back end refused the account's credentials (`login-failed`): the credential cache's
-    /// storm guard counts the next log-in as an ordinary one (`RefreshLimit`).
-    public var refusedCredentials: Bool { code == .loginFailed }
-}
-
-/// The cache's refusals name the key and the limit, never a token; a refresh limit's says
-/// when the next refresh is allowed, which a worker waits for before it tries the event again.
-extension CredentialError: SecretFreeError, RetryAfterError {
-    public var secretFreeDescription: String { description }
 }

@@ -3,6 +3,7 @@ public import Logging
 public import SwitchboardBus
 public import SwitchboardCredentials
 import SwitchboardProtocol
+public import SwitchboardTokens
 import Synchronization
 
 /// How `switchboard-auth` logs in to one kind of back end. Implementations are thin: the
@@ -336,56 +337,11 @@ public final class AuthService: Sendable {
 
 // MARK: Bodies (protocol/README.md section 14)
 
-struct KeyRequest: Codable {
-    var backend: String
-    var account: String
-    /// Which part of the back end (ETO: a site id); absent for the account's default.
-    var scope: String?
-    /// The fingerprint of a token a back end rejected (token.get only).
-    var rejected: String?
-    /// With `rejected`: the token had worked before it was rejected (token.get only).
-    var worked: Bool?
-}
-
 struct InvalidateRequest: Codable {
     var backend: String
     var account: String
     var scope: String?
     var fingerprint: String
-}
-
-/// The `token.get` reply. It carries the secret, and goes only to workers (the broker lets no
-/// other role call `auth`); it is never logged or published.
-public struct TokenReply: Codable, Sendable {
-    public var backend: String
-    public var account: String
-    public var token: String
-    public var fingerprint: String
-    public var issuedAt: Date
-    public var expiresAt: Date?
-    public var headers: [String: String]
-    public var attributes: [String: String]
-
-    enum CodingKeys: String, CodingKey {
-        case backend, account, token, fingerprint, headers, attributes
-        case issuedAt = "issued_at"
-        case expiresAt = "expires_at"
-    }
-
-    init(key: CredentialKey, credential: Credential) {
-        backend = key.backend
-        account = key.account
-        token = credential.token
-        fingerprint = credential.fingerprint
-        issuedAt = credential.issuedAt
-        expiresAt = credential.expiresAt
-        headers = credential.headers
-        attributes = credential.attributes
-    }
-
-    public var credential: Credential {
-        Credential(token: token, issuedAt: issuedAt, expiresAt: expiresAt, headers: headers, attributes: attributes)
-    }
 }
 
 /// The reply to `check` (protocol section 14.1): per account, whether it works now.

@@ -73,9 +73,6 @@ public final class JournalFollower {
         self.fetchTimeout = fetchTimeout
     }
 
-    /// Every matching event up to this sequence number has been yielded.
-    public var coveredThrough: Int64? { covered }
-
     /// The next event or notice; suspends until there is one.
     public func next() async throws -> FollowerItem {
         while true {

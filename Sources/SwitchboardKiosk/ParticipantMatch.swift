@@ -2,7 +2,7 @@
 // check-in is keyed and matched by id downstream; when ETO does not answer in time, or finds no
 // single match, the kiosk records by name rather than refusing the person at the door.
 
-public import SwitchboardBus
+import SwitchboardBus
 public import SwitchboardProtocol
 
 /// Fills in a check-in's ETO participant id from a search, when the search finds exactly one.

@@ -3,11 +3,6 @@ public import Foundation
 // The bodies of the service plane (protocol/README.md, section 12): a Majordomo request or reply
 // body is one protocol envelope, REQUEST or REPLY, six frames like every other message.
 
-extension Command {
-    /// Whether the command belongs to the service plane (inside Majordomo bodies).
-    public var isServicePlane: Bool { self == .request || self == .reply }
-}
-
 /// The header of a REQUEST.
 public struct RequestHeader: Codable, Sendable, Hashable {
     /// UUIDv7 chosen by the client; kept across retries of the same request.

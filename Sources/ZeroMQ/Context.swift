@@ -75,17 +75,3 @@ public final class Context: @unchecked Sendable {
         terminate()
     }
 }
-
-/// The libzmq version this process is linked with, as (major, minor, patch).
-public var libzmqVersion: (major: Int32, minor: Int32, patch: Int32) {
-    var major: Int32 = 0
-    var minor: Int32 = 0
-    var patch: Int32 = 0
-    zmq_version(&major, &minor, &patch)
-    return (major, minor, patch)
-}
-
-/// Whether libzmq was built with the given capability (`"curve"`, `"ipc"`, `"draft"`, …).
-public func libzmqHas(_ capability: String) -> Bool {
-    zmq_has(capability) != 0
-}

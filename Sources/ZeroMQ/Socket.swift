@@ -49,8 +49,6 @@ public final class Socket {
         self.handle = nil
     }
 
-    public var isClosed: Bool { handle == nil }
-
     /// Calls `body` with libzmq's socket handle, for calls this binding does not wrap (tests that
     /// send frames without copying them). The same threading contract holds: the owning thread
     /// only, and the handle must not outlive the call.

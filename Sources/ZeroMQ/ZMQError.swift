@@ -41,8 +41,6 @@ public struct ZMQError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The operation would block (`EAGAIN`): a full queue or nothing to read.
     public var isWouldBlock: Bool { errno == EAGAIN }
-    /// The context was terminated (`ETERM`).
-    public var isTerminated: Bool { errno == ETERM }
     /// A ROUTER with `ZMQ_ROUTER_MANDATORY` could not route to the peer (`EHOSTUNREACH`).
     public var isHostUnreachable: Bool { errno == EHOSTUNREACH }
 }

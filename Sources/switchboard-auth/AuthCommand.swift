@@ -9,6 +9,7 @@ import SwitchboardHTTP
 import SwitchboardObservability
 import SwitchboardRuntime
 import SwitchboardSecurity
+import SwitchboardTokens
 import UnixSignals
 import ZeroMQ
 

@@ -2,12 +2,12 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
-import SwitchboardAuth
 import SwitchboardBackends
 import SwitchboardBus
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
+import SwitchboardTokens
 import SwitchboardWorkers
 
 @main

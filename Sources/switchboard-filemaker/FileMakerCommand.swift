@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
 import Logging
-import SwitchboardAuth
 import SwitchboardBackends
 import SwitchboardProtocol
 import SwitchboardRuntime
+import SwitchboardTokens
 import SwitchboardWorkers
 
 @main

@@ -3,6 +3,7 @@ import Logging
 import SwitchboardBackends
 import SwitchboardBus
 import SwitchboardHTTP
+import SwitchboardKiosk
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardTesting

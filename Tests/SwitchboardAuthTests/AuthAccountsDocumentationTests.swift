@@ -1,6 +1,7 @@
 import Foundation
 import SwitchboardAuth
 import SwitchboardTesting
+import SwitchboardTokens
 import Testing
 
 /// The accounts file's example, as `switchboard-auth --help` and protocol/README.md section 14.5
@@ -10,7 +11,7 @@ struct AuthAccountsDocumentationTests {
     @Test("the accounts example of --help parses, with each back end's required options")
     func accountsExampleParses() throws {
         let accounts = try AuthAccounts.load(path: nil, environment: [AuthAccounts.environmentVariable: AuthAccounts.example])
-        #expect(Set(accounts.accounts.map(\.backend)) == AuthAccounts.backends)
+        #expect(Set(accounts.accounts.map(\.backend)) == AuthContent.backends)
         let required = ["filemaker": ["database"], "eto": ["site"], "sap": ["application"], "directory": []]
         for account in accounts.accounts {
             for option in required[account.backend] ?? [] {

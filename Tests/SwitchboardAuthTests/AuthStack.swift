@@ -8,6 +8,7 @@ import SwitchboardCredentials
 import SwitchboardEmulators
 import SwitchboardHTTP
 import SwitchboardTesting
+import SwitchboardTokens
 import Testing
 import ZeroMQ
 

@@ -7,6 +7,7 @@ import SwitchboardCredentials
 import SwitchboardHTTP
 import SwitchboardProtocol
 import SwitchboardTesting
+import SwitchboardTokens
 import Testing
 
 /// Issue 5's "done means", through real parts: emulator, broker, auth service, worker cache.

@@ -3,6 +3,7 @@ import SwitchboardAuth
 import SwitchboardCredentials
 import SwitchboardProtocol
 import SwitchboardTesting
+import SwitchboardTokens
 import Testing
 
 /// The auth vectors a stranger writing a client from `protocol/` alone reads, held to the

@@ -172,23 +172,3 @@ struct GroupConsumerTests {
         await fixture.stop()
     }
 }
-
-@Suite("Processed set")
-struct ProcessedSetTests {
-    @Test("an event recorded as processed is remembered across a reopen, once, in a 0600 file")
-    func remembers() async throws {
-        let directory = try TemporaryDirectory("processed")
-        defer { directory.remove() }
-        let path = directory.path("worker/processed.sqlite")
-        let set = try ProcessedSet(path: path)
-        #expect(try await set.contains("e1") == false)
-        try await set.insert("e1", group: "eto", busSeq: 1)
-        try await set.insert("e1", group: "eto", busSeq: 1)
-        #expect(try await set.contains("e1"))
-        let reopened = try ProcessedSet(path: path)
-        #expect(try await reopened.contains("e1"))
-        #expect(try await reopened.count() == 1)
-        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
-        #expect(mode == 0o600)
-    }
-}

@@ -1,8 +1,7 @@
-import SwitchboardKiosk
 import SwitchboardProtocol
 import Testing
 
-@testable import SwitchboardBus
+@testable import SwitchboardKiosk
 
 @Suite("Participant id from ETO before a check-in by name")
 struct ParticipantMatchTests {

@@ -79,7 +79,7 @@ struct HandlerTests {
             let client = b.fileMaker
             let session = try await client.logIn(account: "switchboard", password: "fm-demo-Passw0rd!")
             let published = Mutex<[FileMakerRecordWritten]>([])
-            let textFields = try await FileMakerWriter.checkLayout(client: client, mapping: .default, session: .fixed(session))
+            let textFields = try await FileMakerWriter.checkLayouts(client: client, mapping: .default, session: .fixed(session)).checkIns
             #expect(textFields == ["FirstName", "LastName", "Notes", "Bed", "RecordedBy", "Gender", "VoidReason", "VoidedBy"])
             let writer = FileMakerWriter(
                 client: client, mapping: .default, session: .fixed(session), textFields: textFields, logger: b.logs.logger
@@ -130,7 +130,7 @@ struct HandlerTests {
             #expect(settlement.code == "filemaker-102", "\(settlement)")
             // Start-up catches the same mistake before any check-in meets it.
             await #expect(throws: WorkerConfigurationError.self) {
-                try await FileMakerWriter.checkLayout(client: client, mapping: mapping, session: .fixed(session))
+                try await FileMakerWriter.checkLayouts(client: client, mapping: mapping, session: .fixed(session))
             }
         }
     }
@@ -142,7 +142,7 @@ struct HandlerTests {
         try await withBackends { b in
             let client = b.fileMaker
             let session = try await client.logIn(account: "switchboard", password: "fm-demo-Passw0rd!")
-            _ = try await FileMakerWriter.checkLayout(client: client, mapping: .default, session: .fixed(session))
+            _ = try await FileMakerWriter.checkLayouts(client: client, mapping: .default, session: .fixed(session))
             let writer = FileMakerWriter(client: client, mapping: .default, session: .fixed(session), logger: b.logs.logger) { _, _ in }
             func person(_ type: String, _ json: String) -> WorkerEvent {
                 WorkerEvent(

@@ -68,7 +68,7 @@ struct PersonalDataTests {
             .vendor, context: .init(api: .fileMaker, operation: "records.create", method: "POST", redactedURL: "https://fm/records"),
             status: 500, vendorCode: "507", vendorMessage: "Value 'Zebulon Quixotefar' in field 'FirstName' fails calculation validation",
             attempts: 1, message: "HTTP 500")
-        let settlement = FileMakerWriter.settlement(for: error, fields: ["FirstName", "LastName", "EventID"])
+        let settlement = SettlementRules.fileMaker.settlement(for: error, fields: ["FirstName", "LastName", "EventID"])
         #expect(
             settlement
                 == .deadLetter(
@@ -78,7 +78,7 @@ struct PersonalDataTests {
                 ), "\(settlement)")
         var unnamed = error
         unnamed.vendorMessage = "Value 'Zebulon' does not meet validation entry options"
-        guard case .deadLetter(_, let message) = FileMakerWriter.settlement(for: unnamed, fields: ["FirstName"]) else {
+        guard case .deadLetter(_, let message) = SettlementRules.fileMaker.settlement(for: unnamed, fields: ["FirstName"]) else {
             Issue.record("a 507 was not a dead letter")
             return
         }

@@ -32,7 +32,8 @@ struct RuleTests {
             error(.vendor, status: 500, vendor: "812"), error(.vendor, status: 500, vendor: "802"), error(.credentialUnavailable),
         ] {
             #expect(
-                isRetry(FileMakerWriter.settlement(for: retried)), "\(retried.code) \(retried.status ?? 0) \(retried.vendorCode ?? "-")")
+                isRetry(SettlementRules.fileMaker.settlement(for: retried)),
+                "\(retried.code) \(retried.status ?? 0) \(retried.vendorCode ?? "-")")
         }
         let cases: [(HTTPError, String)] = [
             (error(.vendor, status: 500, vendor: "102"), "filemaker-102"), (error(.vendor, status: 500, vendor: "105"), "filemaker-105"),
@@ -40,7 +41,7 @@ struct RuleTests {
             (error(.httpStatus, status: 404), "filemaker-http-404"), (error(.invalidRequest), "filemaker-invalid-request"),
         ]
         for (failure, code) in cases {
-            let settlement = FileMakerWriter.settlement(for: failure)
+            let settlement = SettlementRules.fileMaker.settlement(for: failure)
             // A validation refusal (5xx) is told in codes: FileMaker's message may quote the value.
             if failure.vendorCode?.hasPrefix("5") == true {
                 #expect(settlement.code == code && !"\(settlement)".contains(failure.description), "\(settlement)")
@@ -63,8 +64,8 @@ struct RuleTests {
         #expect(Settlement.delay(for: limited(in: 86_400), now: now) == .seconds(600))
         #expect(Settlement.delay(for: limited(in: nil), now: now) == nil)
         for settlement in [
-            FileMakerWriter.settlement(for: limited(in: 30)), ETOCheckInRecorder.settlement(for: limited(in: 30)),
-            DirectorySyncer.settlement(for: limited(in: 30)),
+            SettlementRules.fileMaker.settlement(for: limited(in: 30)), SettlementRules.eto.settlement(for: limited(in: 30)),
+            SettlementRules.directory.settlement(for: limited(in: 30)),
         ] {
             guard case .retry(let delay, _, _) = settlement, let delay else {
                 Issue.record("\(settlement)")
@@ -72,7 +73,7 @@ struct RuleTests {
             }
             #expect(delay > .seconds(25) && delay <= .seconds(30), "\(delay)")
         }
-        guard case .retry(nil, _, _) = FileMakerWriter.settlement(for: limited(in: nil)) else {
+        guard case .retry(nil, _, _) = SettlementRules.fileMaker.settlement(for: limited(in: nil)) else {
             Issue.record("without a time, the group's back-off")
             return
         }
@@ -89,8 +90,8 @@ struct RuleTests {
             for (status, vendor) in [(nil, nil), (503, nil), (500, "952"), (500, "102"), (400, "1708"), (404, nil)] as [(Int?, String?)] {
                 let failure = error(kind, status: status, vendor: vendor)
                 settlements += [
-                    FileMakerWriter.settlement(for: failure), ETOCheckInRecorder.settlement(for: failure),
-                    DirectorySyncer.settlement(for: failure),
+                    SettlementRules.fileMaker.settlement(for: failure), SettlementRules.eto.settlement(for: failure),
+                    SettlementRules.directory.settlement(for: failure),
                 ]
             }
         }
@@ -108,15 +109,76 @@ struct RuleTests {
         #expect(Settlement.code("eto-notResent") == "eto-not-resent")
         #expect(Settlement.code("9 lives!") == "error-9-lives")
         // The rules produce valid codes themselves; wireSafe is the guard, not the fix.
-        #expect(FileMakerWriter.settlement(for: error(.connectionFailed)).code == "filemaker-connection-failed")
+        #expect(SettlementRules.fileMaker.settlement(for: error(.connectionFailed)).code == "filemaker-connection-failed")
     }
 
     @Test("ETO: a write not sent again after the log-in page is retried (it looks first next time); a 400 fault is a dead letter")
     func etoSettlements() {
-        #expect(isRetry(ETOCheckInRecorder.settlement(for: error(.notResent, status: 200, api: .eto))))
-        #expect(isRetry(ETOCheckInRecorder.settlement(for: error(.httpStatus, status: 503, api: .eto))))
-        #expect(isRetry(ETOCheckInRecorder.settlement(for: error(.connectionFailed, api: .eto))))
-        #expect(ETOCheckInRecorder.settlement(for: error(.vendor, status: 400, api: .eto)).code == "eto-http-400")
+        #expect(isRetry(SettlementRules.eto.settlement(for: error(.notResent, status: 200, api: .eto))))
+        #expect(isRetry(SettlementRules.eto.settlement(for: error(.httpStatus, status: 503, api: .eto))))
+        #expect(isRetry(SettlementRules.eto.settlement(for: error(.connectionFailed, api: .eto))))
+        #expect(SettlementRules.eto.settlement(for: error(.vendor, status: 400, api: .eto)).code == "eto-http-400")
+    }
+
+    @Test(
+        "ETO's table: connection trouble, a write not sent again, 5xx, 429 and 408 are retried; a bad request and other statuses are dead letters"
+    )
+    func etoTable() {
+        let rules = SettlementRules.eto
+        for retried in [
+            error(.timeout, api: .eto), error(.credentialRejected, status: 401, api: .eto), error(.notResent, status: 302, api: .eto),
+            error(.httpStatus, status: 500, api: .eto), error(.httpStatus, status: 429, api: .eto),
+            error(.httpStatus, status: 408, api: .eto),
+            error(.credentialUnavailable, api: .eto),
+        ] {
+            #expect(isRetry(rules.settlement(for: retried)), "\(retried.code) \(retried.status ?? 0)")
+        }
+        for (failure, code) in [
+            (error(.vendor, status: 400, api: .eto), "eto-http-400"), (error(.httpStatus, status: 404, api: .eto), "eto-http-404"),
+            (error(.invalidCredentials, api: .eto), "eto-invalid-credentials"),
+            (error(.responseTooLarge, api: .eto), "eto-response-too-large"),
+        ] {
+            #expect(rules.settlement(for: failure) == .deadLetter(code: code, message: failure.description))
+        }
+        #expect(rules.settlement(for: error(.notResent, api: .eto)).code == "eto-not-resent")
+    }
+
+    @Test("the Directory's table: connection trouble, 5xx, 429 and 408 are retried; a refused request is a dead letter carrying the status")
+    func directoryTable() {
+        let rules = SettlementRules.directory
+        for retried in [
+            error(.connectionFailed, api: .directory), error(.tls, api: .directory), error(.notResent, status: 401, api: .directory),
+            error(.httpStatus, status: 503, api: .directory), error(.httpStatus, status: 408, api: .directory),
+        ] {
+            #expect(isRetry(rules.settlement(for: retried)), "\(retried.code) \(retried.status ?? 0)")
+        }
+        for (failure, code) in [
+            (error(.httpStatus, status: 409, api: .directory), "directory-http-409"),
+            (error(.httpStatus, status: 400, api: .directory), "directory-http-400"),
+            (error(.invalidRequest, api: .directory), "directory-invalid-request"),
+        ] {
+            #expect(rules.settlement(for: failure) == .deadLetter(code: code, message: failure.description))
+        }
+    }
+
+    @Test("where the tables differ: only FileMaker reads its own codes, and only ETO and the Directory retry a write not sent again")
+    func tablesDiffer() {
+        // A FileMaker "layout missing" is a dead letter for FileMaker; for the others the status decides.
+        let missing = error(.vendor, status: 500, vendor: "105")
+        #expect(SettlementRules.fileMaker.settlement(for: missing) == .deadLetter(code: "filemaker-105", message: missing.description))
+        #expect(SettlementRules.eto.settlement(for: missing) == .retry(after: nil, code: "eto-http-500", message: missing.description))
+        #expect(
+            SettlementRules.directory.settlement(for: missing)
+                == .retry(after: nil, code: "directory-http-500", message: missing.description))
+        // `notResent` (only ETO's client raises it today): FileMaker settles it by its status.
+        let notResent = error(.notResent, status: 401)
+        #expect(
+            SettlementRules.fileMaker.settlement(for: notResent) == .deadLetter(code: "filemaker-http-401", message: notResent.description))
+        #expect(
+            SettlementRules.eto.settlement(for: notResent) == .retry(after: nil, code: "eto-not-resent", message: notResent.description))
+        #expect(
+            SettlementRules.directory.settlement(for: notResent)
+                == .retry(after: nil, code: "directory-not-resent", message: notResent.description))
     }
 
     @Test("without a certificate, two workers of one service publish under different names, and a restart keeps its name")

@@ -40,7 +40,7 @@ let package = Package(
         // The FileMaker emulator's multipart/form-data parser (container uploads): its one file,
         // linked in the same way.
         fuzzTarget("multipart", []),
-        // Heavier: SwitchboardBus brings ZeroMQ, GRDB, swift-crypto and the rest into the build.
-        fuzzTarget("csv", [protocolModule, .product(name: "SwitchboardBus", package: "Switchboard")]),
+        // Heavier: SwitchboardKiosk brings ZeroMQ, GRDB, swift-crypto and the rest into the build.
+        fuzzTarget("csv", [protocolModule, .product(name: "SwitchboardKiosk", package: "Switchboard")]),
     ]
 )

@@ -1,10 +1,10 @@
 // `switchboard-directory`'s memory, one SQLite file in its data directory (0600 in 0700, WAL,
-// synchronous=FULL, as ProcessedSet): the accepted list (the snapshot the poll diffs against),
-// the list a suspect poll held back, and the bus requests it applied, keyed by event id.
+// synchronous=FULL, through PrivateDatabase): the accepted list (the snapshot the poll diffs
+// against), the list a suspect poll held back, and the bus requests it applied, keyed by event id.
 //
-// The applied requests play ProcessedSet's part, but live in the same file as the snapshot on
-// purpose: "request applied" and "the snapshot knows the person" commit in one transaction, so
-// no crash can leave a person the syncer added looking new to its next poll.
+// The applied requests make the syncer's effects idempotent, and live in the same file as the
+// snapshot on purpose: "request applied" and "the snapshot knows the person" commit in one
+// transaction, so no crash can leave a person the syncer added looking new to its next poll.
 
 import Foundation
 import GRDB
@@ -134,10 +134,5 @@ public final class DirectorySyncStore: Sendable {
             }
             if let removed { try db.execute(sql: "DELETE FROM people WHERE person_id = ?", arguments: [removed]) }
         }
-    }
-
-    /// How many requests were applied.
-    public func appliedCount() async throws -> Int {
-        try await queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM applied WHERE done = 1") ?? 0 }
     }
 }

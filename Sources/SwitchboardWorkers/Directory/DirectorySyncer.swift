@@ -15,11 +15,10 @@
 
 import Foundation
 public import Logging
-public import SwitchboardAuth
 public import SwitchboardBackends
 public import SwitchboardBus
 import SwitchboardCredentials
-public import SwitchboardHTTP
+import SwitchboardHTTP
 import SwitchboardProtocol
 import Synchronization
 
@@ -252,7 +251,7 @@ public final class DirectorySyncer: EventHandler, Sendable {
             logger.info("person added to the Directory", metadata: ["event_id": "\(eventID)", "directory.person": "\(person.id)"])
             return .done
         } catch let error as HTTPError {
-            return Self.settlement(for: error)
+            return SettlementRules.directory.settlement(for: error)
         } catch {
             return .retry(after: .seconds(1), code: "store", message: "the syncer's store failed: \(error)")
         }
@@ -315,7 +314,7 @@ public final class DirectorySyncer: EventHandler, Sendable {
             try await store.finish(intent, removed: target)
             return .done
         } catch let error as HTTPError {
-            return Self.settlement(for: error)
+            return SettlementRules.directory.settlement(for: error)
         } catch {
             return .retry(after: .seconds(1), code: "store", message: "the syncer's store failed: \(error)")
         }
@@ -371,40 +370,6 @@ public final class DirectorySyncer: EventHandler, Sendable {
         } catch {
             if error.status == 404, error.code != .credentialRejected { return false }
             throw error
-        }
-    }
-
-    /// How a Directory failure is settled: what another try can fix is retried with the group's
-    /// back-off; a request the Directory refuses as such is a dead letter carrying the status.
-    public static func settlement(for error: HTTPError) -> Settlement {
-        let text = error.description
-        switch error.code {
-        case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .cancelled, .shutDown, .notResent:
-            return .retry(after: Settlement.delay(for: error), code: Settlement.code("directory-\(error.code)"), message: text)
-        case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
-            return .deadLetter(code: Settlement.code("directory-\(error.code)"), message: text)
-        default:
-            break
-        }
-        if let status = error.status {
-            if status >= 500 || status == 429 || status == 408 {
-                return .retry(after: nil, code: "directory-http-\(status)", message: text)
-            }
-            return .deadLetter(code: "directory-http-\(status)", message: text)
-        }
-        return .retry(after: nil, code: Settlement.code("directory-\(error.code)"), message: text)
-    }
-}
-
-extension AuthTokenProvider {
-    /// A provider of the Directory API key of `account` for the Directory client, backed by this
-    /// worker's cache and the auth service (`token.get` for backend `directory`).
-    public func directory(account: String) -> CredentialProvider<Directory.APIKey> {
-        let provider = self.provider(backend: "directory", account: account)
-        return { forceRefresh, rejected in
-            let credential = try await provider(
-                forceRefresh, rejected.map { Credential(token: $0.key, issuedAt: Date(), attributes: ["user": $0.user]) })
-            return Directory.APIKey(key: credential.token, user: credential.attributes["user"] ?? account)
         }
     }
 }

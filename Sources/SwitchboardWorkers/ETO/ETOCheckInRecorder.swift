@@ -30,7 +30,7 @@
 import Foundation
 public import Logging
 public import SwitchboardBackends
-public import SwitchboardHTTP
+import SwitchboardHTTP
 import SwitchboardProtocol
 
 /// The ETO calls the recorder needs, with a site session chosen per call. The worker's is
@@ -213,7 +213,7 @@ public struct ETOCheckInRecorder: EventHandler {
                 metadata: ["event_id": "\(event.eventID)", "eto.participant": "\(participant.id)", "eto.response": "\(id)"])
             return .done
         } catch let error as HTTPError {
-            return Self.settlement(for: error)
+            return SettlementRules.eto.settlement(for: error)
         } catch let local as Local {
             return .retry(after: local.after, code: local.code, message: local.message)
         } catch {
@@ -385,7 +385,7 @@ public struct ETOCheckInRecorder: EventHandler {
                 ])
             return .done
         } catch let error as HTTPError {
-            return Self.settlement(for: error)
+            return SettlementRules.eto.settlement(for: error)
         } catch let local as Local {
             return .retry(after: local.after, code: local.code, message: local.message)
         } catch {
@@ -508,24 +508,5 @@ public struct ETOCheckInRecorder: EventHandler {
             }
         }
         return result
-    }
-
-    /// How an ETO failure is settled. ETO answers a bad request (a disabled program, an element
-    /// that is not part of the TouchPoint) with a 400 WCF fault: no retry changes it.
-    public static func settlement(for error: HTTPError) -> Settlement {
-        let text = error.description
-        switch error.code {
-        case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .notResent, .cancelled, .shutDown:
-            return .retry(after: Settlement.delay(for: error), code: Settlement.code("eto-\(error.code)"), message: text)
-        case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
-            return .deadLetter(code: Settlement.code("eto-\(error.code)"), message: text)
-        default:
-            break
-        }
-        if let status = error.status {
-            if status >= 500 || status == 429 || status == 408 { return .retry(after: nil, code: "eto-http-\(status)", message: text) }
-            return .deadLetter(code: "eto-http-\(status)", message: text)
-        }
-        return .retry(after: nil, code: Settlement.code("eto-\(error.code)"), message: text)
     }
 }

@@ -16,7 +16,7 @@
 import Foundation
 public import Logging
 public import SwitchboardBackends
-public import SwitchboardHTTP
+import SwitchboardHTTP
 import SwitchboardProtocol
 
 /// The content of `filemaker.record.written` (schema `filemaker.record.written/1`).
@@ -109,14 +109,6 @@ public struct FileMakerWriter: EventHandler {
         self.logger = logger
         self.publishVoided = publishVoided
         self.publish = publish
-    }
-
-    /// Reads the layout's metadata from the server and checks the mapping against it; returns
-    /// the mapped check-in (and void) fields that are text. Errors name the setting.
-    public static func checkLayout(
-        client: FileMakerClient, mapping: FileMakerMapping, session: CredentialSource<FileMaker.Session>
-    ) async throws(WorkerConfigurationError) -> Set<String> {
-        try await checkLayouts(client: client, mapping: mapping, session: session).checkIns
     }
 
     /// Reads every mapped layout's metadata (check-ins, staff, participants) and checks the
@@ -225,7 +217,7 @@ public struct FileMakerWriter: EventHandler {
                 metadata: ["event_id": "\(event.eventID)", "filemaker.layout": "\(layout)", "filemaker.record": "\(record.recordId)"])
             return .done
         } catch {
-            return Self.settlement(for: error, fields: Array(fields.keys))
+            return SettlementRules.fileMaker.settlement(for: error, fields: Array(fields.keys))
         }
     }
 
@@ -281,7 +273,7 @@ public struct FileMakerWriter: EventHandler {
                 ])
             return .done
         } catch {
-            return Self.settlement(for: error, fields: Array(fields.keys) + [mapping.checkins.eventIDField])
+            return SettlementRules.fileMaker.settlement(for: error, fields: Array(fields.keys) + [mapping.checkins.eventIDField])
         }
     }
 
@@ -311,7 +303,7 @@ public struct FileMakerWriter: EventHandler {
                 ])
             return .done
         } catch {
-            return Self.settlement(for: error, fields: Array(fields.keys) + [participants.participantIDField])
+            return SettlementRules.fileMaker.settlement(for: error, fields: Array(fields.keys) + [participants.participantIDField])
         }
     }
 
@@ -368,60 +360,7 @@ public struct FileMakerWriter: EventHandler {
             }
             return .done
         } catch {
-            return Self.settlement(for: error, fields: Array(staff.fields.keys))
+            return SettlementRules.fileMaker.settlement(for: error, fields: Array(staff.fields.keys))
         }
-    }
-
-    /// How a FileMaker failure is settled: what another try can fix is retried (with the group's
-    /// back-off), what it cannot is a dead letter carrying the FileMaker code.
-    ///
-    /// A field validation's refusal (codes 500–599) is described by its code and the fields it
-    /// names, never by FileMaker's message: that message can quote the value refused, which is
-    /// what a person typed, and the reason is logged and listed to operators.
-    /// - Parameter fields: the fields the request wrote, to name the ones FileMaker's message
-    ///   mentions.
-    public static func settlement(for error: HTTPError, fields: [String] = []) -> Settlement {
-        let text = error.description
-        switch error.code {
-        case .connectionFailed, .timeout, .tls, .decoding, .credentialRejected, .credentialUnavailable, .cancelled, .shutDown:
-            return .retry(after: Settlement.delay(for: error), code: Settlement.code("filemaker-\(error.code)"), message: text)
-        case .invalidRequest, .invalidConfiguration, .responseTooLarge, .invalidCredentials:
-            return .deadLetter(code: Settlement.code("filemaker-\(error.code)"), message: text)
-        default:
-            break
-        }
-        if let code = error.vendorCode, let number = Int(code) {
-            // 952 (token), 802 (file not open), 812 (session limit), 8xx host trouble, 10 (auth
-            // header): the server or the session, not the record. 500–599: a field validation
-            // refused this record's values; 100–199: a layout, field or record that does not
-            // exist; 1708/1710: a request FileMaker cannot read. None of those change by retrying.
-            switch number {
-            case 952, 10, 800...899: return .retry(after: nil, code: "filemaker-\(code)", message: text)
-            case 500...599:
-                return .deadLetter(code: "filemaker-\(code)", message: validationMessage(error, code: code, fields: fields))
-            case 100...199, 1700...1799, 200...299:
-                return .deadLetter(code: "filemaker-\(code)", message: text)
-            default: break
-            }
-        }
-        if let status = error.status {
-            if status >= 500 || status == 429 || status == 408 {
-                return .retry(after: nil, code: "filemaker-http-\(status)", message: text)
-            }
-            return .deadLetter(code: "filemaker-http-\(status)", message: text)
-        }
-        return .retry(after: nil, code: Settlement.code("filemaker-\(error.code)"), message: text)
-    }
-
-    /// A validation refusal in codes and names: the call, FileMaker's code, and which of the
-    /// written fields its message names (FileMaker's own words are left out, see above).
-    static func validationMessage(_ error: HTTPError, code: String, fields: [String]) -> String {
-        let named = fields.filter { field in error.vendorMessage?.contains(field) ?? false }.sorted()
-        let which =
-            named.isEmpty
-            ? "FileMaker's message names none of the written fields"
-            : "field\(named.count == 1 ? "" : "s") \(named.map { "'\($0)'" }.joined(separator: ", "))"
-        return
-            "\(error.api) \(error.operation) failed: FileMaker code \(code), a field's validation refused the record's value (\(which)); HTTP \(error.status ?? 0), attempts \(error.attempts)"
     }
 }

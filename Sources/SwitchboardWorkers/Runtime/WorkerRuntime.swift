@@ -8,7 +8,6 @@ public import ArgumentParser
 public import Foundation
 public import Logging
 public import ServiceLifecycle
-public import SwitchboardAuth
 public import SwitchboardBus
 import SwitchboardCredentials
 public import SwitchboardHTTP
@@ -16,6 +15,7 @@ public import SwitchboardObservability
 import SwitchboardProtocol
 public import SwitchboardRuntime
 public import SwitchboardSecurity
+public import SwitchboardTokens
 import Synchronization
 import UnixSignals
 public import ZeroMQ

@@ -1,6 +1,6 @@
 import Foundation
 import FuzzSupport
-import SwitchboardBus
+import SwitchboardKiosk
 import SwitchboardProtocol
 
 runFuzzer()

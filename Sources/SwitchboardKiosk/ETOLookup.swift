@@ -3,6 +3,7 @@
 // only reads, so each may be retried on a fresh socket (Lazy Pirate).
 
 import Foundation
+public import SwitchboardBus
 public import SwitchboardProtocol
 
 public struct ETOLookup: Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import SwitchboardBus
+import SwitchboardKiosk
 import SwitchboardProtocol
 import SwitchboardTesting
 import Testing

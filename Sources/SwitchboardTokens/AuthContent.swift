@@ -9,6 +9,9 @@ public import SwitchboardProtocol
 /// A worker checks every `token.get` reply with these before it caches the token. Errors name
 /// the field, never its value: the content holds a secret.
 public enum AuthContent {
+    /// The back ends `auth` holds accounts for and hands out tokens of.
+    public static let backends: Set<String> = ["eto", "filemaker", "directory", "sap"]
+
     /// Checks a `token.get` reply's content.
     public static func validateToken(_ data: Data) throws(ProtocolError) {
         let object = try parseObject(data)
@@ -67,8 +70,8 @@ public enum AuthContent {
 
     private static func checkBackendAndAccount(_ object: [String: JSONValue]) throws(ProtocolError) {
         guard case .string(let backend)? = object["backend"] else { throw missing("backend", "a string") }
-        guard AuthAccounts.backends.contains(backend) else {
-            throw fail("backend", "must be one of \(AuthAccounts.backends.sorted().joined(separator: ", "))")
+        guard backends.contains(backend) else {
+            throw fail("backend", "must be one of \(backends.sorted().joined(separator: ", "))")
         }
         guard case .string(let account)? = object["account"] else { throw missing("account", "a string") }
         guard !account.isEmpty else { throw fail("account", "must not be empty") }
