@@ -76,8 +76,9 @@ public struct BrokerEndpoints: Sendable, Hashable, Codable {
 public final class Broker: Sendable {
     public let configuration: BrokerConfiguration
     private let logger: Logger
+    /// The process's ZeroMQ context; its owner (the process's `IOThread`) terminates it after
+    /// the broker has stopped.
     private let context: Context
-    private let ownsContext: Bool
     private let wakeUp: WakeUpSignal
     private let state = Mutex(State())
     /// The service plane, on its own thread and socket.
@@ -101,18 +102,16 @@ public final class Broker: Sendable {
     }
 
     /// - Parameters:
-    ///   - context: the ZeroMQ context to use (the same as a ZAP handler's, when one is used);
-    ///     by default the broker makes and terminates its own.
+    ///   - context: the ZeroMQ context to use (the same as a ZAP handler's, when one is used).
+    ///     The broker never terminates it: the process's `IOThread` owns it.
     ///   - metrics: where its metrics go; by default swift-metrics' bootstrapped factory.
     public init(
-        configuration: BrokerConfiguration, logger: Logger, context: Context? = nil, metrics: any MetricsFactory = MetricsSystem.factory
+        configuration: BrokerConfiguration, logger: Logger, context: Context, metrics: any MetricsFactory = MetricsSystem.factory
     ) throws {
         try configuration.validate()
         self.configuration = configuration
         self.logger = logger
         self.metricsFactory = metrics
-        self.ownsContext = context == nil
-        let context = try context ?? Context()
         self.context = context
         self.wakeUp = try WakeUpSignal()
         let security = try configuration.securityKey.map { key in
@@ -147,8 +146,8 @@ public final class Broker: Sendable {
             }
             serviceEndpoint = try await services.start()
         } catch {
-            // `markFinished` waits for the service plane's thread and for libzmq: on a thread of
-            // its own, never on the cooperative pool (two threads on two cores).
+            // `markFinished` waits for the ZAP handler's thread: on a thread of its own, never
+            // on the cooperative pool (two threads on two cores).
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let thread = Thread { [self] in
                     markFinished(failure: nil)
@@ -238,15 +237,14 @@ public final class Broker: Sendable {
             defer { state.finishWaiters = [] }
             return state.finishWaiters
         }
-        // The event plane is down (stopped, or failed on its own): the service plane goes too,
-        // and has closed its socket before the context is terminated.
+        // The event plane is down (stopped, or failed on its own): the service plane goes too.
+        // `waitUntilStopped()` waits for it before it returns, so the context's owner
+        // terminates the context only once both planes have closed their sockets.
         services.requestStop()
-        if ownsContext { services.waitUntilStoppedBlocking() }
         zap.withLock { handler in
             handler?.stop()
             handler = nil
         }
-        if ownsContext { context.terminate() }
         for waiter in waiters { waiter.resume() }
     }
 

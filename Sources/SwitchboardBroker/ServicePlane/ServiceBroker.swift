@@ -71,8 +71,6 @@ public final class ServiceBroker: Sendable {
         var finished = false
         var started = false
         var finishWaiters: [CheckedContinuation<Void, Never>] = []
-        /// Threads (not tasks) waiting in `waitUntilStoppedBlocking()`.
-        var blockedWaiters: [DispatchSemaphore] = []
     }
 
     public init(
@@ -143,34 +141,18 @@ public final class ServiceBroker: Sendable {
         }
     }
 
-    /// For a thread that is not in the cooperative pool (the broker thread at exit).
-    /// Never call it from async code: it blocks its thread.
-    func waitUntilStoppedBlocking() {
-        let done = DispatchSemaphore(value: 0)
-        let finished = state.withLock { state -> Bool in
-            let finished = state.finished || !state.started
-            if !finished { state.blockedWaiters.append(done) }
-            return finished
-        }
-        if !finished { done.wait() }
-    }
-
     public func stop() async {
         requestStop()
         await waitUntilStopped()
     }
 
     private func markFinished() {
-        let (waiters, blocked) = state.withLock { state -> ([CheckedContinuation<Void, Never>], [DispatchSemaphore]) in
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.finished = true
-            defer {
-                state.finishWaiters = []
-                state.blockedWaiters = []
-            }
-            return (state.finishWaiters, state.blockedWaiters)
+            defer { state.finishWaiters = [] }
+            return state.finishWaiters
         }
         for waiter in waiters { waiter.resume() }
-        for thread in blocked { thread.signal() }
     }
 
     fileprivate var stopRequested: Bool { state.withLock { $0.stopRequested } }
