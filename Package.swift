@@ -48,7 +48,12 @@ var targets: [Target] = [
     // A bound on what one peer can make libzmq buffer, counted as bytes arrive (its header says
     // how, and why libzmq's own options cannot).
     .target(name: "CReceiveGuard"),
-    .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "CReceiveGuard"], swiftSettings: swiftSettings),
+    // The IOThread is a Service (ServiceLifecycle) that owns the context's teardown.
+    .target(
+        name: "ZeroMQ",
+        dependencies: ["CZeroMQ", "CReceiveGuard", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+        swiftSettings: swiftSettings
+    ),
     // posix_spawn's GNU file actions (chdir, closefrom) for ChildProcess.
     .target(name: "CSpawn"),
     // glibc's heap statistics and malloc_trim, for the broker's HeapTrim.
@@ -85,7 +90,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardObservability",
         dependencies: [
-            "SwitchboardProtocol",
+            "SwitchboardProtocol", "SwitchboardRuntime",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Hummingbird", package: "hummingbird"),
@@ -151,7 +156,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-broker",
         dependencies: [
-            "SwitchboardBroker", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardObservability",
+            "SwitchboardBroker", "SwitchboardBus", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity", "SwitchboardObservability",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -179,7 +184,7 @@ var targets: [Target] = [
         name: "SwitchboardKioskTests",
         dependencies: [
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "SwitchboardObservability",
-            "SwitchboardTesting",
+            "SwitchboardTesting", "ZeroMQ",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ],
@@ -485,7 +490,14 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
-    .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
+    .testTarget(
+        name: "ZeroMQTests",
+        dependencies: [
+            "ZeroMQ", .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ],
+        swiftSettings: swiftSettings
+    ),
     .testTarget(
         name: "SwitchboardRuntimeTests",
         dependencies: ["SwitchboardRuntime", "SwitchboardTesting"],
@@ -510,8 +522,9 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardBusTests",
         dependencies: [
-            "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardTesting",
+            "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardTesting", "SwitchboardRuntime",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "GRDB", package: "GRDB.swift"),
         ],
         swiftSettings: swiftSettings

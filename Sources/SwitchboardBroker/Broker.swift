@@ -76,8 +76,9 @@ public struct BrokerEndpoints: Sendable, Hashable, Codable {
 public final class Broker: Sendable {
     public let configuration: BrokerConfiguration
     private let logger: Logger
+    /// The process's ZeroMQ context; its owner (the process's `IOThread`) terminates it after
+    /// the broker has stopped.
     private let context: Context
-    private let ownsContext: Bool
     /// The event plane's thread: it owns every event-plane socket and the journal.
     private let thread: PollThread
     private let state = Mutex(State())
@@ -103,18 +104,16 @@ public final class Broker: Sendable {
     }
 
     /// - Parameters:
-    ///   - context: the ZeroMQ context to use (the same as a ZAP handler's, when one is used);
-    ///     by default the broker makes and terminates its own.
+    ///   - context: the ZeroMQ context to use (the same as a ZAP handler's, when one is used).
+    ///     The broker never terminates it: the process's `IOThread` owns it.
     ///   - metrics: where its metrics go; by default swift-metrics' bootstrapped factory.
     public init(
-        configuration: BrokerConfiguration, logger: Logger, context: Context? = nil, metrics: any MetricsFactory = MetricsSystem.factory
+        configuration: BrokerConfiguration, logger: Logger, context: Context, metrics: any MetricsFactory = MetricsSystem.factory
     ) throws {
         try configuration.validate()
         self.configuration = configuration
         self.logger = logger
         self.metricsFactory = metrics
-        self.ownsContext = context == nil
-        let context = try context ?? Context()
         self.context = context
         self.thread = try PollThread(name: "broker")
         let security = try configuration.securityKey.map { key in
@@ -216,14 +215,14 @@ public final class Broker: Sendable {
 
     /// Blocks: the broker thread at its end, or a thread of its own (never async code).
     private func tearDown() {
-        // The service plane goes too, and has closed its socket before the context is terminated.
+        // The event plane is down (stopped, or failed on its own): the service plane goes too.
+        // `waitUntilStopped()` waits for it before it returns, so the context's owner
+        // terminates the context only once both planes have closed their sockets.
         services.requestStop()
-        if ownsContext { services.waitUntilStoppedBlocking() }
         zap.withLock { handler in
             handler?.stop()
             handler = nil
         }
-        if ownsContext { context.terminate() }
     }
 
     // MARK: Access for the core (on the broker thread)

@@ -74,7 +74,7 @@ public struct BrokerConfiguration: Sendable {
     public var insecure = false
     /// `admin`: where `switchboard-broker` serves `/metrics` and `/health/*` (`HOST:PORT` or
     /// `none`; deploy/prometheus/README.md). Read by the program, not by `Broker`.
-    public var adminAddress = "127.0.0.1:9560"
+    public var adminAddress = "127.0.0.1:\(AdminPort.broker.defaultPort)"
 
     public init() {}
 

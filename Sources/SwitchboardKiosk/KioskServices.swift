@@ -1,6 +1,6 @@
 // The kiosk as a long-running program (`serve`, and `demo`) is one ServiceGroup of three
-// services: the admin server, the delivery of the outbox, and (in `demo`) the recording of
-// check-ins. A group shuts its services down gracefully in the reverse of their order, so on
+// services after the process's I/O thread: the admin server, the delivery of the outbox, and
+// (in `demo`) the recording of check-ins. A group shuts its services down gracefully in the reverse of their order, so on
 // SIGTERM the recorder stops first (a check-in being saved is saved; no new one begins), then
 // the delivery sends what is waiting for as long as its drain time allows, and the admin server
 // goes last, answering /health and /metrics until the work has stopped. Whatever is not
@@ -14,30 +14,27 @@ public import SwitchboardBus
 public import SwitchboardObservability
 import SwitchboardProtocol
 import Synchronization
-public import UnixSignals
-import ZeroMQ
+public import ZeroMQ
 
 /// Sends an outbox to the broker until graceful shutdown, then drains it.
 ///
 /// On graceful shutdown it stops waiting for new events and keeps sending until the outbox has
 /// nothing pending and nothing in flight, or `drainTime` has passed; then it returns. On
 /// cancellation it stops at once. Either way what was not acknowledged stays in the outbox.
-/// It owns its ZeroMQ context, which `run` ends: run it once.
+/// Its socket is on the process's I/O thread, which goes before it in the group.
 public final class KioskDelivery: Service, Sendable {
     public let sender: OutboxSender
     /// How long graceful shutdown may spend sending what is waiting.
     public let drainTime: Duration
-    private let context: Context
-    private let io: IOThread
     private let logger: Logger
 
-    /// - Parameter metrics: where the outbox metrics go.
+    /// - Parameters:
+    ///   - io: the process's I/O thread.
+    ///   - metrics: where the outbox metrics go.
     public init(
-        outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), drainTime: Duration = .seconds(5),
+        io: IOThread, outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), drainTime: Duration = .seconds(5),
         logger: Logger, metrics: any MetricsFactory
-    ) throws {
-        context = try Context()
-        io = try IOThread(context: context)
+    ) {
         sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoint, settings: settings, logger: logger, metrics: metrics)
         self.drainTime = drainTime
         self.logger = logger
@@ -66,42 +63,24 @@ public final class KioskDelivery: Service, Sendable {
             }
         } catch is CancellationError {
             // The drain time ran out, or the group was cancelled: what is left stays queued.
-        } catch {
-            await close()
-            throw error
         }
-        await close()
         let waiting = (try? await sender.outbox.counts().pending) ?? -1
         logger.info("outbox delivery stopped", metadata: ["waiting": "\(waiting)", "drained": "\(waiting == 0)"])
     }
 
-    /// Sends what `outbox` holds until nothing is pending or `wait` has passed, on a ZeroMQ
-    /// context of its own: what a kiosk command that records once (`checkin`, `import`,
-    /// `flush`, `load`) does before it exits.
+    /// Sends what `outbox` holds until nothing is pending or `wait` has passed, on an I/O
+    /// thread of its own (shut down on every way out): what a kiosk command that records once
+    /// (`checkin`, `import`, `flush`, `load`) does before it exits.
     /// - Parameter keepWaiting: asked when the outbox is empty: true waits for more (a load
     ///   run still generating).
     public static func deliver(
         _ outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), within wait: Duration,
         keepWaiting: @escaping @Sendable () -> Bool = { false }, logger: Logger
     ) async throws -> DeliveryReport {
-        let context = try Context()
-        let io = try IOThread(context: context)
-        let sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoint, settings: settings, logger: logger)
-        let report: DeliveryReport
-        do {
-            report = try await sender.deliver(until: .now + wait, keepWaiting: keepWaiting)
-        } catch {
-            await io.shutdown()
-            throw error
+        try await IOThread.withIOThread { io in
+            let sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoint, settings: settings, logger: logger)
+            return try await sender.deliver(until: .now + wait, keepWaiting: keepWaiting)
         }
-        await io.shutdown()
-        await context.terminate()
-        return report
-    }
-
-    private func close() async {
-        await io.shutdown()
-        await context.terminate()
     }
 }
 
@@ -158,18 +137,20 @@ public struct KioskServices: Sendable {
     public let recorder: CheckInTrickle?
 
     /// - Parameters:
+    ///   - io: the process's I/O thread (a service before these).
     ///   - endpoint: the broker's ingest endpoint.
     ///   - settings: the sender's settings (CURVE keys among them).
     ///   - admin: where to serve /metrics and /health, or nil for nowhere.
     ///   - observability: the program's metrics registry.
     ///   - onListening: called once the admin server has bound its address (never with no admin).
     public init(
-        outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), drainTime: Duration = .seconds(5),
+        io: IOThread, outbox: Outbox, endpoint: String, settings: OutboxSender.Settings = .init(), drainTime: Duration = .seconds(5),
         admin: AdminAddress?, observability: Observability, recorder: CheckInTrickle?, logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) throws {
-        let delivery = try KioskDelivery(
-            outbox: outbox, endpoint: endpoint, settings: settings, drainTime: drainTime, logger: logger, metrics: observability.factory)
+    ) {
+        let delivery = KioskDelivery(
+            io: io, outbox: outbox, endpoint: endpoint, settings: settings, drainTime: drainTime, logger: logger,
+            metrics: observability.factory)
         var readiness = Readiness()
         readiness.add("broker") { delivery.isConnected }
         // What the outbox has held over its life (waiting, refused and delivered), which other
@@ -202,14 +183,7 @@ public struct KioskServices: Sendable {
         return services
     }
 
-    /// The group a kiosk program runs: graceful shutdown on `signals`, and cancellation of what
-    /// is left after `deadline` (it should stay under what a supervisor grants before SIGKILL:
-    /// `switchboard up` and systemd give 10 s).
-    public func serviceGroup(
-        signals: [UnixSignal] = [.sigterm, .sigint], deadline: Duration = .seconds(8), logger: Logger
-    ) -> ServiceGroup {
-        var configuration = ServiceGroupConfiguration(services: configurations, gracefulShutdownSignals: signals, logger: logger)
-        configuration.maximumGracefulShutdownDuration = deadline
-        return ServiceGroup(configuration: configuration)
-    }
+    /// How long a kiosk program's graceful shutdown may take before what is left is cancelled:
+    /// under what a supervisor grants before SIGKILL (`switchboard up` and systemd give 10 s).
+    public static let shutdownDeadline: Duration = .seconds(8)
 }

@@ -5,11 +5,13 @@ public import SwitchboardBus
 public import SwitchboardProtocol
 public import ZeroMQ
 
-/// A broker on ephemeral ports in a temporary directory, with an I/O thread for clients.
+/// A broker on ephemeral ports in a temporary directory, with an I/O thread for clients. The
+/// I/O thread owns the ZeroMQ context the broker and the clients share, as in a program.
 public final class BrokerFixture: Sendable {
     public let directory: TemporaryDirectory
-    public let context: Context
     public let io: IOThread
+    /// The context of the broker and of `io` (a ZAP handler or a second I/O thread goes here).
+    public var context: Context { io.context }
     public let broker: Broker
     public let endpoints: BrokerEndpoints
     public let configuration: BrokerConfiguration
@@ -28,33 +30,36 @@ public final class BrokerFixture: Sendable {
         configuration.heartbeat = .milliseconds(100)
         configuration.insecure = true  // tests of security set keys and turn this off
         configure(&configuration)
-        let context = try Context()
         var logger = given ?? Logger(label: "test-broker")
         if given == nil { logger.logLevel = .warning }
-        let broker = try Broker(configuration: configuration, logger: logger, context: context)
-        let endpoints = try await broker.start()
-        return BrokerFixture(
-            directory: directory, context: context, io: try IOThread(context: context), broker: broker, endpoints: endpoints,
-            configuration: configuration)
+        let io = try IOThread()
+        let broker: Broker
+        let endpoints: BrokerEndpoints
+        do {
+            broker = try Broker(configuration: configuration, logger: logger, context: io.context)
+            endpoints = try await broker.start()
+        } catch {
+            await io.shutdown()
+            throw error
+        }
+        return BrokerFixture(directory: directory, io: io, broker: broker, endpoints: endpoints, configuration: configuration)
     }
 
     private init(
-        directory: TemporaryDirectory, context: Context, io: IOThread, broker: Broker, endpoints: BrokerEndpoints,
-        configuration: BrokerConfiguration
+        directory: TemporaryDirectory, io: IOThread, broker: Broker, endpoints: BrokerEndpoints, configuration: BrokerConfiguration
     ) {
         self.directory = directory
-        self.context = context
         self.io = io
         self.broker = broker
         self.endpoints = endpoints
         self.configuration = configuration
     }
 
-    /// Stops broker and clients; keeps the directory unless `remove`.
+    /// Stops broker and clients, then the context (the I/O thread's shutdown); keeps the
+    /// directory unless `remove`.
     public func stop(remove: Bool = true) async {
-        await io.shutdown()
         await broker.stop()
-        await context.terminate()
+        await io.shutdown()
         if remove { directory.remove() }
     }
 

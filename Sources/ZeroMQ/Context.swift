@@ -12,7 +12,8 @@ import Darwin
 ///
 /// A context is thread-safe (libzmq guarantees it), so this type is `Sendable`. Sockets made
 /// from it are not. `terminate()` waits for every socket to be closed; sockets made by this
-/// binding always carry a finite linger, so that wait is bounded.
+/// binding always carry a finite linger, so that wait is bounded. In a program the context's
+/// owner is its `IOThread`, whose shutdown terminates it.
 public final class Context: @unchecked Sendable {
     // @unchecked: the only state is libzmq's context pointer, which libzmq documents as safe
     // to use from any thread; `terminated` is guarded by the lock below.
@@ -46,6 +47,9 @@ public final class Context: @unchecked Sendable {
     public func shutdown() {
         zmq_ctx_shutdown(handle)
     }
+
+    /// Whether `terminate()` has begun: no socket can be made from the context any more.
+    public var isTerminated: Bool { lock.withLock { terminated } }
 
     /// Terminates the context; blocks until every socket made from it is closed.
     public func terminate() {

@@ -1,4 +1,5 @@
 public import Foundation
+public import ServiceLifecycle
 import Synchronization
 
 /// The bridge between async Swift code and libzmq sockets.
@@ -15,14 +16,37 @@ import Synchronization
 ///   reading that socket, so libzmq's own queue (`ZMQ_RCVHWM`) and then TCP push back on the peer.
 ///
 /// One `IOThread` per process (or per subsystem) is the intended use.
-public final class IOThread: Sendable {
+///
+/// It is also the owner of the process's ZeroMQ context, and a `Service` whose `run()` owns the
+/// teardown (as swift-kafka-client's consumer owns its poll loop): in a `ServiceGroup` it goes
+/// first, so graceful shutdown reaches it last, after every service that uses its sockets has
+/// returned. `run()` then closes every socket, stops the thread and terminates the context.
+/// Code that never runs a group (a command that asks once) uses `withIOThread`, which does the
+/// same teardown when its body returns or throws.
+public final class IOThread: Service, Sendable {
     public let context: Context
+    /// Whether `shutdown()` terminates the context: true when this thread made it.
+    private let ownsContext: Bool
     private let wakeUp: WakeUpSignal
     private let shared = Mutex(Shared())
     private let exited = Mutex(Exit())
 
-    public init(context: Context, name: String = "zmq-io") throws(ZMQError) {
+    /// Starts the thread on a context of its own, which `shutdown()` (and so `run()`)
+    /// terminates.
+    /// - Parameter ioThreads: libzmq's own I/O threads (`ZMQ_IO_THREADS`).
+    public convenience init(name: String = "zmq-io", ioThreads: Int32 = 1) throws(ZMQError) {
+        try self.init(context: Context(ioThreads: ioThreads), owningContext: true, name: name)
+    }
+
+    /// Starts the thread on `context`, which stays its caller's to terminate: for a second
+    /// thread on one context (`inproc://` endpoints are per context).
+    public convenience init(context: Context, name: String = "zmq-io") throws(ZMQError) {
+        try self.init(context: context, owningContext: false, name: name)
+    }
+
+    private init(context: Context, owningContext: Bool, name: String) throws(ZMQError) {
         self.context = context
+        self.ownsContext = owningContext
         self.wakeUp = try WakeUpSignal()
         let thread = Thread { [self] in
             let loop = Loop(owner: self)
@@ -64,7 +88,8 @@ public final class IOThread: Sendable {
     }
 
     /// Closes every socket, fails every waiting call, and stops the thread; returns when it has
-    /// exited. The context is left to its owner.
+    /// exited and, if this thread made its context, the context is terminated (on a thread of
+    /// its own: libzmq's wait blocks). Safe to call more than once and from several tasks.
     public func shutdown() async {
         shared.withLock { $0.stopping = true }
         wakeUp.signal()
@@ -75,6 +100,33 @@ public final class IOThread: Sendable {
             }
             if done { continuation.resume() }
         }
+        if ownsContext { await context.terminate() }
+    }
+
+    /// Keeps the thread serving until graceful shutdown or cancellation, then `shutdown()`.
+    ///
+    /// Graceful shutdown and cancellation end it the same way; it never throws. Sockets still
+    /// open then are closed, and calls waiting on them fail.
+    public func run() async {
+        // Throws only when cancelled, which ends the thread just the same.
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// Runs `body` with an I/O thread on a context of its own, then shuts both down, whether
+    /// `body` returned or threw: what a command that asks the broker once and exits uses.
+    public static func withIOThread<Result>(
+        name: String = "zmq-io", _ body: (IOThread) async throws -> Result
+    ) async throws -> Result {
+        let io = try IOThread(name: name)
+        let result: Swift.Result<Result, any Error>
+        do {
+            result = .success(try await body(io))
+        } catch {
+            result = .failure(error)
+        }
+        await io.shutdown()
+        return try result.get()
     }
 
     // MARK: Shared state

@@ -118,7 +118,7 @@ struct AuthCommand: AsyncParsableCommand {
         let logger = Logger(label: "auth")
         let adminAddress: AdminAddress?
         do {
-            adminAddress = try AdminAddress.resolve(admin, defaultPort: 9563, environment: [:])
+            adminAddress = try AdminAddress.resolve(admin, defaultPort: AdminPort.auth.defaultPort, environment: [:])
         } catch {
             throw ValidationError(error.description)
         }
@@ -134,69 +134,64 @@ struct AuthCommand: AsyncParsableCommand {
         } catch let error as Certificate.Failure {
             throw ValidationError(error.description)
         }
-        let http: SwitchboardHTTPClient
-        do {
-            http = try SwitchboardHTTPClient(configuration: .init(extraCAFiles: caFiles), logger: logger)
-        } catch {
-            throw ValidationError("\(error)")
-        }
-
-        // Events always go through a durable outbox, as section 14.4 promises: without
-        // --data-dir it lives in the default directory rather than nowhere. Absolute, so the
-        // log says where.
-        let dataDirectory = URL(fileURLWithPath: dataDirectoryGiven).standardizedFileURL.path
-        let cache: CredentialCache
-        let outbox: Outbox
-        do {
-            cache = try CredentialCache(
-                configuration: .init(logger: logger), file: EncryptedCredentialFile(directory: dataDirectory, keyFile: credentialsKeyFile),
-                ifUnreadable: .startEmpty
-            )
-            outbox = try Outbox(path: dataDirectory + "/auth-outbox.sqlite", producer: credentials?.certificate.name ?? "auth")
-        } catch {
+        try await ProcessRuntime.run(program: "auth", logger: logger) { runtime in
+            // SIGTERM or SIGINT stops the services in reverse order: the admin server, the worker
+            // (its request in hand answered), the sessions (logged out), the outbox (what is left
+            // sent, within the deadline), then the I/O thread.
+            runtime.maximumGracefulShutdownDuration = .seconds(8)
+            let http: SwitchboardHTTPClient
+            do {
+                http = try SwitchboardHTTPClient(configuration: .init(extraCAFiles: caFiles), logger: logger)
+            } catch {
+                throw ValidationError("\(error)")
+            }
             // The HTTP client must be shut down before it goes, or its deinit stops the process.
-            try? await http.shutdown()
-            throw ValidationError("\(error) (the data directory is set with --data-dir, the key file with --credentials-key)")
-        }
-        let service = AuthService(
-            accounts: accounts, authenticators: standardAuthenticators(http: http, logger: logger), cache: cache,
-            events: AuthEvents(outbox: outbox), logger: logger)
+            runtime.onExit { try? await http.shutdown() }
 
-        let context = try Context()
-        let io = try IOThread(context: context)
-        var settings = ServiceWorker.Settings()
-        settings.concurrency = concurrency
-        settings.socketOptions = credentials?.socketOptions ?? []
-        let worker = ServiceWorker(
-            service: "auth", io: io, endpoint: endpoints.service, settings: settings, logger: logger, handler: service.handle)
-        var senderSettings = OutboxSender.Settings()
-        senderSettings.socketOptions = credentials?.socketOptions ?? []
-        let sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoints.ingest, settings: senderSettings, logger: logger)
-        var readiness = Readiness()
-        readiness.add("broker") { sender.isConnected }
-        let adminServer = observability.adminServer(
-            at: adminAddress, readiness: readiness, collectors: [{ await sender.updateDepth() }], logger: logger)
-        logger.info(
-            "auth serving",
-            metadata: [
-                "accounts": "\(accounts.accounts.map { "\($0.backend)/\($0.account)" }.joined(separator: ","))", "outbox": "\(outbox.path)",
-            ])
-        ServiceReadiness.notify(.ready)
-        let keepAliveInterval = Duration.seconds(keepAlive)
-        var services: [any Service] = [
-            OutboxSenderService(sender: sender), AuthSessions(auth: service, keepAliveInterval: keepAliveInterval, logger: logger),
-            ServiceWorkerService(worker: worker),
-        ]
-        if let adminServer { services.append(adminServer) }
-        // SIGTERM or SIGINT stops the services in reverse order: the admin server, the worker
-        // (its request in hand answered), the sessions (logged out), then the outbox (what is
-        // left sent, within the deadline).
-        var configuration = ServiceGroupConfiguration(
-            services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        configuration.maximumGracefulShutdownDuration = .seconds(8)
-        try await ServiceGroup(configuration: configuration).run()
-        logger.info("auth stopped")
-        try? await cache.save()
-        try? await http.shutdown()
+            // Events always go through a durable outbox, as section 14.4 promises: without
+            // --data-dir it lives in the default directory rather than nowhere. Absolute, so the
+            // log says where.
+            let dataDirectory = URL(fileURLWithPath: dataDirectoryGiven).standardizedFileURL.path
+            let cache: CredentialCache
+            let outbox: Outbox
+            do {
+                cache = try CredentialCache(
+                    configuration: .init(logger: logger),
+                    file: EncryptedCredentialFile(directory: dataDirectory, keyFile: credentialsKeyFile), ifUnreadable: .startEmpty
+                )
+                outbox = try Outbox(path: dataDirectory + "/auth-outbox.sqlite", producer: credentials?.certificate.name ?? "auth")
+            } catch {
+                throw ValidationError("\(error) (the data directory is set with --data-dir, the key file with --credentials-key)")
+            }
+            // Saved after the group, before the HTTP client goes (releases run newest first).
+            runtime.onExit { try? await cache.save() }
+            let service = AuthService(
+                accounts: accounts, authenticators: standardAuthenticators(http: http, logger: logger), cache: cache,
+                events: AuthEvents(outbox: outbox), logger: logger)
+
+            let io = try runtime.ioThread()
+            var settings = ServiceWorker.Settings()
+            settings.concurrency = concurrency
+            settings.socketOptions = credentials?.socketOptions ?? []
+            let worker = ServiceWorker(
+                service: "auth", io: io, endpoint: endpoints.service, settings: settings, logger: logger, handler: service.handle)
+            var senderSettings = OutboxSender.Settings()
+            senderSettings.socketOptions = credentials?.socketOptions ?? []
+            let sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoints.ingest, settings: senderSettings, logger: logger)
+            runtime.add(OutboxSenderService(sender: sender), name: "outbox")
+            runtime.add(AuthSessions(auth: service, keepAliveInterval: .seconds(keepAlive), logger: logger), name: "sessions")
+            runtime.add(ServiceWorkerService(worker: worker), name: "worker")
+            var readiness = Readiness()
+            readiness.add("broker") { sender.isConnected }
+            runtime.serveAdmin(
+                at: adminAddress, observability: observability, readiness: readiness, collectors: [{ await sender.updateDepth() }])
+            logger.info(
+                "auth serving",
+                metadata: [
+                    "accounts": "\(accounts.accounts.map { "\($0.backend)/\($0.account)" }.joined(separator: ","))",
+                    "outbox": "\(outbox.path)",
+                ])
+            ServiceReadiness.notify(.ready)
+        }
     }
 }

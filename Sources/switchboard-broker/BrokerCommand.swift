@@ -2,12 +2,12 @@ import ArgumentParser
 import CoreMetrics
 import Foundation
 import Logging
-import ServiceLifecycle
 import SwitchboardBroker
+import SwitchboardBus
 import SwitchboardObservability
 import SwitchboardRuntime
 import SwitchboardSecurity
-import UnixSignals
+import ZeroMQ
 
 @main
 struct BrokerCommand: AsyncParsableCommand {
@@ -102,25 +102,22 @@ struct BrokerCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let observability = Observability.bootstrap(program: "switchboard-broker")
-        let broker: Broker
-        do {
-            // With no admin server nobody can read the metrics: the broker keeps none.
-            broker = try Broker(
-                configuration: settings, logger: logger,
-                metrics: adminAddress == nil ? NOOPMetricsHandler.instance : observability.factory)
-        } catch let failure as Certificate.Failure {
-            throw ValidationError(failure.description)
+        try await ProcessRuntime.run(program: "switchboard-broker", logger: logger) { runtime in
+            // The context's owner: it goes first, so it is terminated after the broker stopped.
+            let io = try runtime.ioThread()
+            let broker: Broker
+            do {
+                // With no admin server nobody can read the metrics: the broker keeps none.
+                broker = try Broker(
+                    configuration: settings, logger: logger, context: io.context,
+                    metrics: adminAddress == nil ? NOOPMetricsHandler.instance : observability.factory)
+            } catch let failure as Certificate.Failure {
+                throw ValidationError(failure.description)
+            }
+            var readiness = Readiness()
+            readiness.add("journal") { broker.isServing }
+            runtime.add(BrokerService(broker: broker) { ServiceReadiness.notify(.ready) }, name: "broker")
+            runtime.serveAdmin(at: adminAddress, observability: observability, readiness: readiness)
         }
-        var readiness = Readiness()
-        readiness.add("journal") { broker.isServing }
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: BrokerService(broker: broker) { ServiceReadiness.notify(.ready) })
-        ]
-        if let admin = observability.adminServer(at: adminAddress, readiness: readiness, logger: logger) {
-            services.append(.init(service: admin))
-        }
-        let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
     }
 }

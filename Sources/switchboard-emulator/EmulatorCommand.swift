@@ -121,8 +121,8 @@ struct EmulatorCommand: AsyncParsableCommand {
         }
         // SIGTERM and SIGINT shut the server down gracefully (connections in hand are answered);
         // it also saves the state file on the way out.
-        try await ServiceGroup(
-            configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        ).run()
+        var runtime = ProcessRuntime(program: "emulator", logger: logger)
+        runtime.add(service, name: "emulator")
+        try await runtime.run()
     }
 }

@@ -117,57 +117,46 @@ struct DeskCommand: AsyncParsableCommand {
         } catch {
             throw KioskFailure("cannot open the desk's store in \(directory): \(error)")
         }
-        let services = try KioskServices(
-            outbox: outbox, endpoint: try options.ingestEndpoint, settings: try options.senderSettings, admin: adminAddress,
-            observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: nil, logger: logger)
         let settings = try options.settings()
+        let (endpoint, senderSettings) = (try options.ingestEndpoint, try options.senderSettings)
         let socketOptions = settings.credentials?.socketOptions ?? []
-        let context = try Context()
-        let io = try IOThread(context: context)
-        var clientSettings = ServiceClient.Settings()
-        clientSettings.socketOptions = socketOptions
-        let client = ServiceClient(io: io, endpoint: settings.endpoints.service, settings: clientSettings, logger: logger)
-        let lookup = ETOLookup(client: client)
-        let status = DeskStatus()
-        let delivery = services.delivery
-        let server = DeskServer(
-            configuration: .init(
-                host: resolved.host, port: resolved.port, certificatePath: tlsCert, keyPath: tlsKey, usersPath: usersPath),
-            actions: DeskActions(outbox: outbox, store: store, kioskID: kioskID, siteID: resolved.siteID, programID: resolved.programID),
-            sessions: DeskSessions(idle: resolved.idle), status: status, connected: { delivery.isConnected },
-            liveSearch: { query in try? await lookup.search(query, timeout: .seconds(2)) }, logger: logger
-        ) { [scheme = tlsCert == nil ? "http" : "https", host = resolved.host] port in
-            // Written at once (print buffers when standard output is not a terminal).
-            FileHandle.standardOutput.write(
-                Data("Front desk \(kioskID): \(scheme)://\(host):\(port)/ (accounts: \(usersPath)). Ctrl-C stops.\n".utf8))
-        }
-        var configurations = services.configurations
-        configurations.append(
-            .init(
-                service: DeskJourney(
+        try await ProcessRuntime.run(program: "desk", logger: logger) { runtime in
+            runtime.maximumGracefulShutdownDuration = KioskServices.shutdownDeadline
+            let io = try runtime.ioThread()
+            let services = KioskServices(
+                io: io, outbox: outbox, endpoint: endpoint, settings: senderSettings, admin: adminAddress,
+                observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: nil, logger: logger)
+            var clientSettings = ServiceClient.Settings()
+            clientSettings.socketOptions = socketOptions
+            let client = ServiceClient(io: io, endpoint: settings.endpoints.service, settings: clientSettings, logger: logger)
+            runtime.onExit { await client.close() }
+            let lookup = ETOLookup(client: client)
+            let status = DeskStatus()
+            let delivery = services.delivery
+            let server = DeskServer(
+                configuration: .init(
+                    host: resolved.host, port: resolved.port, certificatePath: tlsCert, keyPath: tlsKey, usersPath: usersPath),
+                actions: DeskActions(
+                    outbox: outbox, store: store, kioskID: kioskID, siteID: resolved.siteID, programID: resolved.programID),
+                sessions: DeskSessions(idle: resolved.idle), status: status, connected: { delivery.isConnected },
+                liveSearch: { query in try? await lookup.search(query, timeout: .seconds(2)) }, logger: logger
+            ) { [scheme = tlsCert == nil ? "http" : "https", host = resolved.host] port in
+                // Written at once (print buffers when standard output is not a terminal).
+                FileHandle.standardOutput.write(
+                    Data("Front desk \(kioskID): \(scheme)://\(host):\(port)/ (accounts: \(usersPath)). Ctrl-C stops.\n".utf8))
+            }
+            runtime.add(services.configurations)
+            runtime.add(
+                DeskJourney(
                     io: io, replay: settings.endpoints.replay, socketOptions: socketOptions, store: store, status: status, logger: logger),
-                serviceName: "journey"))
-        configurations.append(
-            .init(
-                service: DeskRoster(
+                name: "journey")
+            runtime.add(
+                DeskRoster(
                     client: client, store: store, status: status, siteID: resolved.siteID, programID: resolved.programID,
-                    interval: resolved.rosterRefresh, logger: logger), serviceName: "roster"))
-        configurations.append(.init(service: server, serviceName: "desk"))
-        var configuration = ServiceGroupConfiguration(
-            services: configurations, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        configuration.maximumGracefulShutdownDuration = .seconds(8)
-        ServiceReadiness.notify(.ready)
-        do {
-            try await ServiceGroup(configuration: configuration).run()
-        } catch {
-            await client.close()
-            await io.shutdown()
-            await context.terminate()
-            throw error
+                    interval: resolved.rosterRefresh, logger: logger), name: "roster")
+            runtime.add(server, name: "desk")
+            ServiceReadiness.notify(.ready)
         }
-        await client.close()
-        await io.shutdown()
-        await context.terminate()
         print("Front desk stopped; \(try await outbox.counts().pending) check-ins waiting.")
     }
 }

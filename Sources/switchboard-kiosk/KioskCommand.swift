@@ -145,23 +145,19 @@ struct KioskOptions: ParsableArguments {
     /// Runs `body` with the `eto` service's client on this kiosk's credentials, then closes it.
     func withLookup<T: Sendable>(_ body: (ETOLookup) async throws -> T) async throws -> T {
         let settings = try checked
-        let context = try Context()
-        let io = try IOThread(context: context)
-        var clientSettings = ServiceClient.Settings()
-        clientSettings.socketOptions = settings.credentials?.socketOptions ?? []
-        let client = ServiceClient(
-            io: io, endpoint: settings.endpoints.service, settings: clientSettings, logger: Logger(label: "kiosk.lookup"))
-        do {
-            let result = try await body(ETOLookup(client: client))
-            await client.close()
-            await io.shutdown()
-            await context.terminate()
-            return result
-        } catch {
-            await client.close()
-            await io.shutdown()
-            await context.terminate()
-            throw error
+        return try await IOThread.withIOThread { io in
+            var clientSettings = ServiceClient.Settings()
+            clientSettings.socketOptions = settings.credentials?.socketOptions ?? []
+            let client = ServiceClient(
+                io: io, endpoint: settings.endpoints.service, settings: clientSettings, logger: Logger(label: "kiosk.lookup"))
+            do {
+                let result = try await body(ETOLookup(client: client))
+                await client.close()
+                return result
+            } catch {
+                await client.close()
+                throw error
+            }
         }
     }
 

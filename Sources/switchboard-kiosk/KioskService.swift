@@ -6,7 +6,6 @@
 import ArgumentParser
 import Foundation
 import Logging
-import ServiceLifecycle
 import SwitchboardBus
 import SwitchboardKiosk
 import SwitchboardObservability
@@ -47,7 +46,7 @@ enum KioskAdmin {
     static func address(options: KioskOptions, _ option: String?) throws -> AdminAddress? {
         let layers = try options.settings(admin: option).layers
         do {
-            return try AdminAddress.resolve(layers.string("admin"), defaultPort: 9561, environment: [:])
+            return try AdminAddress.resolve(layers.string("admin"), defaultPort: AdminPort.kiosk.defaultPort, environment: [:])
         } catch {
             throw ValidationError(error.description)
         }
@@ -60,13 +59,18 @@ enum KioskAdmin {
         options: KioskOptions, outbox: Outbox, logger: Logger, admin: AdminAddress?, recorder: CheckInTrickle?,
         started: @escaping @Sendable () -> Void = {}
     ) async throws {
-        let services = try KioskServices(
-            outbox: outbox, endpoint: try options.ingestEndpoint, settings: try options.senderSettings, admin: admin,
-            observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: recorder, logger: logger,
-            onListening: { _ in started() })
-        if admin == nil { started() }
-        // Ready: the outbox is open, so check-ins are kept whether or not the broker answers.
-        ServiceReadiness.notify(.ready)
-        try await services.serviceGroup(logger: logger).run()
+        let (endpoint, settings) = (try options.ingestEndpoint, try options.senderSettings)
+        try await ProcessRuntime.run(program: "kiosk", logger: logger) { runtime in
+            runtime.maximumGracefulShutdownDuration = KioskServices.shutdownDeadline
+            let io = try runtime.ioThread()
+            let services = KioskServices(
+                io: io, outbox: outbox, endpoint: endpoint, settings: settings, admin: admin,
+                observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: recorder, logger: logger,
+                onListening: { _ in started() })
+            runtime.add(services.configurations)
+            if admin == nil { started() }
+            // Ready: the outbox is open, so check-ins are kept whether or not the broker answers.
+            ServiceReadiness.notify(.ready)
+        }
     }
 }

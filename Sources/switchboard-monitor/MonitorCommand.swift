@@ -54,8 +54,6 @@ struct WatchCommand: AsyncParsableCommand {
         let settings = try connection.settings()
         let endpoints = JournalFollower.Endpoints(
             fanout: settings.endpoints.fanout, replay: settings.endpoints.replay, socketOptions: settings.socketOptions)
-        let context = try Context()
-        let io = try IOThread(context: context)
         let printer = EventPrinter(json: json, showingPersonalData: showPersonalData)
         let (topics, from, count) = (topics, from, count)
         if !json {
@@ -63,44 +61,46 @@ struct WatchCommand: AsyncParsableCommand {
             printer.notice("watching \(what) on \(endpoints.fanout)\(from.map { ", replaying from #\($0)" } ?? "")")
         }
         if stats {
-            _ = try await untilInterrupted {
-                try await RateBoard.run(follower: JournalFollower(io: io, endpoints: endpoints, topics: topics, from: from), count: count)
-            }
-            await io.shutdown()
-            await context.terminate()
-            return
-        }
-        _ = try await untilInterrupted {
-            let follower = JournalFollower(io: io, endpoints: endpoints, topics: topics, from: from)
-            var seen = 0
-            while count.map({ seen < $0 }) ?? true {
-                switch try await follower.next() {
-                case .event(let event):
-                    printer.event(event)
-                    seen += 1
-                case .gapFilled(let from, let to, let fetched):
-                    printer.notice(
-                        "gap: #\(from)…#\(to) missed live; \(fetched) event\(fetched == 1 ? "" : "s") fetched from the journal",
-                        kind: "gap", fields: ["from": from, "to": to, "fetched": fetched])
-                case .pruned(let from, let to):
-                    printer.notice(
-                        "#\(from)…#\(to) are no longer in the journal (removed by retention)", kind: "pruned",
-                        fields: ["from": from, "to": to])
-                case .welcome(let broker, let head):
-                    printer.notice(
-                        "connected to broker \(broker), journal head #\(head)", kind: "welcome", fields: ["broker": broker, "head": head])
-                case .newJournal(let broker):
-                    printer.notice(
-                        "the broker now has a new journal (\(broker)); sequence numbers start over", kind: "new-journal",
-                        fields: ["broker": broker])
-                case .replayUnavailable(let reason):
-                    printer.notice("replay unavailable: \(reason); will retry", kind: "replay-unavailable", fields: ["reason": reason])
+            try await IOThread.withIOThread { io in
+                _ = try await untilInterrupted {
+                    try await RateBoard.run(
+                        follower: JournalFollower(io: io, endpoints: endpoints, topics: topics, from: from), count: count)
                 }
             }
-            await follower.close()
+            return
         }
-        await io.shutdown()
-        await context.terminate()
+        try await IOThread.withIOThread { io in
+            _ = try await untilInterrupted {
+                let follower = JournalFollower(io: io, endpoints: endpoints, topics: topics, from: from)
+                var seen = 0
+                while count.map({ seen < $0 }) ?? true {
+                    switch try await follower.next() {
+                    case .event(let event):
+                        printer.event(event)
+                        seen += 1
+                    case .gapFilled(let from, let to, let fetched):
+                        printer.notice(
+                            "gap: #\(from)…#\(to) missed live; \(fetched) event\(fetched == 1 ? "" : "s") fetched from the journal",
+                            kind: "gap", fields: ["from": from, "to": to, "fetched": fetched])
+                    case .pruned(let from, let to):
+                        printer.notice(
+                            "#\(from)…#\(to) are no longer in the journal (removed by retention)", kind: "pruned",
+                            fields: ["from": from, "to": to])
+                    case .welcome(let broker, let head):
+                        printer.notice(
+                            "connected to broker \(broker), journal head #\(head)", kind: "welcome",
+                            fields: ["broker": broker, "head": head])
+                    case .newJournal(let broker):
+                        printer.notice(
+                            "the broker now has a new journal (\(broker)); sequence numbers start over", kind: "new-journal",
+                            fields: ["broker": broker])
+                    case .replayUnavailable(let reason):
+                        printer.notice("replay unavailable: \(reason); will retry", kind: "replay-unavailable", fields: ["reason": reason])
+                    }
+                }
+                await follower.close()
+            }
+        }
     }
 }
 

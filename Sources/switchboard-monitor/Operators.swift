@@ -28,10 +28,9 @@ struct GroupEndpointOptions: ParsableArguments {
         let settings = try connection.settings()
         let endpoint = settings.endpoints.groups
         let options = settings.socketOptions
-        let context = try Context()
-        let io = try IOThread(context: context)
-        let client = GroupAdminClient(io: io, endpoint: endpoint, settings: .init(socketOptions: options))
-        do {
+        let every = every
+        try await IOThread.withIOThread { io in
+            let client = GroupAdminClient(io: io, endpoint: endpoint, settings: .init(socketOptions: options))
             _ = try await untilInterrupted {
                 while true {
                     let text: String
@@ -45,13 +44,7 @@ struct GroupEndpointOptions: ParsableArguments {
                     try await Task.sleep(for: .seconds(every))
                 }
             }
-        } catch {
-            await io.shutdown()
-            await context.terminate()
-            throw error
         }
-        await io.shutdown()
-        await context.terminate()
     }
 }
 

@@ -93,39 +93,27 @@ struct WebCommand: AsyncParsableCommand {
         }
         let endpoints = JournalFollower.Endpoints(
             fanout: settings.endpoints.fanout, replay: settings.endpoints.replay, socketOptions: options)
-        let context = try Context()
-        let io = try IOThread(context: context)
-        let admin = GroupAdminClient(
-            io: io, endpoint: settings.endpoints.groups,
-            settings: .init(timeout: .seconds(2), socketOptions: options))
-        var clientSettings = ServiceClient.Settings()
-        clientSettings.socketOptions = options
-        let services = ServiceClient(
-            io: io, endpoint: settings.endpoints.service, settings: clientSettings,
-            logger: logger)
-        let state = DashboardState()
-        let server = DashboardServer(address: address, token: secret.value, state: state, admin: admin, logger: logger) { port in
-            let url = "http://\(AdminAddress(host: address.host, port: port))/"
-            FileHandle.standardOutput.write(Data((secret.announcement(url: url, terminal: isatty(STDOUT_FILENO) == 1) + "\n").utf8))
+        try await ProcessRuntime.run(program: "dashboard", logger: logger) { runtime in
+            runtime.maximumGracefulShutdownDuration = .seconds(2)
+            let io = try runtime.ioThread()
+            let admin = GroupAdminClient(
+                io: io, endpoint: settings.endpoints.groups,
+                settings: .init(timeout: .seconds(2), socketOptions: options))
+            var clientSettings = ServiceClient.Settings()
+            clientSettings.socketOptions = options
+            let services = ServiceClient(
+                io: io, endpoint: settings.endpoints.service, settings: clientSettings,
+                logger: logger)
+            runtime.onExit { await services.close() }
+            let state = DashboardState()
+            let server = DashboardServer(address: address, token: secret.value, state: state, admin: admin, logger: logger) { port in
+                let url = "http://\(AdminAddress(host: address.host, port: port))/"
+                FileHandle.standardOutput.write(Data((secret.announcement(url: url, terminal: isatty(STDOUT_FILENO) == 1) + "\n").utf8))
+            }
+            runtime.add(DashboardFeed(endpoints: endpoints, io: io, state: state))
+            runtime.add(DashboardPoll(admin: admin, services: services, state: state))
+            runtime.add(server)
         }
-        var configuration = ServiceGroupConfiguration(
-            services: [
-                .init(service: DashboardFeed(endpoints: endpoints, io: io, state: state)),
-                .init(service: DashboardPoll(admin: admin, services: services, state: state)), .init(service: server),
-            ], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        configuration.maximumGracefulShutdownDuration = .seconds(2)
-        let group = ServiceGroup(configuration: configuration)
-        do {
-            try await group.run()
-        } catch {
-            await services.close()
-            await io.shutdown()
-            await context.terminate()
-            throw error
-        }
-        await services.close()
-        await io.shutdown()
-        await context.terminate()
     }
 
     static func randomToken() -> String {

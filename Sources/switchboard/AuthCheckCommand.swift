@@ -60,23 +60,22 @@ struct AuthCheckCommand: AsyncParsableCommand {
         var logger = Logger(label: "auth-check")
         logger.logLevel = .error
         let endpoint = broker.endpoint("service", given: service)
-        let context = try Context()
-        let io = try IOThread(context: context)
         var settings = ServiceClient.Settings()
         settings.socketOptions = try broker.credentials()?.socketOptions ?? []
-        let client = ServiceClient(io: io, endpoint: endpoint, settings: settings, logger: logger)
         let content = try JSONSerialization.data(withJSONObject: backend.map { ["backend": $0] } ?? [:])
         // Each back end's log-in may take its HTTP time-outs: at least 30 s.
         let wait = max(broker.wait, .seconds(30))
-        let result: Result<ServiceReply, ServiceClientError>
-        do {
-            result = .success(try await client.request(service: "auth", operation: "check", content: content, timeout: wait))
-        } catch {
-            result = .failure(error)
+        let result = try await IOThread.withIOThread { io -> Result<ServiceReply, ServiceClientError> in
+            let client = ServiceClient(io: io, endpoint: endpoint, settings: settings, logger: logger)
+            let result: Result<ServiceReply, ServiceClientError>
+            do throws(ServiceClientError) {
+                result = .success(try await client.request(service: "auth", operation: "check", content: content, timeout: wait))
+            } catch {
+                result = .failure(error)
+            }
+            await client.close()
+            return result
         }
-        await client.close()
-        await io.shutdown()
-        await context.terminate()
 
         let reply: ServiceReply
         switch result {

@@ -115,17 +115,16 @@ struct BrokerOptions: ParsableArguments {
     /// exit status 1.
     func withGroups<T>(_ command: String, _ body: (GroupAdminClient) async throws -> T) async throws -> T {
         let options = try credentials()?.socketOptions ?? []
-        let context = try Context()
-        let io = try IOThread(context: context)
-        let client = GroupAdminClient(io: io, endpoint: groupsEndpoint, settings: .init(timeout: wait, socketOptions: options))
         let result: Result<T, any Error>
         do {
-            result = .success(try await body(client))
+            result = .success(
+                try await IOThread.withIOThread { io in
+                    try await body(
+                        GroupAdminClient(io: io, endpoint: groupsEndpoint, settings: .init(timeout: wait, socketOptions: options)))
+                })
         } catch {
             result = .failure(error)
         }
-        await io.shutdown()
-        await context.terminate()
         switch result {
         case .success(let value):
             return value

@@ -34,21 +34,20 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "status")
         logger.logLevel = .error
-        let context = try Context()
-        let io = try IOThread(context: context)
         let options = try broker.credentials()?.socketOptions ?? []
         let wait = broker.wait
         var settings = ServiceClient.Settings()
         settings.socketOptions = options
-        let client = ServiceClient(io: io, endpoint: endpoint, settings: settings, logger: logger)
-        let groupsClient = GroupAdminClient(
-            io: io, endpoint: broker.groupsEndpoint, settings: .init(timeout: wait, socketOptions: options))
-        async let directoryAnswer = Self.directory(client, timeout: wait)
-        async let groupsAnswer = Self.groups(groupsClient)
-        let (result, groups) = await (directoryAnswer, groupsAnswer)
-        await client.close()
-        await io.shutdown()
-        await context.terminate()
+        let (endpoint, groupsEndpoint) = (endpoint, broker.groupsEndpoint)
+        let (result, groups) = try await IOThread.withIOThread { io in
+            let client = ServiceClient(io: io, endpoint: endpoint, settings: settings, logger: logger)
+            let groupsClient = GroupAdminClient(io: io, endpoint: groupsEndpoint, settings: .init(timeout: wait, socketOptions: options))
+            async let directoryAnswer = Self.directory(client, timeout: wait)
+            async let groupsAnswer = Self.groups(groupsClient)
+            let answers = await (directoryAnswer, groupsAnswer)
+            await client.close()
+            return answers
+        }
 
         let directory: ServiceDirectory
         switch result {

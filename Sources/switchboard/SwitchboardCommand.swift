@@ -73,45 +73,45 @@ struct UpCommand: AsyncParsableCommand {
         guard DurationText.parse(interval) != nil else { throw ValidationError("--interval: '\(interval)' is not a duration") }
     }
 
+    /// What `up` runs, from its options.
+    func layout(keys: LocalKeys?) -> LocalDeployment {
+        var options = LocalDeployment.Options()
+        options.dataDirectory = dataDirectory
+        options.port = port
+        options.emulatorPort = emulatorPort
+        options.deskPort = noDesk ? nil : deskPort
+        // Without --admin-port, SWITCHBOARD_ADMIN applies when set (no --admin flags then).
+        options.adminBase = adminPort ?? (ProcessInfo.processInfo.environment["SWITCHBOARD_ADMIN"] == nil ? AdminPort.base : nil)
+        options.demoInterval = noDemo ? nil : interval
+        return LocalDeployment(
+            options, keys: keys.map { keys in .init(broker: keys.brokerArguments, client: { keys.clientArguments($0) }) })
+    }
+
     func run() async throws {
         let fileManager = FileManager.default
         let data = URL(fileURLWithPath: dataDirectory, isDirectory: true)
-        let logs = data.appendingPathComponent("logs")
-        try fileManager.createDirectory(at: logs, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let brokerDirectory = data.appendingPathComponent("broker").path
-        let ingest = "tcp://127.0.0.1:\(port)"
-        let fanout = "tcp://127.0.0.1:\(port + 1)"
-        let replay = "tcp://127.0.0.1:\(port + 2)"
-        let service = "tcp://127.0.0.1:\(port + 3)"
-        let groups = "tcp://127.0.0.1:\(port + 4)"
-        // The admin address of the program at `offset` (broker 0, kiosk 1, auth 3, filemaker 4,
-        // eto 5, directory 6), or none given (the environment's SWITCHBOARD_ADMIN applies).
-        let adminBase: Int? = adminPort ?? (ProcessInfo.processInfo.environment["SWITCHBOARD_ADMIN"] == nil ? 9560 : nil)
-        func admin(_ offset: Int) -> [String] {
-            guard let adminBase else { return [] }
-            return ["--admin", "127.0.0.1:\(adminBase == 0 ? 0 : adminBase + offset)"]
-        }
-
         // Secure by default: keys for the broker, the demo kiosk, the monitor and an operator
         // (for `switchboard status`, `groups` and `dlq`) are made on first start and kept under <data-dir>/keys.
         let keys = try insecure ? nil : LocalKeys.ensure(in: data.appendingPathComponent("keys"), principals: Self.principals)
+        let deployment = layout(keys: keys)
+        let logs = deployment.logs
+        try fileManager.createDirectory(at: logs, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let endpoints = deployment.endpoints
         // Every child reports READY=1 on its own notify socket; the broker and the emulators are
         // waited for, as the rest need them.
         let supervisor = try Supervisor()
         // Every child's pid, as it starts: what an operator (or a test) needs to send it a signal.
-        func start(_ program: Supervisor.Program) throws {
-            let process = try supervisor.start(program)
-            say("\(program.name) started (pid \(process.processIdentifier))")
+        func start(_ name: String) throws {
+            guard let process = deployment.process(name) else { return }
+            let log = try process.log.map(openLog)
+            let started = try supervisor.start(
+                .init(
+                    name: process.name, executable: process.executable, arguments: process.arguments,
+                    output: process.outputToLog ? log : nil, errors: log, stopGrace: process.stopGrace,
+                    restartArguments: process.restartArguments))
+            say("\(name) started (pid \(started.processIdentifier))")
         }
-        let brokerLog = try openLog(logs.appendingPathComponent("broker.log"))
-        try start(
-            .init(
-                name: "broker", executable: "switchboard-broker",
-                arguments: [
-                    "--data-dir", brokerDirectory, "--ingest", ingest, "--fanout", fanout, "--replay", replay, "--service", service,
-                    "--groups", groups,
-                ] + admin(0) + (keys?.brokerArguments ?? ["--insecure"]),
-                errors: brokerLog, stopGrace: .seconds(20)))
+        try start("broker")
         say("Switchboard is starting in \(data.path) (broker log: \(logs.appendingPathComponent("broker.log").path))")
 
         // The broker says it is ready once every socket is bound.
@@ -124,7 +124,9 @@ struct UpCommand: AsyncParsableCommand {
             await supervisor.stopAll()
             throw ValidationError("the broker did not become ready within 15s; see its log")
         }
-        say("broker: ingest \(ingest), fan-out \(fanout), replay \(replay), service \(service), groups \(groups)")
+        say(
+            "broker: ingest \(endpoints.ingest), fan-out \(endpoints.fanout), replay \(endpoints.replay), service \(endpoints.service), groups \(endpoints.groups)"
+        )
         if let keys {
             say("CURVE on every endpoint; keys and the allow-list in \(keys.directory.path)")
         } else {
@@ -133,102 +135,50 @@ struct UpCommand: AsyncParsableCommand {
 
         // The emulated back ends (HTTPS with a test CA made on first start) and the auth manager,
         // which logs in to them with the seed's demo accounts and trusts only that CA.
-        let emulatorDirectory = data.appendingPathComponent("emulator")
-        try fileManager.createDirectory(at: emulatorDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let tlsDirectory = emulatorDirectory.appendingPathComponent("tls")
+        try fileManager.createDirectory(
+            at: deployment.emulatorDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let emulatorLogPath = logs.appendingPathComponent("emulator.log")
-        let emulatorLog = try openLog(emulatorLogPath)
-        let emulatorArguments = ["--port", String(emulatorPort), "--state", emulatorDirectory.appendingPathComponent("state.json").path]
-        try start(
-            .init(
-                name: "emulator", executable: "switchboard-emulator", arguments: emulatorArguments + ["--tls-generate", tlsDirectory.path],
-                output: emulatorLog, errors: emulatorLog,
-                // A restart serves the certificate made at the first start: auth and the workers
-                // trust only the CA written then. Its state is on disk, so nothing else is lost.
-                restartArguments: emulatorArguments + [
-                    "--tls-certificate", tlsDirectory.appendingPathComponent("server.pem").path, "--tls-key",
-                    tlsDirectory.appendingPathComponent("server-key.pem").path,
-                ]))
+        try start("emulator")
         // Ready once it listens.
         guard await supervisor.waitUntilReady("emulator", timeout: .seconds(15)) == .ready else {
             await supervisor.stopAll()
             throw ValidationError(
                 "the emulator did not start; see \(emulatorLogPath.path) (is port \(emulatorPort) in use? try --emulator-port)")
         }
-        let backends = "https://127.0.0.1:\(emulatorPort)"
+        let backends = deployment.backends
         say(
             "emulators: ETO, FileMaker, Directory and SAP at \(backends) (log: \(emulatorLogPath.path), control: \(backends)/_emulator/health)"
         )
 
-        let authDirectory = data.appendingPathComponent("auth")
-        let accountsFile = try DemoAccounts.write(in: authDirectory, base: backends)
-        let authLog = try openLog(logs.appendingPathComponent("auth.log"))
-        try start(
-            .init(
-                name: "auth", executable: "switchboard-auth",
-                arguments: [
-                    "--accounts", accountsFile, "--service", service, "--ingest", ingest, "--data-dir",
-                    authDirectory.appendingPathComponent("state").path, "--ca-file", tlsDirectory.appendingPathComponent("ca.pem").path,
-                ] + admin(3) + (keys?.clientArguments("auth") ?? []),
-                output: authLog, errors: authLog))
+        _ = try DemoAccounts.write(in: deployment.authDirectory, base: backends)
+        try start("auth")
         say("auth: service `auth` for FileMaker, ETO, Directory and SAP (log: \(logs.appendingPathComponent("auth.log").path))")
 
         // The workers, each with its own key, data directory and log; their tokens come from auth.
-        let caFile = tlsDirectory.appendingPathComponent("ca.pem").path
-        for (offset, (name, url)) in [("filemaker", backends), ("eto", backends + "/API"), ("directory", backends + "/directory")]
-            .enumerated()
-        {
-            let log = try openLog(logs.appendingPathComponent("\(name).log"))
-            try start(
-                .init(
-                    name: name, executable: "switchboard-\(name)",
-                    arguments: [
-                        "--groups", groups, "--service", service, "--ingest", ingest, "--url", url, "--ca-file", caFile, "--data-dir",
-                        data.appendingPathComponent(name).path,
-                    ] + admin(4 + offset) + (keys?.clientArguments(name) ?? []),
-                    output: log, errors: log))
-        }
+        for name in ["filemaker", "eto", "directory"] { try start(name) }
         say(
             "workers: switchboard-filemaker (group filemaker → FileMaker CheckIns and Staff), switchboard-eto (group eto → TouchPoint 54; service eto), switchboard-directory (Directory ⇄ person.*) (logs: \(logs.path)/{filemaker,eto,directory}.log)"
         )
 
-        try start(
-            .init(
-                name: "monitor", executable: "switchboard-monitor",
-                arguments: ["--fanout", fanout, "--replay", replay, "--from", "1"] + (keys?.clientArguments("monitor") ?? [])))
+        try start("monitor")
         if !noDemo {
-            let kioskLog = try openLog(logs.appendingPathComponent("kiosk.log"))
-            let roster = try DemoRoster.write(in: data.appendingPathComponent("kiosk"))
-            try start(
-                .init(
-                    name: "kiosk", executable: "switchboard-kiosk",
-                    arguments: [
-                        "demo", "--kiosk", "demo-kiosk-1", "--broker", ingest, "--interval", interval,
-                        "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path, "--roster", roster,
-                    ] + admin(1) + (keys?.clientArguments("demo-kiosk-1") ?? []),
-                    output: kioskLog, errors: kioskLog))
+            _ = try DemoRoster.write(in: deployment.kioskDirectory)
+            try start("kiosk")
             say("demo kiosk: one check-in every \(interval) (log: \(logs.appendingPathComponent("kiosk.log").path))")
         }
         if !noDesk {
             // The front desk, as the kiosk desk-1 at the seed's site 101, program 792, with a demo
             // staff account made on first start (its password kept 0600 beside the desk's files).
-            let deskLog = try openLog(logs.appendingPathComponent("desk.log"))
             let password = try DemoDesk.ensureAccount(data: data)
-            try start(
-                .init(
-                    name: "desk", executable: "switchboard-kiosk",
-                    arguments: [
-                        "desk", "--kiosk", DemoDesk.kiosk, "--data-dir", data.path, "--listen", "127.0.0.1:\(deskPort)", "--site",
-                        "101", "--program", "792",
-                    ] + admin(7) + (keys?.clientArguments(DemoDesk.kiosk) ?? []),
-                    output: deskLog, errors: deskLog))
+            try start("desk")
             say(
                 "front desk: http://127.0.0.1:\(deskPort)/ — sign in as \(DemoDesk.user), password \(password) (log: \(logs.appendingPathComponent("desk.log").path))"
             )
         }
-        if let adminBase, adminBase != 0 {
+        if let adminBase = deployment.options.adminBase, adminBase != 0 {
+            func port(_ program: AdminPort) -> Int { adminBase + program.offset }
             say(
-                "metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(adminBase + 1) kiosk, \(adminBase + 3) auth, \(adminBase + 4)–\(adminBase + 6) filemaker, eto, directory, \(adminBase + 7) desk"
+                "metrics and health: http://127.0.0.1:\(adminBase)/metrics (broker), ports \(port(.kiosk)) kiosk, \(port(.auth)) auth, \(port(.filemaker))–\(port(.directory)) filemaker, eto, directory, \(port(.desk)) desk"
             )
         }
         say("Ctrl-C stops everything.")
@@ -303,7 +253,8 @@ struct UpCommand: AsyncParsableCommand {
     /// The principals `up` makes keys for (LocalKeys): one per program, and an operator for
     /// `switchboard status`, `groups` and `dlq`.
     static let principals: [(name: String, role: Role)] = [
-        ("broker", .broker), ("demo-kiosk-1", .kiosk), (DemoDesk.kiosk, .kiosk), ("monitor", .monitor), ("operator", .admin),
+        ("broker", .broker), (LocalDeployment.demoKiosk, .kiosk), (LocalDeployment.deskKiosk, .kiosk), ("monitor", .monitor),
+        ("operator", .admin),
         ("auth", .auth),
         ("filemaker", .worker(service: "filemaker")), ("eto", .worker(service: "eto")), ("directory", .worker(service: "directory")),
     ]
@@ -359,7 +310,7 @@ enum DemoAccounts {
 
 /// The front desk `up` runs: the kiosk `desk-1` and its demo staff account.
 enum DemoDesk {
-    static let kiosk = "desk-1"
+    static let kiosk = LocalDeployment.deskKiosk
     static let user = "demo"
 
     /// The demo account's password: made on first start (random, kept 0600 in

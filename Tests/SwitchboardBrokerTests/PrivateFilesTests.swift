@@ -27,7 +27,9 @@ struct PrivateFilesTests {
         configuration.insecure = true
         var logger = Logger(label: "test-broker")
         logger.logLevel = .critical
-        let broker = try Broker(configuration: configuration, logger: logger)
+        // The context goes with the broker (its deinit terminates it), as these brokers never
+        // share it.
+        let broker = try Broker(configuration: configuration, logger: logger, context: Context())
         do {
             _ = try await broker.start()
             return (broker, nil)

@@ -36,8 +36,9 @@ struct DeskBrokerTests {
         let fixture = try await BrokerFixture.start { $0.groupLiveness = .seconds(120) }
         defer { fixture.directory.remove() }
         let harness = try DeskHarness(directory: fixture.directory)
-        let delivery = try KioskDelivery(
-            outbox: harness.outbox, endpoint: fixture.endpoints.ingest, logger: Self.quiet, metrics: NOOPMetricsHandler.instance)
+        let delivery = KioskDelivery(
+            io: fixture.io, outbox: harness.outbox, endpoint: fixture.endpoints.ingest, logger: Self.quiet,
+            metrics: NOOPMetricsHandler.instance)
         let journey = DeskJourney(
             io: fixture.io, replay: fixture.endpoints.replay, socketOptions: [], store: harness.store, status: harness.status,
             interval: .milliseconds(100), logger: harness.capture.logger)

@@ -8,6 +8,7 @@ import SwitchboardObservability
 import SwitchboardTesting
 import Synchronization
 import Testing
+import ZeroMQ
 
 /// The long-running kiosk's ServiceGroup against a real broker and a real outbox: graceful
 /// shutdown stops the recorder first, drains the delivery, stops the admin server last, and
@@ -59,8 +60,8 @@ struct KioskServiceGroupTests {
         let fixture = try await BrokerFixture.start()
         defer { fixture.directory.remove() }
         let outbox = try fixture.outbox("trickle-1")
-        let services = try KioskServices(
-            outbox: outbox, endpoint: fixture.endpoints.ingest, drainTime: .seconds(20), admin: .loopback(0),
+        let services = KioskServices(
+            io: fixture.io, outbox: outbox, endpoint: fixture.endpoints.ingest, drainTime: .seconds(20), admin: .loopback(0),
             observability: Observability(program: "switchboard-kiosk"),
             recorder: CheckInTrickle(outbox: outbox, kioskID: "trickle-1", interval: .milliseconds(5), roster: nil, startIndex: 0),
             logger: Self.quiet)
@@ -92,8 +93,9 @@ struct KioskServiceGroupTests {
         defer { directory.remove() }
         let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "offline-1")
         // A port nobody listens on: the broker is down for the whole run.
-        let services = try KioskServices(
-            outbox: outbox, endpoint: "tcp://127.0.0.1:\(try freePort())", drainTime: .seconds(1), admin: nil,
+        let io = try IOThread()
+        let services = KioskServices(
+            io: io, outbox: outbox, endpoint: "tcp://127.0.0.1:\(try freePort())", drainTime: .seconds(1), admin: nil,
             observability: Observability(program: "switchboard-kiosk"),
             recorder: CheckInTrickle(outbox: outbox, kioskID: "offline-1", interval: .milliseconds(5), roster: nil), logger: Self.quiet)
         #expect(services.configurations.map(\.serviceName) == ["delivery", "recorder"])
@@ -116,5 +118,6 @@ struct KioskServiceGroupTests {
         let entries = try await outbox.pending(after: 0, limit: 100_000)
         #expect(entries.count == counts.pending)
         #expect(entries.map(\.producerSeq) == Array(1...Int64(entries.count)), "nothing recorded is lost")
+        await io.shutdown()
     }
 }

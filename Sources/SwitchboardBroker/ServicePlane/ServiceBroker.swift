@@ -112,10 +112,6 @@ public final class ServiceBroker: Sendable {
     /// Waits until the thread has closed its socket (at once if it never started).
     public func waitUntilStopped() async { await thread.waitUntilStopped() }
 
-    /// For a thread that is not in the cooperative pool (the broker thread at exit).
-    /// Never call it from async code: it blocks its thread.
-    func waitUntilStoppedBlocking() { thread.join() }
-
     public func stop() async {
         requestStop()
         await waitUntilStopped()

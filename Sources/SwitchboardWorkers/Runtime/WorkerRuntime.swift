@@ -17,7 +17,6 @@ public import SwitchboardRuntime
 public import SwitchboardSecurity
 public import SwitchboardTokens
 import Synchronization
-import UnixSignals
 public import ZeroMQ
 
 /// The flags every worker takes, with the same names in each. None has a default here: a flag
@@ -176,7 +175,8 @@ public final class WorkerRuntime: Sendable {
     public let service: String
     public let settings: WorkerSettings
     public let credentials: ClientCredentials?
-    public let context: Context
+    /// The process's I/O thread, owner of its ZeroMQ context: the first service of `run`'s
+    /// group, and shut down by `close()` whatever happens.
     public let io: IOThread
     /// The client to the service plane: `auth` for tokens.
     public let serviceClient: ServiceClient
@@ -214,7 +214,7 @@ public final class WorkerRuntime: Sendable {
         observability = Observability.bootstrap(program: "switchboard-\(service)")
         do {
             adminAddress = try AdminAddress.resolve(
-                options.admin, defaultPort: ["filemaker": 9564, "eto": 9565, "directory": 9566][service] ?? 0, environment: [:])
+                options.admin, defaultPort: AdminPort.of(service)?.defaultPort ?? 0, environment: [:])
         } catch {
             throw WorkerConfigurationError(error.description)
         }
@@ -251,8 +251,7 @@ public final class WorkerRuntime: Sendable {
             throw WorkerConfigurationError("--ca-file: \(error)")
         }
         do {
-            context = try Context()
-            io = try IOThread(context: context)
+            io = try IOThread()
         } catch {
             throw WorkerConfigurationError("cannot start ZeroMQ: \(error)")
         }
@@ -311,37 +310,31 @@ public final class WorkerRuntime: Sendable {
             logger: logger)
     }
 
-    /// Runs `services` after this worker's outbox service in one `ServiceGroup` until SIGTERM or
-    /// SIGINT (graceful: in reverse order, so the outbox sends what the others published last) or
-    /// a failure, then releases everything. `name` is the program's, for the log.
+    /// Runs the I/O thread, this worker's outbox service, `services` and the admin server in one
+    /// `ProcessRuntime` until SIGTERM or SIGINT (graceful: in reverse order, so the outbox sends
+    /// what the others published last and the I/O thread goes last) or a failure, then releases
+    /// everything (`close()`). `name` is the program's, for the log.
     public func run(_ services: [any Service], name: String, consumer: GroupConsumer? = nil) async throws {
-        let outbox = outboxService()
-        let admin: [any Service] = adminServer(consumer: consumer).map { [$0] } ?? []
-        var configuration = ServiceGroupConfiguration(
-            services: ([outbox] + services + admin).map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger)
+        var runtime = ProcessRuntime(program: name, logger: logger)
         // Graceful shutdown finishes the handlers in hand and sends what the outbox holds; a
         // broker that stays away must not keep the process up: after this, what is left is
         // cancelled (the outbox keeps its events for the next start; unsettled deliveries come
         // again).
-        configuration.maximumGracefulShutdownDuration = .seconds(settings.shutdownTimeout)
-        let group = ServiceGroup(configuration: configuration)
-        do {
-            try await group.run()
-        } catch {
-            logger.error("\(name) failed", metadata: ["error": "\(error)"])
-            await close()
-            throw error
-        }
-        await close()
-        logger.info("\(name) stopped")
+        runtime.maximumGracefulShutdownDuration = .seconds(settings.shutdownTimeout)
+        runtime.add(io, name: "zeromq")
+        runtime.onExit { [self] in await close() }
+        runtime.add(outboxService(), name: "outbox")
+        for service in services { runtime.add(service) }
+        if let admin = adminServer(consumer: consumer) { runtime.add(admin, name: "admin") }
+        try await runtime.run()
     }
 
-    /// Releases the sockets and the HTTP client; call after the service group ended.
+    /// Releases the service client's socket, the HTTP client and the I/O thread (and with it the
+    /// ZeroMQ context); `run` calls it on its way out, a program whose start fails after `init`
+    /// calls it itself. Safe to call twice.
     public func close() async {
         await serviceClient.close()
         try? await http.shutdown()
         await io.shutdown()
-        await context.terminate()
     }
 }
