@@ -71,9 +71,8 @@ public final class Emulator: Sendable {
     /// Serves until the task is cancelled (or the service group shuts down), then saves state.
     /// `onListening` runs once with the bound port.
     public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in
-            try await self.respond(to: request)
-        }
+        let responder = EmulatorResponder(
+            control: controlRouter().buildResponder(), apis: apis.map { (api: $0, responder: router(for: $0).buildResponder()) })
         var server: HTTPServerBuilder = .http1(configuration: .init(additionalChannelHandlers: [CloseConnectionHandler()]))
         if let tls = configuration.tls {
             let chain = try NIOSSLCertificate.fromPEMBytes(Array(tls.certificateChainPEM.utf8))
@@ -132,100 +131,30 @@ public final class Emulator: Sendable {
         try seed.encoded().write(to: URL(fileURLWithPath: path), options: .atomic)
     }
 
-    // MARK: Dispatch
+    // MARK: Routing
 
-    func respond(to request: Request) async throws -> Response {
-        let started = ContinuousClock.now
-        let path = request.uri.path
-        // The path is split and decoded once, here, for dispatch and for the handler.
-        let segments = Exchange.segments(of: path)
+    /// An emulated API's router: its routes behind the middleware every API shares (see
+    /// `Support/Routing.swift`).
+    func router(for api: any EmulatedAPI) -> Router<EmulatorContext> {
+        let router = Router(context: EmulatorContext.self, options: api.routerOptions)
+        let limit = configuration.maxBodyBytes
+        router.add(
+            middleware: BodyLimit(limit: limit, origin: { self.origin($0) }) { exchange in
+                api.failureReply(status: 413, code: nil, message: "request body over \(limit) bytes", for: exchange)
+            })
+        router.add(middleware: RequestLogging(emulator: self, api: api))
+        router.add(middleware: FaultInjection(faults: faults, api: api))
+        router.add(middleware: ChangeTracking { self.dirty.store(true, ordering: .releasing) })
+        router.add(middleware: UnknownRoute { api.unknownRoute(for: $0) })
+        api.addRoutes(to: router)
+        return router
+    }
+
+    /// `http(s)://` and the authority the client reached this server under (see `Exchange.origin`).
+    func origin(_ request: Request) -> String {
         let listening = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        let origin = Exchange.origin(
-            secure: configuration.tls != nil, host: request.head.authority,
-            fallback: "\(listening):\(boundPort ?? configuration.port)")
-        func exchange(_ body: Data) -> Exchange {
-            Exchange(
-                method: request.method, path: path, segments: segments, query: request.uri.query, headers: request.headers, body: body,
-                origin: origin)
-        }
-        if segments.first == "_emulator" {
-            let body = try await request.body.collect(upTo: configuration.maxBodyBytes)
-            return Self.response(control(exchange(Data(body.readableBytesView))))
-        }
-        guard let api = apis.first(where: { $0.owns(segments) }) else {
-            return Self.response(.json(404, ["error": .string("no emulated API serves \(path)")]))
-        }
-        let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: configuration.maxBodyBytes)
-        } catch {
-            return Self.response(
-                api.failureReply(
-                    status: 413, code: nil, message: "request body over \(configuration.maxBodyBytes) bytes", for: exchange(Data())))
-        }
-        let exchange = exchange(Data(body.readableBytesView))
-        let decision = faults.decide(api: api.name, method: request.method.rawValue, path: path)
-        if decision.delay > 0 { try await Task.sleep(for: .milliseconds(decision.delay)) }
-        var reply: Reply
-        if let rule = decision.action {
-            reply = faultReply(rule, api: api, exchange: exchange)
-        } else {
-            reply = api.handle(exchange)
-            if exchange.method != .get, reply.status < 400 { dirty.store(true, ordering: .releasing) }
-        }
-        record(exchange, api: api, reply: reply, fault: decision.action, started: started)
-        return Self.response(reply)
-    }
-
-    private func faultReply(_ rule: FaultRule, api: any EmulatedAPI, exchange: Exchange) -> Reply {
-        switch rule.kind {
-        case .close: return .closeConnection
-        case .expire:
-            _ = api.expireAll()
-            return api.expiredReply(for: exchange)
-        case .loginPage:
-            return .text(
-                200,
-                "<!DOCTYPE html><html><head><title>Log in</title></head><body><form method=\"post\" action=\"/Login.aspx\">"
-                    + "<input name=\"email\"><input type=\"password\" name=\"password\"><button>Log in</button></form></body></html>",
-                contentType: "text/html; charset=utf-8")
-        case .body:
-            return .json(rule.status ?? 200, rule.body ?? .null)
-        case .status, .latency:
-            let status = rule.status ?? 500
-            var reply = api.failureReply(status: status, code: rule.code, message: rule.message, for: exchange)
-            if status == 429 || status == 503, let retryAfter = rule.retryAfter {
-                reply.headers.append(("Retry-After", String(retryAfter)))
-            }
-            return reply
-        }
-    }
-
-    private func record(_ exchange: Exchange, api: any EmulatedAPI, reply: Reply, fault: FaultRule?, started: ContinuousClock.Instant) {
-        let elapsed = ContinuousClock.now - started
-        let credential = api.credentialLabel(for: exchange)
-        var shown = secrets.maskPath(exchange.segments)
-        if !exchange.query.isEmpty {
-            shown +=
-                "?"
-                + exchange.query.sorted { $0.key < $1.key }.map { name, value in
-                    let lowered = name.lowercased()
-                    let masked =
-                        lowered.contains("password") || lowered.contains("token") || lowered.contains("key")
-                        ? "‹\(secrets.label(for: value) ?? "secret")›" : secrets.mask(value)
-                    return "\(name)=\(masked)"
-                }.joined(separator: "&")
-        }
-        let now = clock.now()
-        log.append { sequence in
-            RequestLog.Entry(
-                sequence: sequence, time: now, api: api.name, method: exchange.method.rawValue, path: shown,
-                status: reply.close ? 0 : reply.status, credential: credential,
-                fault: fault.map { "\($0.kind.rawValue)#\($0.id)" },
-                milliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
-        }
-        logger.debug(
-            "\(exchange.method.rawValue) \(shown) → \(reply.close ? "closed" : String(reply.status))", metadata: ["api": "\(api.name)"])
+        return Exchange.origin(
+            secure: configuration.tls != nil, host: request.head.authority, fallback: "\(listening):\(boundPort ?? configuration.port)")
     }
 
     static func response(_ reply: Reply) -> Response {

@@ -5,7 +5,7 @@
 public enum SensitiveData {
     /// Parts of a key name (compared lower-cased) that mark its value as secret wherever it
     /// appears: HTTP header, query item, form field or JSON key names (`SwitchboardHTTP.Redactor`)
-    /// and the keys of event contents the monitor prints (`SwitchboardBus.Redaction`).
+    /// and the keys of event contents the monitor prints (`SwitchboardMonitor.Redaction`).
     public static let secretWords = [
         "password", "passwd", "pwd", "secret", "token", "apikey", "api_key", "accesskey", "access_key", "authorization",
         "connectionid", "connection_id", "cookie", "credential", "private_key",

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import SwitchboardBus
+import SwitchboardMonitor
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
@@ -101,94 +102,5 @@ struct WatchCommand: AsyncParsableCommand {
                 await follower.close()
             }
         }
-    }
-}
-
-/// Writes events and notices, one line each.
-struct EventPrinter: Sendable {
-    let json: Bool
-    let showingPersonalData: Bool
-
-    func event(_ event: FollowedEvent) {
-        let h = event.header
-        if json {
-            var object: [String: Any] = [
-                "bus_seq": event.busSeq, "event_id": h.eventID, "type": h.type, "producer": h.producer,
-                "producer_seq": h.producerSeq, "time": h.time, "schema": h.schema,
-                "source": event.fromJournal ? "journal" : "live",
-                "content": Redaction.redactedJSON(event.content, showingPersonalData: showingPersonalData),
-            ]
-            if let summary = Payloads.summary(schema: h.schema, content: event.content, showingPersonalData: showingPersonalData) {
-                object["summary"] = summary
-            }
-            write(object, to: .standardOutput)
-        } else {
-            let summary =
-                Payloads.summary(schema: h.schema, content: event.content, showingPersonalData: showingPersonalData)
-                ?? compact(event.content)
-            let source = event.fromJournal ? " (journal)" : ""
-            line("#\(event.busSeq)  \(h.type)  \(h.producer)  made \(Self.madeAt(h.time))  \(summary)\(source)")
-        }
-    }
-
-    /// The event's own `time`, labelled as such. Lines come in journal order (`#bus_seq`, first
-    /// on the line), but `time` is each producer's clock when it made the event: a kiosk that
-    /// was offline, a resent event or a clock that is off makes it go backwards from one line to
-    /// the next. The header carries no journaling time, so the monitor shows the producer's,
-    /// named `made`, after the sequence number that orders the lines. The date is left out only
-    /// when it is today's (UTC), as on a live screen.
-    static func madeAt(_ time: String, today: String = String(Timestamp.now().prefix(10))) -> String {
-        guard time.count >= 23, time.dropFirst(10).first == "T" else { return time }
-        let clock = String(time.dropFirst(11).prefix(12))
-        return time.hasPrefix(today) ? clock : "\(time.prefix(10)) \(clock)"
-    }
-
-    func notice(_ text: String, kind: String = "info", fields: [String: any Sendable] = [:]) {
-        if json {
-            var object: [String: Any] = ["notice": kind, "message": text]
-            for (key, value) in fields { object[key] = value }
-            write(object, to: .standardError)
-        } else {
-            line("-- \(text)")
-        }
-    }
-
-    /// Unbuffered, so a pipe reader (a test, `tail`) sees each line at once.
-    private func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
-    }
-
-    /// The whole content, redacted, as one JSON object whose identifiers come first (`event_id`,
-    /// `record_id` and every other `…_id`, then `bus_seq`), then the rest by name. Nothing is
-    /// cut short of `limit` characters, and the fields an operator looks for come first, so they
-    /// show even then: a monitor line is where an operator finds the record an event was written
-    /// to (`filemaker.record.written`). A narrow terminal wraps the line rather than losing them.
-    private func compact(_ content: Data, limit: Int = 2000) -> String {
-        let value = Redaction.redactedJSON(content, showingPersonalData: showingPersonalData)
-        let text: String
-        if let object = value as? [String: Any] {
-            func rank(_ key: String) -> Int { key == "id" || key.hasSuffix("_id") ? 0 : key == "bus_seq" ? 1 : 2 }
-            let keys = object.keys.sorted { (rank($0), $0) < (rank($1), $1) }
-            let fields = keys.map { key in Self.json(key) + ":" + Self.json(object[key] ?? NSNull()) }
-            text = "{" + fields.joined(separator: ",") + "}"
-        } else {
-            text = Self.json(value)
-        }
-        return text.count > limit ? String(text.prefix(limit - 1)) + "… (--json shows all)" : text
-    }
-
-    private static func json(_ value: Any) -> String {
-        guard
-            let data = try? JSONSerialization.data(
-                withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed])
-        else { return "\(value)" }
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    private func write(_ object: [String: Any], to handle: FileHandle) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
-            return
-        }
-        handle.write(data + Data("\n".utf8))
     }
 }

@@ -1,15 +1,15 @@
-// What an operator works from besides the event stream: event rates by type and producer
-// (`--stats`), each consumer group's lag (`lag`) and the dead letters (`dlq`). Counts, names of
+// What an operator works from besides the event stream: each consumer group's lag (`lag`) and
+// the dead letters (`dlq`); event rates (`--stats`) are SwitchboardMonitor's RateBoard. Counts, names of
 // groups, types and producers only: no event content, so nothing personal.
 
 import ArgumentParser
 import Foundation
 import Logging
 import SwitchboardBus
+import SwitchboardMonitor
 import SwitchboardProtocol
 import SwitchboardRuntime
 import SwitchboardSecurity
-import Synchronization
 import ZeroMQ
 
 /// Where the groups endpoint is and who we are there.
@@ -105,77 +105,6 @@ struct DeadLettersCommand: AsyncParsableCommand {
                             + (showMessage ? [String(letter.message.prefix(80))] : [])
                     }, empty: "No dead letters.")
         }
-    }
-}
-
-/// Events per second by type and producer over the last 10 seconds, and totals since start.
-enum RateBoard {
-    struct Key: Hashable, Comparable {
-        var type: String
-        var producer: String
-        static func < (a: Key, b: Key) -> Bool { (a.type, a.producer) < (b.type, b.producer) }
-    }
-
-    /// The counts so far, shared by the follower and the renderer.
-    final class Totals: Sendable {
-        let counts = Mutex<[Key: Int]>([:])
-    }
-
-    static func run(follower: JournalFollower, count: Int?) async throws {
-        let totals = Totals()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                // The totals of the last 10 seconds, one per second: a rate is the difference.
-                var history: [[Key: Int]] = []
-                while true {
-                    try await Task.sleep(for: .seconds(1))
-                    let now = totals.counts.withLock { $0 }
-                    history.append(now)
-                    if history.count > 11 { history.removeFirst() }
-                    let then = history.first ?? [:]
-                    let seconds = max(1, history.count - 1)
-                    let rows = now.keys.sorted().map { key -> [String] in
-                        let rate = Double((now[key] ?? 0) - (then[key] ?? 0)) / Double(seconds)
-                        return [key.type, key.producer, String(format: "%.1f", rate), "\(now[key] ?? 0)"]
-                    }
-                    let table = Table.render(["type", "producer", "per second", "total"], rows, empty: "No events yet.")
-                    Table.emit("\(Timestamp.now())  events per second over the last \(seconds) s\n" + table, clearing: true)
-                }
-            }
-            var seen = 0
-            while count.map({ seen < $0 }) ?? true {
-                if case .event(let event) = try await follower.next() {
-                    totals.counts.withLock { $0[Key(type: event.header.type, producer: event.header.producer), default: 0] += 1 }
-                    seen += 1
-                }
-            }
-            await follower.close()
-            group.cancelAll()
-            // The last word: the totals the stream ended with.
-            let final = totals.counts.withLock { $0 }
-            let rows = final.keys.sorted().map { [$0.type, $0.producer, "\(final[$0] ?? 0)"] }
-            Table.emit(
-                "\(Timestamp.now())  totals\n" + Table.render(["type", "producer", "total"], rows, empty: "No events."), clearing: false)
-        }
-    }
-}
-
-enum Table {
-    /// Writes at once (a pipe reader sees it); on a terminal, `clearing` redraws in place.
-    static func emit(_ text: String, clearing: Bool) {
-        let clear = clearing && isatty(STDOUT_FILENO) == 1 ? "\u{1B}[H\u{1B}[2J" : ""
-        FileHandle.standardOutput.write(Data((clear + text + (text.hasSuffix("\n") ? "" : "\n")).utf8))
-    }
-
-    /// Left-aligned columns, two spaces apart.
-    static func render(_ header: [String], _ rows: [[String]], empty: String) -> String {
-        guard !rows.isEmpty else { return empty + "\n" }
-        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
-        func line(_ cells: [String]) -> String {
-            zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
-                .trimmingCharacters(in: .whitespaces)
-        }
-        return ([line(header)] + rows.map(line)).joined(separator: "\n") + "\n"
     }
 }
 

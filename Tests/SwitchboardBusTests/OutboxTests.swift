@@ -197,35 +197,3 @@ struct OutboxTests {
         await fixture.stop()
     }
 }
-
-@Suite("Monitor redaction")
-struct RedactionTests {
-    @Test("the monitor's redaction hides secret-looking keys at any depth")
-    func redaction() throws {
-        let data = Data(#"{"user":"ana","password":"p","nested":{"securityToken":"t","list":[{"api_key":"k"}]}}"#.utf8)
-        let redacted = Redaction.redactedJSON(data)
-        let text = String(decoding: try JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys]), as: UTF8.self)
-        #expect(!text.contains("\"p\""))
-        #expect(!text.contains("\"t\""))
-        #expect(!text.contains("\"k\""))
-        #expect(text.contains("ana"))
-    }
-
-    @Test("the monitor hides the HTTP redactor's secret words too, and personal data unless asked")
-    func personalAndSharedSecrets() throws {
-        let json =
-            #"{"participant":{"first_name":"Zelda","last_name":"Q","date_of_birth":"1987-06-05","eto_participant_id":1204},"#
-            + #""location":{"latitude":37.7,"longitude":-122.4},"notes":"n1","site_id":12,"x_pwd":"s1","access_key":"s2","#
-            + #""connectionId":"s3"}"#
-        let data = Data(json.utf8)
-        func text(_ value: Any) throws -> String {
-            String(decoding: try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]), as: UTF8.self)
-        }
-        let hidden = try text(Redaction.redactedJSON(data))
-        for value in ["Zelda", "1987-06-05", "37.7", "n1", "s1", "s2", "s3"] { #expect(!hidden.contains(value), "\(value): \(hidden)") }
-        #expect(hidden.contains("1204") && hidden.contains("\"site_id\":12"), "\(hidden)")
-        let shown = try text(Redaction.redactedJSON(data, showingPersonalData: true))
-        for value in ["Zelda", "1987-06-05", "37.7", "n1"] { #expect(shown.contains(value), "\(value): \(shown)") }
-        for value in ["s1", "s2", "s3"] { #expect(!shown.contains(value), "\(value): \(shown)") }
-    }
-}

@@ -1,4 +1,6 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
 import Synchronization
 
 /// Injected faults. A rule picks requests by API, method and path (a glob where `*` matches any
@@ -256,4 +258,49 @@ struct SplitMix64: Sendable {
 
     /// Uniform in [0, 1), from the top 53 bits.
     mutating func nextUnitInterval() -> Double { Double(next() >> 11) / Double(UInt64(1) << 53) }
+}
+
+/// Applies the faults to an emulated API's requests: latency first, then the answer of the
+/// first rule that fires instead of the route's. The answer carries `mark` (the rule's kind and
+/// id) for `RequestLogging`, which takes it off.
+struct FaultInjection: RouterMiddleware {
+    typealias Context = EmulatorContext
+
+    static let mark = HTTPField.Name("X-Switchboard-Emulator-Fault")!
+
+    let faults: FaultInjector
+    let api: any EmulatedAPI
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let decision = faults.decide(api: api.name, method: request.method.rawValue, path: request.uri.path)
+        if decision.delay > 0 { try await Task.sleep(for: .milliseconds(decision.delay)) }
+        guard let rule = decision.action else { return try await next(request, context) }
+        var response = Emulator.response(reply(rule, exchange: context.exchange))
+        response.headers[Self.mark] = "\(rule.kind.rawValue)#\(rule.id)"
+        return response
+    }
+
+    private func reply(_ rule: FaultRule, exchange: Exchange) -> Reply {
+        switch rule.kind {
+        case .close: return .closeConnection
+        case .expire:
+            _ = api.expireAll()
+            return api.expiredReply(for: exchange)
+        case .loginPage:
+            return .text(
+                200,
+                "<!DOCTYPE html><html><head><title>Log in</title></head><body><form method=\"post\" action=\"/Login.aspx\">"
+                    + "<input name=\"email\"><input type=\"password\" name=\"password\"><button>Log in</button></form></body></html>",
+                contentType: "text/html; charset=utf-8")
+        case .body:
+            return .json(rule.status ?? 200, rule.body ?? .null)
+        case .status, .latency:
+            let status = rule.status ?? 500
+            var reply = api.failureReply(status: status, code: rule.code, message: rule.message, for: exchange)
+            if status == 429 || status == 503, let retryAfter = rule.retryAfter {
+                reply.headers.append(("Retry-After", String(retryAfter)))
+            }
+            return reply
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import Synchronization
 
 /// The people directory under `/directory/…`, exactly as `directory.md` defines it: users who log
@@ -70,29 +71,31 @@ final class DirectoryEmulator: EmulatedAPI {
         ["id": .number(p.id), "name": .string(p.name), "office": .string(p.office), "user": .number(p.user)]
     }
 
-    func handle(_ exchange: Exchange) -> Reply {
-        let s = exchange.segments
-        switch (s.count, s.count > 1 ? s[1] : "") {
-        case (2, "users"):
-            switch exchange.method {
-            case .post: return createUser(exchange)
-            case .get: return logIn(exchange)
-            default: return springError(405, "Request method '\(exchange.method.rawValue)' is not supported", exchange)
-            }
-        case (3, "people"):
-            switch exchange.method {
-            case .get: return listPeople(key: s[2], exchange)
-            case .post: return addPerson(key: s[2], exchange)
-            default: return springError(405, "Request method '\(exchange.method.rawValue)' is not supported", exchange)
-            }
-        case (4, "people"):
-            guard exchange.method == .delete else {
-                return springError(405, "Request method '\(exchange.method.rawValue)' is not supported", exchange)
-            }
-            return deletePerson(key: s[2], id: s[3], exchange)
-        default:
-            return springError(404, "No endpoint \(exchange.method.rawValue) \(exchange.rawPath)", exchange)
-        }
+    func addRoutes(to router: Router<EmulatorContext>) {
+        router.route(
+            "directory/users", [.post: { exchange, _ in self.createUser(exchange) }, .get: { exchange, _ in self.logIn(exchange) }],
+            otherwise: { exchange, _ in self.wrongMethod(for: exchange) })
+        router.route(
+            "directory/people/:key",
+            [
+                .get: { exchange, parameters in self.listPeople(key: parameters.segment("key"), exchange) },
+                .post: { exchange, parameters in self.addPerson(key: parameters.segment("key"), exchange) },
+            ], otherwise: { exchange, _ in self.wrongMethod(for: exchange) })
+        router.route(
+            "directory/people/:key/:id",
+            [
+                .delete: { exchange, parameters in
+                    self.deletePerson(key: parameters.segment("key"), id: parameters.segment("id"), exchange)
+                }
+            ], otherwise: { exchange, _ in self.wrongMethod(for: exchange) })
+    }
+
+    func unknownRoute(for exchange: Exchange) -> Reply {
+        springError(404, "No endpoint \(exchange.method.rawValue) \(exchange.rawPath)", exchange)
+    }
+
+    func wrongMethod(for exchange: Exchange) -> Reply {
+        springError(405, "Request method '\(exchange.method.rawValue)' is not supported", exchange)
     }
 
     private func createUser(_ exchange: Exchange) -> Reply {

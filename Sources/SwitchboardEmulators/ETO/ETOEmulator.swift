@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import Synchronization
 
 /// ETO's WCF JSON services under `/API/…`, as `eto.md` describes them: the SSO log-in chain
@@ -163,52 +164,52 @@ final class ETOEmulator: EmulatedAPI {
 
     // MARK: Routing
 
-    func handle(_ exchange: Exchange) -> Reply {
-        let s = exchange.segments
-        guard s.count >= 3 else { return Self.notFound }
-        let service = s[1].lowercased()
-        let operation = s[2].lowercased()
-        let args = Array(s.dropFirst(3))
-        let method = exchange.method
-        switch (service, operation) {
-        case ("security.svc", "ssoauthenticate"):
-            return method == .post ? authenticate(exchange) : Self.wrongMethod
-        case ("security.svc", "getssoenterprises") where args.count == 1:
-            return method == .get ? enterprises(sso: args[0]) : Self.wrongMethod
-        case ("security.svc", "getssosites") where args.count == 2:
-            return method == .get ? sites(sso: args[0], enterprise: args[1]) : Self.wrongMethod
-        case ("security.svc", "ssositelogin") where args.count == 4:
-            return method == .get ? siteLogin(site: args[0], enterprise: args[1], sso: args[2], offset: args[3]) : Self.wrongMethod
-        case ("security.svc", "updatecurrentprogram") where args.isEmpty:
-            return method == .post ? session(exchange) { model, key in Self.updateProgram(exchange, &model, key) } : Self.wrongMethod
-        case ("security.svc", "getsiteinfo") where args.count == 1:
-            return method == .get ? session(exchange) { model, key in Self.siteInfo(args[0], model, key) } : Self.wrongMethod
-        case ("form.svc", "forms") where args.count == 3 && args[0].lowercased() == "program" && args[1].lowercased() == "getprograms":
-            return method == .get ? session(exchange) { model, key in Self.programs(args[2], model, key) } : Self.wrongMethod
-        case ("actor.svc", "participant") where args.count == 1 && args[0].lowercased() == "enrollment":
-            return method == .post ? session(exchange) { model, key in Self.enroll(exchange, &model, key) } : Self.wrongMethod
-        case ("actor.svc", "participant") where args.isEmpty:
-            return method == .post
-                ? session(exchange) { model, key in Self.addParticipant(exchange, &model, key, now: clock.now()) } : Self.wrongMethod
-        case ("actor.svc", "participants") where args.count == 1:
-            return method == .get
-                ? session(exchange) { model, key in Self.listParticipants(args[0], exchange, model, key) } : Self.wrongMethod
-        case ("touchpoint.svc", "touchpointresponsedelete") where args.isEmpty:
-            return method == .post ? session(exchange) { model, key in Self.deleteResponse(exchange, &model, key) } : Self.wrongMethod
-        case ("actor.svc", "participant") where args.count == 1:
-            return method == .get ? session(exchange) { model, key in Self.participant(args[0], model, key) } : Self.wrongMethod
-        case ("search.svc", "search") where args.count == 2:
-            return method == .get ? session(exchange) { model, key in Self.search(args[0], args[1], model, key) } : Self.wrongMethod
-        case ("touchpoint.svc", "touchpointresponseadd") where args.isEmpty:
-            return method == .post
-                ? session(exchange) { model, key in Self.addResponse(exchange, &model, key, now: clock.now()) } : Self.wrongMethod
-        case ("touchpoint.svc", "listtouchpointresponses") where args.isEmpty:
-            return method == .get ? session(exchange) { model, key in Self.listResponses(exchange, model, key) } : Self.wrongMethod
-        case ("touchpoint.svc", "gettouchpointresponse") where args.isEmpty:
-            return method == .get ? session(exchange) { model, key in Self.getResponse(exchange, model, key) } : Self.wrongMethod
-        default:
-            return Self.notFound
+    /// WCF matches a path's service and operation whatever their case.
+    var routerOptions: RouterOptions { .caseInsensitive }
+
+    func unknownRoute(for exchange: Exchange) -> Reply { Self.notFound }
+
+    func wrongMethod(for exchange: Exchange) -> Reply { Self.wrongMethod }
+
+    /// Parameter names are lower-case: a case-insensitive router lower-cases whole paths.
+    func addRoutes(to router: Router<EmulatorContext>) {
+        let wrongMethod: RouteHandler = { _, _ in Self.wrongMethod }
+        func get(_ path: String, _ handler: @escaping RouteHandler) { router.route("API/\(path)", [.get: handler], otherwise: wrongMethod) }
+        func post(_ path: String, _ handler: @escaping RouteHandler) {
+            router.route("API/\(path)", [.post: handler], otherwise: wrongMethod)
         }
+        // The log-in chain.
+        let authenticate: RouteHandler = { exchange, _ in self.authenticate(exchange) }
+        post("Security.svc/SSOAuthenticate", authenticate)
+        post("Security.svc/SSOAuthenticate/**", authenticate)
+        get("Security.svc/GetSSOEnterprises/:sso") { _, p in self.enterprises(sso: p.segment("sso")) }
+        get("Security.svc/GetSSOSites/:sso/:enterprise") { _, p in self.sites(sso: p.segment("sso"), enterprise: p.segment("enterprise")) }
+        get("Security.svc/SSOSiteLogin/:site/:enterprise/:sso/:offset") { _, p in
+            self.siteLogin(site: p.segment("site"), enterprise: p.segment("enterprise"), sso: p.segment("sso"), offset: p.segment("offset"))
+        }
+        // Calls with a site session (`securityToken`).
+        post("Security.svc/UpdateCurrentProgram") { e, _ in self.session(e) { model, key in Self.updateProgram(e, &model, key) } }
+        get("Security.svc/GetSiteInfo/:site") { e, p in self.session(e) { model, key in Self.siteInfo(p.segment("site"), model, key) } }
+        get("Form.svc/Forms/Program/GetPrograms/:site") { e, p in
+            self.session(e) { model, key in Self.programs(p.segment("site"), model, key) }
+        }
+        post("Actor.svc/Participant/Enrollment") { e, _ in self.session(e) { model, key in Self.enroll(e, &model, key) } }
+        post("Actor.svc/Participant") { e, _ in
+            self.session(e) { model, key in Self.addParticipant(e, &model, key, now: self.clock.now()) }
+        }
+        get("Actor.svc/Participant/:clid") { e, p in self.session(e) { model, key in Self.participant(p.segment("clid"), model, key) } }
+        get("Actor.svc/Participants/:site") { e, p in
+            self.session(e) { model, key in Self.listParticipants(p.segment("site"), e, model, key) }
+        }
+        get("Search.svc/Search/:program/:text") { e, p in
+            self.session(e) { model, key in Self.search(p.segment("program"), p.segment("text"), model, key) }
+        }
+        post("TouchPoint.svc/TouchPointResponseAdd") { e, _ in
+            self.session(e) { model, key in Self.addResponse(e, &model, key, now: self.clock.now()) }
+        }
+        post("TouchPoint.svc/TouchPointResponseDelete") { e, _ in self.session(e) { model, key in Self.deleteResponse(e, &model, key) } }
+        get("TouchPoint.svc/ListTouchPointResponses") { e, _ in self.session(e) { model, key in Self.listResponses(e, model, key) } }
+        get("TouchPoint.svc/GetTouchPointResponse") { e, _ in self.session(e) { model, key in Self.getResponse(e, model, key) } }
     }
 
     // MARK: Log-in chain

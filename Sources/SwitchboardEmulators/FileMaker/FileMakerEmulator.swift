@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import Synchronization
 
 /// The Claris FileMaker Data API under `/fmi/data/{v1|v2|vLatest}/…`, as `filemaker.md` describes
@@ -105,110 +106,139 @@ final class FileMakerEmulator: EmulatedAPI {
 
     // MARK: Routing
 
-    func handle(_ exchange: Exchange) -> Reply {
-        if exchange.segments.count > 2, exchange.segments[2] == "streaming" {
-            guard exchange.method == .get else { return Self.wrongMethod }
-            return streamContainer(exchange.segments) ?? Self.unknownRoute
+    func unknownRoute(for exchange: Exchange) -> Reply { Self.unknownRoute }
+
+    func wrongMethod(for exchange: Exchange) -> Reply { Self.wrongMethod }
+
+    func addRoutes(to router: Router<EmulatorContext>) {
+        let wrongMethod: RouteHandler = { _, _ in Self.wrongMethod }
+        func route(_ path: String, _ handlers: [HTTPRequest.Method: RouteHandler]) { router.route(path, handlers, otherwise: wrongMethod) }
+        // Container data, at the URLs record answers give (no version, no token: the URL is the
+        // credential): `streaming/{database}/{table}/{record}/{field}`. Any other path under
+        // `streaming` is an unknown route to a GET and the wrong method to anything else.
+        let stream: RouteHandler = { exchange, _ in self.streamContainer(exchange.segments) ?? Self.unknownRoute }
+        for path in ["fmi/data/streaming", "fmi/data/streaming/**"] { route(path, [.get: stream]) }
+        for version in ["v1", "v2", "vLatest"] {
+            let base = "fmi/data/\(version)"
+            route("\(base)/productInfo", [.get: { _, _ in self.productInfo() }])
+            route("\(base)/databases", [.get: { exchange, _ in self.listDatabases(exchange) }])
+            route("\(base)/validateSession", [.get: { exchange, _ in self.validateSession(exchange) }])
+            let database = "\(base)/databases/:database"
+            route("\(database)/sessions", [.post: { exchange, p in self.logIn(exchange, database: p.segment("database")) }])
+            route(
+                "\(database)/sessions/:token",
+                [.delete: { _, p in self.logOut(token: p.segment("token"), database: p.segment("database")) }])
+            route(
+                "\(database)/layouts",
+                [.get: { e, p in self.authorized(e, p.segment("database")) { model, name, _ in Self.layouts(model.databases[name]!) } }])
+            route(
+                "\(database)/scripts",
+                [.get: { e, p in self.authorized(e, p.segment("database")) { model, name, _ in Self.scripts(model.databases[name]!) } }])
+            route(
+                "\(database)/globals",
+                [
+                    .patch: { e, p in
+                        self.withJSONBody(e) { body in
+                            self.authorized(e, p.segment("database")) { model, name, token in Self.setGlobals(body, &model, name, token) }
+                        }
+                    }
+                ])
+            route(
+                "\(database)/layouts/:layout",
+                [
+                    .get: { e, p in
+                        self.authorized(e, p.segment("database")) { model, name, _ in
+                            Self.layoutMetadata(model.databases[name]!, p.segment("layout"))
+                        }
+                    }
+                ])
+            addRecordRoutes(route, layout: "\(database)/layouts/:layout")
         }
-        let s = Array(exchange.segments.dropFirst(2))
-        guard let version = s.first, ["v1", "v2", "vLatest"].contains(version) else { return Self.unknownRoute }
-        let rest = Array(s.dropFirst())
-        let method = exchange.method
-        switch rest.count {
-        case 1 where rest[0] == "productInfo":
-            return method == .get ? productInfo() : Self.wrongMethod
-        case 1 where rest[0] == "databases":
-            return method == .get ? listDatabases(exchange) : Self.wrongMethod
-        case 1 where rest[0] == "validateSession":
-            return method == .get ? validateSession(exchange) : Self.wrongMethod
-        case 0, 1:
-            return Self.unknownRoute
-        default: break
+    }
+
+    /// The routes under `…/layouts/{layout}`: records, containers, finds and scripts.
+    private func addRecordRoutes(_ route: (String, [HTTPRequest.Method: RouteHandler]) -> Void, layout: String) {
+        route(
+            "\(layout)/records",
+            [
+                .get: { e, p in
+                    self.authorized(e, p.segment("database")) { model, name, token in
+                        self.range(e, model, model.databases[name]!, p.segment("layout"), token)
+                    }
+                },
+                .post: { e, p in
+                    self.withJSONBody(e) { body in
+                        self.authorized(e, p.segment("database")) { model, name, token in
+                            self.create(body, &model, name, p.segment("layout"), token)
+                        }
+                    }
+                },
+            ])
+        // A record id that is not a number is looked up (layout, then record missing) before the
+        // method is, as the Data API does.
+        func record(_ body: @escaping @Sendable (Exchange, Parameters, Int) -> Reply) -> RouteHandler {
+            { e, p in
+                guard let id = Int(p.segment("record")) else {
+                    return self.authorized(e, p.segment("database")) { model, name, _ in
+                        Self.table(model, model.databases[name]!, p.segment("layout")) == nil ? Self.layoutMissing : Self.recordMissing
+                    }
+                }
+                return body(e, p, id)
+            }
         }
-        guard rest[0] == "databases" else { return Self.unknownRoute }
-        let database = rest[1]
-        let tail = Array(rest.dropFirst(2))
-        switch tail.count {
-        case 1 where tail[0] == "sessions":
-            return method == .post ? logIn(exchange, database: database) : Self.wrongMethod
-        case 2 where tail[0] == "sessions":
-            return method == .delete ? logOut(token: tail[1], database: database) : Self.wrongMethod
-        case 1 where tail[0] == "layouts":
-            return method == .get
-                ? authorized(exchange, database) { model, name, _ in Self.layouts(model.databases[name]!) } : Self.wrongMethod
-        case 1 where tail[0] == "scripts":
-            return method == .get
-                ? authorized(exchange, database) { model, name, _ in Self.scripts(model.databases[name]!) } : Self.wrongMethod
-        case 1 where tail[0] == "globals":
-            guard method == .patch else { return Self.wrongMethod }
-            return withJSONBody(exchange) { body in
-                authorized(exchange, database) { model, name, token in Self.setGlobals(body, &model, name, token) }
+        let wrongMethod = record { _, _, _ in Self.wrongMethod }
+        var handlers: [HTTPRequest.Method: RouteHandler] = [:]
+        for method in HTTPRequest.Method.routed { handlers[method] = wrongMethod }
+        handlers[.get] = record { e, p, id in
+            self.authorized(e, p.segment("database")) { model, name, token in
+                self.getRecord(e, model, model.databases[name]!, p.segment("layout"), id, token)
             }
-        case 2 where tail[0] == "layouts":
-            return method == .get
-                ? authorized(exchange, database) { model, name, _ in Self.layoutMetadata(model.databases[name]!, tail[1]) }
-                : Self.wrongMethod
-        default: break
         }
-        guard tail.count >= 3, tail[0] == "layouts" else { return Self.unknownRoute }
-        let layout = tail[1]
-        let op = Array(tail.dropFirst(2))
-        switch (op.count, op[0]) {
-        case (1, "records"):
-            switch method {
-            case .get:
-                return authorized(exchange, database) { model, name, token in
-                    self.range(exchange, model, model.databases[name]!, layout, token)
-                }
-            case .post:
-                return withJSONBody(exchange) { body in
-                    authorized(exchange, database) { model, name, token in self.create(body, &model, name, layout, token) }
-                }
-            default: return Self.wrongMethod
-            }
-        case (2, "records"):
-            guard let id = Int(op[1]) else {
-                return authorized(exchange, database) { model, name, _ in
-                    Self.table(model, model.databases[name]!, layout) == nil ? Self.layoutMissing : Self.recordMissing
+        handlers[.patch] = record { e, p, id in
+            self.withJSONBody(e) { body in
+                self.authorized(e, p.segment("database")) { model, name, token in
+                    self.edit(body, &model, name, p.segment("layout"), id, token)
                 }
             }
-            switch method {
-            case .get:
-                return authorized(exchange, database) { model, name, token in
-                    self.getRecord(exchange, model, model.databases[name]!, layout, id, token)
-                }
-            case .patch:
-                return withJSONBody(exchange) { body in
-                    authorized(exchange, database) { model, name, token in self.edit(body, &model, name, layout, id, token) }
-                }
-            case .delete: return authorized(exchange, database) { model, name, _ in Self.delete(&model, name, layout, id) }
-            case .post:
-                // Duplicate takes an empty body; a JSON content type is allowed but not required.
-                return authorized(exchange, database) { model, name, _ in self.duplicate(&model, name, layout, id) }
-            default: return Self.wrongMethod
-            }
-        case (4, "records") where op[2] == "containers", (5, "records") where op[2] == "containers":
-            guard method == .post else { return Self.wrongMethod }
-            guard let id = Int(op[1]) else { return Self.recordMissing }
-            let repetition = op.count == 5 ? Int(op[4]) : 1
-            return authorized(exchange, database) { model, name, _ in
-                Self.upload(exchange, &model, name, layout, id, field: op[3], repetition: repetition)
-            }
-        case (1, "_find"):
-            guard method == .post else { return Self.wrongMethod }
-            return withJSONBody(exchange) { body in
-                authorized(exchange, database) { model, name, token in
-                    self.find(body, exchange, model, model.databases[name]!, layout, token)
-                }
-            }
-        case (2, "script"):
-            guard method == .get else { return Self.wrongMethod }
-            return authorized(exchange, database) { model, name, _ in
-                Self.runScript(model.databases[name]!, layout, op[1], parameter: exchange.query["script.param"])
-            }
-        default:
-            return Self.unknownRoute
         }
+        handlers[.delete] = record { e, p, id in
+            self.authorized(e, p.segment("database")) { model, name, _ in Self.delete(&model, name, p.segment("layout"), id) }
+        }
+        // Duplicate takes an empty body; a JSON content type is allowed but not required.
+        handlers[.post] = record { e, p, id in
+            self.authorized(e, p.segment("database")) { model, name, _ in self.duplicate(&model, name, p.segment("layout"), id) }
+        }
+        route("\(layout)/records/:record", handlers)
+        let upload: RouteHandler = { e, p in
+            guard let id = Int(p.segment("record")) else { return Self.recordMissing }
+            // The repetition is 1 unless the path names one; one that is not a number is none.
+            let repetition: Int? = p.get("repetition") == nil ? 1 : Int(p.segment("repetition"))
+            return self.authorized(e, p.segment("database")) { model, name, _ in
+                Self.upload(e, &model, name, p.segment("layout"), id, field: p.segment("field"), repetition: repetition)
+            }
+        }
+        route("\(layout)/records/:record/containers/:field", [.post: upload])
+        route("\(layout)/records/:record/containers/:field/:repetition", [.post: upload])
+        route(
+            "\(layout)/_find",
+            [
+                .post: { e, p in
+                    self.withJSONBody(e) { body in
+                        self.authorized(e, p.segment("database")) { model, name, token in
+                            self.find(body, e, model, model.databases[name]!, p.segment("layout"), token)
+                        }
+                    }
+                }
+            ])
+        route(
+            "\(layout)/script/:script",
+            [
+                .get: { e, p in
+                    self.authorized(e, p.segment("database")) { model, name, _ in
+                        Self.runScript(model.databases[name]!, p.segment("layout"), p.segment("script"), parameter: e.query["script.param"])
+                    }
+                }
+            ])
     }
 
     /// Content-Type and syntax checks shared by every call with a JSON body.

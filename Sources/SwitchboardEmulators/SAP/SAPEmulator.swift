@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import Synchronization
 
 /// SAP Mobile Services' registration API under `/odata/applications/{v1|latest}/{appId}/…` and
@@ -71,25 +72,43 @@ final class SAPEmulator: EmulatedAPI {
         exchange.header("X-SMP-APPCID") ?? exchange.cookie("X-SMP-APPCID")
     }
 
-    func handle(_ exchange: Exchange) -> Reply {
-        let s = exchange.segments
-        if s.count == 1 { return serviceRoot(appID: s[0], exchange) }
-        guard s.count == 5, ["v1", "latest"].contains(s[2]) else { return Self.error(404, "No such resource") }
-        let appID = s[3]
-        let resource = s[4]
-        if resource == "Connections" {
-            guard exchange.method == .post else { return Self.error(405, "Method not allowed") }
-            return register(appID: appID, version: s[2], exchange)
-        }
-        guard resource.hasPrefix("Connections("), resource.hasSuffix(")") else { return Self.error(404, "No such resource") }
-        var id = String(resource.dropFirst("Connections(".count).dropLast())
-        if id.hasPrefix("'"), id.hasSuffix("'"), id.count >= 2 { id = String(id.dropFirst().dropLast()) }
-        switch exchange.method {
-        case .get: return connection(appID: appID, id: id, version: s[2], exchange)
-        case .delete: return delete(appID: appID, id: id, exchange)
-        default: return Self.error(405, "Method not allowed")
+    func addRoutes(to router: Router<EmulatorContext>) {
+        let wrongMethod: RouteHandler = { exchange, _ in self.wrongMethod(for: exchange) }
+        router.route(
+            ":app", [.get: { exchange, parameters in self.serviceRoot(appID: parameters.segment("app"), exchange) }], otherwise: wrongMethod
+        )
+        for version in ["v1", "latest"] {
+            router.route(
+                "odata/applications/\(version)/:app/Connections",
+                [.post: { exchange, parameters in self.register(appID: parameters.segment("app"), version: version, exchange) }],
+                otherwise: wrongMethod)
+            // `Connections(id)` or `Connections('id')`; any other resource is not found, whatever the method.
+            func withConnectionID(_ body: @escaping @Sendable (String, String, Exchange) -> Reply) -> RouteHandler {
+                { exchange, parameters in
+                    guard let id = Self.connectionID(parameters.segment("resource")) else { return Self.error(404, "No such resource") }
+                    return body(parameters.segment("app"), id, exchange)
+                }
+            }
+            router.route(
+                "odata/applications/\(version)/:app/:resource",
+                [
+                    .get: withConnectionID { appID, id, exchange in self.connection(appID: appID, id: id, version: version, exchange) },
+                    .delete: withConnectionID { appID, id, exchange in self.delete(appID: appID, id: id, exchange) },
+                ], otherwise: withConnectionID { _, _, exchange in self.wrongMethod(for: exchange) })
         }
     }
+
+    /// The id in a `Connections(…)` resource, quoted or not.
+    static func connectionID(_ resource: String) -> String? {
+        guard resource.hasPrefix("Connections("), resource.hasSuffix(")") else { return nil }
+        var id = String(resource.dropFirst("Connections(".count).dropLast())
+        if id.hasPrefix("'"), id.hasSuffix("'"), id.count >= 2 { id = String(id.dropFirst().dropLast()) }
+        return id
+    }
+
+    func unknownRoute(for exchange: Exchange) -> Reply { Self.error(404, "No such resource") }
+
+    func wrongMethod(for exchange: Exchange) -> Reply { Self.error(405, "Method not allowed") }
 
     private static func connectionJSON(_ c: SAPSeed.Connection, appID: String, version: String) -> JSON {
         let uri = "/odata/applications/\(version)/\(appID)/Connections('\(c.id)')"
@@ -231,8 +250,7 @@ final class SAPEmulator: EmulatedAPI {
     }
 
     private func serviceRoot(appID: String, _ exchange: Exchange) -> Reply {
-        guard exchange.method == .get else { return Self.error(405, "Method not allowed") }
-        return withConnection(appID: appID, id: nil, missing: "The application connection is no longer valid. Register again.", exchange) {
+        withConnection(appID: appID, id: nil, missing: "The application connection is no longer valid. Register again.", exchange) {
             _, _, _ in
             .json(200, ["d": ["EntitySets": ["Shelters", "Beds", "Outreach"]]])
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 
 /// One emulated back end. Handlers are synchronous: each works on in-memory state under its own
 /// lock, so a request is one short critical section and the emulator never blocks a thread on
@@ -10,7 +11,17 @@ protocol EmulatedAPI: Sendable {
     /// Whether a path (decoded segments) belongs to this API.
     func owns(_ segments: [String]) -> Bool
 
-    func handle(_ exchange: Exchange) -> Reply
+    /// How its router matches paths (ETO's ignores case, as WCF does).
+    var routerOptions: RouterOptions { get }
+
+    /// Adds its routes (full paths, prefix included) to its router, whose middleware is in place.
+    func addRoutes(to router: Router<EmulatorContext>)
+
+    /// What it answers for a path under its prefix that it does not serve.
+    func unknownRoute(for exchange: Exchange) -> Reply
+
+    /// What it answers for a method a route does not take.
+    func wrongMethod(for exchange: Exchange) -> Reply
 
     /// Ends every session or token this API has issued (the control API's "expire now").
     /// Returns how many were ended.
@@ -30,6 +41,10 @@ protocol EmulatedAPI: Sendable {
 
     /// A short description of the credential a request used, masked; nil when it used none.
     func credentialLabel(for exchange: Exchange) -> String?
+}
+
+extension EmulatedAPI {
+    var routerOptions: RouterOptions { [] }
 }
 
 /// Random hexadecimal text for tokens and ids.

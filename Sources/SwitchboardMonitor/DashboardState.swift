@@ -4,15 +4,15 @@
 // types, groups, services and producers, counts and times: never an event's content, so the
 // page and its stream carry nothing personal.
 
-import Foundation
-import SwitchboardBus
+public import Foundation
+public import SwitchboardBus
 import SwitchboardObservability
 import SwitchboardProtocol
 import Synchronization
 
-final class DashboardState: Sendable {
+public final class DashboardState: Sendable {
     /// Dead letters the panel lists: the newest, beside the counts of all.
-    static let deadLetterRows = 20
+    public static let deadLetterRows = 20
 
     struct Problem: Sendable {
         var at: String
@@ -42,8 +42,10 @@ final class DashboardState: Sendable {
 
     private let state = Mutex(Counts())
 
+    public init() {}
+
     /// An event seen on the fan-out (or fetched to fill a gap).
-    func record(_ event: FollowedEvent) {
+    public func record(_ event: FollowedEvent) {
         let header = event.header
         state.withLock { state in
             state.totals[header.type, default: 0] += 1
@@ -74,10 +76,10 @@ final class DashboardState: Sendable {
         }
     }
 
-    func head(_ head: Int64) { state.withLock { $0.head = max($0.head, head) } }
+    public func head(_ head: Int64) { state.withLock { $0.head = max($0.head, head) } }
 
     /// The broker's tables, read every second; `error` when it did not answer.
-    func broker(
+    public func broker(
         groups: [GroupInfo]?, deadLetters: DeadLetterPage?, producers: [ProducerInfo]?, services: [ServiceDirectory.Service]?,
         error: String?
     ) {
@@ -93,7 +95,7 @@ final class DashboardState: Sendable {
 
     /// Called once a second: closes a second of the rate history, and every 10 s takes a sample
     /// for the hour's charts (`now`: Unix milliseconds).
-    func tick(now: Int64 = Int64((Date().timeIntervalSince1970 * 1000).rounded())) {
+    public func tick(now: Int64 = Int64((Date().timeIntervalSince1970 * 1000).rounded())) {
         state.withLock { state in
             state.history.append(state.totals)
             if state.history.count > 11 { state.history.removeFirst() }
@@ -106,7 +108,7 @@ final class DashboardState: Sendable {
     }
 
     /// The snapshot the page renders, as JSON.
-    func snapshot() -> Data {
+    public func snapshot() -> Data {
         let value = state.withLock { state -> JSONValue in
             let then = state.history.first ?? [:]
             let seconds = max(1, state.history.count - 1)
