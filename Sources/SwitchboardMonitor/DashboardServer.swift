@@ -12,6 +12,7 @@ import NIOCore
 public import ServiceLifecycle
 public import SwitchboardBus
 public import SwitchboardObservability
+import SwitchboardProtocol
 import SwitchboardRuntime
 public import ZeroMQ
 

@@ -7,7 +7,7 @@
 public import Foundation
 public import SwitchboardBus
 import SwitchboardObservability
-import SwitchboardProtocol
+public import SwitchboardProtocol
 import Synchronization
 
 public final class DashboardState: Sendable {
