@@ -120,6 +120,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardBroker",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "CMalloc",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
@@ -151,6 +152,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-broker",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardBroker", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardObservability",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -221,6 +223,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-kiosk",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity",
             "SwitchboardObservability", "SwitchboardStorage", "SwitchboardDesk",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -243,6 +246,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-monitor",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity", "SwitchboardObservability",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -257,6 +261,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardRuntime", "SwitchboardBus", "ZeroMQ", "SwitchboardSecurity", "SwitchboardProtocol", "SwitchboardEmulators",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -322,6 +327,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-auth",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardAuth", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime", "SwitchboardSecurity",
             "SwitchboardObservability", "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -345,6 +351,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardWorkers",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardAuth", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardBackends",
             "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "ZeroMQ",
             "SwitchboardObservability",
@@ -361,6 +368,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-filemaker",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardProtocol", "SwitchboardRuntime",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -372,6 +380,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-eto",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
             "SwitchboardSecurity",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -384,6 +393,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-directory",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardWorkers", "SwitchboardAuth", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
             "SwitchboardSecurity",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -428,6 +438,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-emulator",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardEmulators", "SwitchboardRuntime",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -477,7 +488,8 @@ var targets: [Target] = [
     .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"], swiftSettings: swiftSettings),
     .testTarget(
         name: "SwitchboardRuntimeTests",
-        dependencies: ["SwitchboardRuntime", "SwitchboardTesting"],
+        dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),"SwitchboardRuntime", "SwitchboardTesting"],
         swiftSettings: swiftSettings
     ),
     .testTarget(name: "SwitchboardSecurityTests", dependencies: ["SwitchboardSecurity"], swiftSettings: swiftSettings),
@@ -489,6 +501,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardBrokerTests",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardSecurity",
             "SwitchboardRuntime", "SwitchboardStorage",
             .product(name: "Logging", package: "swift-log"),
@@ -557,7 +570,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // CommandLineArguments: flags are one of the reader's providers (ProgramConfiguration).
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: ["JSON", "CommandLineArguments"]),
     ],
     targets: targets
 )

@@ -118,10 +118,8 @@ public struct AuthAccounts: Sendable {
     }
 
     /// Reads the accounts from `path` (refused if group or others may read it), or, without a
-    /// path, from `SWITCHBOARD_AUTH_ACCOUNTS`.
-    public static func load(
-        path: String?, environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(AuthError) -> AuthAccounts {
+    /// path, from `SWITCHBOARD_AUTH_ACCOUNTS` in `environment` (the program's, passed in).
+    public static func load(path: String?, environment: [String: String]) throws(AuthError) -> AuthAccounts {
         let data: Data
         let source: String
         if let path {
@@ -143,7 +141,7 @@ public struct AuthAccounts: Sendable {
             data = Data(text.utf8)
             source = "$\(environmentVariable)"
         } else {
-            throw AuthError(.configuration, "no accounts: give --accounts FILE (mode 0600) or set \(environmentVariable)")
+            throw AuthError(.configuration, "no accounts: give --accounts-file FILE (mode 0600) or set \(environmentVariable)")
         }
         struct Document: Decodable { var accounts: [AuthAccount] }
         do {

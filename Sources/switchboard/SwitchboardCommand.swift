@@ -10,6 +10,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard's front door.",
+        version: SwitchboardVersion.current,
         subcommands: [
             UpCommand.self, StatusCommand.self, GroupsCommand.self, DeadLetterCommand.self, AuthCommand.self, KeygenCommand.self,
             KeysCommand.self,
@@ -97,7 +98,7 @@ struct UpCommand: AsyncParsableCommand {
         let keys = try insecure ? nil : LocalKeys.ensure(in: data.appendingPathComponent("keys"), principals: Self.principals)
         // Every child reports READY=1 on its own notify socket; the broker and the emulators are
         // waited for, as the rest need them.
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         // Every child's pid, as it starts: what an operator (or a test) needs to send it a signal.
         func start(_ program: Supervisor.Program) throws {
             let process = try supervisor.start(program)
@@ -167,7 +168,7 @@ struct UpCommand: AsyncParsableCommand {
             .init(
                 name: "auth", executable: "switchboard-auth",
                 arguments: [
-                    "--accounts", accountsFile, "--service", service, "--ingest", ingest, "--data-dir",
+                    "--accounts-file", accountsFile, "--service", service, "--ingest", ingest, "--data-dir",
                     authDirectory.appendingPathComponent("state").path, "--ca-file", tlsDirectory.appendingPathComponent("ca.pem").path,
                 ] + admin(3) + (keys?.clientArguments("auth") ?? []),
                 output: authLog, errors: authLog))
@@ -203,7 +204,7 @@ struct UpCommand: AsyncParsableCommand {
                 .init(
                     name: "kiosk", executable: "switchboard-kiosk",
                     arguments: [
-                        "demo", "--kiosk", "demo-kiosk-1", "--broker", ingest, "--interval", interval,
+                        "demo", "--id", "demo-kiosk-1", "--ingest", ingest, "--interval", interval,
                         "--outbox", data.appendingPathComponent("kiosk/demo-kiosk-1/outbox.sqlite").path, "--roster", roster,
                     ] + admin(1) + (keys?.clientArguments("demo-kiosk-1") ?? []),
                     output: kioskLog, errors: kioskLog))
@@ -218,8 +219,8 @@ struct UpCommand: AsyncParsableCommand {
                 .init(
                     name: "desk", executable: "switchboard-kiosk",
                     arguments: [
-                        "desk", "--kiosk", DemoDesk.kiosk, "--data-dir", data.path, "--listen", "127.0.0.1:\(deskPort)", "--site",
-                        "101", "--program", "792",
+                        "desk", "--id", DemoDesk.kiosk, "--data-dir", data.path, "--listen", "127.0.0.1:\(deskPort)", "--site-id",
+                        "101", "--program-id", "792",
                     ] + admin(7) + (keys?.clientArguments(DemoDesk.kiosk) ?? []),
                     output: deskLog, errors: deskLog))
             say(
@@ -394,7 +395,7 @@ enum DemoDesk {
     static func deskUser(_ arguments: [String], data: URL, input: String = "") throws -> (Int32, String) {
         let process = Process()
         process.executableURL = ChildProcess.executableDirectory.appendingPathComponent("switchboard-kiosk")
-        process.arguments = ["desk-user"] + arguments + ["--kiosk", kiosk, "--data-dir", data.path]
+        process.arguments = ["desk-user"] + arguments + ["--id", kiosk, "--data-dir", data.path]
         let stdin = Pipe()
         let output = Pipe()
         process.standardInput = stdin

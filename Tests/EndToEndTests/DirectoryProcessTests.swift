@@ -141,7 +141,7 @@ struct DirectoryWorkerProcessTests {
         let auth = try programs.start(
             "switchboard-auth",
             [
-                "--accounts", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
+                "--accounts-file", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
                 directory.path("auth-state"),
             ], log: "auth.log")
         return Stack(programs: programs, processes: [auth, emulator, broker], endpoints: endpoints, base: url)
