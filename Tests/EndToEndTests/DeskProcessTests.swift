@@ -32,7 +32,7 @@ struct DeskProcessTests {
 
         let noSite = try programs.start("switchboard-kiosk", ["desk", "--program-id", "792"] + common, log: "nosite.log")
         #expect(await noSite.waitForExit(timeout: .seconds(60)) != 0)
-        #expect(programs.read("nosite.log").contains("site_id is required (--site-id)"))
+        #expect(programs.read("nosite.log").contains("site_id: is required (--site-id)"))
         let open = try programs.start(
             "switchboard-kiosk", ["desk", "--site-id", "101", "--program-id", "792", "--listen", "0.0.0.0:9599"] + common, log: "open.log")
         #expect(await open.waitForExit(timeout: .seconds(60)) != 0)
