@@ -50,6 +50,10 @@ public struct ProgramConfiguration: Sendable {
     /// Every program that reads its configuration this way; a file may hold a section for each.
     public static let programs = ["broker", "auth", "filemaker", "eto", "directory", "kiosk", "monitor", "emulator", "operator"]
 
+    /// The keys whose flag may be given more than once, each adding to a list (`--ca-file A
+    /// --ca-file B`); any other flag given twice counts once, its last, as ArgumentParser reads it.
+    static let repeatableKeys: Set<String> = ["ca_file", "api", "tls_host"]
+
     /// The environment variable that names the configuration file when `--config` is not given.
     public static let fileVariable = "SWITCHBOARD_CONFIG"
 
@@ -86,7 +90,7 @@ public struct ProgramConfiguration: Sendable {
 
         // A flag `--a-b-c` is key `a.b_c`: the library's command-line encoding joins the
         // components with dashes, so each underscore becomes a dash first.
-        let flags = CommandLineArgumentsProvider(arguments: arguments).mapKeys { key in
+        let flags = CommandLineArgumentsProvider(arguments: Self.lastOfEach(arguments, except: Self.repeatableKeys)).mapKeys { key in
             AbsoluteConfigKey(key.components.map { $0.replacingOccurrences(of: "_", with: "-") }, context: key.context)
         }
         var providers: [any ConfigProvider] = [flags]
@@ -123,6 +127,34 @@ public struct ProgramConfiguration: Sendable {
         }
         sources = SourceRecorder(labels: labels)
         reader = ConfigReader(providers: providers, accessReporter: sources)
+    }
+
+    /// The command line with only the last of a flag given more than once, as ArgumentParser
+    /// reads it (a later `--credit 4` wins over an earlier one); a list's flag (`--ca-file`,
+    /// repeatable) keeps every value.
+    static func lastOfEach(_ arguments: [String], except lists: Set<String>) -> [String] {
+        var kept: [String] = []
+        var index = arguments.startIndex
+        var groups: [(flag: String?, words: [String])] = []
+        while index < arguments.endIndex {
+            let word = arguments[index]
+            if word.hasPrefix("--") {
+                groups.append((String(word.split(separator: "=", maxSplits: 1)[0]), [word]))
+            } else if groups.isEmpty {
+                groups.append((nil, [word]))
+            } else {
+                groups[groups.count - 1].words.append(word)
+            }
+            index += 1
+        }
+        let repeatable = Set(lists.map(flagName))
+        var last: [String: Int] = [:]
+        for (position, group) in groups.enumerated() { if let flag = group.flag { last[flag] = position } }
+        for (position, group) in groups.enumerated() {
+            if let flag = group.flag, !repeatable.contains(flag), last[flag] != position { continue }
+            kept += group.words
+        }
+        return kept
     }
 
     /// `retention.max_age` → `RETENTION_MAX_AGE`.

@@ -76,6 +76,10 @@ struct ProgramConfigurationTests {
         }
         #expect(configuration.source(of: "credit") == "flag --credit")
         #expect(configuration.source(of: "retry.max_wait") == "flag --retry-max-wait")
+        // A flag given twice counts once, its last, as ArgumentParser reads it; a list's flag adds.
+        configuration = try self.configuration(flags: ["--credit", "3", "--ca-file", "/a.pem", "--credit", "9", "--ca-file", "/b.pem"])
+        #expect(try configuration.read { $0.int(forKey: "credit") } == 9)
+        #expect(try configuration.read { $0.stringArray(forKey: "ca_file") } == ["/a.pem", "/b.pem"])
         // A key that is not shared is never read from the top: eto's credit is its section's.
         configuration = try self.configuration("eto", file: path, environment: ["SWITCHBOARD_CREDIT": "5"])
         #expect(try configuration.read { $0.int(forKey: "credit") } == 2)
