@@ -126,6 +126,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardBroker",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "CMalloc",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
@@ -156,6 +157,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-broker",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardBroker", "SwitchboardBus", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity", "SwitchboardObservability",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -228,6 +230,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-kiosk",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity",
             "SwitchboardObservability", "SwitchboardStorage", "SwitchboardDesk",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -250,7 +253,8 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardMonitor",
         dependencies: [
-            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardObservability",
+            .product(name: "Configuration", package: "swift-configuration"),
+            "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity", "SwitchboardObservability",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -284,6 +288,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardRuntime", "SwitchboardBus", "ZeroMQ", "SwitchboardSecurity", "SwitchboardProtocol", "SwitchboardEmulators",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -357,6 +362,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-auth",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardAuth", "SwitchboardTokens", "SwitchboardBus", "SwitchboardCredentials", "SwitchboardHTTP", "SwitchboardRuntime",
             "SwitchboardSecurity", "SwitchboardObservability", "ZeroMQ",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -380,6 +386,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardWorkers",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardTokens", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP",
             "SwitchboardBackends",
             "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "ZeroMQ",
@@ -397,6 +404,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-filemaker",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardWorkers", "SwitchboardTokens", "SwitchboardBackends", "SwitchboardProtocol", "SwitchboardRuntime",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -408,6 +416,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-eto",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardWorkers", "SwitchboardTokens", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
             "SwitchboardSecurity",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -420,6 +429,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-directory",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardWorkers", "SwitchboardTokens", "SwitchboardBackends", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime",
             "SwitchboardSecurity",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -464,6 +474,7 @@ var targets: [Target] = [
     .executableTarget(
         name: "switchboard-emulator",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardEmulators", "SwitchboardRuntime",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -520,7 +531,9 @@ var targets: [Target] = [
     ),
     .testTarget(
         name: "SwitchboardRuntimeTests",
-        dependencies: ["SwitchboardRuntime", "SwitchboardTesting"],
+        dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"), "SwitchboardRuntime", "SwitchboardTesting",
+        ],
         swiftSettings: swiftSettings
     ),
     .testTarget(name: "SwitchboardSecurityTests", dependencies: ["SwitchboardSecurity"], swiftSettings: swiftSettings),
@@ -532,6 +545,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardBrokerTests",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardBus", "SwitchboardTesting", "SwitchboardSecurity",
             "SwitchboardRuntime", "SwitchboardStorage",
             .product(name: "Logging", package: "swift-log"),
@@ -601,7 +615,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // CommandLineArguments: flags are one of the reader's providers (ProgramConfiguration).
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: ["JSON", "CommandLineArguments"]),
     ],
     targets: targets
 )

@@ -89,8 +89,8 @@ URL=$(sed -n 's/^listening //p' "$DIR/emulator.log" | head -1)
   "options": {"database": "Shelter"}}]}
 EOF
 )
-"$BIN/switchboard-auth" --accounts "$DIR/accounts.json" --service "$SERVICE" --ingest "$INGEST" \
-    --data-dir "$DIR/auth" --keep-alive 3600 >"$DIR/auth.log" 2>&1 &
+"$BIN/switchboard-auth" --accounts-file "$DIR/accounts.json" --service "$SERVICE" --ingest "$INGEST" \
+    --data-dir "$DIR/auth" --keep-alive 1h >"$DIR/auth.log" 2>&1 &
 AUTH=$!
 STARTED+=("$AUTH")
 
@@ -119,8 +119,8 @@ workers() {
     done
     python3 "$HELPER" csv "$DIR/checkins-$count.csv" "$N" "workers-$count"
     python3 "$HELPER" import "$URL" "$N" "$DIR/result-workers-$count.json" "${COMMON_WATCH[@]}" "${watch[@]}" -- \
-        timeout 600 "$BIN/switchboard-kiosk" import "$DIR/checkins-$count.csv" --kiosk "bench-$count" \
-        --outbox "$DIR/kiosk-$count/outbox.sqlite" --broker "$INGEST" --wait 300s
+        timeout 600 "$BIN/switchboard-kiosk" import "$DIR/checkins-$count.csv" --id "bench-$count" \
+        --outbox "$DIR/kiosk-$count/outbox.sqlite" --ingest "$INGEST" --wait 300s
     RESULTS+=("$DIR/result-workers-$count.json")
     stop "${pids[@]}"
 }

@@ -149,7 +149,7 @@ for w in ["FILEMAKER", "ETO", "DIRECTORY"]:
     allowed |= {f"SWITCHBOARD_{w}_{k}" for k in ["URL", "ACCOUNT", "CREDIT", "MEMBER"]}
 allowed |= {"SWITCHBOARD_FILEMAKER_DATABASE", "SWITCHBOARD_FILEMAKER_MAPPING", "SWITCHBOARD_AUTH_ACCOUNTS_FILE", "SWITCHBOARD_AUTH_CREDENTIALS_KEY_FILE",
             "SWITCHBOARD_KIOSK_ID", "SWITCHBOARD_KIOSK_OUTBOX", "SWITCHBOARD_DASHBOARD_TOKEN", "SWITCHBOARD_MONITOR_LISTEN"}
-allowed |= {f"SWITCHBOARD_EMULATOR_{k}" for k in ["HOST", "PORT", "STATE", "SEED", "TLS_GENERATE", "TLS_HOSTS"]}
+allowed |= {f"SWITCHBOARD_EMULATOR_{k}" for k in ["HOST", "PORT", "STATE", "SEED", "TLS_GENERATE", "TLS_HOST"]}
 # What the units set from credentials and StateDirectory: an env file would override them.
 owned = set()
 for name in os.listdir(unit_dir):

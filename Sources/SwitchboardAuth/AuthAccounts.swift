@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import SwitchboardTokens
 
 /// The back-end accounts `switchboard-auth` holds: the only place Switchboard keeps passwords.
@@ -116,10 +116,8 @@ public struct AuthAccounts: Sendable {
     }
 
     /// Reads the accounts from `path` (refused if group or others may read it), or, without a
-    /// path, from `SWITCHBOARD_AUTH_ACCOUNTS`.
-    public static func load(
-        path: String?, environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(AuthError) -> AuthAccounts {
+    /// path, from `SWITCHBOARD_AUTH_ACCOUNTS` in `environment` (the program's, passed in).
+    public static func load(path: String?, environment: [String: String]) throws(AuthError) -> AuthAccounts {
         let data: Data
         let source: String
         if let path {
@@ -141,7 +139,7 @@ public struct AuthAccounts: Sendable {
             data = Data(text.utf8)
             source = "$\(environmentVariable)"
         } else {
-            throw AuthError(.configuration, "no accounts: give --accounts FILE (mode 0600) or set \(environmentVariable)")
+            throw AuthError(.configuration, "no accounts: give --accounts-file FILE (mode 0600) or set \(environmentVariable)")
         }
         struct Document: Decodable { var accounts: [AuthAccount] }
         do {

@@ -1,9 +1,11 @@
-public import Foundation
+public import Configuration
+import Foundation
 public import SwitchboardProtocol
 public import SwitchboardRuntime
 
 /// Everything `switchboard-broker` can be told. Defaults suit one machine; every key can come
-/// from the configuration file, the environment (`SWITCHBOARD_BROKER_<KEY>`) or a flag.
+/// from the configuration file, the environment (`SWITCHBOARD_BROKER_<KEY>`) or a flag
+/// (`--<key>`, dots and underscores as dashes): `init(reader:)` lists them.
 public struct BrokerConfiguration: Sendable {
     /// `ingest`: where producers send EVENTs (ROUTER).
     public var ingestEndpoint = "tcp://127.0.0.1:5560"
@@ -82,109 +84,111 @@ public struct BrokerConfiguration: Sendable {
     public static let keys = [
         "ingest", "fanout", "replay", "data_dir", "heartbeat", "batch_limit", "retention.max_age", "retention.max_bytes",
         "retention.interval", "min_version", "hwm", "max_frame_bytes", "max_pending_bytes", "service", "service.heartbeat",
-        "service.liveness",
-        "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure", "groups", "groups.ack_wait",
-        "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval", "admin",
+        "service.liveness", "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure", "groups",
+        "groups.ack_wait", "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval", "admin",
+        "log_format", "log_level",
     ]
 
-    /// The broker's layers: its own section only (`broker.*`, `SWITCHBOARD_BROKER_*`), and the
-    /// shared `admin` (`SWITCHBOARD_ADMIN`) under its own. A file without sections is the
-    /// broker's alone.
-    public static func layers(
-        file: String?, flags: [String: String] = [:], flagNames: [String: String] = [:],
-        environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(ConfigurationLayers.Failure) -> ConfigurationLayers {
-        try ConfigurationLayers(
-            program: "broker", file: file, keys: keys, flags: flags, flagNames: flagNames, shared: ["admin"], sectioned: false,
-            environment: environment)
+    /// The broker's configuration: its own section only (`broker.*` in the file,
+    /// `SWITCHBOARD_BROKER_*`, its flags), and the shared `admin`, `log_format` and `log_level`
+    /// (`SWITCHBOARD_ADMIN`, …) under its own. A file without sections is the broker's alone.
+    public static func programConfiguration(
+        arguments: [String], environment: [String: String]
+    ) throws(ConfigurationError)
+        -> ProgramConfiguration
+    {
+        try ProgramConfiguration(
+            program: "broker", keys: keys, arguments: arguments, environment: environment, shared: ["admin", "log_format", "log_level"],
+            sectioned: false)
     }
 
-    /// Reads the file and environment layers over the defaults.
+    /// Reads the broker's settings over the defaults above, then checks them (`validate()`).
     ///
-    /// Keys read: every key in `keys`; durations as `30s`/`7d`, sizes as `512MB`; `retention.max_age`
-    /// and `retention.max_bytes` accept `none`.
-    public init(layers: ConfigurationLayers) throws {
+    /// Keys read (each property above names its key and gives its default): `ingest`, `fanout`,
+    /// `replay`, `service`, `groups` (ZeroMQ endpoints to bind); `data_dir`; `heartbeat`;
+    /// `batch_limit`; `retention.max_age` (a duration, or `none`), `retention.max_bytes` (a size
+    /// like `8GB`, or `none`), `retention.interval`; `min_version` (`1.0`); `hwm`;
+    /// `max_frame_bytes`, `max_pending_bytes` (sizes); `service.heartbeat`, `service.liveness`,
+    /// `service.wait`, `service.queue_limit`; `groups.ack_wait`, `groups.max_deliver`,
+    /// `groups.backoff` (a list of durations), `groups.liveness`, `groups.commit_interval`;
+    /// `security.key`, `security.certificates`, `insecure`; `admin`. Durations are written
+    /// `500ms`, `30s`, `2m`, `12h`, `7d`.
+    public init(reader: ConfigReader) throws(ConfigurationError) {
         self.init()
-        if let v = layers.string("ingest") { ingestEndpoint = v }
-        if let v = layers.string("fanout") { fanoutEndpoint = v }
-        if let v = layers.string("replay") { replayEndpoint = v }
-        if let v = layers.string("data_dir") { dataDirectory = v }
-        if let v = try layers.duration("heartbeat") { heartbeat = v }
-        if let v = try layers.integer("batch_limit") { batchLimit = v }
-        if layers.string("retention.max_age") == "none" {
+        if let v = try reader.endpoint("ingest") { ingestEndpoint = v }
+        if let v = try reader.endpoint("fanout") { fanoutEndpoint = v }
+        if let v = try reader.endpoint("replay") { replayEndpoint = v }
+        if let v = try reader.nonEmpty("data_dir") { dataDirectory = v }
+        if let v = try reader.duration("heartbeat") { heartbeat = v }
+        if let v = reader.int(forKey: "batch_limit") { batchLimit = v }
+        if reader.string(forKey: "retention.max_age") == "none" {
             retentionMaxAge = nil
-        } else if let v = try layers.duration("retention.max_age") {
+        } else if let v = try reader.duration("retention.max_age") {
             retentionMaxAge = v
         }
-        if layers.string("retention.max_bytes") == "none" {
+        if reader.string(forKey: "retention.max_bytes") == "none" {
             retentionMaxBytes = nil
-        } else if let v = try layers.byteCount("retention.max_bytes") {
+        } else if let v = try reader.byteCount("retention.max_bytes") {
             retentionMaxBytes = v
         }
-        if let v = try layers.duration("retention.interval") { retentionInterval = v }
-        if let v = layers.string("min_version") {
-            guard let version = ProtocolVersion(v) else {
-                throw ConfigurationLayers.Failure("min_version must look like 1.0, got '\(v)'")
-            }
+        if let v = try reader.duration("retention.interval") { retentionInterval = v }
+        if let v = reader.string(forKey: "min_version") {
+            guard let version = ProtocolVersion(v) else { throw ConfigurationError(key: "min_version", "must look like 1.0, got '\(v)'") }
             minimumVersion = version
         }
-        if let v = try layers.integer("hwm") { highWaterMark = Int32(clamping: v) }
-        if let v = try layers.byteCount("max_frame_bytes") { maxFrameBytes = v }
-        if let v = try layers.byteCount("max_pending_bytes") { maxPendingBytes = v }
-        if let v = layers.string("service") { serviceEndpoint = v }
-        if let v = try layers.duration("service.heartbeat") { serviceHeartbeat = v }
-        if let v = try layers.integer("service.liveness") { serviceLiveness = v }
-        if let v = try layers.duration("service.wait") { serviceWait = v }
-        if let v = try layers.integer("service.queue_limit") { serviceQueueLimit = v }
-        if let v = layers.string("groups") { groupsEndpoint = v }
-        if let v = try layers.duration("groups.ack_wait") { groupAckWait = v }
-        if let v = try layers.integer("groups.max_deliver") { groupMaxDeliver = v }
-        if let v = try layers.durations("groups.backoff") { groupBackoff = v }
-        if let v = try layers.duration("groups.liveness") { groupLiveness = v }
-        if let v = try layers.duration("groups.commit_interval") { groupCommitInterval = v }
-        if let v = layers.string("admin") { adminAddress = v }
-        if let v = layers.string("security.key") { securityKey = v }
-        if let v = layers.string("security.certificates") { securityCertificates = v }
-        if let v = layers.string("insecure") {
-            guard let flag = ["true": true, "false": false, "1": true, "0": false][v.lowercased()] else {
-                throw ConfigurationLayers.Failure("insecure must be true or false, got '\(v)'")
-            }
-            insecure = flag
-        }
+        if let v = reader.int(forKey: "hwm") { highWaterMark = Int32(clamping: v) }
+        if let v = try reader.byteCount("max_frame_bytes") { maxFrameBytes = v }
+        if let v = try reader.byteCount("max_pending_bytes") { maxPendingBytes = v }
+        if let v = try reader.endpoint("service") { serviceEndpoint = v }
+        if let v = try reader.duration("service.heartbeat") { serviceHeartbeat = v }
+        if let v = reader.int(forKey: "service.liveness") { serviceLiveness = v }
+        if let v = try reader.duration("service.wait") { serviceWait = v }
+        if let v = reader.int(forKey: "service.queue_limit") { serviceQueueLimit = v }
+        if let v = try reader.endpoint("groups") { groupsEndpoint = v }
+        if let v = try reader.duration("groups.ack_wait") { groupAckWait = v }
+        if let v = reader.int(forKey: "groups.max_deliver") { groupMaxDeliver = v }
+        if let v = try reader.durations("groups.backoff") { groupBackoff = v }
+        if let v = try reader.duration("groups.liveness") { groupLiveness = v }
+        if let v = try reader.duration("groups.commit_interval") { groupCommitInterval = v }
+        if let v = try reader.nonEmpty("admin") { adminAddress = v }
+        if let v = try reader.nonEmpty("security.key") { securityKey = v }
+        if let v = try reader.nonEmpty("security.certificates") { securityCertificates = v }
+        if let v = reader.bool(forKey: "insecure") { insecure = v }
         try validate()
     }
 
-    public func validate() throws {
+    /// Refuses settings that cannot work together, naming the key to change.
+    public func validate() throws(ConfigurationError) {
         guard (1...100_000).contains(batchLimit) else {
-            throw ConfigurationLayers.Failure("batch_limit must be 1–100000, got \(batchLimit)")
+            throw ConfigurationError(key: "batch_limit", "must be 1–100000, got \(batchLimit)")
         }
-        guard heartbeat >= .milliseconds(10) else { throw ConfigurationLayers.Failure("heartbeat must be at least 10ms") }
+        guard heartbeat >= .milliseconds(10) else { throw ConfigurationError(key: "heartbeat", "must be at least 10ms") }
         guard groupAckWait >= .milliseconds(100), groupAckWait <= .seconds(86_400) else {
-            throw ConfigurationLayers.Failure("groups.ack_wait must be 100ms–1d")
+            throw ConfigurationError(key: "groups.ack_wait", "must be 100ms–1d")
         }
         guard (1...100).contains(groupMaxDeliver) else {
-            throw ConfigurationLayers.Failure("groups.max_deliver must be 1–100, got \(groupMaxDeliver)")
+            throw ConfigurationError(key: "groups.max_deliver", "must be 1–100, got \(groupMaxDeliver)")
         }
         guard groupBackoff.count <= 20, groupBackoff.allSatisfy({ $0 >= .zero && $0 <= .seconds(86_400) }) else {
-            throw ConfigurationLayers.Failure("groups.backoff takes at most 20 waits of 0s–1d")
+            throw ConfigurationError(key: "groups.backoff", "takes at most 20 waits of 0s–1d")
         }
         guard groupCommitInterval >= .zero, groupCommitInterval <= .seconds(1) else {
-            throw ConfigurationLayers.Failure("groups.commit_interval must be 0ms–1s")
+            throw ConfigurationError(key: "groups.commit_interval", "must be 0ms–1s")
         }
         guard groupLiveness >= heartbeat * 2 else {
-            throw ConfigurationLayers.Failure("groups.liveness must be at least two heartbeats (members hear HEAD once per heartbeat)")
+            throw ConfigurationError(key: "groups.liveness", "must be at least two heartbeats (members hear HEAD once per heartbeat)")
         }
         // A minor above our own is allowed: during a staged upgrade every producer may already
         // speak a newer minor, and the operator shuts older ones out before this broker is replaced.
         guard minimumVersion.major == ProtocolVersion.current.major else {
-            throw ConfigurationLayers.Failure(
-                "min_version \(minimumVersion) is not of major version \(ProtocolVersion.current.major), which this broker speaks")
+            throw ConfigurationError(
+                key: "min_version", "\(minimumVersion) is not of major version \(ProtocolVersion.current.major), which this broker speaks")
         }
         guard (securityKey == nil) == (securityCertificates == nil) else {
-            throw ConfigurationLayers.Failure("security.key and security.certificates go together: give both, or neither")
+            throw ConfigurationError("security.key and security.certificates go together: give both, or neither")
         }
         if securityKey != nil && insecure {
-            throw ConfigurationLayers.Failure("insecure and security.key contradict each other: give one or the other")
+            throw ConfigurationError("insecure and security.key contradict each other: give one or the other")
         }
         if insecure {
             let endpoints = [
@@ -192,33 +196,34 @@ public struct BrokerConfiguration: Sendable {
                 ("groups", groupsEndpoint),
             ]
             for (name, endpoint) in endpoints where !EndpointReach.isLocal(endpoint) {
-                throw ConfigurationLayers.Failure(
+                throw ConfigurationError(
                     "\(name) \(endpoint) can be reached from other machines, and the broker runs without CURVE (insecure) only on loopback, ipc or inproc endpoints: give security.key and security.certificates (switchboard keys init)"
                 )
             }
         }
         if securityKey == nil && !insecure {
-            throw ConfigurationLayers.Failure(
-                "no security.key and security.certificates (--key, --certificates): make them with 'switchboard keygen', or pass --insecure for a local experiment without encryption"
+            throw ConfigurationError(
+                "no security.key and security.certificates (--security-key, --security-certificates): make them with 'switchboard keygen', or pass --insecure for a local experiment without encryption"
             )
         }
         guard serviceHeartbeat >= .milliseconds(10) else {
-            throw ConfigurationLayers.Failure("service.heartbeat must be at least 10ms")
+            throw ConfigurationError(key: "service.heartbeat", "must be at least 10ms")
         }
         guard (3...10).contains(serviceLiveness) else {
-            throw ConfigurationLayers.Failure("service.liveness must be 3–10, got \(serviceLiveness)")
+            throw ConfigurationError(key: "service.liveness", "must be 3–10, got \(serviceLiveness)")
         }
-        guard serviceWait >= .milliseconds(1) else { throw ConfigurationLayers.Failure("service.wait must be at least 1ms") }
+        guard serviceWait >= .milliseconds(1) else { throw ConfigurationError(key: "service.wait", "must be at least 1ms") }
         guard (1...1_000_000).contains(serviceQueueLimit) else {
-            throw ConfigurationLayers.Failure("service.queue_limit must be 1–1000000, got \(serviceQueueLimit)")
+            throw ConfigurationError(key: "service.queue_limit", "must be 1–1000000, got \(serviceQueueLimit)")
         }
         guard maxFrameBytes >= Int64(SizeLimits.v1.message) else {
-            throw ConfigurationLayers.Failure(
-                "max_frame_bytes must be at least \(SizeLimits.v1.message) so the protocol's own limits apply first")
+            throw ConfigurationError(
+                key: "max_frame_bytes", "must be at least \(SizeLimits.v1.message) so the protocol's own limits apply first")
         }
         guard maxPendingBytes >= 2 * maxFrameBytes else {
-            throw ConfigurationLayers.Failure(
-                "max_pending_bytes must be at least twice max_frame_bytes (\(2 * maxFrameBytes)), got \(maxPendingBytes): a peer must be able to send one largest frame while another waits"
+            throw ConfigurationError(
+                key: "max_pending_bytes",
+                "must be at least twice max_frame_bytes (\(2 * maxFrameBytes)), got \(maxPendingBytes): a peer must be able to send one largest frame while another waits"
             )
         }
     }

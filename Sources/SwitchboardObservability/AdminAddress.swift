@@ -1,6 +1,6 @@
 // Where a program serves `/metrics` and `/health/*`: `HOST:PORT`, `[IPv6]:PORT`, or `none`.
 
-public import Foundation
+import Foundation
 
 /// A parsed `--admin` value.
 public struct AdminAddress: Sendable, Hashable, CustomStringConvertible {
@@ -43,15 +43,11 @@ public struct AdminAddress: Sendable, Hashable, CustomStringConvertible {
         return AdminAddress(host: String(host), port: port)
     }
 
-    /// A program's admin address: its `--admin` option when given, else the environment's
-    /// `SWITCHBOARD_ADMIN` (every program's), else loopback at `defaultPort`. An error names
-    /// which of the two was wrong.
-    public static func resolve(
-        _ option: String?, defaultPort: Int, environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(Failure) -> AdminAddress? {
-        if let option { return try parse(option, option: "--admin") }
-        if let text = environment["SWITCHBOARD_ADMIN"] { return try parse(text, option: "SWITCHBOARD_ADMIN") }
-        return .loopback(defaultPort)
+    /// A program's admin address: its `admin` setting (flag `--admin`, `SWITCHBOARD_<PROGRAM>_ADMIN`,
+    /// the shared `SWITCHBOARD_ADMIN`, the file) when given, else loopback at `defaultPort`.
+    public static func resolve(_ setting: String?, defaultPort: Int) throws(Failure) -> AdminAddress? {
+        guard let setting else { return .loopback(defaultPort) }
+        return try parse(setting, option: "admin")
     }
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }

@@ -1,6 +1,7 @@
 // Where a client program finds the broker: one host name for the five endpoints, each of which
 // can still be set alone.
 
+public import Configuration
 import Foundation
 
 /// The broker's five endpoints as a client connects to them.
@@ -29,44 +30,41 @@ public struct BrokerEndpoints: Sendable, Equatable {
     /// The keys these come from: `broker_host`, then one key per endpoint.
     public static let keys = ["broker_host", "ingest", "fanout", "replay", "service", "groups"]
 
-    /// From `broker_host` (default 127.0.0.1), each endpoint overridden by its own key.
-    public init(layers: ConfigurationLayers) throws(ConfigurationLayers.Failure) {
-        let host = try layers.nonEmpty("broker_host") ?? "127.0.0.1"
-        guard !host.contains("/"), !host.contains(" ") else {
-            throw ConfigurationLayers.Failure(
-                "broker_host from \(try layers.lookup("broker_host")?.source ?? "?") must be a host name or address, got '\(host)'")
+    /// Reads the endpoints a client program connects to.
+    ///
+    /// Keys read: `broker_host` (the broker's host name or address; default 127.0.0.1), which
+    /// gives every endpoint at its default port (5560 ingest, 5561 fanout, 5562 replay, 5563
+    /// service, 5564 groups); `ingest`, `fanout`, `replay`, `service`, `groups`, each a ZeroMQ
+    /// endpoint overriding its own.
+    ///
+    /// With `dataDirectory`, an endpoint that neither its own key nor `broker_host` sets comes
+    /// from what a local broker wrote to `<dataDirectory>/broker/endpoints.json` (`switchboard
+    /// up`'s, at whatever `--port`), else the default. So a program run beside `up` reaches its
+    /// broker with no endpoint given, as the operator commands do, and anything said explicitly
+    /// still wins over the file.
+    public init(reader: ConfigReader, dataDirectory: String? = nil) throws(ConfigurationError) {
+        let host = try reader.nonEmpty("broker_host")
+        if let host, host.contains("/") || host.contains(" ") {
+            throw ConfigurationError(key: "broker_host", "must be a host name or address, got '\(host)'")
         }
-        self.init(host: host)
-        if layers.keys.contains("ingest"), let value = try layers.endpoint("ingest") { ingest = value }
-        if layers.keys.contains("fanout"), let value = try layers.endpoint("fanout") { fanout = value }
-        if layers.keys.contains("replay"), let value = try layers.endpoint("replay") { replay = value }
-        if layers.keys.contains("service"), let value = try layers.endpoint("service") { service = value }
-        if layers.keys.contains("groups"), let value = try layers.endpoint("groups") { groups = value }
+        self.init(host: host ?? "127.0.0.1")
+        let written = host == nil ? dataDirectory.flatMap(Self.written(dataDirectory:)) ?? [:] : [:]
+        func read(_ key: String, into endpoint: inout String) throws(ConfigurationError) {
+            if let value = try reader.endpoint(key) {
+                endpoint = value
+            } else if let value = written[key] {
+                endpoint = value
+            }
+        }
+        try read("ingest", into: &ingest)
+        try read("fanout", into: &fanout)
+        try read("replay", into: &replay)
+        try read("service", into: &service)
+        try read("groups", into: &groups)
     }
 }
 
 extension BrokerEndpoints {
-    /// From the layers as `init(layers:)` reads them; an endpoint that neither its own key nor
-    /// `broker_host` sets comes from what a local broker wrote to
-    /// `<dataDirectory>/broker/endpoints.json` (`switchboard up`'s, at whatever `--port`), else
-    /// the default. So a program run beside `up` reaches its broker with no endpoint given, as
-    /// the operator commands do, and anything said explicitly still wins over the file.
-    public init(layers: ConfigurationLayers, dataDirectory: String) throws(ConfigurationLayers.Failure) {
-        try self.init(layers: layers)
-        guard try layers.lookup("broker_host") == nil,
-            let written = Self.written(dataDirectory: dataDirectory)
-        else { return }
-        func unset(_ key: String) throws(ConfigurationLayers.Failure) -> Bool {
-            guard layers.keys.contains(key) else { return true }
-            return try layers.lookup(key) == nil
-        }
-        if try unset("ingest"), let value = written["ingest"] { ingest = value }
-        if try unset("fanout"), let value = written["fanout"] { fanout = value }
-        if try unset("replay"), let value = written["replay"] { replay = value }
-        if try unset("service"), let value = written["service"] { service = value }
-        if try unset("groups"), let value = written["groups"] { groups = value }
-    }
-
     /// The endpoints a broker wrote to `<dataDirectory>/broker/endpoints.json`, by name; nil
     /// when there is no such file or it cannot be read (no local broker: the defaults apply).
     public static func written(dataDirectory: String) -> [String: String]? {

@@ -15,7 +15,7 @@ public final class ChildProcess: @unchecked Sendable {
     public let name: String
     private let path: String
     private let arguments: [String]
-    private let environment: [String: String]?
+    private let environment: [String: String]
     private let directory: URL?
     private let output: FileHandle?
     private let errors: FileHandle?
@@ -39,10 +39,10 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// - Parameters:
     ///   - executable: a name (looked up beside this program) or a path.
-    ///   - environment: the child's whole environment (default: this process's).
+    ///   - environment: the child's whole environment (a program passes its own on, or a part).
     ///   - output: where standard output and error go (default: inherited).
     public init(
-        name: String, executable: String, arguments: [String], environment: [String: String]? = nil,
+        name: String, executable: String, arguments: [String], environment: [String: String],
         directory: URL? = nil, output: FileHandle? = nil, errors: FileHandle? = nil
     ) {
         self.name = name
@@ -79,7 +79,7 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawnattr_setsigmask(&attributes, &noSignal)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
-        let environment = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+        let environment = environment.map { "\($0.key)=\($0.value)" }
         var child: pid_t = 0
         let result = Self.withCStrings([path] + arguments) { argv in
             Self.withCStrings(environment) { envp in posix_spawn(&child, path, &actions, &attributes, argv, envp) }

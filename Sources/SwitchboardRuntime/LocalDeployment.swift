@@ -133,7 +133,7 @@ public struct LocalDeployment: Sendable {
             Process(
                 name: "auth", executable: "switchboard-auth",
                 arguments: [
-                    "--accounts", data.appendingPathComponent("auth/accounts.json").path, "--service", endpoints.service, "--ingest",
+                    "--accounts-file", data.appendingPathComponent("auth/accounts.json").path, "--service", endpoints.service, "--ingest",
                     endpoints.ingest, "--data-dir", data.appendingPathComponent("auth/state").path, "--ca-file", caFile,
                 ] + admin(.auth) + clientKeys("auth"),
                 log: log("auth"), outputToLog: true, adminPort: adminPort(.auth), awaited: false, stopGrace: .seconds(10)))
@@ -159,7 +159,7 @@ public struct LocalDeployment: Sendable {
                 Process(
                     name: "kiosk", executable: "switchboard-kiosk",
                     arguments: [
-                        "demo", "--kiosk", Self.demoKiosk, "--broker", endpoints.ingest, "--interval", interval, "--outbox",
+                        "demo", "--id", Self.demoKiosk, "--ingest", endpoints.ingest, "--interval", interval, "--outbox",
                         data.appendingPathComponent("kiosk/\(Self.demoKiosk)/outbox.sqlite").path, "--roster",
                         data.appendingPathComponent("kiosk/roster.csv").path,
                     ] + admin(.kiosk) + clientKeys(Self.demoKiosk),
@@ -171,8 +171,8 @@ public struct LocalDeployment: Sendable {
                 Process(
                     name: "desk", executable: "switchboard-kiosk",
                     arguments: [
-                        "desk", "--kiosk", Self.deskKiosk, "--data-dir", data.path, "--listen", "127.0.0.1:\(deskPort)", "--site", "101",
-                        "--program", "792",
+                        "desk", "--id", Self.deskKiosk, "--data-dir", data.path, "--listen", "127.0.0.1:\(deskPort)", "--site-id", "101",
+                        "--program-id", "792",
                     ] + admin(.desk) + clientKeys(Self.deskKiosk),
                     log: log("desk"), outputToLog: true, adminPort: adminPort(.desk), awaited: false, stopGrace: .seconds(10)))
         }

@@ -1,3 +1,4 @@
+public import Configuration
 import Foundation
 public import Logging
 import Synchronization
@@ -153,29 +154,29 @@ public struct StructuredLogHandler: LogHandler {
 }
 
 extension StructuredLogHandler {
-    /// Sets up swift-log for a process once: format and level from arguments, falling back to
-    /// `SWITCHBOARD_LOG_FORMAT` and `SWITCHBOARD_LOG_LEVEL`.
-    public static func bootstrap(format: LogFormat? = nil, level: Logger.Level? = nil) {
-        let environment = ProcessInfo.processInfo.environment
-        let format = format ?? environment["SWITCHBOARD_LOG_FORMAT"].flatMap(LogFormat.init(rawValue:)) ?? .text
-        let level = level ?? environment["SWITCHBOARD_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+    /// Sets up swift-log for a process once.
+    public static func bootstrap(format: LogFormat = .text, level: Logger.Level = .info) {
         LoggingSystem.bootstrap { label in StructuredLogHandler(label: label, format: format, level: level) }
     }
 
-    /// `bootstrap` from the `--log-format` and `--log-level` texts every program takes.
-    /// - Throws: `ConfigurationLayers.Failure` naming the flag and the value it refuses.
-    public static func bootstrap(formatOption: String?, levelOption: String?) throws {
-        let format = try formatOption.map { value -> LogFormat in
-            guard let format = LogFormat(rawValue: value) else {
-                throw ConfigurationLayers.Failure("--log-format must be text or json, got '\(value)'")
+    /// `bootstrap` as a program's settings say.
+    ///
+    /// Keys read: `log_format` (`text`, the default, or `json`), `log_level` (`trace`, `debug`,
+    /// `info`, `notice`, `warning`, `error` or `critical`; default `defaultLevel`).
+    public static func bootstrap(reader: ConfigReader, defaultLevel: Logger.Level = .info) throws(ConfigurationError) {
+        var format = LogFormat.text
+        if let text = reader.string(forKey: "log_format") {
+            guard let value = LogFormat(rawValue: text) else {
+                throw ConfigurationError(key: "log_format", "must be text or json, got '\(text)'")
             }
-            return format
+            format = value
         }
-        let level = try levelOption.map { value -> Logger.Level in
-            guard let level = Logger.Level(rawValue: value) else {
-                throw ConfigurationLayers.Failure("--log-level '\(value)' is not a level")
+        var level = defaultLevel
+        if let text = reader.string(forKey: "log_level") {
+            guard let value = Logger.Level(rawValue: text) else {
+                throw ConfigurationError(key: "log_level", "must be trace, debug, info, notice, warning, error or critical, got '\(text)'")
             }
-            return level
+            level = value
         }
         bootstrap(format: format, level: level)
     }

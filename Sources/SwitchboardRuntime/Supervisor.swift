@@ -33,8 +33,8 @@ public final class Supervisor: Sendable {
         /// The arguments of a restart, when they differ from the first start's (e.g. reuse what
         /// the first start made); nil: `arguments`.
         public var restartArguments: [String]?
-        /// The child's environment without NOTIFY_SOCKET, which the supervisor sets (default:
-        /// this process's).
+        /// The child's environment without NOTIFY_SOCKET, which the supervisor sets (default: the
+        /// supervisor's `environment`).
         public var environment: [String: String]?
         /// Where its standard output and error go (default: inherited).
         public var output: FileHandle?
@@ -141,9 +141,14 @@ public final class Supervisor: Sendable {
     public let runtimeDirectory: String
     private let state = Mutex(State())
 
+    /// The environment of every child that does not name its own: the program's, passed in.
+    private let environment: [String: String]
+
     /// Makes the runtime directory under `parent` (default: the temporary directory, or /tmp
     /// when that is too long a path for a socket address).
-    public init(parent: String? = nil) throws(Failure) {
+    /// - Parameter environment: what the children inherit (`up` passes its own environment).
+    public init(parent: String? = nil, environment: [String: String]) throws(Failure) {
+        self.environment = environment
         var base = parent ?? FileManager.default.temporaryDirectory.path
         if parent == nil && base.utf8.count > 60 { base = "/tmp" }
         var template = Array((base + "/switchboard-supervisor.XXXXXX").utf8CString)
@@ -174,7 +179,7 @@ public final class Supervisor: Sendable {
                 if let text = assignments["STATUS"] { status.status = text }
             }
         }
-        let process = Self.launch(program, socketPath: path)
+        let process = Self.launch(program, socketPath: path, environment: environment)
         do {
             try process.start()
         } catch {
@@ -190,8 +195,10 @@ public final class Supervisor: Sendable {
 
     /// A process for `program` (not yet started, `again`: a restart) whose NOTIFY_SOCKET is
     /// `socketPath`.
-    private static func launch(_ program: Program, socketPath: String, again: Bool = false) -> ChildProcess {
-        var environment = program.environment ?? ProcessInfo.processInfo.environment
+    private static func launch(
+        _ program: Program, socketPath: String, environment inherited: [String: String], again: Bool = false
+    ) -> ChildProcess {
+        var environment = program.environment ?? inherited
         environment[ServiceReadiness.socketVariable] = socketPath
         return ChildProcess(
             name: program.name, executable: program.executable,
@@ -277,7 +284,7 @@ public final class Supervisor: Sendable {
         }
         guard case let (index, program)? = found else { throw Failure(description: "no child named \(name)") }
         // The socket path is the one `start` gave it: numbered by its place among the children.
-        let process = Self.launch(program, socketPath: "\(runtimeDirectory)/\(index).notify", again: true)
+        let process = Self.launch(program, socketPath: "\(runtimeDirectory)/\(index).notify", environment: environment, again: true)
         // A fresh status before the start, so a READY=1 the new process sends at once is kept.
         let previous = state.withLock { state in
             defer {

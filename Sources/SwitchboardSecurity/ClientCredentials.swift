@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ZeroMQ
 
 /// What a client program (kiosk, monitor, worker, `switchboard status`) needs to reach a broker
@@ -18,16 +18,12 @@ public struct ClientCredentials: Sendable {
         self.brokerKey = brokerKey
     }
 
-    /// Reads the credentials from flags, else from `SWITCHBOARD_CERTIFICATE` and
-    /// `SWITCHBOARD_BROKER_KEY`. The broker key is a `.cert` file or the 40 Z85 characters.
+    /// Reads the credentials a program's settings name (keys `certificate` and `broker_key`).
+    /// The broker key is a `.cert` file or the 40 Z85 characters.
     /// - Returns: nil when neither is given (a broker run with `--insecure`).
     /// - Throws: a `Certificate.Failure` that names the file or value and what is wrong.
-    public static func load(
-        certificate: String?, brokerKey: String?, environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws -> ClientCredentials? {
-        let certificatePath = certificate ?? environment["SWITCHBOARD_CERTIFICATE"]
-        let brokerKeyText = brokerKey ?? environment["SWITCHBOARD_BROKER_KEY"]
-        switch (certificatePath, brokerKeyText) {
+    public static func load(certificate: String?, brokerKey: String?) throws -> ClientCredentials? {
+        switch (certificate, brokerKey) {
         case (nil, nil):
             return nil
         case (nil, _):

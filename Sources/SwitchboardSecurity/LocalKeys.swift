@@ -42,7 +42,7 @@ public struct LocalKeys: Sendable {
 
     /// The broker's flags: its secret key and the allow-list.
     public var brokerArguments: [String] {
-        ["--key", secrets.appendingPathComponent("broker.secret").path, "--certificates", allowed.path]
+        ["--security-key", secrets.appendingPathComponent("broker.secret").path, "--security-certificates", allowed.path]
     }
 
     /// A client's flags: its own secret certificate and the broker's public one.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -19,7 +20,7 @@ struct AuthCommand: AsyncParsableCommand {
         commandName: "switchboard-auth",
         abstract: "The auth/token manager: holds the back-end accounts and serves tokens to workers (service `auth`).",
         discussion: """
-            Accounts (with their passwords) come from --accounts FILE, which only its
+            Accounts (with their passwords) come from --accounts-file FILE, which only its
             owner may read (chmod 600), or from the environment variable
             SWITCHBOARD_AUTH_ACCOUNTS holding the same JSON; never from flags.
             Operations: token.get, token.invalidate, status (protocol/README.md section
@@ -28,7 +29,7 @@ struct AuthCommand: AsyncParsableCommand {
             \(defaultDataDirectory) in the working directory, created 0700) before they
             are sent to --ingest, so none is lost while the broker is away. Tokens are
             kept there too, in an encrypted file (AES-GCM, key file 0600), whose key
-            is <data-dir>/credentials.key unless --credentials-key names a file
+            is <data-dir>/credentials.key unless --credentials-key-file names a file
             elsewhere (made 0600 if missing): kept apart from the data directory, the
             sealed file is useless to whoever copies that directory or its backups. A
             data directory that group or others can reach is refused.
@@ -40,14 +41,17 @@ struct AuthCommand: AsyncParsableCommand {
             \(AuthAccounts.example)
 
             \(AuthAccounts.fields)
-            """)
+            """, version: SwitchboardVersion.current)
 
     /// Where state goes without --data-dir: the directory `switchboard up` gives auth.
     static let defaultDataDirectory = ".switchboard/auth/state"
 
+    // Each option is a key (`accounts_file` is `--accounts-file`), read through the program's
+    // ConfigReader, where a flag is the top source; declared for --help and to refuse a misspelt flag.
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"auth\" section, and the shared keys at its top.")
     var config: String?
-    @Option(help: "The accounts file (JSON, mode 0600; format shown above; key accounts_file).") var accounts: String?
+    @Option(name: .customLong("accounts-file"), help: "The accounts file (JSON, mode 0600; format shown above; default: none).")
+    var accountsFile: String?
     @Option(
         name: .customLong("broker-host"), help: "The broker's host name or address: its endpoints at the default ports (default 127.0.0.1)."
     )
@@ -57,68 +61,71 @@ struct AuthCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("data-dir"),
         help: "Directory for the event outbox and the encrypted token file (default \(AuthCommand.defaultDataDirectory); created 0700).")
-    var dataDirectory: String?
+    var dataDir: String?
     @Option(
         name: .customLong("ca-file"),
-        help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable (ca_file: comma-separated).")
-    var caFiles: [String] = []
+        help:
+            "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable, or comma-separated (default: none).")
+    var caFile: [String] = []
     @Option(
-        name: .customLong("credentials-key"),
-        help: "The key file that seals the token file (default <data-dir>/credentials.key; made 0600 if missing; key credentials_key_file)."
+        name: .customLong("credentials-key-file"),
+        help: "The key file that seals the token file (default <data-dir>/credentials.key; made 0600 if missing).")
+    var credentialsKeyFile: String?
+    @Option(help: "Requests served at once, 1–64 (default \(AuthCommand.defaultConcurrency)).") var concurrency: String?
+    @Option(
+        name: .customLong("keep-alive"),
+        help:
+            "Time between checks that keep idle-clocked sessions alive, 1s–1d (default \(DurationText.format(AuthCommand.defaultKeepAlive)))."
     )
-    var credentialsKey: String?
-    @Option(help: "Requests served at once (default 4).") var concurrency: Int?
-    @Option(name: .customLong("keep-alive"), help: "Seconds between checks that keep idle-clocked sessions alive (default 60).")
-    var keepAlive: Int?
-    @Option(help: "This program's secret certificate (role auth), for a secure broker.") var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key.") var brokerKey: String?
-    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9563).") var admin: String?
-    @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
+    var keepAlive: String?
+    @Option(help: "This program's secret certificate (role auth), for a secure broker (default: none).") var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key (default: none).") var brokerKey: String?
+    @Option(help: "Where to serve /metrics and /health: HOST:PORT or none (default 127.0.0.1:9563).") var admin: String?
+    @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
+    var logLevel: String?
 
-    static let flagNames = [
-        "accounts_file": "--accounts", "broker_host": "--broker-host", "service": "--service", "ingest": "--ingest",
-        "data_dir": "--data-dir", "ca_file": "--ca-file", "concurrency": "--concurrency", "keep_alive": "--keep-alive",
-        "certificate": "--certificate", "broker_key": "--broker-key", "admin": "--admin", "log_format": "--log-format",
-        "log_level": "--log-level", "credentials_key_file": "--credentials-key",
-    ]
+    static let defaultConcurrency = 4
+    static let defaultKeepAlive: Duration = .seconds(60)
+    static let keys =
+        BrokerEndpoints.keys + [
+            "accounts_file", "data_dir", "ca_file", "concurrency", "keep_alive", "certificate", "broker_key", "admin", "log_format",
+            "log_level", "credentials_key_file",
+        ]
 
     func run() async throws {
-        let layers: ConfigurationLayers
+        let environment = ProcessInfo.processInfo.environment
         let endpoints: BrokerEndpoints
         let (accountsFile, dataDirectoryGiven, caFiles, concurrency, keepAlive, certificate, brokerKey, admin):
-            (String?, String, [String], Int, Int, String?, String?, String?)
+            (String?, String, [String], Int, Duration, String?, String?, String?)
         let credentialsKeyFile: String?
         do {
-            let given: [String: String?] = [
-                "accounts_file": self.accounts, "broker_host": brokerHost, "service": service, "ingest": ingest,
-                "data_dir": self.dataDirectory, "ca_file": self.caFiles.isEmpty ? nil : self.caFiles.joined(separator: ","),
-                "concurrency": self.concurrency.map(String.init), "keep_alive": self.keepAlive.map(String.init),
-                "certificate": self.certificate, "broker_key": self.brokerKey, "admin": self.admin, "log_format": logFormat,
-                "log_level": logLevel, "credentials_key_file": credentialsKey,
-            ]
-            layers = try ConfigurationLayers(
-                program: "auth", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
-                flagNames: Self.flagNames)
-            endpoints = try BrokerEndpoints(layers: layers)
-            accountsFile = try layers.nonEmpty("accounts_file")
-            dataDirectoryGiven = try layers.nonEmpty("data_dir") ?? Self.defaultDataDirectory
-            caFiles = try layers.list("ca_file") ?? []
-            concurrency = try layers.integer("concurrency", default: 4, in: 1...64)
-            keepAlive = try layers.integer("keep_alive", default: 60, in: 1...86_400)
-            certificate = try layers.nonEmpty("certificate")
-            brokerKey = try layers.nonEmpty("broker_key")
-            admin = try layers.nonEmpty("admin")
-            credentialsKeyFile = try layers.nonEmpty("credentials_key_file")
-            try StructuredLogHandler.bootstrap(
-                formatOption: try layers.nonEmpty("log_format"), levelOption: try layers.nonEmpty("log_level"))
+            let configuration = try ProgramConfiguration(
+                program: "auth", keys: Self.keys, arguments: CommandLine.arguments, environment: environment)
+            (
+                endpoints, accountsFile, dataDirectoryGiven, caFiles, concurrency, keepAlive, certificate, brokerKey, admin,
+                credentialsKeyFile
+            ) =
+                try configuration.read { reader in
+                    try StructuredLogHandler.bootstrap(reader: reader)
+                    return (
+                        try BrokerEndpoints(reader: reader), try reader.nonEmpty("accounts_file"),
+                        try reader.nonEmpty("data_dir") ?? Self.defaultDataDirectory,
+                        reader.stringArray(forKey: "ca_file")?.filter { !$0.isEmpty } ?? [],
+                        try reader.int("concurrency", default: Self.defaultConcurrency, in: 1...64),
+                        try reader.duration(
+                            "keep_alive", default: Self.defaultKeepAlive, in: Duration.seconds(1)...Duration.seconds(86_400)),
+                        try reader.nonEmpty("certificate"), try reader.nonEmpty("broker_key"), try reader.nonEmpty("admin"),
+                        try reader.nonEmpty("credentials_key_file")
+                    )
+                }
         } catch {
             throw ValidationError("\(error)")
         }
         let logger = Logger(label: "auth")
         let adminAddress: AdminAddress?
         do {
-            adminAddress = try AdminAddress.resolve(admin, defaultPort: AdminPort.auth.defaultPort, environment: [:])
+            adminAddress = try AdminAddress.resolve(admin, defaultPort: AdminPort.auth.defaultPort)
         } catch {
             throw ValidationError(error.description)
         }
@@ -127,8 +134,8 @@ struct AuthCommand: AsyncParsableCommand {
         let accounts: AuthAccounts
         let credentials: ClientCredentials?
         do {
-            accounts = try AuthAccounts.load(path: accountsFile)
-            credentials = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey, environment: [:])
+            accounts = try AuthAccounts.load(path: accountsFile, environment: environment)
+            credentials = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
         } catch let error as AuthError {
             throw ValidationError(error.message)
         } catch let error as Certificate.Failure {
@@ -161,7 +168,7 @@ struct AuthCommand: AsyncParsableCommand {
                 )
                 outbox = try Outbox(path: dataDirectory + "/auth-outbox.sqlite", producer: credentials?.certificate.name ?? "auth")
             } catch {
-                throw ValidationError("\(error) (the data directory is set with --data-dir, the key file with --credentials-key)")
+                throw ValidationError("\(error) (the data directory is set with --data-dir, the key file with --credentials-key-file)")
             }
             // Saved after the group, before the HTTP client goes (releases run newest first).
             runtime.onExit { try? await cache.save() }
@@ -179,7 +186,7 @@ struct AuthCommand: AsyncParsableCommand {
             senderSettings.socketOptions = credentials?.socketOptions ?? []
             let sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoints.ingest, settings: senderSettings, logger: logger)
             runtime.add(OutboxSenderService(sender: sender), name: "outbox")
-            runtime.add(AuthSessions(auth: service, keepAliveInterval: .seconds(keepAlive), logger: logger), name: "sessions")
+            runtime.add(AuthSessions(auth: service, keepAliveInterval: keepAlive, logger: logger), name: "sessions")
             runtime.add(ServiceWorkerService(worker: worker), name: "worker")
             var readiness = Readiness()
             readiness.add("broker") { sender.isConnected }

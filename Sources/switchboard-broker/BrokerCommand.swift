@@ -17,87 +17,132 @@ struct BrokerCommand: AsyncParsableCommand {
         discussion: """
             Settings come from, in rising order: defaults, a JSON file (--config FILE or
             SWITCHBOARD_CONFIG; its "broker" section, or the whole file when it has no
-            sections), environment variables SWITCHBOARD_BROKER_<KEY> (e.g.
-            SWITCHBOARD_BROKER_RETENTION_MAX_AGE; SWITCHBOARD_ADMIN under
-            SWITCHBOARD_BROKER_ADMIN), flags. Keys: \(BrokerConfiguration.keys.joined(separator: ", ")).
+            sections), environment variables, flags. Each option below is a key: --groups-ack-wait
+            is groups.ack_wait, {"broker": {"groups": {"ack_wait": "30s"}}} in the file and
+            SWITCHBOARD_BROKER_GROUPS_ACK_WAIT in the environment (SWITCHBOARD_ADMIN,
+            SWITCHBOARD_LOG_FORMAT and SWITCHBOARD_LOG_LEVEL below the broker's own).
+            Durations are written 500ms, 30s, 2m, 12h, 7d; sizes 512KB, 1MB, 8GB.
             Without CURVE (--insecure) every endpoint must be loopback, ipc or inproc: anything
             else is refused at start. Bind to every interface with tcp://0.0.0.0:PORT, to one
             with tcp://eth0:PORT or its address.
             SIGTERM or SIGINT stops it gracefully: every acknowledged event is on disk.
-            """)
+            """, version: SwitchboardVersion.current)
 
-    @Option(help: "A JSON configuration file.") var config: String?
-    @Option(help: "Ingest endpoint (ROUTER), e.g. tcp://0.0.0.0:5560.") var ingest: String?
-    @Option(help: "Fan-out endpoint (XPUB).") var fanout: String?
-    @Option(help: "Replay endpoint (ROUTER).") var replay: String?
-    @Option(help: "Service endpoint (Majordomo ROUTER), e.g. tcp://0.0.0.0:5563.") var service: String?
-    @Option(help: "Consumer-group endpoint (ROUTER), e.g. tcp://0.0.0.0:5564.") var groups: String?
-    @Option(name: .customLong("ack-wait"), help: "How long a group member may hold a delivery unsettled (default 30s).")
-    var ackWait: String?
-    @Option(name: .customLong("max-deliver"), help: "Deliveries of one event to a group before it becomes a dead letter (default 5).")
-    var maxDeliver: String?
-    @Option(help: "Waits after successive NACKs without a delay, e.g. 1s,5s,30s,120s (the default).") var backoff: String?
-    @Option(name: .customLong("member-liveness"), help: "A group member silent this long loses its deliveries (default 3s).")
-    var memberLiveness: String?
+    // Each option is a key of BrokerConfiguration, spelt by the rule (`groups.ack_wait` is
+    // `--groups-ack-wait`); the values are read through the program's ConfigReader, where a flag
+    // is the top source. The options are here for --help and to refuse a misspelt flag.
+    private static let defaults = BrokerConfiguration()
+    private static func format(_ duration: Duration) -> String { DurationText.format(duration) }
+
+    @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"broker\" section, or the whole file when it has none.")
+    var config: String?
+    @Option(help: "Ingest endpoint (ROUTER) producers send to (default \(defaults.ingestEndpoint)).") var ingest: String?
+    @Option(help: "Fan-out endpoint (XPUB), the live stream (default \(defaults.fanoutEndpoint)).") var fanout: String?
+    @Option(help: "Replay endpoint (ROUTER), FETCH of the journal (default \(defaults.replayEndpoint)).") var replay: String?
+    @Option(help: "Service endpoint (Majordomo ROUTER) (default \(defaults.serviceEndpoint)).") var service: String?
+    @Option(help: "Consumer-group endpoint (ROUTER) (default \(defaults.groupsEndpoint)).") var groups: String?
+    @Option(name: .customLong("data-dir"), help: "Directory of the journal (default \(defaults.dataDirectory)).") var dataDir: String?
+    @Option(help: "How often HEAD is published on the fan-out (default \(format(defaults.heartbeat))).") var heartbeat: String?
+    @Option(name: .customLong("batch-limit"), help: "The most events journaled in one transaction (default \(defaults.batchLimit)).")
+    var batchLimit: String?
     @Option(
-        name: .customLong("group-commit-interval"),
-        help: "How long what group members settle may wait for its commit (default 10ms; 0ms: every loop iteration).")
-    var groupCommitInterval: String?
-    @Option(help: "The broker's secret certificate (switchboard keygen --role broker); with --certificates, CURVE on every endpoint.")
-    var key: String?
-    @Option(help: "Directory of the public certificates allowed to connect.") var certificates: String?
-    @Flag(help: "Run without CURVE: anyone who reaches the endpoints may connect. Local experiments only.") var insecure = false
-    @Option(name: .customLong("data-dir"), help: "Directory of the journal.") var dataDirectory: String?
-    @Option(help: "HEAD interval, e.g. 1s or 500ms.") var heartbeat: String?
-    @Option(name: .customLong("retention-max-age"), help: "Delete events older than this (e.g. 7d), or 'none'.") var retentionMaxAge:
-        String?
-    @Option(name: .customLong("retention-max-bytes"), help: "Keep the journal under this size (e.g. 8GB), or 'none'.")
+        name: .customLong("retention-max-age"),
+        help: "Delete events older than this, or none (default \(defaults.retentionMaxAge.map(format) ?? "none")).")
+    var retentionMaxAge: String?
+    @Option(
+        name: .customLong("retention-max-bytes"),
+        help:
+            "Keep the journal's event bytes under this size, or none (default \(defaults.retentionMaxBytes.map(ByteCountText.format) ?? "none"))."
+    )
     var retentionMaxBytes: String?
-    @Option(name: .customLong("min-version"), help: "Refuse messages below this protocol version.") var minimumVersion: String?
-    @Option(help: "Where to serve /metrics and /health (HOST:PORT, or none; default 127.0.0.1:9560).") var admin: String?
-    @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
+    @Option(name: .customLong("retention-interval"), help: "How often retention runs (default \(format(defaults.retentionInterval))).")
+    var retentionInterval: String?
+    @Option(name: .customLong("min-version"), help: "Refuse messages below this protocol version (default \(defaults.minimumVersion)).")
+    var minVersion: String?
+    @Option(help: "Messages queued per peer and socket, ZMQ_SNDHWM/RCVHWM (default \(defaults.highWaterMark)).") var hwm: String?
+    @Option(
+        name: .customLong("max-frame-bytes"),
+        help: "A peer sending a bigger frame is disconnected, e.g. 1MB (default \(ByteCountText.format(defaults.maxFrameBytes))).")
+    var maxFrameBytes: String?
+    @Option(
+        name: .customLong("max-pending-bytes"),
+        help:
+            "What one connection may have sent that the broker has not taken yet (default \(ByteCountText.format(defaults.maxPendingBytes)))."
+    )
+    var maxPendingBytes: String?
+    @Option(
+        name: .customLong("service-heartbeat"),
+        help: "How often broker and workers send HEARTBEAT (default \(format(defaults.serviceHeartbeat))).")
+    var serviceHeartbeat: String?
+    @Option(
+        name: .customLong("service-liveness"),
+        help: "Heartbeats a worker may miss before it counts as dead, 3–10 (default \(defaults.serviceLiveness)).")
+    var serviceLiveness: String?
+    @Option(
+        name: .customLong("service-wait"),
+        help: "How long a request for a service with no worker waits before 503 (default \(format(defaults.serviceWait))).")
+    var serviceWait: String?
+    @Option(
+        name: .customLong("service-queue-limit"),
+        help: "Requests waiting per service; beyond it, 503 queue-full (default \(defaults.serviceQueueLimit)).")
+    var serviceQueueLimit: String?
+    @Option(
+        name: .customLong("groups-ack-wait"),
+        help: "How long a group member may hold a delivery unsettled (default \(format(defaults.groupAckWait))).")
+    var groupsAckWait: String?
+    @Option(
+        name: .customLong("groups-max-deliver"),
+        help: "Deliveries of one event to a group before it becomes a dead letter, 1–100 (default \(defaults.groupMaxDeliver)).")
+    var groupsMaxDeliver: String?
+    @Option(
+        name: .customLong("groups-backoff"),
+        help: "Waits after successive NACKs without a delay (default \(defaults.groupBackoff.map(format).joined(separator: ","))).")
+    var groupsBackoff: String?
+    @Option(
+        name: .customLong("groups-liveness"),
+        help: "A group member silent this long loses its deliveries (default \(format(defaults.groupLiveness))).")
+    var groupsLiveness: String?
+    @Option(
+        name: .customLong("groups-commit-interval"),
+        help:
+            "How long what group members settle may wait for its commit; 0ms: every loop (default \(format(defaults.groupCommitInterval)))."
+    )
+    var groupsCommitInterval: String?
+    @Option(
+        name: .customLong("security-key"),
+        help: "The broker's secret certificate (switchboard keygen --role broker); with --security-certificates, CURVE on every endpoint.")
+    var securityKey: String?
+    @Option(name: .customLong("security-certificates"), help: "Directory of the public certificates allowed to connect.")
+    var securityCertificates: String?
+    @Flag(help: "Run without CURVE: anyone who reaches the endpoints may connect. Local experiments only.") var insecure = false
+    @Option(help: "Where to serve /metrics and /health: HOST:PORT or none (default \(defaults.adminAddress)).") var admin: String?
+    @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
+    var logLevel: String?
 
     func run() async throws {
-        do {
-            try StructuredLogHandler.bootstrap(formatOption: logFormat, levelOption: logLevel)
-        } catch {
-            throw ValidationError("\(error)")
-        }
-        let logger = Logger(label: "broker")
-
-        // Flags are the top layer, read through the same parsing and error messages as the rest.
-        let flags: [(String, String, String?)] = [
-            ("ingest", "--ingest", ingest), ("fanout", "--fanout", fanout), ("replay", "--replay", replay),
-            ("service", "--service", service), ("groups", "--groups", groups), ("groups.ack_wait", "--ack-wait", ackWait),
-            ("groups.max_deliver", "--max-deliver", maxDeliver), ("groups.backoff", "--backoff", backoff),
-            ("groups.liveness", "--member-liveness", memberLiveness),
-            ("groups.commit_interval", "--group-commit-interval", groupCommitInterval),
-            ("security.key", "--key", key), ("security.certificates", "--certificates", certificates),
-            ("insecure", "--insecure", insecure ? "true" : nil), ("data_dir", "--data-dir", dataDirectory),
-            ("heartbeat", "--heartbeat", heartbeat), ("retention.max_age", "--retention-max-age", retentionMaxAge),
-            ("retention.max_bytes", "--retention-max-bytes", retentionMaxBytes), ("min_version", "--min-version", minimumVersion),
-            ("admin", "--admin", admin),
-        ]
         var settings: BrokerConfiguration
         do {
-            let layers = try BrokerConfiguration.layers(
-                file: config, flags: flags.reduce(into: [:]) { $0[$1.0] = $1.2 },
-                flagNames: flags.reduce(into: [:]) { $0[$1.0] = $1.1 })
-            settings = try BrokerConfiguration(layers: layers)
-        } catch let failure as ConfigurationLayers.Failure {
-            throw ValidationError(failure.description)
+            let configuration = try BrokerConfiguration.programConfiguration(
+                arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
+            settings = try configuration.read { reader in
+                try StructuredLogHandler.bootstrap(reader: reader)
+                return try BrokerConfiguration(reader: reader)
+            }
+        } catch {
+            throw ValidationError(error.description)
         }
+        let logger = Logger(label: "broker")
         // This process is the broker's alone: it may give freed memory back (HeapTrim).
         settings.trimsHeap = true
         if settings.securityKey == nil {
             logger.warning(
-                "running WITHOUT CURVE: anyone who can reach these endpoints can connect and publish; give --key and --certificates outside local experiments"
+                "running WITHOUT CURVE: anyone who can reach these endpoints can connect and publish; give --security-key and --security-certificates outside local experiments"
             )
         }
         let adminAddress: AdminAddress?
         do {
-            adminAddress = try AdminAddress.parse(settings.adminAddress, option: "admin (--admin)")
+            adminAddress = try AdminAddress.parse(settings.adminAddress, option: "admin")
         } catch {
             throw ValidationError(error.description)
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -49,61 +50,68 @@ struct DirectoryCommand: AsyncParsableCommand {
             SIGTERM or SIGINT: finish the poll or request in hand, leave the group, send
             what waits in the outbox, exit.
             """,
+        version: SwitchboardVersion.current,
         subcommands: [AddCommand.self, DeleteCommand.self])
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "The Directory service root (ending in /directory; default https://127.0.0.1:8480/directory).") var url: String?
+    @Option(help: "The Directory service root, ending in /directory (default \(DirectoryCommand.defaultURL)).") var url: String?
     @Option(
-        help: "The Directory user whose people are synced and whose key auth hands out (auth holds its password; default outreach-team).")
+        help:
+            "The Directory user whose people are synced and whose key auth hands out (auth holds its password; default \(DirectoryCommand.defaultAccount))."
+    )
     var account: String?
-    @Option(help: "Time between two polls of the Directory: 30s (the default), 500ms, 2m (100ms – 1d).") var interval: String?
+    @Option(help: "Time between two polls of the Directory, 100ms–1d (default \(DurationText.format(DirectoryCommand.defaultInterval))).")
+    var interval: String?
     @Option(
         name: .customLong("max-missing"),
         help:
-            "The share of the last accepted list (0 < x ≤ 1) that may go missing in one poll before the list is held back as suspect (default 0.5)."
+            "The share of the last accepted list (0 < x ≤ 1) that may go missing in one poll before the list is held back as suspect (default \(DirectoryCommand.defaultMaxMissing))."
     )
-    var maxMissing: Double?
+    var maxMissing: String?
     @Option(
         name: .customLong("start-timeout"),
-        help: "Seconds to keep trying to reach auth and the Directory at start before giving up (default 60).")
-    var startTimeout: Int?
+        help:
+            "How long to keep trying to reach auth and the Directory at start before giving up (default \(DurationText.format(DirectoryCommand.defaultStartTimeout)))."
+    )
+    var startTimeout: String?
 
-    /// The syncer's own keys and their flags (`add` and `delete` read the same file section).
-    static let flagNames = [
-        "url": "--url", "account": "--account", "interval": "--interval", "max_missing": "--max-missing",
-        "start_timeout": "--start-timeout",
-    ]
+    static let defaultURL = "https://127.0.0.1:8480/directory"
+    static let defaultAccount = "outreach-team"
+    static let defaultInterval: Duration = .seconds(30)
+    static let defaultMaxMissing = 0.5
+    static let defaultStartTimeout: Duration = .seconds(60)
+    /// The syncer's own keys beside `WorkerSettings.keys` (`add` and `delete` read the same
+    /// file section).
+    static let keys = ["url", "account", "interval", "max_missing", "start_timeout"]
+
+    /// The directory worker's configuration, built once from this process's command line,
+    /// environment and file.
+    static func programConfiguration() throws(ConfigurationError) -> ProgramConfiguration {
+        try ProgramConfiguration(
+            program: "directory", keys: WorkerSettings.keys + keys, arguments: CommandLine.arguments,
+            environment: ProcessInfo.processInfo.environment)
+    }
 
     func run() async throws {
         let settings: WorkerSettings
-        let (url, account, interval, maxMissing, startTimeout): (String, String, Duration, Double, Int)
-        do throws(WorkerConfigurationError) {
-            settings = try WorkerSettings(
-                layers: worker.layers(
-                    service: "directory",
-                    extra: [
-                        "url": self.url, "account": self.account, "interval": self.interval,
-                        "max_missing": self.maxMissing.map { String($0) }, "start_timeout": self.startTimeout.map(String.init),
-                    ],
-                    extraNames: Self.flagNames))
-            (url, account, interval, maxMissing, startTimeout) = try settings.read { layers throws(ConfigurationLayers.Failure) in
-                let interval = try layers.duration("interval") ?? .seconds(30)
-                guard interval >= .milliseconds(100), interval <= .seconds(86_400) else {
-                    throw ConfigurationLayers.Failure(
-                        "interval from \(try layers.lookup("interval")?.source ?? "?") must be a duration from 100ms to 1d")
-                }
-                let maxMissing = try layers.lookup("max_missing").map { text, source throws(ConfigurationLayers.Failure) in
-                    guard let value = Double(text), value > 0, value <= 1 else {
-                        throw ConfigurationLayers.Failure("max_missing from \(source) must be above 0 and at most 1, got '\(text)'")
-                    }
-                    return value
+        let (url, account, interval, maxMissing, startTimeout): (String, String, Duration, Double, Duration)
+        do {
+            (settings, url, account, interval, maxMissing, startTimeout) = try Self.programConfiguration().read { reader in
+                try StructuredLogHandler.bootstrap(reader: reader)
+                let maxMissing = reader.double(forKey: "max_missing") ?? Self.defaultMaxMissing
+                guard maxMissing > 0, maxMissing <= 1 else {
+                    throw ConfigurationError(key: "max_missing", "must be above 0 and at most 1, got \(maxMissing)")
                 }
                 return (
-                    try layers.url("url") ?? "https://127.0.0.1:8480/directory", try layers.nonEmpty("account") ?? "outreach-team",
-                    interval, maxMissing ?? 0.5, try layers.integer("start_timeout", default: 60, in: 1...3600)
+                    try WorkerSettings(reader: reader), try reader.url("url") ?? Self.defaultURL,
+                    try reader.nonEmpty("account") ?? Self.defaultAccount,
+                    try reader.duration(
+                        "interval", default: Self.defaultInterval, in: Duration.milliseconds(100)...Duration.seconds(86_400)),
+                    maxMissing,
+                    try reader.duration(
+                        "start_timeout", default: Self.defaultStartTimeout, in: Duration.seconds(1)...Duration.seconds(3600))
                 )
             }
-            try settings.bootstrapLogging()
         } catch {
             throw ValidationError(error.description)
         }
@@ -123,7 +131,7 @@ struct DirectoryCommand: AsyncParsableCommand {
         let client = DirectoryClient(http: runtime.http, baseURL: url, logger: logger)
         let key = CredentialSource<Directory.APIKey>.provider(runtime.tokens.directory(account: account))
         do throws(WorkerConfigurationError) {
-            try await WorkerStart.retrying(for: .seconds(startTimeout), logger: logger) { () throws(WorkerConfigurationError) in
+            try await WorkerStart.retrying(for: startTimeout, logger: logger) { () throws(WorkerConfigurationError) in
                 try await DirectorySyncer.startCheck(client: client, key: key, account: account, url: url)
             }
         } catch {
@@ -156,25 +164,29 @@ struct DirectoryCommand: AsyncParsableCommand {
 struct RequestOptions: ParsableArguments {
     @OptionGroup var worker: WorkerOptions
     @Option(help: "The request's source: who asks (1–64 of a–z 0–9 _ -, not 'directory').") var source = "operator"
-    @Option(help: "Seconds to wait for the broker to take the request (it stays in the outbox otherwise).") var wait = 10
+    @Option(help: "How long to wait for the broker to take the request; it stays in the outbox otherwise (1s–1h).") var wait = "10s"
 
     func validate() throws {
         guard source != "directory", source.wholeMatch(of: /^[a-z][a-z0-9_-]{0,63}$/) != nil else {
             throw ValidationError("--source must be 1–64 of a–z 0–9 _ - starting with a letter, and not 'directory', got '\(source)'")
         }
-        guard (1...3600).contains(wait) else { throw ValidationError("--wait must be between 1 and 3600 seconds, got \(wait)") }
+        guard let wait = DurationText.parse(wait), wait >= .seconds(1), wait <= .seconds(3600) else {
+            throw ValidationError("--wait must be a duration from 1s to 1h, got '\(wait)'")
+        }
     }
 
     /// Puts one event into the syncer's outbox and sends it; prints its event id.
     func send(type: String, schema: String, content: some Encodable & Sendable, key: String?) async throws {
         let logger = Logger(label: "directory")
         let runtime: WorkerRuntime
-        do throws(WorkerConfigurationError) {
-            let settings = try WorkerSettings(layers: worker.layers(service: "directory", extraNames: DirectoryCommand.flagNames))
-            try settings.bootstrapLogging(defaultLevel: "warning")
+        do {
+            let settings = try DirectoryCommand.programConfiguration().read { reader in
+                try StructuredLogHandler.bootstrap(reader: reader, defaultLevel: .warning)
+                return try WorkerSettings(reader: reader)
+            }
             runtime = try WorkerRuntime(service: "directory", settings: settings, logger: logger)
         } catch {
-            throw ValidationError(error.description)
+            throw ValidationError("\(error)")
         }
         let entries = try await runtime.outbox.enqueue([
             Outbox.NewEvent(type: type, schema: schema, content: try WireJSON.encode(content), key: key)
@@ -183,7 +195,7 @@ struct RequestOptions: ParsableArguments {
         settings.socketOptions = runtime.credentials?.socketOptions ?? []
         let sender = OutboxSender(
             outbox: runtime.outbox, io: runtime.io, endpoint: runtime.settings.endpoints.ingest, settings: settings, logger: logger)
-        _ = try await sender.deliver(until: .now + .seconds(wait))
+        _ = try await sender.deliver(until: .now + (DurationText.parse(wait) ?? .seconds(10)))
         // Whether this request is still waiting: not whether the outbox is empty, which the
         // syncer running on the same data directory may be filling with its own facts meanwhile.
         let seq = entries.first?.producerSeq ?? 0

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import Logging
 import NIOCore
@@ -19,33 +20,36 @@ struct EmulatorCommand: AsyncParsableCommand {
             When it is listening it prints one line to standard output:
               listening http://HOST:PORT   (https with TLS)
             SIGTERM or SIGINT stops it; with --state the data is saved first.
-            """)
+            """, version: SwitchboardVersion.current)
 
+    // Each option is a key (`tls_generate` is `--tls-generate`), read through the program's
+    // ConfigReader, where a flag is the top source; declared for --help and to refuse a misspelt flag.
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"emulator\" section.") var config: String?
-    @Option(help: "Address to listen on (default 127.0.0.1).") var host: String?
-    @Option(help: "Port (default 8480; 0 picks a free one, reported on the listening line).") var port: Int?
-    @Option(name: .customLong("api"), help: "Serve only this API (eto, filemaker, directory, sap); repeat for several. Default: all.")
-    var apis: [String] = []
+    @Option(help: "Address to listen on (default \(EmulatorCommand.defaultHost)).") var host: String?
+    @Option(help: "Port; 0 picks a free one, reported on the listening line (default \(EmulatorCommand.defaultPort)).") var port: String?
+    @Option(help: "Serve only this API (eto, filemaker, directory, sap); repeatable, or comma-separated (default: all).")
+    var api: [String] = []
     @Option(help: "Seed document (JSON) instead of the bundled one.") var seed: String?
-    @Option(help: "Keep the data in this file across restarts (created on first save).") var state: String?
+    @Option(help: "Keep the data in this file across restarts (created on first save; default: in memory only).") var state: String?
     @Option(
         name: .customLong("tls-generate"),
         help: "Serve HTTPS with a new test CA and server certificate written to this directory (ca.pem, server.pem, server-key.pem).")
     var tlsGenerate: String?
     @Option(
         name: .customLong("tls-host"),
-        help: "A DNS name or address the generated server certificate is for, besides localhost and 127.0.0.1; repeatable (key tls_hosts).")
-    var tlsHosts: [String] = []
+        help: "A DNS name or address the generated server certificate is for, besides localhost and 127.0.0.1; repeatable.")
+    var tlsHost: [String] = []
     @Option(name: .customLong("tls-certificate"), help: "Serve HTTPS with this PEM certificate chain (with --tls-key).") var tlsCertificate:
         String?
     @Option(name: .customLong("tls-key"), help: "The PEM private key for --tls-certificate.") var tlsKey: String?
-    @Option(name: .customLong("log-format"), help: "text or json.") var logFormat: String?
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel: String?
+    @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
+    var logLevel: String?
 
-    static let flagNames = [
-        "host": "--host", "port": "--port", "api": "--api", "seed": "--seed", "state": "--state", "tls_generate": "--tls-generate",
-        "tls_hosts": "--tls-host",
-        "tls_certificate": "--tls-certificate", "tls_key": "--tls-key", "log_format": "--log-format", "log_level": "--log-level",
+    static let defaultHost = "127.0.0.1"
+    static let defaultPort = 8480
+    static let keys = [
+        "host", "port", "api", "seed", "state", "tls_generate", "tls_host", "tls_certificate", "tls_key", "log_format", "log_level",
     ]
 
     func run() async throws {
@@ -56,26 +60,19 @@ struct EmulatorCommand: AsyncParsableCommand {
         let (host, port, apis, seed, state, tlsGenerate, tlsHosts, tlsCertificate, tlsKey):
             (String, Int, [String], String?, String?, String?, [String], String?, String?)
         do {
-            let given: [String: String?] = [
-                "host": self.host, "port": self.port.map(String.init), "api": self.apis.isEmpty ? nil : self.apis.joined(separator: ","),
-                "seed": self.seed, "state": self.state, "tls_generate": self.tlsGenerate,
-                "tls_hosts": self.tlsHosts.isEmpty ? nil : self.tlsHosts.joined(separator: ","), "tls_certificate": self.tlsCertificate,
-                "tls_key": self.tlsKey, "log_format": logFormat, "log_level": logLevel,
-            ]
-            let layers = try ConfigurationLayers(
-                program: "emulator", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
-                flagNames: Self.flagNames, shared: ["log_format", "log_level"])
-            host = try layers.nonEmpty("host") ?? "127.0.0.1"
-            port = try layers.integer("port", default: 8480, in: 0...65535)
-            apis = try layers.list("api") ?? []
-            seed = try layers.nonEmpty("seed")
-            state = try layers.nonEmpty("state")
-            tlsGenerate = try layers.nonEmpty("tls_generate")
-            tlsHosts = try layers.list("tls_hosts") ?? []
-            tlsCertificate = try layers.nonEmpty("tls_certificate")
-            tlsKey = try layers.nonEmpty("tls_key")
-            try StructuredLogHandler.bootstrap(
-                formatOption: try layers.nonEmpty("log_format"), levelOption: try layers.nonEmpty("log_level"))
+            let configuration = try ProgramConfiguration(
+                program: "emulator", keys: Self.keys, arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment,
+                shared: ["log_format", "log_level"])
+            (host, port, apis, seed, state, tlsGenerate, tlsHosts, tlsCertificate, tlsKey) = try configuration.read { reader in
+                try StructuredLogHandler.bootstrap(reader: reader)
+                return (
+                    try reader.nonEmpty("host") ?? Self.defaultHost, try reader.int("port", default: Self.defaultPort, in: 0...65535),
+                    reader.stringArray(forKey: "api")?.filter { !$0.isEmpty } ?? [], try reader.nonEmpty("seed"),
+                    try reader.nonEmpty("state"), try reader.nonEmpty("tls_generate"),
+                    reader.stringArray(forKey: "tls_host")?.filter { !$0.isEmpty } ?? [], try reader.nonEmpty("tls_certificate"),
+                    try reader.nonEmpty("tls_key")
+                )
+            }
         } catch {
             throw ValidationError("\(error)")
         }

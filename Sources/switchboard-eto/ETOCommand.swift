@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -63,44 +64,43 @@ struct ETOCommand: AsyncParsableCommand {
 
             SIGTERM or SIGINT: take no new work, finish what is in hand, leave the group,
             stop serving, exit.
-            """)
+            """, version: SwitchboardVersion.current)
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "ETO's API root (ending in /API; default https://127.0.0.1:8480/API).") var url: String?
-    @Option(help: "The ETO account (e-mail) whose sessions auth hands out (auth holds its password; default intake@riverside.example).")
+    @Option(help: "ETO's API root, ending in /API (default \(ETOCommand.defaultURL)).") var url: String?
+    @Option(help: "The ETO account (e-mail) whose sessions auth hands out (auth holds its password; default \(ETOCommand.defaultAccount)).")
     var account: String?
-    @Option(help: "The TouchPoint configuration file (JSON, shown above); default: TouchPoint 54 of the seed.") var touchpoint: String?
-    @Option(help: "Service requests answered at once (default 4).") var concurrency: Int?
+    @Option(help: "The TouchPoint configuration file (JSON, shown above; default: TouchPoint 54 of the seed).") var touchpoint: String?
+    @Option(help: "Service requests answered at once, 1–64 (default \(ETOCommand.defaultConcurrency)).") var concurrency: String?
     @Flag(name: .customLong("no-service"), help: "Record check-ins only; do not serve `eto` on the service plane.") var noService = false
     @Flag(name: .customLong("no-group"), help: "Serve `eto` only; do not join the group `eto`.") var noGroup = false
+
+    static let defaultURL = "https://127.0.0.1:8480/API"
+    static let defaultAccount = "intake@riverside.example"
+    static let defaultConcurrency = 4
+    /// The keys of this worker beside `WorkerSettings.keys`.
+    static let keys = ["url", "account", "touchpoint", "concurrency", "no_service", "no_group"]
 
     func run() async throws {
         let settings: WorkerSettings
         let (url, account, touchpoint, concurrency, noService, noGroup): (String, String, String?, Int, Bool, Bool)
-        do throws(WorkerConfigurationError) {
-            settings = try WorkerSettings(
-                layers: worker.layers(
-                    service: "eto",
-                    extra: [
-                        "url": self.url, "account": self.account, "touchpoint": self.touchpoint,
-                        "concurrency": self.concurrency.map(String.init), "no_service": self.noService ? "true" : nil,
-                        "no_group": self.noGroup ? "true" : nil,
-                    ],
-                    extraNames: [
-                        "url": "--url", "account": "--account", "touchpoint": "--touchpoint", "concurrency": "--concurrency",
-                        "no_service": "--no-service", "no_group": "--no-group",
-                    ]))
-            (url, account, touchpoint, concurrency, noService, noGroup) = try settings.read { layers throws(ConfigurationLayers.Failure) in
-                (
-                    try layers.url("url") ?? "https://127.0.0.1:8480/API", try layers.nonEmpty("account") ?? "intake@riverside.example",
-                    try layers.nonEmpty("touchpoint"), try layers.integer("concurrency", default: 4, in: 1...64),
-                    try layers.bool("no_service") ?? false, try layers.bool("no_group") ?? false
+        do {
+            let configuration = try ProgramConfiguration(
+                program: "eto", keys: WorkerSettings.keys + Self.keys, arguments: CommandLine.arguments,
+                environment: ProcessInfo.processInfo.environment)
+            (settings, url, account, touchpoint, concurrency, noService, noGroup) = try configuration.read { reader in
+                try StructuredLogHandler.bootstrap(reader: reader)
+                let noService = reader.bool(forKey: "no_service") ?? false
+                let noGroup = reader.bool(forKey: "no_group") ?? false
+                guard !(noService && noGroup) else {
+                    throw ConfigurationError("no_service and no_group (--no-service, --no-group) together leave nothing to do")
+                }
+                return (
+                    try WorkerSettings(reader: reader), try reader.url("url") ?? Self.defaultURL,
+                    try reader.nonEmpty("account") ?? Self.defaultAccount, try reader.nonEmpty("touchpoint"),
+                    try reader.int("concurrency", default: Self.defaultConcurrency, in: 1...64), noService, noGroup
                 )
             }
-            guard !(noService && noGroup) else {
-                throw WorkerConfigurationError("no_service and no_group (--no-service, --no-group) together leave nothing to do")
-            }
-            try settings.bootstrapLogging()
         } catch {
             throw ValidationError(error.description)
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import Logging
 import SwitchboardBackends
@@ -75,47 +76,52 @@ struct FileMakerCommand: AsyncParsableCommand {
             SIGTERM or SIGINT: take no new check-ins, finish the ones in hand, leave the
             group (the broker gives anything else to other members), send the events
             waiting in the outbox, exit.
-            """)
+            """, version: SwitchboardVersion.current)
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "The FileMaker server's base URL (https://host[:port]; default https://127.0.0.1:8480).") var url: String?
-    @Option(help: "The FileMaker database (file) name (default Shelter).") var database: String?
-    @Option(help: "The FileMaker account whose session auth hands out (auth holds its password; default switchboard).")
+    @Option(help: "The FileMaker server's base URL, https://host[:port] (default \(FileMakerCommand.defaultURL)).") var url: String?
+    @Option(help: "The FileMaker database (file) name (default \(FileMakerCommand.defaultDatabase)).") var database: String?
+    @Option(
+        help: "The FileMaker account whose session auth hands out (auth holds its password; default \(FileMakerCommand.defaultAccount))."
+    )
     var account: String?
-    @Option(help: "The field mapping file (JSON, shown above); default: the seed's CheckIns layout.") var mapping: String?
+    @Option(help: "The field mapping file (JSON, shown above; default: the seed's CheckIns layout).") var mapping: String?
     @Option(
         name: .customLong("participants-layout"),
         help: "The layout walk-ins are mirrored into (overrides the mapping's participants.layout; `none`: no mirror).")
     var participantsLayout: String?
     @Option(
         name: .customLong("start-timeout"),
-        help: "Seconds to keep trying to reach auth and FileMaker at start before giving up (default 60).")
-    var startTimeout: Int?
+        help:
+            "How long to keep trying to reach auth and FileMaker at start before giving up (default \(DurationText.format(FileMakerCommand.defaultStartTimeout)))."
+    )
+    var startTimeout: String?
+
+    static let defaultURL = "https://127.0.0.1:8480"
+    static let defaultDatabase = "Shelter"
+    static let defaultAccount = "switchboard"
+    static let defaultStartTimeout: Duration = .seconds(60)
+    /// The keys of this worker beside `WorkerSettings.keys`.
+    static let keys = ["url", "database", "account", "mapping", "start_timeout", "participants_layout"]
 
     func run() async throws {
         let settings: WorkerSettings
-        let (url, database, account, mappingPath, startTimeout, participantsLayout): (String, String, String, String?, Int, String?)
-        do throws(WorkerConfigurationError) {
-            settings = try WorkerSettings(
-                layers: worker.layers(
-                    service: "filemaker",
-                    extra: [
-                        "url": self.url, "database": self.database, "account": self.account, "mapping": self.mapping,
-                        "start_timeout": self.startTimeout.map(String.init), "participants_layout": self.participantsLayout,
-                    ],
-                    extraNames: [
-                        "url": "--url", "database": "--database", "account": "--account", "mapping": "--mapping",
-                        "start_timeout": "--start-timeout", "participants_layout": "--participants-layout",
-                    ]))
-            (url, database, account, mappingPath, startTimeout, participantsLayout) = try settings.read {
-                layers throws(ConfigurationLayers.Failure) in
-                (
-                    try layers.url("url") ?? "https://127.0.0.1:8480", try layers.nonEmpty("database") ?? "Shelter",
-                    try layers.nonEmpty("account") ?? "switchboard", try layers.nonEmpty("mapping"),
-                    try layers.integer("start_timeout", default: 60, in: 1...3600), try layers.nonEmpty("participants_layout")
+        let (url, database, account, mappingPath, startTimeout, participantsLayout): (String, String, String, String?, Duration, String?)
+        do {
+            let configuration = try ProgramConfiguration(
+                program: "filemaker", keys: WorkerSettings.keys + Self.keys, arguments: CommandLine.arguments,
+                environment: ProcessInfo.processInfo.environment)
+            (settings, url, database, account, mappingPath, startTimeout, participantsLayout) = try configuration.read { reader in
+                try StructuredLogHandler.bootstrap(reader: reader)
+                return (
+                    try WorkerSettings(reader: reader), try reader.url("url") ?? Self.defaultURL,
+                    try reader.nonEmpty("database") ?? Self.defaultDatabase, try reader.nonEmpty("account") ?? Self.defaultAccount,
+                    try reader.nonEmpty("mapping"),
+                    try reader.duration(
+                        "start_timeout", default: Self.defaultStartTimeout, in: Duration.seconds(1)...Duration.seconds(3600)),
+                    try reader.nonEmpty("participants_layout")
                 )
             }
-            try settings.bootstrapLogging()
         } catch {
             throw ValidationError(error.description)
         }
@@ -134,7 +140,7 @@ struct FileMakerCommand: AsyncParsableCommand {
         let session = runtime.tokens.fileMakerSource(account: account, database: database)
         let textFields: (checkIns: Set<String>, participants: Set<String>)
         do throws(WorkerConfigurationError) {
-            textFields = try await WorkerStart.retrying(for: .seconds(startTimeout), logger: logger) {
+            textFields = try await WorkerStart.retrying(for: startTimeout, logger: logger) {
                 () throws(WorkerConfigurationError) in
                 try await FileMakerWriter.checkLayouts(client: client, mapping: mapping, session: session)
             }

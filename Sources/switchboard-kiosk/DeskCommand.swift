@@ -5,6 +5,7 @@
 // delivery drains what is waiting.
 
 import ArgumentParser
+import Configuration
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -30,21 +31,21 @@ struct DeskCommand: AsyncParsableCommand {
             keeps a roster of the site's participants (the eto service's participants.list) so \
             people are found while ETO or the broker is down. Staff accounts come from \
             `switchboard-kiosk desk-user add NAME`. --listen other than loopback needs \
-            --tls-cert and --tls-key. --site and --program (keys site_id, program_id) are \
+            --tls-cert and --tls-key. --site-id and --program-id (keys site_id, program_id) are \
             required.
             """)
 
     @OptionGroup var options: KioskOptions
-    @Option(help: "Where to serve the page (HOST:PORT, key listen; default 127.0.0.1:9580). Not loopback: needs --tls-cert and --tls-key.")
+    @Option(
+        help: "Where to serve the page (HOST:PORT; default \(DeskCommand.defaultListen)). Not loopback: needs --tls-cert and --tls-key.")
     var listen: String?
     @Option(name: .customLong("tls-cert"), help: "The page's TLS certificate chain (PEM).") var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "The page's TLS private key (PEM).") var tlsKey: String?
-    @Option(help: "The ETO site of this desk's check-ins (key site_id; required).") var site: String?
-    @Option(help: "The ETO program of this desk's check-ins (key program_id; required).") var program: String?
+    @Option(name: .customLong("site-id"), help: "The ETO site of this desk's check-ins (required).") var siteID: String?
+    @Option(name: .customLong("program-id"), help: "The ETO program of this desk's check-ins (required).") var programID: String?
     @Option(help: "The staff accounts file (default <data-dir>/kiosk/<id>/desk-users.json).") var users: String?
-    @Option(help: "Sign-out after this long without use, e.g. 10m.") var idle: String = "10m"
-    @Option(name: .customLong("roster-refresh"), help: "How often to refresh the roster from ETO, e.g. 5m.") var rosterRefresh: String =
-        "5m"
+    @Option(help: "Sign-out after this long without use.") var idle: String = "10m"
+    @Option(name: .customLong("roster-refresh"), help: "How often to refresh the roster from ETO.") var rosterRefresh: String = "5m"
     @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561).") var admin: String?
 
     struct Resolved {
@@ -56,19 +57,31 @@ struct DeskCommand: AsyncParsableCommand {
         var rosterRefresh: Duration
     }
 
+    static let defaultListen = "127.0.0.1:9580"
+
+    /// Keys read (the kiosk's, beside `KioskOptions.settings()`'s): `site_id` and `program_id`
+    /// (required), `listen` (default 127.0.0.1:9580).
     func resolve() throws -> Resolved {
-        let layers = try options.settings(admin: admin, extra: ["site_id": site, "program_id": program, "listen": listen]).layers
-        func id(_ key: String, _ flag: String) throws -> Int64 {
-            guard let text = try? layers.nonEmpty(key) else {
-                throw ValidationError(
-                    "\(flag) (key \(key)) is required: the ETO \(key == "site_id" ? "site" : "program") of this desk's check-ins")
+        let siteID: Int64
+        let programID: Int64
+        let listenText: String
+        do {
+            (siteID, programID, listenText) = try options.settings().configuration.read { reader in
+                func id(_ key: String) throws -> Int64 {
+                    guard let value = reader.int(forKey: ConfigKey(key)) else {
+                        throw ConfigurationError(
+                            key: key,
+                            "is required (\(ProgramConfiguration.flagName(key))): the ETO \(key == "site_id" ? "site" : "program") of this desk's check-ins"
+                        )
+                    }
+                    guard value >= 1 else { throw ConfigurationError(key: key, "\(value) is not a positive ETO id") }
+                    return Int64(value)
+                }
+                return (try id("site_id"), try id("program_id"), try reader.nonEmpty("listen") ?? Self.defaultListen)
             }
-            guard let value = Int64(text), value >= 1 else {
-                throw ValidationError("\(flag) (key \(key)): '\(text)' is not a positive ETO id")
-            }
-            return value
+        } catch {
+            throw ValidationError("\(error)")
         }
-        let listenText = layers.string("listen") ?? "127.0.0.1:9580"
         let address: AdminAddress
         do {
             guard listenText != "none", let parsed = try AdminAddress.parse(listenText, option: "listen") else {
@@ -90,22 +103,21 @@ struct DeskCommand: AsyncParsableCommand {
             throw ValidationError("--roster-refresh: '\(rosterRefresh)' is not a duration like 5m")
         }
         return Resolved(
-            host: address.host, port: address.port, siteID: try id("site_id", "--site"), programID: try id("program_id", "--program"),
-            idle: idle, rosterRefresh: refresh)
+            host: address.host, port: address.port, siteID: siteID, programID: programID, idle: idle, rosterRefresh: refresh)
     }
 
     func validate() throws {
         _ = try resolve()
-        _ = try KioskAdmin.address(options: options, admin)
+        _ = try KioskAdmin.address(options: options)
     }
 
     func run() async throws {
         let resolved = try resolve()
         let kioskID = try options.kioskID
-        let adminAddress = try KioskAdmin.address(options: options, admin)
+        let adminAddress = try KioskAdmin.address(options: options)
         let (outbox, logger) = try options.open()
         let directory = ((try options.outboxPath) as NSString).deletingLastPathComponent
-        let usersPath = users ?? DeskUserCommand.defaultPath(options: options, kioskID: kioskID)
+        let usersPath = try users ?? DeskUserCommand.defaultPath(options: options, kioskID: kioskID)
         do {
             _ = try DeskAccounts(path: usersPath)
         } catch {
@@ -173,8 +185,8 @@ struct DeskUserCommand: AsyncParsableCommand {
             """,
         subcommands: [DeskUserAdd.self, DeskUserList.self, DeskUserRemove.self])
 
-    static func defaultPath(options: KioskOptions, kioskID: String) -> String {
-        (options.dataDirectory as NSString).appendingPathComponent("kiosk/\(kioskID)/desk-users.json")
+    static func defaultPath(options: KioskOptions, kioskID: String) throws -> String {
+        ((try options.dataDirectory) as NSString).appendingPathComponent("kiosk/\(kioskID)/desk-users.json")
     }
 }
 

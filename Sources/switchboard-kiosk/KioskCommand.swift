@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import Logging
 import SwitchboardBus
@@ -24,101 +25,107 @@ struct KioskCommand: AsyncParsableCommand {
             SWITCHBOARD_CONFIG: its "kiosk" section, then the shared keys at its top), the
             environment (SWITCHBOARD_KIOSK_<KEY>, then SWITCHBOARD_<KEY> for the shared keys:
             SWITCHBOARD_BROKER_HOST, SWITCHBOARD_INGEST, SWITCHBOARD_SERVICE,
-            SWITCHBOARD_CERTIFICATE, SWITCHBOARD_BROKER_KEY, SWITCHBOARD_ADMIN), flags. Keys:
-            id, broker_host, ingest, service, outbox, log_level, certificate, broker_key, admin, and
-            for `desk` site_id, program_id, listen.
-            The broker's ingest and service endpoints, each: its flag (--broker, --service), else
+            SWITCHBOARD_CERTIFICATE, SWITCHBOARD_BROKER_KEY, SWITCHBOARD_ADMIN,
+            SWITCHBOARD_LOG_FORMAT, SWITCHBOARD_LOG_LEVEL), flags. Key a.b_c is the flag --a-b-c
+            and SWITCHBOARD_KIOSK_A_B_C. Keys: \(KioskOptions.keys.joined(separator: ", ")).
+            The broker's ingest and service endpoints, each: its flag (--ingest, --service), else
             the environment, else the file, else --broker-host's (flag, environment, file) at the
             default port, else what a local broker wrote to <data-dir>/broker/endpoints.json (so
             beside `switchboard up --port N` no endpoint need be given), else 127.0.0.1 at the
             default port: the operator commands' order.
             """,
+        version: SwitchboardVersion.current,
         subcommands: [
             CheckInCommand.self, LookupCommand.self, SitesCommand.self, ImportCommand.self, LoadCommand.self, FlushCommand.self,
             StatusCommand.self, DemoCommand.self, ServeCommand.self, DeskCommand.self, DeskUserCommand.self,
         ])
 }
 
-/// Options every kiosk command shares.
+/// Options every kiosk command shares. Each is a key of the kiosk's
+/// configuration (`broker_host` is `--broker-host`), read through its `ConfigReader`, where a flag
+/// is the top source; they are declared for `--help` and to refuse a misspelt flag.
 struct KioskOptions: ParsableArguments {
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"kiosk\" section, and the shared keys at its top.")
     var config: String?
-    @Option(help: "This kiosk's id (the producer name), e.g. riverside-1 (key id; default: the certificate's name, else kiosk-<host>).")
-    var kiosk: String?
+    @Option(help: "This kiosk's id (the producer name), e.g. riverside-1 (default: the certificate's name, else kiosk-<host>).")
+    var id: String?
     @Option(
         name: .customLong("broker-host"), help: "The broker's host name or address: its endpoints at the default ports (default 127.0.0.1)."
     )
     var brokerHost: String?
-    @Option(help: "The broker's ingest endpoint (key ingest; default tcp://<broker-host>:5560).") var broker: String?
+    @Option(help: "The broker's ingest endpoint (default tcp://<broker-host>:5560).") var ingest: String?
     @Option(help: "The broker's service endpoint, for the `eto` service (lookups; default tcp://<broker-host>:5563).")
     var service: String?
     @Option(help: "The outbox file (default <data-dir>/kiosk/<id>/outbox.sqlite).") var outbox: String?
     @Option(
         name: .customLong("data-dir"),
-        help: "Where `switchboard up` keeps its state: the endpoints its broker wrote (broker/endpoints.json), and the default outbox.")
-    var dataDirectory = ".switchboard"
+        help:
+            "Where `switchboard up` keeps its state: the endpoints its broker wrote (broker/endpoints.json), and the default outbox (default \(KioskOptions.defaultDataDirectory))."
+    )
+    var dataDir: String?
+    @Option(name: .customLong("log-format"), help: "text or json, for diagnostics on standard error (default text).")
+    var logFormat: String?
     @Option(name: .customLong("log-level"), help: "Log level for diagnostics on standard error (default warning).") var logLevel: String?
-    @Option(help: "This kiosk's secret certificate, for a broker that runs CURVE.") var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key.") var brokerKey: String?
+    @Option(help: "This kiosk's secret certificate, for a broker that runs CURVE (default: none).") var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (default: none).") var brokerKey: String?
 
-    static let flagNames = [
-        "id": "--kiosk", "broker_host": "--broker-host", "ingest": "--broker", "service": "--service", "outbox": "--outbox",
-        "log_level": "--log-level", "certificate": "--certificate", "broker_key": "--broker-key", "admin": "--admin",
-        "site_id": "--site", "program_id": "--program", "listen": "--listen",
+    /// Every key of the kiosk's configuration; `admin` is `serve`'s, `demo`'s and `desk`'s,
+    /// `site_id`, `program_id` and `listen` are `desk`'s.
+    static let defaultDataDirectory = ".switchboard"
+    static let keys = [
+        "id", "data_dir", "broker_host", "ingest", "service", "outbox", "log_format", "log_level", "certificate", "broker_key", "admin",
+        "site_id",
+        "program_id", "listen",
     ]
 
     /// What the flags, the environment and the file say, over the defaults.
     struct Settings {
-        var layers: ConfigurationLayers
+        var configuration: ProgramConfiguration
+        var dataDirectory: String
         var kioskID: String
         var endpoints: BrokerEndpoints
         var outboxPath: String
-        var logLevel: Logger.Level
         var credentials: ClientCredentials?
     }
 
-    /// Reads the layers; `admin` is the subcommand's `--admin`, where it has one.
-    /// - Parameter extra: the subcommand's own keys' flags (`desk`: site_id, program_id, listen).
-    func settings(admin: String? = nil, extra: [String: String?] = [:]) throws -> Settings {
-        let given: [String: String?] = [
-            "id": kiosk, "broker_host": brokerHost, "ingest": broker, "service": service, "outbox": outbox, "log_level": logLevel,
-            "certificate": certificate, "broker_key": brokerKey, "admin": admin,
-        ].merging(extra) { $1 }
+    /// Reads the kiosk's configuration.
+    ///
+    /// Keys read: `id` (default: the certificate's principal, else `kiosk-<host>`), `data_dir`
+    /// (default `.switchboard`), the broker's
+    /// endpoints (`BrokerEndpoints(reader:dataDirectory:)`), `certificate`, `broker_key`,
+    /// `outbox` (default `<data-dir>/kiosk/<id>/outbox.sqlite`).
+    func settings() throws -> Settings {
         do {
-            let layers = try ConfigurationLayers(
-                program: "kiosk", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
-                flagNames: Self.flagNames)
-            let endpoints = try BrokerEndpoints(layers: layers, dataDirectory: dataDirectory)
-            let credentials = try ClientCredentials.load(
-                certificate: try layers.nonEmpty("certificate"), brokerKey: try layers.nonEmpty("broker_key"), environment: [:])
-            let given = try layers.nonEmpty("id")
-            if let given, let credentials, given != credentials.certificate.name {
-                throw ConfigurationLayers.Failure(
-                    "id '\(given)' (\(try layers.lookup("id")?.source ?? "?")) differs from the certificate's principal '\(credentials.certificate.name)'; the broker would refuse its check-ins"
-                )
+            let configuration = try ProgramConfiguration(
+                program: "kiosk", keys: Self.keys, arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
+            return try configuration.read { reader in
+                let dataDirectory = try reader.nonEmpty("data_dir") ?? Self.defaultDataDirectory
+                let endpoints = try BrokerEndpoints(reader: reader, dataDirectory: dataDirectory)
+                let credentials = try ClientCredentials.load(
+                    certificate: try reader.nonEmpty("certificate"), brokerKey: try reader.nonEmpty("broker_key"))
+                let given = try reader.nonEmpty("id")
+                if let given, let credentials, given != credentials.certificate.name {
+                    throw ConfigurationError(
+                        key: "id",
+                        "'\(given)' differs from the certificate's principal '\(credentials.certificate.name)'; the broker would refuse its check-ins"
+                    )
+                }
+                // With a certificate, the kiosk is the principal it names (the broker checks it).
+                let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "local"
+                let kioskID =
+                    given ?? credentials?.certificate.name
+                    ?? "kiosk-" + String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(50))
+                guard Producer.isValid(kioskID) else {
+                    throw ConfigurationError(key: "id", "'\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
+                }
+                return Settings(
+                    configuration: configuration, dataDirectory: dataDirectory, kioskID: kioskID, endpoints: endpoints,
+                    outboxPath: try reader.nonEmpty("outbox")
+                        ?? (dataDirectory as NSString).appendingPathComponent("kiosk/\(kioskID)/outbox.sqlite"), credentials: credentials)
             }
-            // With a certificate, the kiosk is the principal it names (the broker checks it).
-            let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "local"
-            let kioskID =
-                given ?? credentials?.certificate.name
-                ?? "kiosk-" + String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(50))
-            guard Producer.isValid(kioskID) else {
-                let source = try layers.lookup("id").map { " from \($0.source)" } ?? ""
-                throw ConfigurationLayers.Failure("id\(source): '\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
-            }
-            let levelText = try layers.nonEmpty("log_level") ?? "warning"
-            guard let level = Logger.Level(rawValue: levelText) else {
-                throw ConfigurationLayers.Failure("log_level: '\(levelText)' is not a level")
-            }
-            return Settings(
-                layers: layers, kioskID: kioskID, endpoints: endpoints,
-                outboxPath: try layers.nonEmpty("outbox")
-                    ?? (dataDirectory as NSString).appendingPathComponent("kiosk/\(kioskID)/outbox.sqlite"), logLevel: level,
-                credentials: credentials)
-        } catch let failure as ConfigurationLayers.Failure {
-            throw ValidationError(failure.description)
-        } catch let failure as Certificate.Failure {
-            throw ValidationError(failure.description)
+        } catch {
+            // A certificate that cannot be read comes here too, as the reader's failure.
+            throw ValidationError(error.description)
         }
     }
 
@@ -134,6 +141,9 @@ struct KioskOptions: ParsableArguments {
     }
     var kioskID: String {
         get throws { try checked.kioskID }
+    }
+    var dataDirectory: String {
+        get throws { try checked.dataDirectory }
     }
     var ingestEndpoint: String {
         get throws { try checked.endpoints.ingest }
@@ -171,7 +181,11 @@ struct KioskOptions: ParsableArguments {
 
     func open() throws -> (Outbox, Logger) {
         let settings = try checked
-        StructuredLogHandler.bootstrap(level: settings.logLevel)
+        do {
+            try settings.configuration.read { reader in try StructuredLogHandler.bootstrap(reader: reader, defaultLevel: .warning) }
+        } catch {
+            throw ValidationError(error.description)
+        }
         var logger = Logger(label: "kiosk")
         logger[metadataKey: "kiosk"] = "\(settings.kioskID)"
         do {
@@ -527,7 +541,7 @@ struct DemoCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("--roster: \(error)")
         }
-        let admin = try KioskAdmin.address(options: options, admin)
+        let admin = try KioskAdmin.address(options: options)
         let (outbox, logger) = try options.open()
         print("Demo kiosk \(kioskID): one check-in every \(interval) to \(try options.ingestEndpoint). Ctrl-C stops.")
         let recorder = CheckInTrickle(outbox: outbox, kioskID: kioskID, interval: interval, roster: people)

@@ -27,11 +27,11 @@ struct ServeCommand: AsyncParsableCommand {
     var admin: String?
 
     func validate() throws {
-        _ = try KioskAdmin.address(options: options, admin)
+        _ = try KioskAdmin.address(options: options)
     }
 
     func run() async throws {
-        let address = try KioskAdmin.address(options: options, admin)
+        let address = try KioskAdmin.address(options: options)
         let (outbox, logger) = try options.open()
         // Said once the admin server has bound, so a taken port's error is not preceded by it.
         let started = "Kiosk \(try options.kioskID): sending its outbox to \(try options.ingestEndpoint). Ctrl-C stops."
@@ -43,12 +43,15 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 enum KioskAdmin {
-    static func address(options: KioskOptions, _ option: String?) throws -> AdminAddress? {
-        let layers = try options.settings(admin: option).layers
+    static func address(options: KioskOptions) throws -> AdminAddress? {
+        let settings = try options.settings()
         do {
-            return try AdminAddress.resolve(layers.string("admin"), defaultPort: AdminPort.kiosk.defaultPort, environment: [:])
+            let admin = try settings.configuration.read { reader in try reader.nonEmpty("admin") }
+            return try AdminAddress.resolve(admin, defaultPort: AdminPort.kiosk.defaultPort)
+        } catch let failure as AdminAddress.Failure {
+            throw ValidationError(failure.description)
         } catch {
-            throw ValidationError(error.description)
+            throw ValidationError("\(error)")
         }
     }
 

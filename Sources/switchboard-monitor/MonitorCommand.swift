@@ -13,6 +13,7 @@ struct MonitorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard-monitor",
         abstract: "Watch the bus: events live or from the journal (watch, the default), rates (--stats), group lag, dead letters.",
+        version: SwitchboardVersion.current,
         subcommands: [WatchCommand.self, LagCommand.self, DeadLettersCommand.self, WebCommand.self],
         defaultSubcommand: WatchCommand.self)
 }
@@ -26,7 +27,7 @@ struct WatchCommand: AsyncParsableCommand {
             sequence numbers and HEAD heartbeats and filled from the journal; the monitor says so.
             Values of keys that look like secrets are never printed. Personal data (names, date
             of birth, location, notes) is shown as [personal] unless --show-personal-data.
-            \(ConfigurationLayers.help(program: "monitor"))
+            \(ProgramConfiguration.help(program: "monitor"))
             """)
 
     @Option(name: .customLong("topic"), help: "Follow event types starting with this prefix (repeatable; default: all).") var topics:
@@ -51,7 +52,7 @@ struct WatchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        StructuredLogHandler.bootstrap(level: .warning)
+        try connection.bootstrapLogging()
         let settings = try connection.settings()
         let endpoints = JournalFollower.Endpoints(
             fanout: settings.endpoints.fanout, replay: settings.endpoints.replay, socketOptions: settings.socketOptions)

@@ -16,15 +16,17 @@ import ZeroMQ
 struct GroupEndpointOptions: ParsableArguments {
     @OptionGroup var connection: MonitorConnection
     @Flag(help: "One JSON document instead of a table.") var json = false
-    @Option(help: "Show it again every this many seconds until interrupted.") var every: Int?
+    @Option(help: "Show it again this often until interrupted, e.g. 5s (at least 1s).") var every: String?
 
     func validate() throws {
-        if let every, every < 1 { throw ValidationError("--every must be at least 1 second") }
+        if let every, (DurationText.parse(every) ?? .zero) < .seconds(1) {
+            throw ValidationError("--every must be a duration of at least 1s, got '\(every)'")
+        }
     }
 
-    /// Runs `body` with a client of the groups endpoint, once or every `--every` seconds.
+    /// Runs `body` with a client of the groups endpoint, once or every `--every`.
     func repeating(_ body: @escaping @Sendable (GroupAdminClient) async throws -> String) async throws {
-        StructuredLogHandler.bootstrap(level: .warning)
+        try connection.bootstrapLogging()
         let settings = try connection.settings()
         let endpoint = settings.endpoints.groups
         let options = settings.socketOptions
@@ -40,8 +42,8 @@ struct GroupEndpointOptions: ParsableArguments {
                         throw ValidationError("\(endpoint): \(error)")
                     }
                     Table.emit(text, clearing: every != nil)
-                    guard let every else { return }
-                    try await Task.sleep(for: .seconds(every))
+                    guard let every = every.flatMap(DurationText.parse) else { return }
+                    try await Task.sleep(for: every)
                 }
             }
         }

@@ -43,7 +43,7 @@ struct WebCommand: AsyncParsableCommand {
             role.
             """)
 
-    @Option(help: "Where to serve the dashboard (HOST:PORT; default 127.0.0.1:9570, loopback).") var listen: String?
+    @Option(help: "Where to serve the dashboard (HOST:PORT; default \(WebCommand.defaultListen), loopback).") var listen: String?
     @Option(
         help: "A file holding the token that opens the page (mode 0600, one line); else SWITCHBOARD_DASHBOARD_TOKEN; else a new random one."
     )
@@ -52,10 +52,16 @@ struct WebCommand: AsyncParsableCommand {
     @Option(help: .hidden) var token: String?
     @OptionGroup var connection: MonitorConnection
 
-    /// Where the page is served: the layers' `listen`.
+    static let defaultListen = "127.0.0.1:9570"
+
+    /// Where the page is served: the monitor's key `listen`.
     func listenAddress() throws -> AdminAddress {
-        let layers = try connection.settings(extra: ["listen": listen]).layers
-        let text = layers.string("listen") ?? "127.0.0.1:9570"
+        let text: String
+        do {
+            text = try connection.settings().configuration.read { reader in try reader.nonEmpty("listen") } ?? Self.defaultListen
+        } catch {
+            throw ValidationError("\(error)")
+        }
         do {
             guard text != "none", let address = try AdminAddress.parse(text, option: "listen") else {
                 throw ValidationError("listen must be HOST:PORT, got '\(text)'")
@@ -76,10 +82,10 @@ struct WebCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        StructuredLogHandler.bootstrap(level: .warning)
+        try connection.bootstrapLogging()
         let logger = Logger(label: "dashboard")
         let environment = ProcessInfo.processInfo.environment
-        let settings = try connection.settings(extra: ["listen": listen])
+        let settings = try connection.settings()
         let options = settings.socketOptions
         let address = try listenAddress()
         let secret: DashboardToken

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import SwitchboardBus
 import SwitchboardProtocol
+import SwitchboardRuntime
 import SwitchboardSecurity
 import ZeroMQ
 
@@ -59,7 +60,7 @@ struct AuthCheckCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "auth-check")
         logger.logLevel = .error
-        let endpoint = broker.endpoint("service", given: service)
+        let endpoint = broker.endpoints.service
         var settings = ServiceClient.Settings()
         settings.socketOptions = try broker.credentials()?.socketOptions ?? []
         let content = try JSONSerialization.data(withJSONObject: backend.map { ["backend": $0] } ?? [:])

@@ -9,65 +9,71 @@ import ZeroMQ
 ///
 /// Endpoints: the flag, the environment or the configuration file (section "operator", then the
 /// shared keys), else what a local broker wrote to `<data-dir>/broker/endpoints.json`, else the
-/// broker's default. Keys: `certificate` and `broker_key` from the same layers, else the operator
-/// key `switchboard up` made under `<data-dir>/keys`, else none; `--insecure` uses none.
+/// broker's default. Keys: `certificate` and `broker_key` from the same sources, else the operator
+/// key `switchboard up` made under `<data-dir>/keys`, else none; `--insecure` uses none. Each
+/// option but `--data-dir`, `--timeout` and `--insecure` is a key of the "operator" section
+/// (`broker_host` is `--broker-host`; `service` is `status`'s and `auth check`'s `--service`),
+/// read through its `ConfigReader`, where a flag is the top source.
 struct BrokerOptions: ParsableArguments {
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"operator\" section, and the shared keys at its top.")
     var config: String?
-    @Option(name: .customLong("broker-host"), help: "The broker's host name or address: its endpoints at the default ports.")
+    @Option(
+        name: .customLong("broker-host"), help: "The broker's host name or address: its endpoints at the default ports (default 127.0.0.1)."
+    )
     var brokerHost: String?
     @Option(
-        name: .customLong("broker-groups"),
         help: ArgumentHelp(
-            "The broker's consumer-group endpoint (else SWITCHBOARD_GROUPS, else <data-dir>/broker/endpoints.json, else tcp://127.0.0.1:5564).",
+            "The broker's consumer-group endpoint (default: <data-dir>/broker/endpoints.json's, else tcp://<broker-host>:5564).",
             valueName: "endpoint"))
     var groups: String?
     @Option(name: .customLong("data-dir"), help: "Where `switchboard up` keeps its state: its endpoints file and operator key.")
     var dataDirectory = ".switchboard"
-    @Option(help: "How long to wait for the broker (e.g. 3s, 500ms).") var timeout = "3s"
-    @Option(help: "A secret certificate (an admin's for changes), for a broker that runs CURVE.") var certificate: String?
+    @Option(help: "How long to wait for the broker.") var timeout = "3s"
+    @Option(help: "A secret certificate (an admin's for changes), for a broker that runs CURVE (default: the operator key of up).")
+    var certificate: String?
     @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key.") var brokerKey: String?
-
-    static let flagNames = [
-        "broker_host": "--broker-host", "groups": "--broker-groups", "service": "--service", "certificate": "--certificate",
-        "broker_key": "--broker-key",
-    ]
-
-    /// The layers of the operator commands; `service` is `status`'s flag.
-    func layers(service: String? = nil) throws -> ConfigurationLayers {
-        let given: [String: String?] = [
-            "broker_host": brokerHost, "groups": groups, "service": service, "certificate": certificate, "broker_key": brokerKey,
-        ]
-        do {
-            return try ConfigurationLayers(
-                program: "operator", file: config, keys: Array(Self.flagNames.keys), flags: given.compactMapValues { $0 },
-                flagNames: Self.flagNames)
-        } catch {
-            throw ValidationError(error.description)
-        }
-    }
     @Flag(help: "Connect without CURVE, even where keys are found: for a broker run with --insecure.") var insecure = false
 
+    static let keys = ["broker_host", "groups", "service", "certificate", "broker_key"]
+
+    struct Settings {
+        var endpoints: BrokerEndpoints
+        var certificate: String?
+        var brokerKey: String?
+    }
+
+    /// The operator section's settings.
+    ///
+    /// Keys read: the broker's endpoints (`BrokerEndpoints(reader:dataDirectory:)`),
+    /// `certificate`, `broker_key`.
+    func settings() throws -> Settings {
+        do {
+            let configuration = try ProgramConfiguration(
+                program: "operator", keys: Self.keys, arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
+            return try configuration.read { reader in
+                Settings(
+                    endpoints: try BrokerEndpoints(reader: reader, dataDirectory: dataDirectory),
+                    certificate: try reader.nonEmpty("certificate"), brokerKey: try reader.nonEmpty("broker_key"))
+            }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+    }
+
     func validate() throws {
-        let layers = try layers()
+        let settings = try settings()
         if insecure {
             guard certificate == nil && brokerKey == nil else {
                 throw ValidationError("--insecure connects without keys: give it, or --certificate and --broker-key, not both")
             }
         } else {
             do {
-                _ = try ClientCredentials.load(
-                    certificate: try layers.nonEmpty("certificate"), brokerKey: try layers.nonEmpty("broker_key"), environment: [:])
+                _ = try ClientCredentials.load(certificate: settings.certificate, brokerKey: settings.brokerKey)
             } catch let failure as Certificate.Failure {
                 throw ValidationError(failure.description)
             } catch {
                 throw ValidationError("\(error)")
             }
-        }
-        do {
-            _ = try BrokerEndpoints(layers: layers)
-        } catch {
-            throw ValidationError(error.description)
         }
         guard let wait = DurationText.parse(timeout), wait > .zero else {
             throw ValidationError("--timeout: '\(timeout)' is not a duration (3s, 500ms)")
@@ -76,13 +82,11 @@ struct BrokerOptions: ParsableArguments {
 
     var wait: Duration { DurationText.parse(timeout) ?? .seconds(3) }
 
-    /// From the flags or environment; else the operator key `switchboard up` made, if any.
+    /// From the settings; else the operator key `switchboard up` made, if any.
     func credentials() throws -> ClientCredentials? {
         if insecure { return nil }
-        let layers = try layers()
-        if let given = try ClientCredentials.load(
-            certificate: try layers.nonEmpty("certificate"), brokerKey: try layers.nonEmpty("broker_key"), environment: [:])
-        {
+        let settings = try settings()
+        if let given = try ClientCredentials.load(certificate: settings.certificate, brokerKey: settings.brokerKey) {
             return given
         }
         let secrets = URL(fileURLWithPath: dataDirectory).appendingPathComponent("keys/secrets")
@@ -91,23 +95,19 @@ struct BrokerOptions: ParsableArguments {
         guard FileManager.default.fileExists(atPath: operatorSecret), FileManager.default.fileExists(atPath: brokerCertificate) else {
             return nil
         }
-        return try ClientCredentials.load(certificate: operatorSecret, brokerKey: brokerCertificate, environment: [:])
+        return try ClientCredentials.load(certificate: operatorSecret, brokerKey: brokerCertificate)
     }
 
-    /// One of the broker's endpoints (`groups`, `service`; `given` is `status`'s `--service`), by
-    /// the shared rule `BrokerEndpoints(layers:dataDirectory:)`: the layers, else
-    /// `<data-dir>/broker/endpoints.json`'s, else the broker's default. `validate()` has checked
-    /// the layers, so a failure here cannot happen and falls back to the defaults.
-    func endpoint(_ key: String, given: String? = nil) -> String {
-        let endpoints =
-            (try? layers(service: key == "service" ? given : nil)).flatMap {
-                try? BrokerEndpoints(layers: $0, dataDirectory: dataDirectory)
-            } ?? BrokerEndpoints()
-        return key == "service" ? endpoints.service : endpoints.groups
+    /// The broker's endpoints by the shared rule `BrokerEndpoints(reader:dataDirectory:)`: the
+    /// settings, else `<data-dir>/broker/endpoints.json`'s, else the broker's default.
+    /// `validate()` has checked the settings, so a failure here cannot happen and falls back to
+    /// the defaults.
+    var endpoints: BrokerEndpoints {
+        (try? settings().endpoints) ?? BrokerEndpoints()
     }
 
     var groupsEndpoint: String {
-        endpoint("groups")
+        endpoints.groups
     }
 
     /// Runs `body` with a client of the groups endpoint. A refusal or a silent broker is

@@ -17,7 +17,7 @@ struct StatusCommand: AsyncParsableCommand {
             Asks the broker's service endpoint (MMI, mmi.workers) and its groups endpoint \
             (groups.list) at once. The service endpoint is --service, else SWITCHBOARD_SERVICE, else \
             the one a local broker wrote to <data-dir>/broker/endpoints.json, else \
-            tcp://127.0.0.1:5563; the groups endpoint is found the same way (--broker-groups, \
+            tcp://127.0.0.1:5563; the groups endpoint is found the same way (--groups, \
             SWITCHBOARD_GROUPS, endpoints.json, tcp://127.0.0.1:5564). Exits 1 if either does not \
             answer within --timeout (what did answer is still printed).
             """)
@@ -28,7 +28,7 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
     var endpoint: String {
-        broker.endpoint("service", given: service)
+        broker.endpoints.service
     }
 
     func run() async throws {

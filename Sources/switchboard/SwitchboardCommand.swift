@@ -10,6 +10,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard's front door.",
+        version: SwitchboardVersion.current,
         subcommands: [
             UpCommand.self, StatusCommand.self, GroupsCommand.self, DeadLetterCommand.self, AuthCommand.self, KeygenCommand.self,
             KeysCommand.self,
@@ -99,7 +100,7 @@ struct UpCommand: AsyncParsableCommand {
         let endpoints = deployment.endpoints
         // Every child reports READY=1 on its own notify socket; the broker and the emulators are
         // waited for, as the rest need them.
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         // Every child's pid, as it starts: what an operator (or a test) needs to send it a signal.
         func start(_ name: String) throws {
             guard let process = deployment.process(name) else { return }
@@ -345,7 +346,7 @@ enum DemoDesk {
     static func deskUser(_ arguments: [String], data: URL, input: String = "") throws -> (Int32, String) {
         let process = Process()
         process.executableURL = ChildProcess.executableDirectory.appendingPathComponent("switchboard-kiosk")
-        process.arguments = ["desk-user"] + arguments + ["--kiosk", kiosk, "--data-dir", data.path]
+        process.arguments = ["desk-user"] + arguments + ["--id", kiosk, "--data-dir", data.path]
         let stdin = Pipe()
         let output = Pipe()
         process.standardInput = stdin

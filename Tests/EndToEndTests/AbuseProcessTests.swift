@@ -38,7 +38,8 @@ struct AbuseProcessTests {
             let process = try programs.start(
                 "switchboard-broker",
                 [
-                    "--data-dir", directory.path("broker"), "--key", "\(secrets)/broker.secret", "--certificates", allowed, "--ingest",
+                    "--data-dir", directory.path("broker"), "--security-key", "\(secrets)/broker.secret", "--security-certificates",
+                    allowed, "--ingest",
                     "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
                     "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*",
                 ],

@@ -34,7 +34,8 @@ struct AllowListModesProcessTests {
         chmod(certs, 0o777)
         func arguments(_ data: String) -> [String] {
             [
-                "--data-dir", directory.path(data), "--key", directory.path("secrets/broker.secret"), "--certificates", certs,
+                "--data-dir", directory.path(data), "--security-key", directory.path("secrets/broker.secret"), "--security-certificates",
+                certs,
                 "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
                 "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*",
             ]

@@ -40,7 +40,7 @@ struct AuthProcessTests {
     }
 
     @Test(
-        "auth serves token.get to a worker, logs in once, and logs out of FileMaker when stopped; --credentials-key keeps the sealing key out of its data directory"
+        "auth serves token.get to a worker, logs in once, and logs out of FileMaker when stopped; --credentials-key-file keeps the sealing key out of its data directory"
     )
     func servesTokens() async throws {
         let directory = try TemporaryDirectory("auth-process")
@@ -58,8 +58,8 @@ struct AuthProcessTests {
         let auth = try programs.start(
             "switchboard-auth",
             [
-                "--accounts", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
-                directory.path("auth-state"), "--keep-alive", "3600", "--credentials-key", directory.path("keys/credentials.key"),
+                "--accounts-file", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
+                directory.path("auth-state"), "--keep-alive", "1h", "--credentials-key-file", directory.path("keys/credentials.key"),
             ], log: "auth.log")
 
         let context = try Context()
@@ -124,7 +124,8 @@ struct AuthProcessTests {
         let accounts = try writeAccounts(programs, base: base, mode: 0o600)
         // The process runs in `directory`: the default data directory is relative to it.
         let auth = try programs.start(
-            "switchboard-auth", ["--accounts", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest], log: "auth.log")
+            "switchboard-auth", ["--accounts-file", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest], log: "auth.log"
+        )
         let state = directory.path(".switchboard/auth/state")
         try await waitUntil("auth says where its outbox is") { programs.read("auth.log").contains("auth-outbox.sqlite") }
         #expect(programs.read("auth.log").contains(state + "/auth-outbox.sqlite"), "\(programs.read("auth.log"))")
@@ -192,7 +193,7 @@ struct AuthProcessTests {
         defer { directory.remove() }
         let programs = Programs(directory: directory)
         let accounts = try writeAccounts(programs, base: "http://127.0.0.1:1", mode: 0o644)
-        let auth = try programs.start("switchboard-auth", ["--accounts", accounts], log: "auth.log")
+        let auth = try programs.start("switchboard-auth", ["--accounts-file", accounts], log: "auth.log")
         #expect(await auth.waitForExit(timeout: .seconds(20)) != 0)
         let log = programs.read("auth.log")
         #expect(log.contains(accounts) && log.contains("chmod 600"), "\(log)")

@@ -27,7 +27,7 @@ struct CrashTests {
         let kiosk = try programs.start(
             "switchboard-kiosk",
             [
-                "import", csv, "--kiosk", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "import", csv, "--id", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--ingest", endpoints.ingest,
                 "--wait", "300s",
             ],
             log: "kiosk.log")
@@ -52,7 +52,7 @@ struct CrashTests {
         let programs = Programs(directory: directory)
         let csv = try programs.writeCSV("day.csv", rows: Self.total)
         let (broker, endpoints) = try await programs.broker()
-        let arguments = ["--kiosk", "riverside-2", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest]
+        let arguments = ["--id", "riverside-2", "--outbox", directory.path("kiosk/outbox.sqlite"), "--ingest", endpoints.ingest]
         let kiosk = try programs.start("switchboard-kiosk", ["import", csv, "--wait", "300s"] + arguments, log: "kiosk.log")
         try await waitUntil("2,000 check-ins journaled", timeout: .seconds(120)) { programs.journalCount() >= 2000 }
         kiosk.signal(SIGKILL)

@@ -52,16 +52,16 @@ struct DashboardProcessTests {
             let process = try programs.start(
                 "switchboard-kiosk",
                 [
-                    "load", "--rate", "0", "--site", "12", "--program", "3", "--count", "\(count)", "--kiosk", kiosk, "--outbox",
+                    "load", "--rate", "0", "--site", "12", "--program", "3", "--count", "\(count)", "--id", kiosk, "--outbox",
                     directory.path("\(kiosk)/outbox.sqlite"),
-                    "--broker", endpoints.ingest,
+                    "--ingest", endpoints.ingest,
                 ], log: "\(kiosk)-\(count).log")
             #expect(await process.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("\(kiosk)-\(count).log"))")
         }
         try await load(30, kiosk: "shelter-east")
         let create = try programs.start(
             "switchboard",
-            ["groups", "create", "audit", "--topic", "checkin.", "--start", "earliest", "--broker-groups", endpoints.groups, "--insecure"],
+            ["groups", "create", "audit", "--topic", "checkin.", "--start", "earliest", "--groups", endpoints.groups, "--insecure"],
             log: "create.log")
         #expect(await create.waitForExit(timeout: .seconds(30)) == 0)
 

@@ -68,7 +68,7 @@ extension ToolTests {
     static func addDeskUser(_ name: String, password: String, in directory: TemporaryDirectory) throws -> Int32 {
         let process = Process()
         process.executableURL = Programs.binaries.appendingPathComponent("switchboard-kiosk")
-        process.arguments = ["desk-user", "add", name, "--password-stdin", "--kiosk", "desk-1"]
+        process.arguments = ["desk-user", "add", name, "--password-stdin", "--id", "desk-1"]
         process.currentDirectoryURL = directory.url
         let input = Pipe()
         process.standardInput = input

@@ -8,7 +8,7 @@ import Testing
 @Suite("Front desk (processes)", .serialized, .timeLimit(.minutes(3)))
 struct DeskProcessTests {
     @Test(
-        "desk-user add from standard input; desk refuses a missing --site and a non-loopback --listen without TLS by name; with no broker it serves sign-in, keeps a walk-in, stops on SIGTERM; no name or password in its output"
+        "desk-user add from standard input; desk refuses a missing --site-id and a non-loopback --listen without TLS by name; with no broker it serves sign-in, keeps a walk-in, stops on SIGTERM; no name or password in its output"
     )
     func desk() async throws {
         let directory = try TemporaryDirectory("desk-process")
@@ -17,7 +17,7 @@ struct DeskProcessTests {
         let binary = Programs.binaries.appendingPathComponent("switchboard-kiosk").path
         // Nothing listens on port 1: the broker is down for the whole test.
         let common = [
-            "--kiosk", "desk-9", "--data-dir", directory.path("data"), "--broker", "tcp://127.0.0.1:1", "--service", "tcp://127.0.0.1:1",
+            "--id", "desk-9", "--data-dir", directory.path("data"), "--ingest", "tcp://127.0.0.1:1", "--service", "tcp://127.0.0.1:1",
         ]
         let password = "long-enough-pw"
         let add = try programs.start(
@@ -30,16 +30,17 @@ struct DeskProcessTests {
         let mode = (try FileManager.default.attributesOfItem(atPath: users)[.posixPermissions] as? NSNumber)?.intValue
         #expect(mode == 0o600)
 
-        let noSite = try programs.start("switchboard-kiosk", ["desk", "--program", "792"] + common, log: "nosite.log")
+        let noSite = try programs.start("switchboard-kiosk", ["desk", "--program-id", "792"] + common, log: "nosite.log")
         #expect(await noSite.waitForExit(timeout: .seconds(60)) != 0)
-        #expect(programs.read("nosite.log").contains("--site (key site_id) is required"))
+        #expect(programs.read("nosite.log").contains("site_id: is required (--site-id)"))
         let open = try programs.start(
-            "switchboard-kiosk", ["desk", "--site", "101", "--program", "792", "--listen", "0.0.0.0:9599"] + common, log: "open.log")
+            "switchboard-kiosk", ["desk", "--site-id", "101", "--program-id", "792", "--listen", "0.0.0.0:9599"] + common, log: "open.log")
         #expect(await open.waitForExit(timeout: .seconds(60)) != 0)
         #expect(programs.read("open.log").contains("--tls-cert FILE and --tls-key FILE"))
 
         let desk = try programs.start(
-            "switchboard-kiosk", ["desk", "--site", "101", "--program", "792", "--listen", "127.0.0.1:0", "--log-level", "info"] + common,
+            "switchboard-kiosk",
+            ["desk", "--site-id", "101", "--program-id", "792", "--listen", "127.0.0.1:0", "--log-level", "info"] + common,
             log: "desk.log")
         var port: Int?
         try await waitUntil("the desk prints its address", timeout: .seconds(60)) {

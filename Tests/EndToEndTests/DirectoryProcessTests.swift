@@ -141,7 +141,7 @@ struct DirectoryWorkerProcessTests {
         let auth = try programs.start(
             "switchboard-auth",
             [
-                "--accounts", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
+                "--accounts-file", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
                 directory.path("auth-state"),
             ], log: "auth.log")
         return Stack(programs: programs, processes: [auth, emulator, broker], endpoints: endpoints, base: url)
@@ -255,8 +255,10 @@ struct DirectoryWorkerProcessTests {
         defer { directory.remove() }
         let programs = Programs(directory: directory)
         for (arguments, expected) in [
-            (["--interval", "5ms"], "--interval must be a duration"), (["--max-missing", "0"], "--max-missing must be above 0"),
-            (["--url", "ftp://x"], "--url must be an http(s) URL"), (["add", "--name", " ", "--office", "x"], "--name must be"),
+            (["--interval", "5ms"], "interval from flag --interval: must be from 100ms to 1d"),
+            (["--max-missing", "0"], "max_missing from flag --max-missing: must be above 0"),
+            (["--url", "ftp://x"], "url from flag --url: must be an http(s) URL"),
+            (["add", "--name", " ", "--office", "x"], "--name must be"),
             (["delete", "--office", "x"], "give --person-id, or --name and --office"),
         ] {
             let process = try programs.start("switchboard-directory", arguments, log: "bad.log")

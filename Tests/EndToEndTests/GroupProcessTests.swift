@@ -57,7 +57,7 @@ struct GroupProcessTests {
         let kiosk = try programs.start(
             "switchboard-kiosk",
             [
-                "import", csv, "--kiosk", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "import", csv, "--id", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--ingest", endpoints.ingest,
                 "--wait", "120s",
             ],
             log: "kiosk.log")
@@ -90,13 +90,13 @@ struct GroupProcessTests {
         let directory = try TemporaryDirectory("group-kill-member")
         defer { directory.remove() }
         let programs = Programs(directory: directory)
-        let (broker, endpoints) = try await programs.broker(extra: ["--member-liveness", "3s"])
+        let (broker, endpoints) = try await programs.broker(extra: ["--groups-liveness", "3s"])
         // The holder joins first and takes 100 (its credit) of 300 check-ins, and keeps them.
         let holder = try programs.member("holder", endpoint: endpoints.groups, extra: ["--credit", "100", "--hold"])
         let csv = try programs.writeCSV("day.csv", rows: 300, people: 300)
         let kiosk = try programs.start(
             "switchboard-kiosk",
-            ["import", csv, "--kiosk", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest],
+            ["import", csv, "--id", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--ingest", endpoints.ingest],
             log: "kiosk.log")
         #expect(await kiosk.waitForExit(timeout: .seconds(60)) == 0)
         try await waitUntil("the holder holds 100", timeout: .seconds(30)) {
@@ -132,7 +132,7 @@ struct GroupProcessTests {
         let kiosk = try programs.start(
             "switchboard-kiosk",
             [
-                "import", csv, "--kiosk", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "import", csv, "--id", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--ingest", endpoints.ingest,
                 "--wait", "300s",
             ],
             log: "kiosk.log")
@@ -189,7 +189,7 @@ struct GroupProcessTests {
         let kiosk = try programs.start(
             "switchboard-kiosk",
             [
-                "import", csv, "--kiosk", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", endpoints.ingest,
+                "import", csv, "--id", "riverside-1", "--outbox", directory.path("kiosk/outbox.sqlite"), "--ingest", endpoints.ingest,
                 "--wait", "120s",
             ],
             log: "kiosk.log")

@@ -18,14 +18,14 @@ struct GroupsProcessTests {
         let programs = Programs(directory: directory)
         // The member below is this test's raw socket, which never heartbeats: a long liveness keeps
         // it a member however long the CLI runs take on a loaded machine.
-        let (broker, endpoints) = try await programs.broker(extra: ["--member-liveness", "120s"])
+        let (broker, endpoints) = try await programs.broker(extra: ["--groups-liveness", "120s"])
         var runs = 0
         /// Runs `switchboard` with the broker's groups endpoint and no keys; its exit status and output.
         func run(_ arguments: [String], groups: String? = endpoints.groups) async throws -> (Int32?, String) {
             runs += 1
             let log = "cli-\(runs).log"
             let process = try programs.start(
-                "switchboard", arguments + (groups.map { ["--broker-groups", $0, "--insecure"] } ?? []), log: log)
+                "switchboard", arguments + (groups.map { ["--groups", $0, "--insecure"] } ?? []), log: log)
             let status = await process.waitForExit(timeout: .seconds(30))
             return (status, programs.read(log))
         }
@@ -113,7 +113,7 @@ struct GroupsProcessTests {
         #expect(status != 0 && output.contains("must be 1–64 of a–z 0–9 _ - starting with a letter"), "\(output)")
         let port = try freePort()
         (status, output) = try await run(
-            ["groups", "--timeout", "300ms", "--insecure", "--broker-groups", "tcp://127.0.0.1:\(port)"], groups: nil)
+            ["groups", "--timeout", "300ms", "--insecure", "--groups", "tcp://127.0.0.1:\(port)"], groups: nil)
         #expect(
             status == 1
                 && output.contains("no answer to 'groups.list' from the broker's groups endpoint tcp://127.0.0.1:\(port) within 300ms"),
@@ -138,14 +138,14 @@ struct GroupsProcessTests {
         let expected: [([String], [String])] = [
             (
                 ["groups", "create", "--help"],
-                ["--topic", "--start", "--broker-groups", "--timeout", "--certificate", "--broker-key", "--insecure", "--data-dir"]
+                ["--topic", "--start", "--groups", "--timeout", "--certificate", "--broker-key", "--insecure", "--data-dir"]
             ),
-            (["groups", "list", "--help"], ["--json", "--broker-groups"]),
+            (["groups", "list", "--help"], ["--json", "--groups"]),
             (["groups", "reset", "--help"], ["--start"]),
             (["dlq", "list", "--help"], ["--state", "--json", "<group>"]),
             (["dlq", "replay", "--help"], ["--all", "<bus-seq>"]),
             (["dlq", "drop", "--help"], ["--all", "<bus-seq>"]),
-            (["status", "--help"], ["--service", "--broker-groups", "--json"]),
+            (["status", "--help"], ["--service", "--groups", "--json"]),
         ]
         for (index, (arguments, words)) in expected.enumerated() {
             let process = try programs.start("switchboard", arguments, log: "help-\(index).log")

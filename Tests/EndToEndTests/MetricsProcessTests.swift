@@ -27,7 +27,7 @@ extension WorkerProcessTests {
         let seeded = Set(try await stack.checkInEventIDs())
         let writer = try stack.fileMaker("filemaker.log", extra: ["--admin", "127.0.0.1:\(writerPort)"])
         let outbox = directory.path("kiosk/outbox.sqlite")
-        let kioskArguments = ["--kiosk", "shelter-m", "--outbox", outbox, "--broker", stack.endpoints.ingest]
+        let kioskArguments = ["--id", "shelter-m", "--outbox", outbox, "--ingest", stack.endpoints.ingest]
         let kiosk = try stack.started.add(
             programs.start("switchboard-kiosk", ["serve", "--admin", "127.0.0.1:\(kioskPort)"] + kioskArguments, log: "kiosk.log"))
         try await waitUntilReady("the broker", port: brokerPort, process: stack.broker, log: "broker.log", programs: programs)

@@ -32,7 +32,7 @@ extension WorkerProcessTests {
         )
         let fileMaker = try stack.fileMaker("filemaker.log")
         let eto = try stack.eto("eto.log")
-        let kiosk = ["--kiosk", "shelter-p", "--outbox", directory.path("kiosk/outbox.sqlite"), "--broker", stack.endpoints.ingest]
+        let kiosk = ["--id", "shelter-p", "--outbox", directory.path("kiosk/outbox.sqlite"), "--ingest", stack.endpoints.ingest]
         let csv = directory.path("unmatched.csv")
         try """
         first_name,last_name,date_of_birth,site_id,program_id,notes

@@ -21,7 +21,7 @@ struct ReadinessProcessTests {
             _ = FileManager.default.createFile(atPath: directory.path(name), contents: nil)
             return try FileHandle(forWritingTo: URL(fileURLWithPath: directory.path(name)))
         }
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         let brokerLog = try log("broker.log")
         try supervisor.start(
             .init(
@@ -40,7 +40,7 @@ struct ReadinessProcessTests {
         try supervisor.start(
             .init(
                 name: "kiosk", executable: "switchboard-kiosk",
-                arguments: ["demo", "--kiosk", "demo-7", "--broker", ingest, "--interval", "20ms", "--outbox", outbox, "--admin", "none"],
+                arguments: ["demo", "--id", "demo-7", "--ingest", ingest, "--interval", "20ms", "--outbox", outbox, "--admin", "none"],
                 output: kioskLog, errors: kioskLog))
         #expect(await supervisor.waitUntilReady("kiosk", timeout: .seconds(30)) == .ready, "\(programs.read("kiosk.log"))")
         try await waitUntil("the demo's check-ins reach the journal", timeout: .seconds(60), interval: .milliseconds(50)) {

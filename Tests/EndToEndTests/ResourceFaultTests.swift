@@ -120,7 +120,7 @@ struct ResourceFaultTests {
         let outbox = directory.path("kiosk/outbox.sqlite")
         let process = try programs.start(
             "switchboard-kiosk",
-            ["import", csv, "--kiosk", kiosk, "--outbox", outbox, "--broker", ingest, "--wait", "120s"],
+            ["import", csv, "--id", kiosk, "--outbox", outbox, "--ingest", ingest, "--wait", "120s"],
             log: "kiosk.log")
         try await waitForResends(outbox: outbox, count: 40)
         #expect(try JournalFile.rows(at: journal).filter { $0.producer == kiosk }.isEmpty, "none of them was journaled")
@@ -195,7 +195,7 @@ extension ResourceFaultTests {
             // The member (this test) settles only after the outage has been looked at: however slow
             // a loaded machine makes that, its deliveries are not taken back meanwhile.
             let (broker, endpoints) = try await programs.broker(
-                dataDirectory: "disk/broker", extra: ["--member-liveness", "300s", "--ack-wait", "300s"])
+                dataDirectory: "disk/broker", extra: ["--groups-liveness", "300s", "--groups-ack-wait", "300s"])
             disk.holds(broker)
             let journal = disk.path + "/broker/journal.sqlite"
             let context = try Context()
@@ -238,7 +238,7 @@ extension ResourceFaultTests {
             #expect(try JournalFile.groupCursor(at: journal, group: "faults") ?? 0 < settled, "the settling is not on disk yet")
             // An operator's change cannot be put on disk either: not answered as done.
             let create = try programs.start(
-                "switchboard", ["groups", "create", "late", "--topic", "faults.", "--broker-groups", endpoints.groups, "--insecure"],
+                "switchboard", ["groups", "create", "late", "--topic", "faults.", "--groups", endpoints.groups, "--insecure"],
                 log: "create.log")
             #expect(await create.waitForExit(timeout: .seconds(30)) != 0, "\(programs.read("create.log"))")
             #expect(
@@ -293,7 +293,7 @@ extension ResourceFaultTests {
         let programs = Programs(directory: directory)
         let disk = try await FaultDisk.ext4(programs, name: "disk", megabytes: 32)
         try await withFaultDisk(disk) { disk in
-            let liveness = ["--member-liveness", "300s", "--ack-wait", "300s"]
+            let liveness = ["--groups-liveness", "300s", "--groups-ack-wait", "300s"]
             let (first, endpoints) = try await programs.brokerOnFixedPorts(dataDirectory: "disk/broker", extra: liveness)
             var broker = first
             disk.holds(broker)
@@ -392,7 +392,7 @@ extension ResourceFaultTests {
                 let process = try programs.start(
                     "switchboard-kiosk",
                     [
-                        "checkin", "--kiosk", "riverside-k", "--outbox", outbox, "--broker", broker, "--first", "Ana", "--last",
+                        "checkin", "--id", "riverside-k", "--outbox", outbox, "--ingest", broker, "--first", "Ana", "--last",
                         "Diaz\(runs)",
                         "--dob", "1990-04-01", "--site", "12", "--program", "3", "--lookup-wait", "0s", "--wait", "1s",
                     ],
@@ -419,7 +419,7 @@ extension ResourceFaultTests {
                 runs += 1
                 let log = "import-\(runs).log"
                 let process = try programs.start(
-                    "switchboard-kiosk", ["import", csv, "--kiosk", "riverside-k", "--outbox", outbox, "--broker", broker, "--wait", wait],
+                    "switchboard-kiosk", ["import", csv, "--id", "riverside-k", "--outbox", outbox, "--ingest", broker, "--wait", wait],
                     log: log)
                 disk.holds(process)
                 return (await process.waitForExit(timeout: .seconds(60)), programs.read(log))
@@ -471,7 +471,7 @@ extension ResourceFaultTests {
             #expect(importedNow == 0 && importedSaid.contains("Delivered"), "\(importedSaid)")
             let flush = try programs.start(
                 "switchboard-kiosk",
-                ["flush", "--kiosk", "riverside-k", "--outbox", outbox, "--broker", endpoints.ingest, "--wait", "30s"],
+                ["flush", "--id", "riverside-k", "--outbox", outbox, "--ingest", endpoints.ingest, "--wait", "30s"],
                 log: "flush.log")
             disk.holds(flush)
             #expect(await flush.waitForExit(timeout: .seconds(60)) == 0, "\(programs.read("flush.log"))")

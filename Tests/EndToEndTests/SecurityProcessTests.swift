@@ -52,7 +52,7 @@ struct SecurityProcessTests {
         let refused = try programs.start(
             "switchboard-broker",
             [
-                "--data-dir", directory.path("b0"), "--key", directory.path("secrets/broker.secret"), "--certificates",
+                "--data-dir", directory.path("b0"), "--security-key", directory.path("secrets/broker.secret"), "--security-certificates",
                 directory.path("certs"),
                 "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
                 "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*",
@@ -65,7 +65,8 @@ struct SecurityProcessTests {
         let broker = try programs.start(
             "switchboard-broker",
             [
-                "--data-dir", directory.path("broker"), "--key", directory.path("secrets/broker.secret"), "--certificates",
+                "--data-dir", directory.path("broker"), "--security-key", directory.path("secrets/broker.secret"),
+                "--security-certificates",
                 directory.path("certs"),
                 "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*", "--service",
                 "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*",
@@ -87,7 +88,7 @@ struct SecurityProcessTests {
 
         // The kiosk program with its certificate delivers; told another name, it refuses to start.
         let kioskArguments = [
-            "--certificate", secret, "--broker-key", directory.path("secrets/broker.cert"), "--broker", endpoints.ingest, "--outbox",
+            "--certificate", secret, "--broker-key", directory.path("secrets/broker.cert"), "--ingest", endpoints.ingest, "--outbox",
             directory.path("kiosk/outbox.sqlite"),
         ]
         let checkin = try programs.start(
@@ -99,7 +100,7 @@ struct SecurityProcessTests {
         #expect(rows.filter { $0.producer == "broker" }.count >= 1, "the monitor refused at ingest is a security.refused event")
         let renamed = try programs.start(
             "switchboard-kiosk",
-            ["checkin", "--kiosk", "eastside-9", "--first", "Li", "--last", "Chen", "--site", "12", "--program", "3"]
+            ["checkin", "--id", "eastside-9", "--first", "Li", "--last", "Chen", "--site", "12", "--program", "3"]
                 + kioskArguments, log: "renamed.log")
         #expect(await renamed.waitForExit(timeout: .seconds(30)) != 0)
         #expect(programs.read("renamed.log").contains("differs from the certificate's principal"))

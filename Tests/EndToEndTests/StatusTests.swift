@@ -16,7 +16,7 @@ struct StatusTests {
         let (broker, endpoints) = try await programs.broker()
 
         let empty = try programs.start(
-            "switchboard", ["status", "--service", endpoints.service, "--broker-groups", endpoints.groups], log: "empty.log")
+            "switchboard", ["status", "--service", endpoints.service, "--groups", endpoints.groups], log: "empty.log")
         #expect(await empty.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("empty.log"))")
         #expect(programs.read("empty.log").contains("No services registered."))
         #expect(programs.read("empty.log").contains("No consumer groups."))
@@ -40,7 +40,7 @@ struct StatusTests {
         try await waitUntil("4 workers registered") { (try? await client.directory().workers) == 4 }
 
         let table = try programs.start(
-            "switchboard", ["status", "--service", endpoints.service, "--broker-groups", endpoints.groups], log: "table.log")
+            "switchboard", ["status", "--service", endpoints.service, "--groups", endpoints.groups], log: "table.log")
         #expect(await table.waitForExit(timeout: .seconds(30)) == 0, "\(programs.read("table.log"))")
         let lines = programs.read("table.log").split(separator: "\n").map(String.init)
         #expect(lines.first?.contains("4 workers") == true, "\(lines)")
@@ -50,7 +50,7 @@ struct StatusTests {
         #expect(lines.contains { $0.hasPrefix("auth.tokens") })
 
         let json = try programs.start(
-            "switchboard", ["status", "--json", "--service", endpoints.service, "--broker-groups", endpoints.groups], log: "json.log")
+            "switchboard", ["status", "--json", "--service", endpoints.service, "--groups", endpoints.groups], log: "json.log")
         #expect(await json.waitForExit(timeout: .seconds(30)) == 0)
         let decoded = try JSONDecoder().decode(ServiceDirectory.self, from: Data(programs.read("json.log").utf8))
         #expect(decoded.workers == 4)

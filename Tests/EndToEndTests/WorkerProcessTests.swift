@@ -55,7 +55,7 @@ struct WorkerProcessTests {
 
         /// Runs `switchboard` against this broker (no keys: the test broker is insecure).
         func switchboard(_ arguments: [String], log: String) async throws -> (Int32?, String) {
-            let process = try programs.start("switchboard", arguments + ["--broker-groups", endpoints.groups, "--insecure"], log: log)
+            let process = try programs.start("switchboard", arguments + ["--groups", endpoints.groups, "--insecure"], log: log)
             let status = await process.waitForExit(timeout: .seconds(30))
             return (status, programs.read(log))
         }
@@ -164,8 +164,8 @@ struct WorkerProcessTests {
         let auth = try programs.start(
             "switchboard-auth",
             [
-                "--accounts", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
-                directory.path("auth-state"), "--keep-alive", "3600",
+                "--accounts-file", accounts, "--service", endpoints.service, "--ingest", endpoints.ingest, "--data-dir",
+                directory.path("auth-state"), "--keep-alive", "1h",
             ], log: "auth.log")
         return Stack(programs: programs, broker: broker, endpoints: endpoints, emulator: emulator, base: url, auth: auth)
     }
@@ -207,13 +207,14 @@ struct WorkerProcessTests {
 
         let fourth = try stack.fileMaker("bad-4.log", extra: ["--credit", "0"])
         #expect(await fourth.waitForExit(timeout: .seconds(20)) != 0)
-        #expect(programs.read("bad-4.log").contains("credit from flag --credit must be 1–1000, got 0"), "\(programs.read("bad-4.log"))")
+        #expect(programs.read("bad-4.log").contains("credit from flag --credit: must be 1–1000, got 0"), "\(programs.read("bad-4.log"))")
 
         // The same setting from the environment names the variable.
         let environmentCredit = try stack.fileMaker("bad-4e.log", environment: ["SWITCHBOARD_FILEMAKER_AUTH_TIMEOUT": "lots"])
         #expect(await environmentCredit.waitForExit(timeout: .seconds(20)) != 0)
         #expect(
-            programs.read("bad-4e.log").contains("auth_timeout from environment SWITCHBOARD_FILEMAKER_AUTH_TIMEOUT must be an integer"),
+            programs.read("bad-4e.log").contains(
+                "auth_timeout from environment SWITCHBOARD_FILEMAKER_AUTH_TIMEOUT: must be a duration like 500ms, 30s or 2m"),
             "\(programs.read("bad-4e.log"))")
 
         // switchboard-eto: its TouchPoint file, and a data directory others can read.
@@ -309,7 +310,7 @@ extension WorkerProcessTests {
                         try writeSeedCSV(
                             programs, "day-\(n).csv", rows: n == 1 ? 499 : 500, offset: n * 1000, people: people,
                             extra: n == 1 ? [unmatched] : []),
-                        "--kiosk", "shelter-\(n)", "--outbox", directory.path("kiosk-\(n)/outbox.sqlite"), "--broker",
+                        "--id", "shelter-\(n)", "--outbox", directory.path("kiosk-\(n)/outbox.sqlite"), "--ingest",
                         stack.endpoints.ingest,
                         "--wait", "180s",
                     ], log: "kiosk-\(n).log"))
@@ -413,7 +414,7 @@ extension WorkerProcessTests {
         let programs = stack.programs
         defer { stack.stop() }
         let eto = try stack.eto("eto.log", extra: ["--no-group"])
-        let kiosk = ["--kiosk", "riverside-1", "--service", stack.endpoints.service, "--broker", stack.endpoints.ingest]
+        let kiosk = ["--id", "riverside-1", "--service", stack.endpoints.service, "--ingest", stack.endpoints.ingest]
         func run(_ arguments: [String], _ log: String) async throws -> (Int32?, String) {
             let process = try programs.start("switchboard-kiosk", arguments + kiosk, log: log)
             return (await process.waitForExit(timeout: .seconds(60)), programs.read(log))

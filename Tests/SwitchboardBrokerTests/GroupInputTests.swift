@@ -192,7 +192,7 @@ struct GroupInputTests {
         var configuration = BrokerConfiguration()
         configuration.insecure = true
         configuration.groupCommitInterval = .milliseconds(1001)
-        #expect(throws: ConfigurationLayers.Failure.self) { try configuration.validate() }
+        #expect(throws: ConfigurationError.self) { try configuration.validate() }
         do {
             try configuration.validate()
         } catch {

@@ -64,8 +64,7 @@ struct RevokedKeysTests {
             let bundle = keys.bundleDirectory(host) as NSString
             return try #require(
                 try ClientCredentials.load(
-                    certificate: bundle.appendingPathComponent("\(kiosk).secret"), brokerKey: bundle.appendingPathComponent("broker.cert"),
-                    environment: [:]))
+                    certificate: bundle.appendingPathComponent("\(kiosk).secret"), brokerKey: bundle.appendingPathComponent("broker.cert")))
         }
         let revoked = try credentials(keys, "site-101", "site-101-kiosk-1")
         let kept = try credentials(keys, "site-102", "site-102-kiosk-1")

@@ -19,7 +19,7 @@ struct SupervisorTests {
 
     @Test("a child says READY=1 on its own socket: the wait ends then, with the STATUS it sent")
     func ready() async throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         try supervisor.start(Self.shell("a", "notify 'STATUS=warming up'; notify 'READY=1'; exec sleep 30"))
         #expect(await supervisor.waitUntilReady("a", timeout: .seconds(30)) == .ready)
         let status = try #require(supervisor.statuses["a"])
@@ -29,7 +29,7 @@ struct SupervisorTests {
 
     @Test("the socket is private: in a 0700 directory of the supervisor's, one per child, gone after stopAll")
     func privateSocket() async throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         let attributes = try FileManager.default.attributesOfItem(atPath: supervisor.runtimeDirectory)
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o700)
         let directory = try TemporaryDirectory("supervisor")
@@ -48,7 +48,7 @@ struct SupervisorTests {
 
     @Test("a child that exits before READY=1 ends the wait at once, with its exit code")
     func exitsFirst() async throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         try supervisor.start(Self.shell("a", "exit 3"))
         let started = ContinuousClock.now
         #expect(await supervisor.waitUntilReady("a", timeout: .seconds(60)) == .exited(3))
@@ -58,7 +58,7 @@ struct SupervisorTests {
 
     @Test("a child that never says READY=1 is reported timed out after the limit, and still runs")
     func timesOut() async throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         let child = try supervisor.start(Self.shell("a", "exec sleep 30"))
         let started = ContinuousClock.now
         #expect(await supervisor.waitUntilReady("a", timeout: .milliseconds(300)) == .timedOut)
@@ -70,7 +70,7 @@ struct SupervisorTests {
 
     @Test("waitUntilAnyExits names the child that exited, with its code; the others run on")
     func anyExits() async throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         try supervisor.start(Self.shell("a", "notify 'READY=1'; exec sleep 30"))
         try supervisor.start(Self.shell("b", "notify 'READY=1'; exit 4"))
         #expect(await supervisor.waitUntilAnyExits(timeout: .seconds(60)) == ["b"])
@@ -84,7 +84,7 @@ struct SupervisorTests {
         let directory = try TemporaryDirectory("supervisor")
         defer { directory.remove() }
         let order = directory.path("order")
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         func polite(_ name: String) -> Supervisor.Program {
             // The shell runs a trap between commands: a short sleep loop lets it run at once.
             Self.shell(name, "trap 'echo \(name) >> \(order); exit 0' TERM; notify 'READY=1'; while :; do sleep 0.05; done")
@@ -104,7 +104,7 @@ struct SupervisorTests {
 
     @Test("a name is started once")
     func uniqueNames() throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         try supervisor.start(Self.shell("a", "exit 0"))
         #expect(throws: Supervisor.Failure.self) { try supervisor.start(Self.shell("a", "exit 0")) }
     }
@@ -121,7 +121,7 @@ struct SupervisorTests {
         "keepRunning restarts a child killed with SIGKILL on its notify socket (READY=1 again), with the restart arguments; the others run on"
     )
     func restartsKilled() async throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         var program = Self.shell("a", "notify 'READY=1'; exec sleep 30")
         program.restart = Self.quick
         program.restartArguments = ["-c", Self.notify + "\nnotify 'STATUS=again'; notify 'READY=1'; exec sleep 30"]
@@ -158,7 +158,7 @@ struct SupervisorTests {
 
     @Test("keepRunning gives up on a child that exits once more after its limit of restarts, with how it ended")
     func givesUp() async throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         var program = Self.shell("a", "exit 3")
         program.restart = Self.quick
         try supervisor.start(program)
@@ -181,7 +181,7 @@ struct SupervisorTests {
 
     @Test("a restart waiting out its delay is abandoned when keepRunning is cancelled: stopAll starts nothing")
     func cancelledDelay() async throws {
-        let supervisor = try Supervisor()
+        let supervisor = try Supervisor(environment: ProcessInfo.processInfo.environment)
         var program = Self.shell("a", "exit 3")
         program.restart = .init(initialDelay: .seconds(30))
         try supervisor.start(program)

@@ -26,7 +26,8 @@ struct LocalKeysTests {
         #expect(try Certificate.load(publicFile: again.secrets.appendingPathComponent("kiosk-1.cert").path).publicKey == before)
         #expect(FileManager.default.fileExists(atPath: again.allowed.appendingPathComponent("monitor.cert").path))
 
-        #expect(keys.brokerArguments == ["--key", keys.secrets.path + "/broker.secret", "--certificates", keys.allowed.path])
+        #expect(
+            keys.brokerArguments == ["--security-key", keys.secrets.path + "/broker.secret", "--security-certificates", keys.allowed.path])
         #expect(
             keys.clientArguments("eto") == [
                 "--certificate", keys.secrets.path + "/eto.secret", "--broker-key", keys.secrets.path + "/broker.cert",

@@ -310,7 +310,7 @@ struct BrokerProcess {
                 "--data-dir", directory, "--ingest", "tcp://127.0.0.1:*", "--fanout", "tcp://127.0.0.1:*", "--replay", "tcp://127.0.0.1:*",
                 "--service", "tcp://127.0.0.1:*", "--groups", "tcp://127.0.0.1:*", "--log-level", "warning", "--admin", admin,
             ] + security,
-            errors: log)
+            environment: ProcessInfo.processInfo.environment, errors: log)
         try process.start()
         try await waitUntil("the broker is ready", timeout: .seconds(30)) { FileManager.default.fileExists(atPath: file) }
         let endpoints = try JSONDecoder().decode(BrokerEndpointsFile.self, from: Data(contentsOf: URL(fileURLWithPath: file)))

@@ -34,7 +34,9 @@ func securityBench(quick: Bool) async throws {
     }
     let optionsByName = principals.mapValues { ClientCredentials(certificate: $0, brokerKey: brokerCertificate.publicKey).socketOptions }
     @Sendable func options(_ name: String) -> [SocketOption] { optionsByName[name] ?? [] }
-    let secureArguments = ["--key", (secrets as NSString).appendingPathComponent("broker.secret"), "--certificates", allowed]
+    let secureArguments = [
+        "--security-key", (secrets as NSString).appendingPathComponent("broker.secret"), "--security-certificates", allowed,
+    ]
 
     var rows: [(String, String, String)] = []
     func row(_ name: String, _ value: String, _ note: String) {

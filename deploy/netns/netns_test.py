@@ -449,7 +449,7 @@ class Stack:
                     "port": 8480,
                     "state": os.path.join(office, "emulator-state.json"),
                     "tls_generate": tls,
-                    "tls_hosts": ["backoffice.switchboard.test", f"{SUBNET}.{HOSTS['backoffice']}"],
+                    "tls_host": ["backoffice.switchboard.test", f"{SUBNET}.{HOSTS['backoffice']}"],
                 },
                 "auth": {
                     "certificate": d.bundle("backoffice", "auth.secret"),

@@ -1,10 +1,11 @@
 // What every worker process has, whatever its back end: the settings it shares with the others
-// (`WorkerOptions`, one `--help` vocabulary for all three), and the parts built from them
+// (`WorkerSettings`, and `WorkerOptions`, one `--help` vocabulary for all three), and the parts built from them
 // (`WorkerRuntime`): its own CURVE identity, its own credential cache fed by `auth` over the
 // service plane, its own durable event outbox, one HTTP client, and its group membership.
 // A worker never holds a password: `auth` does, and hands out tokens.
 
 public import ArgumentParser
+public import Configuration
 public import Foundation
 public import Logging
 public import ServiceLifecycle
@@ -19,9 +20,10 @@ public import SwitchboardTokens
 import Synchronization
 public import ZeroMQ
 
-/// The flags every worker takes, with the same names in each. None has a default here: a flag
-/// not given leaves the setting to the environment, the file or the built-in default
-/// (`WorkerSettings`).
+/// The flags every worker takes, with the same names in each: each is a key of
+/// `WorkerSettings` (`data_dir` is `--data-dir`), read through the program's `ConfigReader`,
+/// where a flag is the top source. They are declared here for `--help` and so that a misspelt
+/// flag is refused; none has a value of its own.
 public struct WorkerOptions: ParsableArguments, Sendable {
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its section for this worker, and the shared keys at its top.")
     public var config: String?
@@ -34,75 +36,60 @@ public struct WorkerOptions: ParsableArguments, Sendable {
     public var service: String?
     @Option(help: "The broker's ingest endpoint, for the events this worker publishes (default tcp://<broker-host>:5560).")
     public var ingest: String?
-    @Option(help: "This program's secret certificate (role worker:<service>) for a secure broker.") public var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key.") public var brokerKey: String?
+    @Option(help: "This program's secret certificate (role worker:<service>) for a secure broker (default: none).")
+    public var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key (default: none).") public var brokerKey: String?
     @Option(
         name: .customLong("data-dir"),
         help:
             "Directory for this worker's event outbox and its own state (default .switchboard/<service>; created 0700; one open to others is refused)."
     )
-    public var dataDirectory: String?
+    public var dataDir: String?
     @Option(
         name: .customLong("ca-file"),
-        help: "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable (ca_file: comma-separated).")
-    public var caFiles: [String] = []
-    @Option(help: "Events in flight to this worker at once (its credit in the group; default 16).") public var credit: Int?
+        help:
+            "An extra CA certificate (PEM) to trust for HTTPS, e.g. the emulator's ca.pem; repeatable, or comma-separated (default: none).")
+    public var caFile: [String] = []
+    @Option(help: "Events in flight to this worker at once (its credit in the group; default \(WorkerSettings.defaultCredit)).")
+    public var credit: String?
     @Option(help: "This member's name in the broker's logs and `switchboard groups` (default: <service>:<host>-<pid>).")
     public var member: String?
-    @Option(name: .customLong("auth-timeout"), help: "Seconds to wait for the auth service's answer to token.get (default 30).")
-    public var authTimeout: Int?
+    @Option(
+        name: .customLong("auth-timeout"),
+        help:
+            "How long to wait for the auth service's answer to token.get (default \(DurationText.format(WorkerSettings.defaultAuthTimeout)))."
+    )
+    public var authTimeout: String?
     @Option(
         name: .customLong("shutdown-timeout"),
         help:
-            "Seconds SIGTERM waits for the work in hand and the outbox before it cancels the rest (default 20; nothing is lost: the broker redelivers, the outbox keeps)."
+            "How long SIGTERM waits for the work in hand and the outbox before it cancels the rest (default \(DurationText.format(WorkerSettings.defaultShutdownTimeout)); nothing is lost: the broker redelivers, the outbox keeps)."
     )
-    public var shutdownTimeout: Int?
+    public var shutdownTimeout: String?
     @Option(
         help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9564 filemaker, 9565 eto, 9566 directory).")
     public var admin: String?
-    @Option(name: .customLong("log-format"), help: "text or json.") public var logFormat: String?
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") public var logLevel: String?
+    @Option(name: .customLong("log-format"), help: "text or json (default text).") public var logFormat: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
+    public var logLevel: String?
 
     public init() {}
-
-    /// The keys behind these flags, and the flag of each.
-    static let flagNames: [String: String] = [
-        "broker_host": "--broker-host", "groups": "--groups", "service": "--service", "ingest": "--ingest",
-        "certificate": "--certificate", "broker_key": "--broker-key", "data_dir": "--data-dir", "ca_file": "--ca-file",
-        "credit": "--credit", "member": "--member", "auth_timeout": "--auth-timeout", "shutdown_timeout": "--shutdown-timeout",
-        "admin": "--admin", "log_format": "--log-format", "log_level": "--log-level",
-    ]
-
-    var flagValues: [String: String] {
-        let given: [String: String?] = [
-            "broker_host": brokerHost, "groups": groups, "service": service, "ingest": ingest, "certificate": certificate,
-            "broker_key": brokerKey, "data_dir": dataDirectory, "ca_file": caFiles.isEmpty ? nil : caFiles.joined(separator: ","),
-            "credit": credit.map(String.init), "member": member, "auth_timeout": authTimeout.map(String.init),
-            "shutdown_timeout": shutdownTimeout.map(String.init), "admin": admin, "log_format": logFormat, "log_level": logLevel,
-        ]
-        return given.compactMapValues { $0 }
-    }
-
-    /// The layers of worker `service`: these flags and the program's own (`extra`: key → flag
-    /// value, `extraNames`: key → flag), over its environment and file.
-    public func layers(
-        service: String, extra: [String: String?] = [:], extraNames: [String: String] = [:],
-        environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(WorkerConfigurationError) -> ConfigurationLayers {
-        var flags = flagValues
-        for (key, value) in extra { if let value { flags[key] = value } }
-        do {
-            return try ConfigurationLayers(
-                program: service, file: config, keys: Array(Self.flagNames.keys) + extraNames.keys, flags: flags,
-                flagNames: Self.flagNames.merging(extraNames) { first, _ in first }, environment: environment)
-        } catch {
-            throw WorkerConfigurationError(error.description)
-        }
-    }
 }
 
-/// What every worker runs with, read from its layers: defaults < file < environment < flags.
+/// What every worker runs with, read from its program's configuration: defaults < file <
+/// environment < flags.
 public struct WorkerSettings: Sendable {
+    public static let defaultCredit = 16
+    public static let defaultAuthTimeout: Duration = .seconds(30)
+    public static let defaultShutdownTimeout: Duration = .seconds(20)
+
+    /// The keys every worker reads (`init(reader:)`); a worker adds its own.
+    public static let keys =
+        BrokerEndpoints.keys + [
+            "certificate", "broker_key", "data_dir", "ca_file", "credit", "member", "auth_timeout", "shutdown_timeout", "admin",
+            "log_format", "log_level",
+        ]
+
     public var endpoints: BrokerEndpoints
     public var certificate: String?
     public var brokerKey: String?
@@ -110,50 +97,32 @@ public struct WorkerSettings: Sendable {
     public var caFiles: [String]
     public var credit: Int
     public var member: String?
-    public var authTimeout: Int
-    public var shutdownTimeout: Int
+    public var authTimeout: Duration
+    public var shutdownTimeout: Duration
     public var admin: String?
-    public var logFormat: String?
-    public var logLevel: String?
-    /// Where everything came from: the worker's own keys are read from here too.
-    public let layers: ConfigurationLayers
 
-    public init(layers: ConfigurationLayers) throws(WorkerConfigurationError) {
-        self.layers = layers
-        do {
-            endpoints = try BrokerEndpoints(layers: layers)
-            certificate = try layers.nonEmpty("certificate")
-            brokerKey = try layers.nonEmpty("broker_key")
-            dataDirectory = try layers.nonEmpty("data_dir")
-            caFiles = try layers.list("ca_file") ?? []
-            credit = try layers.integer("credit", default: 16, in: 1...1000)
-            member = try layers.nonEmpty("member")
-            authTimeout = try layers.integer("auth_timeout", default: 30, in: 1...3600)
-            shutdownTimeout = try layers.integer("shutdown_timeout", default: 20, in: 1...3600)
-            admin = try layers.nonEmpty("admin")
-            logFormat = try layers.nonEmpty("log_format")
-            logLevel = try layers.nonEmpty("log_level")
-        } catch {
-            throw WorkerConfigurationError(error.description)
-        }
-    }
-
-    /// Reads `key` from the worker's layers, turning a bad value into a start-up error.
-    public func read<T>(_ body: (ConfigurationLayers) throws(ConfigurationLayers.Failure) -> T) throws(WorkerConfigurationError) -> T {
-        do {
-            return try body(layers)
-        } catch {
-            throw WorkerConfigurationError(error.description)
-        }
-    }
-
-    /// Sets up logging as the settings say.
-    public func bootstrapLogging(defaultLevel: String? = nil) throws(WorkerConfigurationError) {
-        do {
-            try StructuredLogHandler.bootstrap(formatOption: logFormat, levelOption: logLevel ?? defaultLevel)
-        } catch {
-            throw WorkerConfigurationError("\(error)")
-        }
+    /// Keys read: the endpoints (`BrokerEndpoints(reader:)`: `broker_host`, `ingest`, `groups`,
+    /// `service`, …); `certificate` and `broker_key` (this worker's secret certificate and the
+    /// broker's public one, for CURVE; default none); `data_dir` (default `.switchboard/<service>`);
+    /// `ca_file` (extra CA certificates for HTTPS, a list); `credit` (events in flight, 1–1000,
+    /// default 16); `member` (this member's name, default `<service>:<host>-<pid>`);
+    /// `auth_timeout` (the wait for `auth`'s token.get, 1s–1h, default 30s); `shutdown_timeout`
+    /// (how long SIGTERM waits for the work in hand, 1s–1h, default 20s); `admin` (`HOST:PORT`
+    /// or `none`; default loopback at the worker's port). Logging (`log_format`, `log_level`) is
+    /// `StructuredLogHandler.bootstrap(reader:)`'s.
+    public init(reader: ConfigReader) throws(ConfigurationError) {
+        endpoints = try BrokerEndpoints(reader: reader)
+        certificate = try reader.nonEmpty("certificate")
+        brokerKey = try reader.nonEmpty("broker_key")
+        dataDirectory = try reader.nonEmpty("data_dir")
+        caFiles = reader.stringArray(forKey: "ca_file")?.filter { !$0.isEmpty } ?? []
+        credit = try reader.int("credit", default: Self.defaultCredit, in: 1...1000)
+        member = try reader.nonEmpty("member")
+        authTimeout = try reader.duration(
+            "auth_timeout", default: Self.defaultAuthTimeout, in: Duration.seconds(1)...Duration.seconds(3600))
+        shutdownTimeout = try reader.duration(
+            "shutdown_timeout", default: Self.defaultShutdownTimeout, in: Duration.seconds(1)...Duration.seconds(3600))
+        admin = try reader.nonEmpty("admin")
     }
 }
 
@@ -214,12 +183,12 @@ public final class WorkerRuntime: Sendable {
         observability = Observability.bootstrap(program: "switchboard-\(service)")
         do {
             adminAddress = try AdminAddress.resolve(
-                options.admin, defaultPort: AdminPort.of(service)?.defaultPort ?? 0, environment: [:])
+                options.admin, defaultPort: AdminPort.of(service)?.defaultPort ?? 0)
         } catch {
             throw WorkerConfigurationError(error.description)
         }
         do {
-            credentials = try ClientCredentials.load(certificate: options.certificate, brokerKey: options.brokerKey, environment: [:])
+            credentials = try ClientCredentials.load(certificate: options.certificate, brokerKey: options.brokerKey)
         } catch {
             throw WorkerConfigurationError("certificate/broker_key: \(error)")
         }
@@ -257,11 +226,11 @@ public final class WorkerRuntime: Sendable {
         }
         var clientSettings = ServiceClient.Settings()
         clientSettings.socketOptions = credentials?.socketOptions ?? []
-        clientSettings.timeout = .seconds(options.authTimeout)
+        clientSettings.timeout = options.authTimeout
         serviceClient = ServiceClient(io: io, endpoint: options.endpoints.service, settings: clientSettings, logger: logger)
         tokens = AuthTokenProvider(
             client: serviceClient, cache: CredentialCache(configuration: .init(logger: logger, metrics: observability.factory)),
-            timeout: .seconds(options.authTimeout))
+            timeout: options.authTimeout)
     }
 
     /// This worker's member of its group, filtered to `topics`.
@@ -320,7 +289,7 @@ public final class WorkerRuntime: Sendable {
         // broker that stays away must not keep the process up: after this, what is left is
         // cancelled (the outbox keeps its events for the next start; unsettled deliveries come
         // again).
-        runtime.maximumGracefulShutdownDuration = .seconds(settings.shutdownTimeout)
+        runtime.maximumGracefulShutdownDuration = settings.shutdownTimeout
         runtime.add(io, name: "zeromq")
         runtime.onExit { [self] in await close() }
         runtime.add(outboxService(), name: "outbox")

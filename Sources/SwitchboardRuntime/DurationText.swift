@@ -1,6 +1,7 @@
 import Foundation
 
-/// Durations written as `500ms`, `30s`, `15m`, `12h`, `7d`, or a bare number of seconds.
+/// Durations written as `500ms`, `30s`, `2m`, `12h` or `7d`: every setting and flag that takes a
+/// duration, one syntax (a bare number is refused: seconds or milliseconds would be a guess).
 public enum DurationText {
     public static func parse(_ text: String) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
@@ -11,13 +12,14 @@ public enum DurationText {
             guard let value = Double(number), value >= 0 else { continue }
             return .milliseconds(Int64((value * factor * 1000).rounded()))
         }
-        if let seconds = Double(trimmed), seconds >= 0 { return .milliseconds(Int64(seconds * 1000)) }
         return nil
     }
 
-    /// Writes a duration the way `parse` reads it: `250ms`, `5s`, `2m`.
+    /// Writes a duration the way `parse` reads it, in its largest whole unit: `250ms`, `5s`, `2m`, `7d`.
     public static func format(_ duration: Duration) -> String {
         let ms = duration.wholeMilliseconds
+        if ms % 86_400_000 == 0 && ms >= 86_400_000 { return "\(ms / 86_400_000)d" }
+        if ms % 3_600_000 == 0 && ms >= 3_600_000 { return "\(ms / 3_600_000)h" }
         if ms % 60_000 == 0 && ms >= 60_000 { return "\(ms / 60_000)m" }
         if ms % 1000 == 0 { return "\(ms / 1000)s" }
         return "\(ms)ms"
@@ -34,6 +36,15 @@ public enum ByteCountText {
             return Int64(value * Double(factor))
         }
         return Int64(trimmed).flatMap { $0 >= 0 ? $0 : nil }
+    }
+
+    /// Writes a size the way `parse` reads it, in its largest whole unit: `512KB`, `1MB`, `8GB`.
+    public static func format(_ bytes: Int64) -> String {
+        for (suffix, factor) in [("TB", Int64(1) << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)]
+        where bytes >= factor && bytes % factor == 0 {
+            return "\(bytes / factor)\(suffix)"
+        }
+        return "\(bytes)"
     }
 }
 
