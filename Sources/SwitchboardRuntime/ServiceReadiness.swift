@@ -38,16 +38,40 @@ public enum ServiceReadiness {
     /// The environment variable naming the supervisor's socket.
     public static let socketVariable = "NOTIFY_SOCKET"
 
-    /// Tells the supervisor named by NOTIFY_SOCKET; does nothing when it is unset (a program run
-    /// by hand, or by a supervisor that does not listen). Never blocks: a supervisor that is not
-    /// reading its socket loses the message rather than stopping the program. A program calls it
-    /// from any thread or task.
-    /// - Parameter environment: where to look for NOTIFY_SOCKET (default: this process's).
-    /// - Returns: whether the message was sent.
+    /// Where this process's supervisor listens, read once by the program from its own
+    /// environment (a library never reads the process environment) and handed to whatever
+    /// reports readiness.
+    public struct Notifier: Sendable {
+        /// NOTIFY_SOCKET's value; nil when unset or empty (a program run by hand).
+        public let socket: String?
+
+        /// - Parameter environment: the program's environment, where NOTIFY_SOCKET names the socket.
+        public init(environment: [String: String]) {
+            socket = environment[ServiceReadiness.socketVariable].flatMap { $0.isEmpty ? nil : $0 }
+        }
+
+        /// Tells the supervisor; does nothing without one (a program run by hand, or by a
+        /// supervisor that does not listen). Never blocks: a supervisor that is not reading its
+        /// socket loses the message rather than stopping the program. Callable from any thread or
+        /// task.
+        /// - Returns: whether the message was sent.
+        @discardableResult
+        public func notify(_ states: State...) -> Bool {
+            guard let socket else { return false }
+            do {
+                try ServiceReadiness.send(states, to: socket)
+                return true
+            } catch {
+                return false
+            }
+        }
+    }
+
+    /// `Notifier(environment:).notify(states)`, for a program that says it once.
     @discardableResult
-    public static func notify(_ states: State..., environment: [String: String]? = nil) -> Bool {
-        let environment = environment ?? ProcessInfo.processInfo.environment
-        guard let socket = environment[socketVariable], !socket.isEmpty else { return false }
+    public static func notify(_ states: State..., environment: [String: String]) -> Bool {
+        let notifier = Notifier(environment: environment)
+        guard let socket = notifier.socket else { return false }
         do {
             try send(states, to: socket)
             return true

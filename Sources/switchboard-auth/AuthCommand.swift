@@ -198,7 +198,7 @@ struct AuthCommand: AsyncParsableCommand {
                     "accounts": "\(accounts.accounts.map { "\($0.backend)/\($0.account)" }.joined(separator: ","))",
                     "outbox": "\(outbox.path)",
                 ])
-            ServiceReadiness.notify(.ready)
+            ServiceReadiness.notify(.ready, environment: ProcessInfo.processInfo.environment)
         }
     }
 }

@@ -161,7 +161,9 @@ struct BrokerCommand: AsyncParsableCommand {
             }
             var readiness = Readiness()
             readiness.add("journal") { broker.isServing }
-            runtime.add(BrokerService(broker: broker) { ServiceReadiness.notify(.ready) }, name: "broker")
+            runtime.add(
+                BrokerService(broker: broker) { ServiceReadiness.notify(.ready, environment: ProcessInfo.processInfo.environment) },
+                name: "broker")
             runtime.serveAdmin(at: adminAddress, observability: observability, readiness: readiness)
         }
     }

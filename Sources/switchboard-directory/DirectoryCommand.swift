@@ -154,7 +154,9 @@ struct DirectoryCommand: AsyncParsableCommand {
             ])
         try await runtime.run(
             [
-                DirectoryPoller(syncer: syncer, interval: interval), WorkerStart.ReadyLog(consumer: consumer, logger: logger),
+                DirectoryPoller(syncer: syncer, interval: interval),
+                WorkerStart.ReadyLog(
+                    consumer: consumer, readiness: .init(environment: ProcessInfo.processInfo.environment), logger: logger),
                 GroupWorker(consumer: consumer, handler: syncer, logger: logger),
             ], name: "directory syncer", consumer: consumer)
     }

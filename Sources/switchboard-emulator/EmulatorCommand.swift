@@ -114,7 +114,8 @@ struct EmulatorCommand: AsyncParsableCommand {
         let scheme = settings.tls == nil ? "http" : "https"
         let service = EmulatorService(emulator: emulator) { port in
             FileHandle.standardOutput.write(Data("listening \(scheme)://\(host):\(port)\n".utf8))
-            ServiceReadiness.notify(.ready, .status("listening \(scheme)://\(host):\(port)"))
+            ServiceReadiness.notify(
+                .ready, .status("listening \(scheme)://\(host):\(port)"), environment: ProcessInfo.processInfo.environment)
         }
         // SIGTERM and SIGINT shut the server down gracefully (connections in hand are answered);
         // it also saves the state file on the way out.

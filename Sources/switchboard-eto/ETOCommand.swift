@@ -152,7 +152,9 @@ struct ETOCommand: AsyncParsableCommand {
                 [runtime] event in
                 try await runtime.publish(type: event.type, schema: event.schema, json: event.content, key: event.key)
             }
-            services.append(WorkerStart.ReadyLog(consumer: consumer, logger: logger))
+            services.append(
+                WorkerStart.ReadyLog(
+                    consumer: consumer, readiness: .init(environment: ProcessInfo.processInfo.environment), logger: logger))
             services.append(GroupWorker(consumer: consumer, handler: recorder, logger: logger))
         }
         logger.info(

@@ -168,7 +168,8 @@ struct FileMakerCommand: AsyncParsableCommand {
         do {
             try await runtime.run(
                 [
-                    WorkerStart.ReadyLog(consumer: consumer, logger: logger),
+                    WorkerStart.ReadyLog(
+                        consumer: consumer, readiness: .init(environment: ProcessInfo.processInfo.environment), logger: logger),
                     GroupWorker(consumer: consumer, handler: writer, logger: logger),
                 ],
                 name: "filemaker writer", consumer: consumer)

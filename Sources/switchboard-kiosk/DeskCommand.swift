@@ -167,7 +167,7 @@ struct DeskCommand: AsyncParsableCommand {
                     client: client, store: store, status: status, siteID: resolved.siteID, programID: resolved.programID,
                     interval: resolved.rosterRefresh, logger: logger), name: "roster")
             runtime.add(server, name: "desk")
-            ServiceReadiness.notify(.ready)
+            ServiceReadiness.notify(.ready, environment: ProcessInfo.processInfo.environment)
         }
         print("Front desk stopped; \(try await outbox.counts().pending) check-ins waiting.")
     }

@@ -73,7 +73,7 @@ enum KioskAdmin {
             runtime.add(services.configurations)
             if admin == nil { started() }
             // Ready: the outbox is open, so check-ins are kept whether or not the broker answers.
-            ServiceReadiness.notify(.ready)
+            ServiceReadiness.notify(.ready, environment: ProcessInfo.processInfo.environment)
         }
     }
 }

@@ -184,7 +184,7 @@ struct UpCommand: AsyncParsableCommand {
         }
         say("Ctrl-C stops everything.")
         // `up` under systemd (Type=notify) is ready once everything is started.
-        ServiceReadiness.notify(.ready)
+        ServiceReadiness.notify(.ready, environment: ProcessInfo.processInfo.environment)
 
         let limit = duration.flatMap(DurationText.parse)
         // Runs until the time is up, Ctrl-C or SIGTERM (nil), or one program kept failing. Any

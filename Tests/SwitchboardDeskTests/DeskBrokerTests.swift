@@ -73,7 +73,7 @@ struct DeskBrokerTests {
                     "event_id": known.eventID, "bus_seq": knownSeq, "database": "Shelter", "layout": "CheckIns", "record_id": "7",
                     "created": true,
                 ])
-            try await waitUntil("the journey shows FileMaker", timeout: .seconds(20)) {
+            try await harness.whenShown("the journey shows FileMaker") {
                 try await state(known.eventID).hasPrefix("In FileMaker")
             }
             try await Self.publish(
@@ -82,7 +82,7 @@ struct DeskBrokerTests {
                     "event_id": known.eventID, "bus_seq": knownSeq, "site_id": 101, "program_id": 793, "participant_id": 1003,
                     "touchpoint_id": 54, "response_id": 9001, "created": true,
                 ])
-            try await waitUntil("the journey shows done", timeout: .seconds(20)) { try await state(known.eventID).hasPrefix("Done") }
+            try await harness.whenShown("the journey shows done") { try await state(known.eventID).hasPrefix("Done") }
             // A dead letter of the walk-in, made by the broker when a member of group eto TERMs
             // it: the page shows the code's fixed sentence, never the letter's message.
             let walkInSeq = try #require(journal.first { $0.eventID == walkIn.eventID }?.busSeq)
@@ -96,7 +96,7 @@ struct DeskBrokerTests {
                     : SettleHeader(.ack, group: "eto", busSeq: delivery.busSeq, attempt: delivery.attempt)
                 try await member.send(GroupWire.settle(settle))
             }
-            try await waitUntil("the journey shows the problem", timeout: .seconds(20)) {
+            try await harness.whenShown("the journey shows the problem") {
                 try await state(walkIn.eventID) == "ETO: participant not matched — ask an administrator"
             }
             // The void's outcomes.
@@ -116,7 +116,7 @@ struct DeskBrokerTests {
                     "event_id": voidID, "checkin_event_id": known.eventID, "bus_seq": knownSeq + 5, "response_id": 9001,
                     "action": "deleted",
                 ])
-            try await waitUntil("the journey shows voided", timeout: .seconds(20)) {
+            try await harness.whenShown("the journey shows voided") {
                 try await state(known.eventID) == "Voided in FileMaker and ETO"
             }
             // Another desk's outcome changes nothing here.
@@ -271,7 +271,7 @@ struct DeskBrokerTests {
             client: client, store: harness.store, status: harness.status, siteID: 101, programID: 793, interval: .milliseconds(200),
             logger: harness.capture.logger)
         try await harness.run(extra: [roster]) { desk in
-            try await waitUntil("the refresh failed twice", timeout: .seconds(20)) {
+            try await harness.whenShown("the refresh failed twice") {
                 harness.status.rosterProblem != nil && harness.status.changes >= 2
             }
             _ = try await desk.signIn()

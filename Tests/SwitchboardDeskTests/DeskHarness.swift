@@ -42,6 +42,21 @@ struct DeskHarness: Sendable {
         account = try accounts.add(name: Self.staffName, password: Self.password)
     }
 
+    /// Waits until `condition` holds, checking it again each time the desk announces a change
+    /// (`DeskStatus.changed()`, what wakes a page's event stream), never on a timer; fails after
+    /// `timeout`.
+    func whenShown(_ what: String, timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            // Read the count before the check, so a change between the two wakes the wait.
+            let seen = status.changes
+            if try await condition() { return }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { throw WaitTimedOut(description: "timed out after \(timeout): \(what)") }
+            await status.change(after: seen, within: left)
+        }
+    }
+
     /// Runs the server (and `extra` services) for `body`, then shuts them down gracefully.
     /// - Parameter tls: serve HTTPS with this certificate (the client trusts its authority).
     func run<T: Sendable>(

@@ -75,7 +75,7 @@ struct LocalDeploymentTests {
             #expect(value("--certificate", in: arguments) == "k/\(name).secret")
             #expect(value("--data-dir", in: arguments) == deployment.data.appendingPathComponent(name).path)
         }
-        #expect(value("--broker", in: deployment.process("kiosk")?.arguments ?? []) == endpoints.ingest)
+        #expect(value("--ingest", in: deployment.process("kiosk")?.arguments ?? []) == endpoints.ingest)
         #expect(value("--certificate", in: deployment.process("kiosk")?.arguments ?? []) == "k/\(LocalDeployment.demoKiosk).secret")
         #expect(value("--fanout", in: deployment.process("monitor")?.arguments ?? []) == endpoints.fanout)
         #expect(value("--key", in: deployment.process("broker")?.arguments ?? []) == "k/broker.secret")

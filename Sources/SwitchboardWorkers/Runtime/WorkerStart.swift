@@ -7,7 +7,7 @@ public import Logging
 public import ServiceLifecycle
 public import SwitchboardBus
 import SwitchboardProtocol
-import SwitchboardRuntime
+public import SwitchboardRuntime
 
 public enum WorkerStart {
     /// Runs `body` until it succeeds, throws a non-retryable error, or `limit` has passed.
@@ -34,10 +34,13 @@ public enum WorkerStart {
     /// its reason.
     public struct ReadyLog: Service {
         let consumer: GroupConsumer
+        let readiness: ServiceReadiness.Notifier
         let logger: Logger
 
-        public init(consumer: GroupConsumer, logger: Logger) {
+        /// - Parameter readiness: where to say READY=1 (the program's NOTIFY_SOCKET).
+        public init(consumer: GroupConsumer, readiness: ServiceReadiness.Notifier, logger: Logger) {
             self.consumer = consumer
+            self.readiness = readiness
             self.logger = logger
         }
 
@@ -45,7 +48,7 @@ public enum WorkerStart {
             for await notice in consumer.notices.cancelOnGracefulShutdown() {
                 switch notice {
                 case .joined(let joined):
-                    ServiceReadiness.notify(.ready, .status("joined group \(joined.group)"))
+                    readiness.notify(.ready, .status("joined group \(joined.group)"))
                     logger.info(
                         "ready: joined the group",
                         metadata: [
