@@ -44,13 +44,8 @@ public enum ServiceClientError: Error, Sendable, Hashable, CustomStringConvertib
 ///
 /// Many requests share one DEALER socket and are told apart by `request_id`. A request marked
 /// idempotent that gets no final reply within its attempt time is sent again, with the same
-/// `request_id`, on a fresh socket (the Lazy Pirate pattern, `LazyPirate`) until its whole time
-/// is used; other requests time out instead. Safe to use from any task.
-///
-/// No task of its own reads the shared socket: the requests waiting on it do, in their callers'
-/// tasks. Each reads until its own reply has come (whichever waiting request read it) or its
-/// attempt time is up, and hands every reply it reads to the request it answers; a request that
-/// is not waiting (a stream between two `next()` calls) finds its replies buffered.
+/// `request_id`, on a fresh socket (the Lazy Pirate pattern) until its whole time is used; other
+/// requests time out instead. Safe to use from any task.
 public final class ServiceClient: Sendable {
     public struct Settings: Sendable {
         /// The whole time a request may take, unless the call gives its own.
@@ -66,7 +61,7 @@ public final class ServiceClient: Sendable {
 
     private let io: IOThread
     private let endpoint: String
-    fileprivate let settings: Settings
+    private let settings: Settings
     private let logger: Logger
     private let state = Mutex(State())
 
@@ -74,8 +69,98 @@ public final class ServiceClient: Sendable {
         var socket: AsyncSocket?
         var opening = false
         var openWaiters: [CheckedContinuation<AsyncSocket, any Error>] = []
-        var routes: [String: ReplyRoute] = [:]
+        var routes: [String: Route] = [:]
+        var reader: Task<Void, Never>?
         var closed = false
+    }
+
+    /// Where the replies of one request go.
+    private final class Route: Sendable {
+        let service: String
+        let continuation: AsyncThrowingStream<ServiceReply, any Error>.Continuation
+        let progress = Mutex(Progress())
+
+        struct Progress {
+            var partials = 0
+            var finished = false
+            var waiter: CheckedContinuation<Bool, Never>?
+        }
+
+        init(service: String, continuation: AsyncThrowingStream<ServiceReply, any Error>.Continuation) {
+            self.service = service
+            self.continuation = continuation
+        }
+
+        /// Delivers one reply; returns true if it was the final one.
+        @discardableResult
+        func deliver(_ reply: ServiceReply) -> Bool {
+            let accepted = progress.withLock { progress -> Bool in
+                guard !progress.finished else { return false }
+                if reply.final { progress.finished = true } else { progress.partials += 1 }
+                return true
+            }
+            guard accepted else { return false }
+            if !reply.final {
+                continuation.yield(reply)
+                return false
+            }
+            if (200...299).contains(reply.status) {
+                continuation.yield(reply)
+                continuation.finish()
+            } else if reply.status == ServiceStatus.unavailable && reply.header.error?.code == "no-worker" {
+                continuation.finish(throwing: ServiceClientError.noSuchService(service))
+            } else {
+                let failure = reply.header.error ?? ServiceFailure(code: "unknown", message: "status \(reply.status)")
+                continuation.finish(throwing: ServiceClientError.serviceError(status: reply.status, failure))
+            }
+            wake(true)
+            return true
+        }
+
+        func fail(_ error: ServiceClientError) {
+            let first = progress.withLock { progress -> Bool in
+                defer { progress.finished = true }
+                return !progress.finished
+            }
+            guard first else { return }
+            continuation.finish(throwing: error)
+            wake(true)
+        }
+
+        private func wake(_ value: Bool) {
+            let waiter = progress.withLock { progress -> CheckedContinuation<Bool, Never>? in
+                defer { progress.waiter = nil }
+                return progress.waiter
+            }
+            waiter?.resume(returning: value)
+        }
+
+        var partialsSeen: Bool { progress.withLock { $0.partials > 0 } }
+
+        /// Waits until the final reply has come (true) or `deadline` passes (false). The time-out
+        /// is a dispatch timer, not a task: requests are many and short.
+        func waitFinished(until deadline: ContinuousClock.Instant) async -> Bool {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                    let resumeNow = progress.withLock { progress -> Bool? in
+                        if progress.finished { return true }
+                        if Task.isCancelled { return false }
+                        progress.waiter = continuation
+                        return nil
+                    }
+                    if let resumeNow {
+                        continuation.resume(returning: resumeNow)
+                        return
+                    }
+                    let remaining = max(0, (deadline - .now).wholeMilliseconds)
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(remaining))) { [self] in
+                        wake(progress.withLock { $0.finished })
+                    }
+                }
+            } onCancel: {
+                wake(false)
+            }
+        }
     }
 
     public init(io: IOThread, endpoint: String, settings: Settings = Settings(), logger: Logger) {
@@ -92,104 +177,115 @@ public final class ServiceClient: Sendable {
     public func request(
         service: String, operation: String, content: Data = Data("{}".utf8), timeout: Duration? = nil, idempotent: Bool = false
     ) async throws(ServiceClientError) -> ServiceReply {
-        let request = PendingRequest(
-            client: self, service: service, operation: operation, content: content, timeout: timeout ?? settings.timeout,
+        // The caller's task does the work (no task of its own, unlike `stream`); the replies
+        // wait in the stream's buffer until it is read below.
+        let (replies, continuation) = AsyncThrowingStream<ServiceReply, any Error>.makeStream()
+        let route = Route(service: service, continuation: continuation)
+        await perform(
+            route: route, service: service, operation: operation, content: content, timeout: timeout ?? settings.timeout,
             idempotent: idempotent)
-        while let reply = try await request.next() {
-            if reply.final { return reply }
+        do {
+            var last: ServiceReply?
+            for try await reply in replies where reply.final { last = reply }
+            guard let last else { throw ServiceClientError.protocolViolation("the reply stream ended without a final reply") }
+            return last
+        } catch let error as ServiceClientError {
+            throw error
+        } catch {
+            throw .protocolViolation("\(error)")
         }
-        throw .protocolViolation("the reply stream ended without a final reply")
     }
 
-    /// Sends a request when iterated and yields each PARTIAL reply, then the FINAL one; a final
-    /// error ends the sequence with a `ServiceClientError`. The request runs in the iterating
-    /// task; ending the iteration early abandons it.
+    /// Sends a request and yields each PARTIAL reply, then the FINAL one; a final error ends
+    /// the sequence with a `ServiceClientError`. Ending the iteration early abandons the request.
     public func stream(
         service: String, operation: String, content: Data = Data("{}".utf8), timeout: Duration? = nil, idempotent: Bool = false
-    ) -> ServiceReplies {
-        ServiceReplies(
-            client: self, service: service, operation: operation, content: content, timeout: timeout ?? settings.timeout,
-            idempotent: idempotent)
+    ) -> AsyncThrowingStream<ServiceReply, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<ServiceReply, any Error>.makeStream()
+        let route = Route(service: service, continuation: continuation)
+        let total = timeout ?? settings.timeout
+        // Unstructured because the stream is handed back before anything is sent: the request
+        // runs while the caller iterates, in no scope of the caller's, and ends with the stream
+        // (finished, failed, or abandoned: `onTermination` cancels it).
+        let task = Task {
+            await self.perform(
+                route: route, service: service, operation: operation, content: content, timeout: total, idempotent: idempotent)
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
     }
 
-    /// Sends the request's first attempt on the shared socket, registering its route first.
-    fileprivate func sendShared(_ frames: [Data], id: String, route: ReplyRoute) async throws(ServiceClientError) -> AsyncSocket {
+    private func perform(
+        route: Route, service: String, operation: String, content: Data, timeout: Duration, idempotent: Bool
+    ) async {
+        let header = RequestHeader(
+            operation: operation, timeoutMilliseconds: max(1, timeout.wholeMilliseconds), idempotent: idempotent ? true : nil)
+        do {
+            try header.validate()
+        } catch {
+            route.fail(.protocolViolation("the request itself is invalid: \(error)"))
+            return
+        }
+        let body: [Data]
+        do {
+            body = try ServiceBody.requestBody(header, content: content)
+        } catch {
+            route.fail(.protocolViolation("the request could not be encoded: \(error)"))
+            return
+        }
+        let frames = Majordomo.clientRequest(.v02, service: service, body: body)
+        let start = ContinuousClock.now
+        let deadline = start + timeout
+        let attemptTime = idempotent ? (settings.attemptTimeout ?? timeout / 3) : timeout
+        let id = header.requestID
+        defer { _ = state.withLock { $0.routes.removeValue(forKey: id) } }
+
+        // First attempt: on the shared socket.
         do {
             let socket = try await sharedSocket()
             state.withLock { $0.routes[id] = route }
             try await socket.send(frames)
-            return socket
         } catch {
-            throw Self.clientError(error)
+            route.fail(Self.clientError(error))
+            return
         }
-    }
-
-    /// Replies for `id` that come on the shared socket from now on are dropped.
-    fileprivate func forget(_ id: String) {
+        if await route.waitFinished(until: min(deadline, start + attemptTime)) { return }
         _ = state.withLock { $0.routes.removeValue(forKey: id) }
-    }
-
-    /// Waits until `route` has a reply (or failed) or `deadline` passes, reading the shared socket
-    /// meanwhile and handing what comes to the requests it answers.
-    fileprivate func awaitShared(_ route: ReplyRoute, on socket: AsyncSocket, until deadline: ContinuousClock.Instant) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await route.waitForMail() }
-            group.addTask { await self.readShared(socket, until: deadline, for: route) }
-            await group.next()
-            group.cancelAll()
+        if Task.isCancelled {
+            route.fail(.closed)
+            return
         }
-    }
-
-    private func readShared(_ socket: AsyncSocket, until deadline: ContinuousClock.Instant, for route: ReplyRoute) async {
-        while !route.hasMail {
-            let message: Message?
+        guard idempotent, !route.partialsSeen else {
+            route.fail(.timeout(service: service, operation: operation, after: timeout))
+            return
+        }
+        // Lazy Pirate: the same request on a fresh socket, until the time is used up.
+        while ContinuousClock.now < deadline && !Task.isCancelled {
+            logger.debug("retrying on a fresh socket", metadata: ["service": "\(service)", "request_id": "\(id)"])
             do {
-                message = try await socket.receive(timeout: ContinuousClock.now.duration(to: deadline))
-            } catch is CancellationError {
-                return
-            } catch {
-                socketFailed(socket)
-                return
-            }
-            // Routed even when this task was cancelled meanwhile: a message taken off the
-            // socket is nobody else's to read.
-            guard let message else { return }
-            _ = routeReply(message.frames, expecting: nil) { id in self.state.withLock { $0.routes[id] } }
-            if Task.isCancelled { return }
-        }
-    }
-
-    /// The shared socket failed: every request waiting on it fails now rather than at its time-out.
-    private func socketFailed(_ socket: AsyncSocket) {
-        let waiting = state.withLock { state -> [ReplyRoute] in
-            guard state.socket == socket else { return [] }
-            state.socket = nil
-            defer { state.routes = [:] }
-            return Array(state.routes.values)
-        }
-        for route in waiting { route.fail(.closed) }
-    }
-
-    /// Sends the request again on a socket of its own and reads its replies until the final one
-    /// or `deadline`; the socket is closed before this returns.
-    fileprivate func attemptOnFreshSocket(
-        _ frames: [Data], id: String, route: ReplyRoute, until deadline: ContinuousClock.Instant
-    ) async throws(ServiceClientError) {
-        logger.debug("retrying on a fresh socket", metadata: ["service": "\(route.service)", "request_id": "\(id)"])
-        do {
-            try await withFreshSocket { socket in
-                try await socket.send(frames)
-                while !route.isFinished, let message = try await socket.receive(timeout: ContinuousClock.now.duration(to: deadline)) {
-                    _ = routeReply(message.frames, expecting: id) { $0 == id ? route : nil }
+                let answered = try await withFreshSocket { socket in
+                    try await socket.send(frames)
+                    let attemptEnd = min(deadline, ContinuousClock.now + attemptTime)
+                    while ContinuousClock.now < attemptEnd {
+                        guard let message = try await socket.receive(timeout: attemptEnd - ContinuousClock.now) else { break }
+                        if routeReply(message.frames, expecting: id, lookup: { $0 == id ? route : nil }) == true { return true }
+                        if route.progress.withLock({ $0.finished }) { return true }
+                    }
+                    return false
                 }
+                if answered { return }
+            } catch {
+                route.fail(Self.clientError(error))
+                return
             }
-        } catch {
-            throw Self.clientError(error)
+            if route.partialsSeen { break }
         }
+        route.fail(.timeout(service: service, operation: operation, after: timeout))
     }
 
     static func clientError(_ error: any Error) -> ServiceClientError {
         if let error = error as? ServiceClientError { return error }
+        if error is CancellationError { return .closed }
         return .closed
     }
 
@@ -209,7 +305,7 @@ public final class ServiceClient: Sendable {
         }
     }
 
-    // MARK: The shared socket
+    // MARK: The shared socket and its reader
 
     private func sharedSocket() async throws -> AsyncSocket {
         enum Next { case ready(AsyncSocket), open, wait, closed }
@@ -249,7 +345,13 @@ public final class ServiceClient: Sendable {
             }
             let waiters = state.withLock { state -> [CheckedContinuation<AsyncSocket, any Error>] in
                 state.opening = false
-                if case .success(let socket) = result { state.socket = socket }
+                if case .success(let socket) = result {
+                    state.socket = socket
+                    // Unstructured because the shared socket outlives any one request: its reader
+                    // routes replies to every caller, belongs to the client, and is cancelled by
+                    // `close()`.
+                    state.reader = Task { await self.read(socket) }
+                }
                 defer { state.openWaiters = [] }
                 return state.openWaiters
             }
@@ -258,11 +360,30 @@ public final class ServiceClient: Sendable {
         }
     }
 
+    private func read(_ socket: AsyncSocket) async {
+        while !Task.isCancelled {
+            let message: Message
+            do {
+                message = try await socket.receive()
+            } catch {
+                break
+            }
+            _ = routeReply(message.frames, expecting: nil) { id in self.state.withLock { $0.routes[id] } }
+        }
+        // The socket is gone: every request waiting on it fails now rather than at its time-out.
+        let waiting = state.withLock { state -> [Route] in
+            if state.socket == socket { state.socket = nil }
+            defer { state.routes = [:] }
+            return Array(state.routes.values)
+        }
+        for route in waiting { route.fail(.closed) }
+    }
+
     /// Hands one message from the broker to the request it answers (found by `lookup` from
     /// its `request_id`). Returns whether it finished that request; nil if it was for none.
     /// `expecting` is the request a dedicated retry socket carries: a broker reply without
     /// `request_id` (its answer to a body it could not read) goes to it.
-    private func routeReply(_ frames: [Data], expecting id: String?, lookup: (String) -> ReplyRoute?) -> Bool? {
+    private func routeReply(_ frames: [Data], expecting id: String?, lookup: (String) -> Route?) -> Bool? {
         let message: Majordomo.ClientMessage
         do {
             guard case .client(let client) = try Majordomo.parse(frames[...]), client.version == .v02, client.command != .request
@@ -350,244 +471,19 @@ public final class ServiceClient: Sendable {
 
     /// Fails every waiting request with `.closed` and closes the shared socket.
     public func close() async {
-        let (socket, routes, waiters) = state.withLock { state in
+        let (socket, reader, routes, waiters) = state.withLock { state in
             state.closed = true
             defer {
                 state.socket = nil
                 state.routes = [:]
                 state.openWaiters = []
             }
-            return (state.socket, Array(state.routes.values), state.openWaiters)
+            return (state.socket, state.reader, Array(state.routes.values), state.openWaiters)
         }
         for route in routes { route.fail(.closed) }
         for waiter in waiters { waiter.resume(throwing: ServiceClientError.closed) }
+        reader?.cancel()
         await socket?.close()
-    }
-}
-
-/// A request's replies, yielded as they come: each PARTIAL, then the FINAL. The request is sent
-/// when iteration starts and runs in the iterating task; a final error ends the sequence with a
-/// `ServiceClientError`.
-public struct ServiceReplies: AsyncSequence, Sendable {
-    public typealias Element = ServiceReply
-
-    let client: ServiceClient
-    let service: String
-    let operation: String
-    let content: Data
-    let timeout: Duration
-    let idempotent: Bool
-
-    public func makeAsyncIterator() -> Iterator {
-        Iterator(
-            request: PendingRequest(
-                client: client, service: service, operation: operation, content: content, timeout: timeout, idempotent: idempotent))
-    }
-
-    public struct Iterator: AsyncIteratorProtocol {
-        let request: PendingRequest
-
-        public mutating func next() async throws -> ServiceReply? {
-            try await request.next()
-        }
-    }
-}
-
-/// Where the replies of one request go: filled by whichever task reads them, emptied by the
-/// request's own task.
-final class ReplyRoute: Sendable {
-    let service: String
-    private let mail = Mutex(Mail())
-
-    private struct Mail {
-        var replies: [ServiceReply] = []
-        var failure: ServiceClientError?
-        var finished = false
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-
-    /// What the request's task takes out.
-    enum Taken {
-        case reply(ServiceReply)
-        case failure(ServiceClientError)
-    }
-
-    init(service: String) {
-        self.service = service
-    }
-
-    /// Delivers one reply; returns true if it was the final one.
-    @discardableResult
-    func deliver(_ reply: ServiceReply) -> Bool {
-        let waiter = mail.withLock { mail -> CheckedContinuation<Void, Never>?? in
-            guard !mail.finished else { return .none }
-            if reply.final { mail.finished = true }
-            mail.replies.append(reply)
-            defer { mail.waiter = nil }
-            return .some(mail.waiter)
-        }
-        guard let waiter else { return false }
-        waiter?.resume()
-        return reply.final
-    }
-
-    func fail(_ error: ServiceClientError) {
-        let waiter = mail.withLock { mail -> CheckedContinuation<Void, Never>?? in
-            guard !mail.finished else { return .none }
-            mail.finished = true
-            mail.failure = error
-            defer { mail.waiter = nil }
-            return .some(mail.waiter)
-        }
-        waiter??.resume()
-    }
-
-    var isFinished: Bool { mail.withLock { $0.finished } }
-    var hasMail: Bool { mail.withLock { !$0.replies.isEmpty || $0.failure != nil } }
-
-    /// The next reply in order, then the failure if there is one.
-    func take() -> Taken? {
-        mail.withLock { mail -> Taken? in
-            if !mail.replies.isEmpty { return .reply(mail.replies.removeFirst()) }
-            return mail.failure.map { .failure($0) }
-        }
-    }
-
-    /// Returns when there is something to take, or the task is cancelled.
-    func waitForMail() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = mail.withLock { mail -> Bool in
-                    if !mail.replies.isEmpty || mail.failure != nil || Task.isCancelled { return true }
-                    mail.waiter = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = mail.withLock { mail -> CheckedContinuation<Void, Never>? in
-                defer { mail.waiter = nil }
-                return mail.waiter
-            }
-            waiter?.resume()
-        }
-    }
-}
-
-/// One request in flight: carries out what its `LazyPirate` says, in the task that asks for
-/// its next reply. Dropping it abandons the request.
-final class PendingRequest {
-    private let client: ServiceClient
-    private let service: String
-    private let operation: String
-    private let timeout: Duration
-    private let idempotent: Bool
-    private let route: ReplyRoute
-    /// The request's frames and id, or why it cannot be sent.
-    private let prepared: Result<(frames: [Data], id: String), ServiceClientError>
-    private var pirate: LazyPirate?
-    private var shared: AsyncSocket?
-    private var done = false
-
-    init(client: ServiceClient, service: String, operation: String, content: Data, timeout: Duration, idempotent: Bool) {
-        self.client = client
-        self.service = service
-        self.operation = operation
-        self.timeout = timeout
-        self.idempotent = idempotent
-        route = ReplyRoute(service: service)
-        let header = RequestHeader(
-            operation: operation, timeoutMilliseconds: max(1, timeout.wholeMilliseconds), idempotent: idempotent ? true : nil)
-        prepared = Result { () throws(ServiceClientError) -> (frames: [Data], id: String) in
-            do {
-                try header.validate()
-            } catch {
-                throw .protocolViolation("the request itself is invalid: \(error)")
-            }
-            do {
-                let body = try ServiceBody.requestBody(header, content: content)
-                return (Majordomo.clientRequest(.v02, service: service, body: body), header.requestID)
-            } catch {
-                throw .protocolViolation("the request could not be encoded: \(error)")
-            }
-        }
-    }
-
-    deinit {
-        if case .success(let request) = prepared { client.forget(request.id) }
-    }
-
-    /// The next reply (PARTIALs, then the FINAL), nil after the FINAL.
-    func next() async throws(ServiceClientError) -> ServiceReply? {
-        guard !done else { return nil }
-        do {
-            let reply = try await nextReply()
-            if reply.final { finish() }
-            return reply
-        } catch {
-            finish()
-            throw error
-        }
-    }
-
-    private func finish() {
-        done = true
-        pirate?.finished()
-        if case .success(let request) = prepared { client.forget(request.id) }
-    }
-
-    private func nextReply() async throws(ServiceClientError) -> ServiceReply {
-        let (frames, id) = try prepared.get()
-        var pirate =
-            self.pirate
-            ?? LazyPirate(timeout: timeout, attemptTimeout: client.settings.attemptTimeout, idempotent: idempotent, now: .now)
-        defer { self.pirate = pirate }
-        while true {
-            switch route.take() {
-            case .reply(let reply):
-                guard reply.final else {
-                    pirate.partial()
-                    return reply
-                }
-                return try Self.outcome(of: reply, service: service)
-            case .failure(let error):
-                throw error
-            case nil:
-                break
-            }
-            if Task.isCancelled { throw .closed }
-            switch pirate.next(now: .now) {
-            case .sendOnSharedSocket(let until):
-                let socket = try await client.sendShared(frames, id: id, route: route)
-                shared = socket
-                await client.awaitShared(route, on: socket, until: until)
-            case .wait(let until):
-                // Only the shared socket's attempt is waited on across calls: a fresh socket's
-                // attempt is read through before its replies are handed out.
-                if let shared {
-                    await client.awaitShared(route, on: shared, until: until)
-                } else {
-                    try? await Task.sleep(until: until, clock: .continuous)
-                }
-            case .resendOnFreshSocket(let until):
-                client.forget(id)
-                shared = nil
-                try await client.attemptOnFreshSocket(frames, id: id, route: route, until: until)
-            case .timedOut:
-                throw .timeout(service: service, operation: operation, after: timeout)
-            case .finished:
-                throw .protocolViolation("the reply stream ended without a final reply")
-            }
-        }
-    }
-
-    /// A final reply as the caller sees it: itself when it succeeded, else its error.
-    static func outcome(of reply: ServiceReply, service: String) throws(ServiceClientError) -> ServiceReply {
-        if (200...299).contains(reply.status) { return reply }
-        if reply.status == ServiceStatus.unavailable && reply.header.error?.code == "no-worker" {
-            throw .noSuchService(service)
-        }
-        throw .serviceError(status: reply.status, reply.header.error ?? ServiceFailure(code: "unknown", message: "status \(reply.status)"))
     }
 }
 

@@ -15,16 +15,19 @@ struct BrokerCommand: AsyncParsableCommand {
         commandName: "switchboard-broker",
         abstract: "The Switchboard broker: durable event journal, live fan-out and replay.",
         discussion: """
-            Settings come from, in rising order: defaults, a JSON file (--config FILE or
-            SWITCHBOARD_CONFIG; its "broker" section, or the whole file when it has no
-            sections), environment variables, flags. Each option below is a key: --groups-ack-wait
-            is groups.ack_wait, {"broker": {"groups": {"ack_wait": "30s"}}} in the file and
+            Settings come from, in rising order: defaults, a JSON file (--config FILE
+            or SWITCHBOARD_CONFIG; its "broker" section, or the whole file when it
+            has no sections), environment variables, flags. Each option below is a
+            key: --groups-ack-wait is groups.ack_wait,
+            {"broker": {"groups": {"ack_wait": "30s"}}} in the file and
             SWITCHBOARD_BROKER_GROUPS_ACK_WAIT in the environment (SWITCHBOARD_ADMIN,
             SWITCHBOARD_LOG_FORMAT and SWITCHBOARD_LOG_LEVEL below the broker's own).
             Durations are written 500ms, 30s, 2m, 12h, 7d; sizes 512KB, 1MB, 8GB.
-            Without CURVE (--insecure) every endpoint must be loopback, ipc or inproc: anything
-            else is refused at start. Bind to every interface with tcp://0.0.0.0:PORT, to one
-            with tcp://eth0:PORT or its address.
+
+            Without CURVE (--insecure) every endpoint must be loopback, ipc or
+            inproc: anything else is refused at start. Bind to every interface with
+            tcp://0.0.0.0:PORT, to one with tcp://eth0:PORT or its address.
+
             SIGTERM or SIGINT stops it gracefully: every acknowledged event is on disk.
             """, version: SwitchboardVersion.current)
 
