@@ -311,7 +311,10 @@ struct ToolTests {
         ) {
             attempt += 1
             let sites = try programs.start("switchboard-kiosk", ["sites"], log: "sites\(attempt).log", environment: kioskKey)
-            return await sites.waitForExit(timeout: .seconds(30)) == 0 && programs.read("sites\(attempt).log").contains("site 101")
+            let status = await sites.waitForExit(timeout: .seconds(30))
+            // An attempt that did not end is stopped, never left behind.
+            if status == nil { _ = await sites.stop(grace: .seconds(2)) }
+            return status == 0 && programs.read("sites\(attempt).log").contains("site 101")
         }
         let checkin = try programs.start(
             "switchboard-kiosk",
