@@ -56,7 +56,10 @@ public enum ServiceReadiness {
         /// task.
         /// - Returns: whether the message was sent.
         @discardableResult
-        public func notify(_ states: State...) -> Bool {
+        public func notify(_ states: State...) -> Bool { notify(states) }
+
+        @discardableResult
+        func notify(_ states: [State]) -> Bool {
             guard let socket else { return false }
             do {
                 try ServiceReadiness.send(states, to: socket)
@@ -70,14 +73,7 @@ public enum ServiceReadiness {
     /// `Notifier(environment:).notify(states)`, for a program that says it once.
     @discardableResult
     public static func notify(_ states: State..., environment: [String: String]) -> Bool {
-        let notifier = Notifier(environment: environment)
-        guard let socket = notifier.socket else { return false }
-        do {
-            try send(states, to: socket)
-            return true
-        } catch {
-            return false
-        }
+        Notifier(environment: environment).notify(states)
     }
 
     /// Sends `states` as one datagram to the socket `name`: an absolute path, or a name in Linux's

@@ -305,7 +305,9 @@ struct ServiceTests {
         let port = try freePort()
         let configure: (inout BrokerConfiguration) -> Void = { configuration in
             configuration.serviceEndpoint = "tcp://127.0.0.1:\(port)"
-            configuration.serviceHeartbeat = .milliseconds(100)
+            // The suite's 500 ms × 10, as `broker()` has: with 100 ms the broker gave the worker up
+            // after 1 s without its (500 ms) HEARTBEAT, which a loaded machine exceeds.
+            configuration.serviceHeartbeat = .milliseconds(500)
             configuration.serviceLiveness = 10
         }
         let first = try await BrokerFixture.start(directory: directory, configure)

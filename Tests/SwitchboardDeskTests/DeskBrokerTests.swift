@@ -136,24 +136,16 @@ struct DeskBrokerTests {
 
     @Test("the roster: participants.list paged from a real worker, then searched with the broker stopped; a missing operation fails softly")
     func roster() async throws {
-        let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceHeartbeat = .milliseconds(500)
-            configuration.serviceLiveness = 10
-        }
-        defer { fixture.directory.remove() }
-        let harness = try DeskHarness(directory: fixture.directory)
+        let rig = try await ETOServiceRig.start()
+        defer { rig.fixture.directory.remove() }
+        let harness = try DeskHarness(directory: rig.fixture.directory)
         let people = (1...7).map {
             RosterPerson(
                 participantID: Int64(1000 + $0), firstName: ["Zoë", "Émile", "Ida"][$0 % 3], lastName: "Person\($0)",
                 dateOfBirth: "1980-01-0\($0)")
         }
         let requests = LogCapture()
-        var workerSettings = ServiceWorker.Settings()
-        workerSettings.heartbeat = .milliseconds(500)
-        workerSettings.liveness = 10
-        let worker = ServiceWorker(
-            service: "eto", io: fixture.io, endpoint: fixture.endpoints.service, settings: workerSettings, logger: Self.quiet
-        ) {
+        let (worker, workerTask) = rig.worker {
             request, _ in
             guard request.operation == "participants.list" else { throw ServiceError.unknownOperation(request.operation) }
             let object = try JSONSerialization.jsonObject(with: request.content) as? [String: Any] ?? [:]
@@ -173,12 +165,11 @@ struct DeskBrokerTests {
             if since == nil && after + 3 < people.count { reply["next"] = String(after + 3) }
             return try JSONSerialization.data(withJSONObject: reply)
         }
-        let workerTask = Task { try await worker.run() }
-        let client = ServiceClient(io: fixture.io, endpoint: fixture.endpoints.service, logger: Self.quiet)
+        let client = rig.client
         let roster = DeskRoster(
             client: client, store: harness.store, status: harness.status, siteID: 101, programID: 793, interval: .seconds(60),
             logger: harness.capture.logger)
-        try await waitUntil("the eto worker is alive", timeout: .seconds(20)) { (try? await client.isAlive("eto")) == true }
+        try await rig.waitAlive()
         #expect(try await roster.refresh() == 7)
         #expect(try await roster.refresh() == 0)
         #expect(
@@ -188,8 +179,7 @@ struct DeskBrokerTests {
             ])
         worker.stop()
         _ = try? await workerTask.value
-        await client.close()
-        await fixture.stop(remove: false)
+        await rig.stop()
         // Offline: the kept roster answers.
         #expect(try await harness.store.rosterCount() == 7)
         #expect(try await harness.store.search(name: "zoe", dateOfBirth: nil).count == 2)
@@ -204,18 +194,10 @@ struct DeskBrokerTests {
 
     @Test("online, a full name also asks eto's participants.search; its matches join the results and the roster, and check in by id")
     func liveSearch() async throws {
-        let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceHeartbeat = .milliseconds(500)
-            configuration.serviceLiveness = 10
-        }
-        defer { fixture.directory.remove() }
-        let harness = try DeskHarness(directory: fixture.directory)
-        var workerSettings = ServiceWorker.Settings()
-        workerSettings.heartbeat = .milliseconds(500)
-        workerSettings.liveness = 10
-        let worker = ServiceWorker(
-            service: "eto", io: fixture.io, endpoint: fixture.endpoints.service, settings: workerSettings, logger: Self.quiet
-        ) { request, _ in
+        let rig = try await ETOServiceRig.start()
+        defer { rig.fixture.directory.remove() }
+        let harness = try DeskHarness(directory: rig.fixture.directory)
+        let (worker, workerTask) = rig.worker { request, _ in
             guard request.operation == "participants.search" else { throw ServiceError.unknownOperation(request.operation) }
             let query = try JSONDecoder().decode(ETOServiceContent.SearchQuery.self, from: request.content)
             guard query.firstName == "Ruth", query.lastName == "Ng", query.siteID == 101, query.programID == 793 else {
@@ -224,9 +206,8 @@ struct DeskBrokerTests {
             return Data(
                 #"{"participants":[{"participant_id":2001,"first_name":"Ruth","last_name":"Ng","date_of_birth":"1961-12-01"}]}"#.utf8)
         }
-        let workerTask = Task { try await worker.run() }
-        let client = ServiceClient(io: fixture.io, endpoint: fixture.endpoints.service, logger: Self.quiet)
-        try await waitUntil("the eto worker is alive", timeout: .seconds(20)) { (try? await client.isAlive("eto")) == true }
+        let client = rig.client
+        try await rig.waitAlive()
         let lookup = ETOLookup(client: client)
         try await harness.run(liveSearch: { query in try? await lookup.search(query, timeout: .seconds(2)) }) { desk in
             let csrf = try await desk.signIn()
@@ -243,30 +224,20 @@ struct DeskBrokerTests {
             #expect(offline.body.contains("ETO did not answer; these are from the roster kept on this desk."))
             #expect(offline.body.contains("ETO #2001"))
         }
-        await client.close()
-        await fixture.stop(remove: false)
+        await rig.stop()
         #expect(harness.leaks(["Ruth", "1961-12-01"]).isEmpty)
     }
 
     @Test("the roster while participants.list is missing: one warning, the reason on the page, nothing thrown")
     func rosterMissingOperation() async throws {
-        let fixture = try await BrokerFixture.start { configuration in
-            configuration.serviceHeartbeat = .milliseconds(500)
-            configuration.serviceLiveness = 10
-        }
-        defer { fixture.directory.remove() }
-        let harness = try DeskHarness(directory: fixture.directory)
-        var workerSettings = ServiceWorker.Settings()
-        workerSettings.heartbeat = .milliseconds(500)
-        workerSettings.liveness = 10
-        let worker = ServiceWorker(
-            service: "eto", io: fixture.io, endpoint: fixture.endpoints.service, settings: workerSettings, logger: Self.quiet
-        ) {
+        let rig = try await ETOServiceRig.start()
+        defer { rig.fixture.directory.remove() }
+        let harness = try DeskHarness(directory: rig.fixture.directory)
+        let (worker, workerTask) = rig.worker {
             request, _ in throw ServiceError.unknownOperation(request.operation)
         }
-        let workerTask = Task { try await worker.run() }
-        let client = ServiceClient(io: fixture.io, endpoint: fixture.endpoints.service, logger: Self.quiet)
-        try await waitUntil("the eto worker is alive", timeout: .seconds(20)) { (try? await client.isAlive("eto")) == true }
+        let client = rig.client
+        try await rig.waitAlive()
         let roster = DeskRoster(
             client: client, store: harness.store, status: harness.status, siteID: 101, programID: 793, interval: .milliseconds(200),
             logger: harness.capture.logger)
@@ -280,6 +251,42 @@ struct DeskBrokerTests {
         #expect(harness.capture.lines(containing: ["roster: refresh failed"]).count == 1)
         worker.stop()
         _ = try? await workerTask.value
+        await rig.stop()
+    }
+}
+
+/// What the roster and live-search tests share: a broker whose service plane lets a loaded
+/// machine miss ten heartbeats, one `eto` ServiceWorker (made by `worker(_:)`), and a client.
+struct ETOServiceRig {
+    let fixture: BrokerFixture
+    let client: ServiceClient
+
+    static func start() async throws -> ETOServiceRig {
+        let fixture = try await BrokerFixture.start { configuration in
+            configuration.serviceHeartbeat = .milliseconds(500)
+            configuration.serviceLiveness = 10
+        }
+        let client = ServiceClient(io: fixture.io, endpoint: fixture.endpoints.service, logger: DeskBrokerTests.quiet)
+        return ETOServiceRig(fixture: fixture, client: client)
+    }
+
+    /// Starts the `eto` worker answering with `handler`, on the same heartbeat as the broker.
+    func worker(_ handler: @escaping ServiceWorker.Handler) -> (ServiceWorker, Task<Void, any Error>) {
+        var settings = ServiceWorker.Settings()
+        settings.heartbeat = .milliseconds(500)
+        settings.liveness = 10
+        let worker = ServiceWorker(
+            service: "eto", io: fixture.io, endpoint: fixture.endpoints.service, settings: settings, logger: DeskBrokerTests.quiet,
+            handler: handler)
+        return (worker, Task { try await worker.run() })
+    }
+
+    /// The broker knows the worker: asked over MMI, as only the broker can tell.
+    func waitAlive() async throws {
+        try await waitUntil("the eto worker is alive", timeout: .seconds(20)) { (try? await client.isAlive("eto")) == true }
+    }
+
+    func stop() async {
         await client.close()
         await fixture.stop(remove: false)
     }
