@@ -65,10 +65,14 @@ public final class IOThread: Service, Sendable {
     /// Makes a socket on the I/O thread and runs `configure` there (set options, bind, connect).
     /// - Parameter inboxCapacity: received messages held for the caller before the thread stops
     ///   reading this socket.
+    /// - Parameter sendTimeout: how long `send(_:)` waits for a peer to take a message before it
+    ///   throws (nil: as long as it takes). A client whose broker may refuse its key needs one:
+    ///   see `AsyncSocket.send(_:timeout:)`.
     public func open(
         _ type: SocketType,
         linger: Int32 = 1000,
         inboxCapacity: Int = 1024,
+        sendTimeout: Duration? = nil,
         configure: @escaping @Sendable (Socket) throws -> Void = { _ in }
     ) async throws -> AsyncSocket {
         let id = shared.withLock { state -> Int in
@@ -84,7 +88,7 @@ public final class IOThread: Service, Sendable {
             _ = shared.withLock { $0.inboxes.removeValue(forKey: id) }
             throw error
         }
-        return AsyncSocket(id: id, thread: self)
+        return AsyncSocket(id: id, thread: self, sendTimeout: sendTimeout)
     }
 
     /// Closes every socket, fails every waiting call, and stops the thread; returns when it has
@@ -177,11 +181,23 @@ public final class IOThread: Service, Sendable {
         case open(
             id: Int, type: SocketType, linger: Int32, configure: @Sendable (Socket) throws -> Void,
             done: CheckedContinuation<Void, any Error>)
-        case send(id: Int, sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)
+        case send(id: Int, sendID: Int, frames: [Data], deadline: ContinuousClock.Instant?, done: CheckedContinuation<Void, any Error>)
         case cancelSend(id: Int, sendID: Int)
         case perform(id: Int, body: @Sendable (Socket?) -> Void)
         case close(id: Int, done: CheckedContinuation<Void, Never>)
     }
+
+    /// A send waiting for the socket to take it; one with a deadline is withdrawn when it
+    /// passes (the loop's poll wakes up for the earliest one).
+    fileprivate struct PendingSend {
+        var sendID: Int
+        var frames: [Data]
+        var deadline: ContinuousClock.Instant?
+        var done: CheckedContinuation<Void, any Error>
+    }
+
+    /// How a send with a deadline that no peer took ends inside the I/O thread.
+    fileprivate struct SendTimedOut: Error {}
 
     fileprivate func post(_ command: Command) {
         let accepted = shared.withLock { state -> Bool in
@@ -201,7 +217,7 @@ public final class IOThread: Service, Sendable {
         let error = ZMQError(errno: 0, message: "the I/O thread has shut down", operation: "io-thread")
         switch command {
         case .open(_, _, _, _, let done): done.resume(throwing: error)
-        case .send(_, _, _, let done): done.resume(throwing: error)
+        case .send(_, _, _, _, let done): done.resume(throwing: error)
         case .cancelSend: break
         case .perform(_, let body): body(nil)
         case .close(_, let done): done.resume()
@@ -210,7 +226,7 @@ public final class IOThread: Service, Sendable {
 
     // MARK: Calls from AsyncSocket
 
-    fileprivate func send(id: Int, frames: [Data]) async throws {
+    fileprivate func send(id: Int, frames: [Data], deadline: ContinuousClock.Instant? = nil) async throws {
         let sendID = shared.withLock { state -> Int in
             state.nextWaiterID += 1
             return state.nextWaiterID
@@ -231,14 +247,14 @@ public final class IOThread: Service, Sendable {
                 let outcome = shared.withLock { state -> Outcome in
                     if state.cancelledSends.remove(sendID) != nil { return .cancelled }
                     guard !state.stopping else { return .refused }
-                    state.commands.append(.send(id: id, sendID: sendID, frames: frames, done: continuation))
+                    state.commands.append(.send(id: id, sendID: sendID, frames: frames, deadline: deadline, done: continuation))
                     state.postedSends.insert(sendID)
                     return .posted
                 }
                 switch outcome {
                 case .posted: wakeUp.signal()
                 case .cancelled: continuation.resume(throwing: CancellationError())
-                case .refused: Self.refuse(.send(id: id, sendID: sendID, frames: frames, done: continuation))
+                case .refused: Self.refuse(.send(id: id, sendID: sendID, frames: frames, deadline: deadline, done: continuation))
                 }
             }
         } onCancel: {
@@ -355,7 +371,9 @@ public final class IOThread: Service, Sendable {
     private final class Loop {
         unowned let owner: IOThread
         var sockets: [Int: Socket] = [:]
-        var pendingSends: [Int: RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>] = [:]
+        var pendingSends: [Int: RingBuffer<PendingSend>] = [:]
+        /// At least how many pending sends have a deadline (recounted by `earliestSendDeadline`).
+        var timedSends = 0
         let poller = Poller()
         /// Messages read per socket per wake-up, so one busy socket cannot starve the others.
         let readBatch = 256
@@ -389,7 +407,8 @@ public final class IOThread: Service, Sendable {
                     order.append(id)
                 }
                 var timeout = -1
-                if let earliest {
+                let sendDeadline = earliestSendDeadline()
+                if let earliest = [earliest, sendDeadline].compactMap({ $0 }).min() {
                     // Rounded up, so the wait never ends just before the deadline.
                     let (seconds, attoseconds) = (earliest - .now).components
                     timeout = max(0, Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
@@ -408,6 +427,42 @@ public final class IOThread: Service, Sendable {
                     if ready.contains(.readable) { read(id) }
                 }
                 if earliest != nil { expireWaiters() }
+                if sendDeadline != nil { expireSends() }
+            }
+        }
+
+        /// The earliest deadline of a send still waiting, if any has one.
+        ///
+        /// Scans only while `timedSends` says some may wait, and recounts them as it goes: sends
+        /// without a deadline (the common case) cost nothing here.
+        func earliestSendDeadline() -> ContinuousClock.Instant? {
+            guard timedSends > 0 else { return nil }
+            var earliest: ContinuousClock.Instant?
+            var count = 0
+            for queue in pendingSends.values {
+                for entry in queue.elements {
+                    guard let deadline = entry.deadline else { continue }
+                    count += 1
+                    if earliest.map({ deadline < $0 }) ?? true { earliest = deadline }
+                }
+            }
+            timedSends = count
+            return earliest
+        }
+
+        /// Withdraws every waiting send whose deadline has passed: no peer took it in time.
+        func expireSends() {
+            let now = ContinuousClock.now
+            for (id, var queue) in pendingSends {
+                var expired: [CheckedContinuation<Void, any Error>] = []
+                queue.removeAll { entry in
+                    guard let deadline = entry.deadline, deadline <= now else { return false }
+                    expired.append(entry.done)
+                    return true
+                }
+                guard !expired.isEmpty else { continue }
+                pendingSends[id] = queue.isEmpty ? nil : queue
+                for done in expired { done.resume(throwing: SendTimedOut()) }
             }
         }
 
@@ -456,16 +511,18 @@ public final class IOThread: Service, Sendable {
                 } catch {
                     done.resume(throwing: error)
                 }
-            case .send(let id, let sendID, let frames, let done):
+            case .send(let id, let sendID, let frames, let deadline, let done):
                 guard sockets[id] != nil else {
                     done.resume(throwing: ZMQError(errno: 0, message: "socket is closed", operation: "send"))
                     return
                 }
-                pendingSends[id, default: RingBuffer(capacity: 16)].append((sendID, frames, done))
+                pendingSends[id, default: RingBuffer(capacity: 16)].append(
+                    PendingSend(sendID: sendID, frames: frames, deadline: deadline, done: done))
+                if deadline != nil { timedSends += 1 }
             case .cancelSend(let id, let sendID):
                 // Withdraws the send if it still waits; if it went out already, nothing to do.
                 guard var queue = pendingSends[id] else { return }
-                var kept = RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>(capacity: queue.count)
+                var kept = RingBuffer<PendingSend>(capacity: queue.count)
                 while let entry = queue.popFirst() {
                     if entry.sendID == sendID {
                         entry.done.resume(throwing: CancellationError())
@@ -491,7 +548,7 @@ public final class IOThread: Service, Sendable {
                         entry.done.resume()
                     } else {
                         // Full: put it back at the front by rebuilding (rare path).
-                        var rebuilt = RingBuffer<(sendID: Int, frames: [Data], done: CheckedContinuation<Void, any Error>)>(
+                        var rebuilt = RingBuffer<PendingSend>(
                             capacity: queue.count + 1)
                         rebuilt.append(entry)
                         while let rest = queue.popFirst() { rebuilt.append(rest) }
@@ -582,6 +639,8 @@ public final class IOThread: Service, Sendable {
 public struct AsyncSocket: Sendable, Hashable {
     let id: Int
     let thread: IOThread
+    /// How long `send(_:)` waits for a peer to take a message (nil: as long as it takes).
+    public let sendTimeout: Duration?
 
     public static func == (lhs: AsyncSocket, rhs: AsyncSocket) -> Bool {
         lhs.id == rhs.id && lhs.thread === rhs.thread
@@ -590,10 +649,34 @@ public struct AsyncSocket: Sendable, Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
     /// Sends a multipart message; returns once libzmq has queued it. Suspends (without blocking a
-    /// thread) while the socket is at its high-water mark. Cancelling a send that has not been
-    /// queued yet withdraws it.
+    /// thread) while the socket is at its high-water mark or has no peer to take it. Cancelling a
+    /// send that has not been queued yet withdraws it.
+    ///
+    /// On a socket opened with a `sendTimeout`, a message no peer takes within it is withdrawn
+    /// and the send throws a `ZMQError` whose `isWouldBlock` is true (ZMQ_SNDTIMEO's meaning).
     public func send(_ frames: [Data]) async throws {
-        try await thread.send(id: id, frames: frames)
+        guard let sendTimeout else { return try await thread.send(id: id, frames: frames) }
+        guard try await send(frames, timeout: sendTimeout) else {
+            throw ZMQError(
+                errno: EAGAIN, message: "no peer took the message within \(sendTimeout) (no live connection)", operation: "send")
+        }
+    }
+
+    /// Sends a multipart message unless no peer takes it within `timeout`: returns true once
+    /// libzmq has queued it, false when the time ran out first (the message is withdrawn, never
+    /// sent later).
+    ///
+    /// Use it where the peer may be gone for good. libzmq drops a connection whose handshake
+    /// failed (a CURVE key the server refused) and does not reconnect it, so a DEALER that had
+    /// only that connection never becomes writable again: a plain `send` would wait forever,
+    /// and only a fresh socket connects again.
+    public func send(_ frames: [Data], timeout: Duration) async throws -> Bool {
+        do {
+            try await thread.send(id: id, frames: frames, deadline: .now + timeout)
+            return true
+        } catch is IOThread.SendTimedOut {
+            return false
+        }
     }
 
     /// Receives the next message, suspending until one arrives. Cancellable.

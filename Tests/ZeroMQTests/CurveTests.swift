@@ -116,3 +116,60 @@ struct CurveTests {
         router.close()
     }
 }
+
+@Suite("A refused CURVE client")
+struct RefusedClientTests {
+    @Test(
+        "once the server has refused its key, a socket never becomes writable again: send(timeout:) gives up, and a fresh socket gets in once the key is allowed"
+    )
+    func refusedSocketStaysShut() async throws {
+        let context = try Context()
+        let io = try IOThread(context: context)
+        let server = try CurveKeyPair.generate()
+        let client = try CurveKeyPair.generate()
+        let allowed = Mutex(false)
+        let zap = try ZAPHandler.start(context: context) { _ in
+            allowed.withLock { $0 } ? .allow(userID: "kiosk:riverside-1", metadata: [:]) : .deny(reason: "unknown key")
+        }
+        defer { zap.stop() }
+        let router = try await io.open(.router, linger: 0) { socket in
+            try socket.set([.curveServer(true), .curveSecretKey(server.secretKey), .zapDomain("switchboard")])
+            try socket.bind("tcp://127.0.0.1:*")
+        }
+        let endpoint = try await router.perform { try $0.lastEndpoint() }
+        let clientOptions: [SocketOption] = [
+            .curveServerKey(server.publicKey), .curvePublicKey(client.publicKey), .curveSecretKey(client.secretKey),
+        ]
+        // The client's monitor is connected before the client connects, so no event is missed.
+        let refused = try await io.open(.dealer, linger: 0) { socket in
+            try socket.set(clientOptions)
+            try socket.startMonitor(endpoint: "inproc://mon-refused-client")
+        }
+        let monitor = try await io.open(.pair, linger: 0) { try $0.connect("inproc://mon-refused-client") }
+        try await refused.perform { try $0.connect(endpoint) }
+        // Before the handshake the message waits in the connection's pipe, so it is taken.
+        #expect(try await refused.send([Data(frame: "let me in")], timeout: .seconds(5)))
+        while true {
+            let event = try SocketEvent(frames: try #require(try await monitor.receive(timeout: .seconds(10))).frames)
+            if event.kind == .handshakeFailedAuth { break }
+        }
+        allowed.withLock { $0 = true }
+        // The key is allowed now, but libzmq dropped that connection for good: nothing takes
+        // the message, and the send ends instead of waiting forever.
+        #expect(try await refused.send([Data(frame: "still refused")], timeout: .milliseconds(300)) == false)
+        #expect(try await router.receive(timeout: .milliseconds(100)) == nil)
+
+        // A fresh socket handshakes again and gets in; the withdrawn message never went out.
+        let fresh = try await io.open(.dealer, linger: 0) { socket in
+            try socket.set(clientOptions)
+            try socket.connect(endpoint)
+        }
+        #expect(try await fresh.send([Data(frame: "allowed now")], timeout: .seconds(10)))
+        let message = try #require(try await router.receive(timeout: .seconds(10)))
+        #expect(message.frames.last == Data(frame: "allowed now"))
+        #expect(try await router.receive(timeout: .milliseconds(200)) == nil)
+        try await refused.perform { $0.stopMonitor() }
+        await io.shutdown()
+        await context.terminate()
+    }
+}
