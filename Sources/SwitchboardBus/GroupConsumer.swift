@@ -196,8 +196,11 @@ public final class GroupConsumer: Sendable {
     private func connectAndJoin() async throws -> (AsyncSocket, JoinedHeader) {
         let options = settings.socketOptions
         let endpoint = self.endpoint
-        // A short linger: the last settles and the LEAVE get out when the socket closes.
-        let socket = try await io.open(.dealer, linger: 200) { socket in
+        // A short linger: the last settles and the LEAVE get out when the socket closes. Sends
+        // give up after the join time: libzmq never reconnects a connection whose handshake the
+        // broker refused (a key revoked, then allowed again), so a heartbeat waiting for it would
+        // keep this loop from noticing the silence and joining again on a fresh socket.
+        let socket = try await io.open(.dealer, linger: 200, sendTimeout: settings.joinTimeout) { socket in
             try socket.set(options + [.heartbeatInterval(milliseconds: 2000), .heartbeatTimeout(milliseconds: 6000)])
             try socket.connect(endpoint)
         }

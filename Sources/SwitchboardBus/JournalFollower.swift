@@ -109,7 +109,8 @@ public final class JournalFollower {
             try socket.connect(endpoints.fanout)
         }
         do {
-            replay = try await io.open(.dealer, linger: 0, inboxCapacity: 2048) { [endpoints] socket in
+            // A FETCH that no connection takes fails instead of waiting forever (a refused key).
+            replay = try await io.open(.dealer, linger: 0, inboxCapacity: 2048, sendTimeout: fetchTimeout) { [endpoints] socket in
                 try socket.set([.receiveHighWaterMark(10_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
                 try socket.set(endpoints.socketOptions)
                 try socket.connect(endpoints.replay)

@@ -25,6 +25,9 @@ public enum ServiceClientError: Error, Sendable, Hashable, CustomStringConvertib
     case serviceError(status: Int, ServiceFailure)
     /// What came back does not follow the protocol (section 12); the text says how.
     case protocolViolation(String)
+    /// No connection to the broker took the request in all its time: the broker is down or
+    /// unreachable, or it refused this client's key (CURVE).
+    case unreachable(endpoint: String, after: Duration)
     /// The client was closed, or its I/O thread stopped.
     case closed
 
@@ -35,6 +38,8 @@ public enum ServiceClientError: Error, Sendable, Hashable, CustomStringConvertib
         case .noSuchService(let service): "no worker serves '\(service)'"
         case .serviceError(let status, let failure): "service error \(status) \(failure)"
         case .protocolViolation(let what): "protocol violation: \(what)"
+        case .unreachable(let endpoint, let after):
+            "no connection to the broker at \(endpoint) within \(after): it is down or unreachable, or it refused this program's key (is the certificate on the broker's allow-list?)"
         case .closed: "the service client is closed"
         }
     }
@@ -234,53 +239,72 @@ public final class ServiceClient: Sendable {
             return
         }
         let frames = Majordomo.clientRequest(.v02, service: service, body: body)
-        let start = ContinuousClock.now
-        let deadline = start + timeout
-        let attemptTime = idempotent ? (settings.attemptTimeout ?? timeout / 3) : timeout
         let id = header.requestID
+        var pirate = LazyPirate(timeout: timeout, attemptTimeout: settings.attemptTimeout, idempotent: idempotent, now: .now)
         defer { _ = state.withLock { $0.routes.removeValue(forKey: id) } }
-
-        // First attempt: on the shared socket.
-        do {
-            let socket = try await sharedSocket()
-            state.withLock { $0.routes[id] = route }
-            try await socket.send(frames)
-        } catch {
-            route.fail(Self.clientError(error))
-            return
-        }
-        if await route.waitFinished(until: min(deadline, start + attemptTime)) { return }
-        _ = state.withLock { $0.routes.removeValue(forKey: id) }
-        if Task.isCancelled {
-            route.fail(.closed)
-            return
-        }
-        guard idempotent, !route.partialsSeen else {
-            route.fail(.timeout(service: service, operation: operation, after: timeout))
-            return
-        }
-        // Lazy Pirate: the same request on a fresh socket, until the time is used up.
-        while ContinuousClock.now < deadline && !Task.isCancelled {
-            logger.debug("retrying on a fresh socket", metadata: ["service": "\(service)", "request_id": "\(id)"])
+        while true {
             do {
-                let answered = try await withFreshSocket { socket in
-                    try await socket.send(frames)
-                    let attemptEnd = min(deadline, ContinuousClock.now + attemptTime)
-                    while ContinuousClock.now < attemptEnd {
-                        guard let message = try await socket.receive(timeout: attemptEnd - ContinuousClock.now) else { break }
-                        if routeReply(message.frames, expecting: id, lookup: { $0 == id ? route : nil }) == true { return true }
-                        if route.progress.withLock({ $0.finished }) { return true }
+                switch pirate.next(now: .now) {
+                case .sendOnSharedSocket(let until):
+                    let socket = try await sharedSocket()
+                    state.withLock { $0.routes[id] = route }
+                    guard try await socket.send(frames, timeout: ContinuousClock.now.duration(to: until)) else {
+                        // No connection took it: this socket's connection is gone for good (a
+                        // refused key) or not up yet. The next request opens a fresh one.
+                        await retire(socket)
+                        continue
                     }
-                    return false
+                    pirate.sent()
+                    if await route.waitFinished(until: until) { pirate.finished() }
+                    _ = state.withLock { $0.routes.removeValue(forKey: id) }
+                case .sendOnFreshSocket(let until):
+                    logger.debug("sending again on a fresh socket", metadata: ["service": "\(service)", "request_id": "\(id)"])
+                    try await withFreshSocket { socket in
+                        guard try await socket.send(frames, timeout: ContinuousClock.now.duration(to: until)) else { return }
+                        pirate.sent()
+                        while ContinuousClock.now < until {
+                            guard let message = try await socket.receive(timeout: ContinuousClock.now.duration(to: until)) else { break }
+                            if routeReply(message.frames, expecting: id, lookup: { $0 == id ? route : nil }) == true { break }
+                            if route.progress.withLock({ $0.finished }) { break }
+                        }
+                    }
+                    if route.partialsSeen { pirate.partial() }
+                    if route.progress.withLock({ $0.finished }) { pirate.finished() }
+                case .finished:
+                    return
+                case .timedOut:
+                    route.fail(.timeout(service: service, operation: operation, after: timeout))
+                    return
+                case .unreachable:
+                    route.fail(.unreachable(endpoint: endpoint, after: timeout))
+                    return
                 }
-                if answered { return }
             } catch {
                 route.fail(Self.clientError(error))
                 return
             }
-            if route.partialsSeen { break }
+            if Task.isCancelled {
+                route.fail(.closed)
+                return
+            }
+            if route.partialsSeen { pirate.partial() }
         }
-        route.fail(.timeout(service: service, operation: operation, after: timeout))
+    }
+
+    /// Stops using `socket` as the shared socket (if it still is): a request that no connection
+    /// took on it means it has none, and libzmq never reconnects one whose handshake the broker
+    /// refused. Requests still waiting on it run out their attempt and go on as their rules say.
+    private func retire(_ socket: AsyncSocket) async {
+        let reader = state.withLock { state -> Task<Void, Never>? in
+            guard state.socket == socket else { return nil }
+            state.socket = nil
+            defer { state.reader = nil }
+            return state.reader
+        }
+        guard let reader else { return }
+        logger.debug("no connection to the broker took a request; the next opens a fresh socket", metadata: ["endpoint": "\(endpoint)"])
+        reader.cancel()
+        await socket.close()
     }
 
     static func clientError(_ error: any Error) -> ServiceClientError {
@@ -292,7 +316,9 @@ public final class ServiceClient: Sendable {
     /// Runs `body` on a socket of its own, closed before this returns, whichever way `body` ends.
     private func withFreshSocket<T>(_ body: (AsyncSocket) async throws -> T) async throws -> T {
         let socket = try await io.open(.dealer, linger: 0) { [endpoint, options = settings.socketOptions] in
-            try $0.set(options)
+            // IMMEDIATE: only a connection whose handshake is done takes a message, so one the
+            // broker refuses shows as `unreachable`, not as a request lost in its pipe.
+            try $0.set([.immediate(true)] + options)
             try $0.connect(endpoint)
         }
         do {
@@ -336,7 +362,7 @@ public final class ServiceClient: Sendable {
             do {
                 let socket = try await io.open(.dealer, linger: 0, inboxCapacity: 4096) {
                     [endpoint, options = settings.socketOptions] socket in
-                    try socket.set([.maxMessageSize(1 << 20)] + options)
+                    try socket.set([.maxMessageSize(1 << 20), .immediate(true)] + options)
                     try socket.connect(endpoint)
                 }
                 result = .success(socket)
@@ -370,9 +396,11 @@ public final class ServiceClient: Sendable {
             }
             _ = routeReply(message.frames, expecting: nil) { id in self.state.withLock { $0.routes[id] } }
         }
-        // The socket is gone: every request waiting on it fails now rather than at its time-out.
+        // The socket is gone: every request waiting on it fails now rather than at its time-out,
+        // unless it was retired (then they run out their attempt and go on by their rules).
         let waiting = state.withLock { state -> [Route] in
-            if state.socket == socket { state.socket = nil }
+            guard state.socket == socket else { return [] }
+            state.socket = nil
             defer { state.routes = [:] }
             return Array(state.routes.values)
         }
@@ -428,7 +456,9 @@ public final class ServiceClient: Sendable {
         let wait = timeout ?? settings.timeout
         do {
             return try await withFreshSocket { socket in
-                try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body))
+                guard try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body), timeout: wait) else {
+                    throw ServiceClientError.unreachable(endpoint: endpoint, after: wait)
+                }
                 guard let answer = try await socket.receive(timeout: wait) else {
                     throw ServiceClientError.timeout(service: service, operation: "mmi", after: wait)
                 }

@@ -170,8 +170,13 @@ public final class ServiceWorker: Sendable {
                     reconnectMax: settings.reconnectMax),
                 now: .now))
         while !stopping {
-            // A short linger lets the last DISCONNECT out before the socket closes.
-            let socket = try await io.open(.dealer, linger: 200, inboxCapacity: 64) { [endpoint, options = settings.socketOptions] socket in
+            // A short linger lets the last DISCONNECT out before the socket closes. A send no
+            // connection takes within the silence limit ends the socket: libzmq never reconnects a
+            // connection whose handshake the broker refused (a key revoked, then allowed again),
+            // and only a fresh socket gets in.
+            let socket = try await io.open(
+                .dealer, linger: 200, inboxCapacity: 64, sendTimeout: settings.heartbeat * settings.liveness
+            ) { [endpoint, options = settings.socketOptions] socket in
                 try socket.set([.maxMessageSize(1 << 20)] + options)
                 try socket.connect(endpoint)
             }
@@ -179,6 +184,12 @@ public final class ServiceWorker: Sendable {
             let ending: WorkerLiveness.Ending?
             do {
                 ending = try await serve(socket, slot: slot, liveness: liveness)
+            } catch let error as ZMQError where error.isWouldBlock {
+                logger.warning(
+                    "no connection to the broker took a message; reconnecting on a fresh socket",
+                    metadata: ["service": "\(service)", "slot": "\(slot)"])
+                noticeInput.yield(.brokerSilent(slot: slot))
+                ending = .brokerSilent
             } catch {
                 await socket.close()
                 throw error
@@ -208,7 +219,7 @@ public final class ServiceWorker: Sendable {
                     let due = liveness.withLock { $0.nextHeartbeat }
                     do { try await Task.sleep(until: due, clock: .continuous) } catch { return }
                     guard liveness.withLock({ $0.heartbeatDue(now: .now) }) else { continue }
-                    try? await socket.send(Majordomo.worker(.v02, .heartbeat))
+                    _ = try? await socket.send(Majordomo.worker(.v02, .heartbeat), timeout: self.settings.heartbeat)
                     liveness.withLock { $0.sent(now: .now) }
                 }
             }
@@ -222,7 +233,7 @@ public final class ServiceWorker: Sendable {
     private func exchange(_ socket: AsyncSocket, slot: Int, liveness: SharedLiveness) async throws -> WorkerLiveness.Ending? {
         while true {
             if stopping {
-                try? await socket.send(Majordomo.worker(.v02, .disconnect))
+                _ = try? await socket.send(Majordomo.worker(.v02, .disconnect), timeout: settings.heartbeat)
                 return nil
             }
             let now = ContinuousClock.now
@@ -232,7 +243,7 @@ public final class ServiceWorker: Sendable {
                 noticeInput.yield(.brokerSilent(slot: slot))
                 // If the broker is alive after all, this lets it hand our request (if any) over
                 // at once instead of waiting for our heartbeats to stop.
-                try? await socket.send(Majordomo.worker(.v02, .disconnect))
+                _ = try? await socket.send(Majordomo.worker(.v02, .disconnect), timeout: settings.heartbeat)
                 return .brokerSilent
             }
             // `stop()` only sets a flag: it is looked at four times a second.

@@ -132,17 +132,18 @@ public struct DeskJourney: Service {
         var failing = false
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             if socket == nil {
-                socket = try? await io.open(.dealer, linger: 0, inboxCapacity: 2048) { [endpoint, socketOptions] socket in
+                socket = try? await io.open(.dealer, linger: 0, inboxCapacity: 2048, sendTimeout: .seconds(3)) {
+                    [endpoint, socketOptions] socket in
                     try socket.set([.receiveHighWaterMark(10_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
                     try socket.set(socketOptions)
                     try socket.connect(endpoint)
                 }
             }
             var more = false
-            if let socket {
+            if let open = socket {
                 let from = through + 1
                 let fetched =
-                    (try? await cancelWhenGracefulShutdown { () async throws -> Fetched in await fetch(socket, from: from) })
+                    (try? await cancelWhenGracefulShutdown { () async throws -> Fetched in await fetch(open, from: from) })
                     ?? .failed("stopping")
                 if Task.isShuttingDownGracefully || Task.isCancelled { break }
                 switch fetched {
@@ -165,6 +166,11 @@ public struct DeskJourney: Service {
                 case .failed(let reason):
                     if !failing { logger.warning("journey: the broker's replay does not answer", metadata: ["reason": "\(reason)"]) }
                     failing = true
+                    // The next round asks on a fresh socket: a late answer to this FETCH cannot be
+                    // taken for the next one's, and a connection the broker refused (libzmq never
+                    // reconnects it) is left behind.
+                    await open.close()
+                    socket = nil
                     if status.journeyReachable != false { status.changed() }
                     status.journey(reachable: false)
                 }

@@ -184,3 +184,87 @@ struct MemberSessionTests {
         #expect(holding.map(\.busSeq) == Array(1...Int64(JoinHeader.maximumHolding)))
     }
 }
+
+@Suite("Lazy Pirate")
+struct LazyPirateTests {
+    @Test("an idempotent request is sent on the shared socket, then again on fresh sockets a third of its time apart, then times out")
+    func idempotentRetries() {
+        var pirate = LazyPirate(timeout: .milliseconds(900), attemptTimeout: nil, idempotent: true, now: t0)
+        #expect(pirate.next(now: t0) == .sendOnSharedSocket(until: at(300)))
+        pirate.sent()
+        #expect(pirate.next(now: at(300)) == .sendOnFreshSocket(until: at(600)))
+        pirate.sent()
+        #expect(pirate.next(now: at(600)) == .sendOnFreshSocket(until: at(900)))
+        pirate.sent()
+        #expect(pirate.next(now: at(900)) == .timedOut)
+        #expect(pirate.attempts == 3)
+    }
+
+    @Test("no attempt runs past the deadline, whatever the attempt time")
+    func attemptsStopAtTheDeadline() {
+        var pirate = LazyPirate(timeout: .milliseconds(500), attemptTimeout: .milliseconds(400), idempotent: true, now: t0)
+        #expect(pirate.next(now: t0) == .sendOnSharedSocket(until: at(400)))
+        pirate.sent()
+        #expect(pirate.next(now: at(400)) == .sendOnFreshSocket(until: at(500)))
+        var long = LazyPirate(timeout: .milliseconds(500), attemptTimeout: .seconds(9), idempotent: true, now: t0)
+        #expect(long.next(now: t0) == .sendOnSharedSocket(until: at(500)))
+    }
+
+    @Test("a request that went out and is not idempotent gets one attempt of its whole time")
+    func notIdempotentOnce() {
+        var pirate = LazyPirate(timeout: .milliseconds(900), attemptTimeout: .milliseconds(100), idempotent: false, now: t0)
+        #expect(pirate.next(now: t0) == .sendOnSharedSocket(until: at(900)))
+        pirate.sent()
+        #expect(pirate.next(now: at(900)) == .timedOut)
+    }
+
+    @Test("after a PARTIAL a stream is never sent again: the caller would see replies twice")
+    func noResendAfterPartial() {
+        var pirate = LazyPirate(timeout: .milliseconds(900), attemptTimeout: nil, idempotent: true, now: t0)
+        _ = pirate.next(now: t0)
+        pirate.sent()
+        pirate.partial()
+        #expect(pirate.next(now: at(300)) == .timedOut)
+    }
+
+    @Test("a request no connection took is sent again on a fresh socket even if not idempotent, and is unreachable at the deadline")
+    func notTaken() {
+        var pirate = LazyPirate(timeout: .milliseconds(900), attemptTimeout: nil, idempotent: false, now: t0)
+        #expect(pirate.next(now: t0) == .sendOnSharedSocket(until: at(900)))
+        // The shared socket's connection was refused: nothing went out in the attempt's time.
+        #expect(pirate.next(now: at(900)) == .unreachable)
+
+        var idempotent = LazyPirate(timeout: .milliseconds(900), attemptTimeout: nil, idempotent: true, now: t0)
+        _ = idempotent.next(now: t0)
+        #expect(idempotent.next(now: at(300)) == .sendOnFreshSocket(until: at(600)))
+        #expect(idempotent.next(now: at(600)) == .sendOnFreshSocket(until: at(900)))
+        #expect(idempotent.next(now: at(900)) == .unreachable)
+        // Once any attempt went out, the end is a time-out: a worker may have seen it.
+        var mixed = LazyPirate(timeout: .milliseconds(900), attemptTimeout: nil, idempotent: true, now: t0)
+        _ = mixed.next(now: t0)
+        _ = mixed.next(now: at(300))
+        mixed.sent()
+        _ = mixed.next(now: at(600))
+        #expect(mixed.next(now: at(900)) == .timedOut)
+    }
+
+    @Test("a not-idempotent request that no connection took in a short attempt is sent again, and not after it went out")
+    func notTakenThenSent() {
+        // A send can also end early (the socket closed): the request goes again while time is left.
+        var pirate = LazyPirate(timeout: .milliseconds(900), attemptTimeout: nil, idempotent: false, now: t0)
+        _ = pirate.next(now: t0)
+        #expect(pirate.next(now: at(100)) == .sendOnFreshSocket(until: at(900)))
+        pirate.sent()
+        #expect(pirate.next(now: at(500)) == .timedOut)
+    }
+
+    @Test("once the final reply has come, the answer is finished, before and after the deadline")
+    func finished() {
+        var pirate = LazyPirate(timeout: .milliseconds(900), attemptTimeout: nil, idempotent: true, now: t0)
+        _ = pirate.next(now: t0)
+        pirate.sent()
+        pirate.finished()
+        #expect(pirate.next(now: at(100)) == .finished)
+        #expect(pirate.next(now: at(5000)) == .finished)
+    }
+}
