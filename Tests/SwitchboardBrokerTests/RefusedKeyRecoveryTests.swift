@@ -139,4 +139,43 @@ struct RefusedKeyRecoveryTests {
         try await running.value
         await secure.stop()
     }
+    @Test(
+        "a kiosk's outbox keeps delivering after its key is revoked and allowed again: a send that stays blocked moves it to a fresh socket"
+    )
+    func outboxRevokedThenAllowed() async throws {
+        let (secure, security) = try await Self.broker()
+        let directory = try TemporaryDirectory("refused-outbox")
+        defer { directory.remove() }
+        let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "riverside-1")
+        var settings = OutboxSender.Settings()
+        settings.resendAfter = .milliseconds(500)
+        settings.heartbeat = .milliseconds(500)
+        settings.socketOptions = try secure.clientOptions("riverside-1")
+        let sender = OutboxSender(
+            outbox: outbox, io: secure.fixture.io, endpoint: secure.fixture.endpoints.ingest, settings: settings, logger: Self.quiet)
+        let running = Task { try await sender.deliver(keepWaiting: { true }) }
+        func checkIn(_ index: Int) async throws {
+            try await outbox.enqueue([.init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: index))])
+        }
+        try await checkIn(1)
+        try await waitUntil("the first check-in is ACKed") { try await outbox.counts().pending == 0 }
+
+        let held = Self.certificate(secure, "riverside-1") + ".held"
+        try FileManager.default.moveItem(atPath: Self.certificate(secure, "riverside-1"), toPath: held)
+        let refusedBefore = security.refusals["unknown-key", default: 0]
+        #expect(security.reload(reason: "test").map(\.name) == ["riverside-1"])
+        secure.fixture.broker.dropAllConnections()
+        try await waitUntil("the broker refuses the kiosk's reconnection", timeout: .seconds(20)) {
+            security.refusals["unknown-key", default: 0] > refusedBefore
+        }
+        try await checkIn(2)
+        try FileManager.default.moveItem(atPath: held, toPath: Self.certificate(secure, "riverside-1"))
+        #expect(security.reload(reason: "test").isEmpty)
+        try await waitUntil("the check-in recorded while refused is ACKed once allowed", timeout: .seconds(30)) {
+            try await outbox.counts().pending == 0
+        }
+        running.cancel()
+        _ = try? await running.value
+        await secure.stop()
+    }
 }

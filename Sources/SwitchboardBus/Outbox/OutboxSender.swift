@@ -141,60 +141,79 @@ public final class OutboxSender: Sendable {
         progress: (@Sendable (DeliveryReport) -> Void)? = nil
     ) async throws -> DeliveryReport {
         let window = settings.window
-        let socket = try await io.open(.dealer, linger: 0, inboxCapacity: window * 2) {
-            [endpoint, options = settings.socketOptions] socket in
-            // No ZMQ_IMMEDIATE: with it, libzmq 4.3 drops the pipe at once when the broker's
-            // connection breaks, and we saw a break in the middle of a multipart ACK abort the
-            // process in fq.cpp (`!_more`) when a broker stopped mid-stream. Without it, unsent events wait in the pipe for the reconnect,
-            // and any that are lost are resent after `resendAfter` and deduplicated by the broker.
-            try socket.set(
-                [
-                    .sendHighWaterMark(Int32(window * 2)), .receiveHighWaterMark(Int32(window * 4)),
-                    .reconnectInterval(milliseconds: 100), .reconnectIntervalMax(milliseconds: 2000),
-                    .heartbeatInterval(milliseconds: 2000), .heartbeatTimeout(milliseconds: 6000),
-                    .maxMessageSize(1 << 20),
-                ] + options)
-            try socket.connect(endpoint)
-        }
         var delivery = OutboxDelivery(
             settings: .init(
                 window: window, resendAfter: settings.resendAfter, idlePoll: settings.idlePoll, heartbeat: settings.heartbeat),
             endpoint: endpoint, deadline: deadline, start: .now)
-        do {
-            try await run(socket: socket, delivery: &delivery, keepWaiting: keepWaiting, progress: progress)
-        } catch {
+        // One socket until a send stays blocked; then a fresh one. libzmq never reconnects a
+        // connection whose handshake the broker refused (a key revoked, then allowed again), so
+        // only a new socket gets in; after a long outage it also leaves behind the resends that
+        // piled up in the old socket's pipe.
+        while true {
+            let socket = try await io.open(.dealer, linger: 0, inboxCapacity: window * 2) {
+                [endpoint, options = settings.socketOptions] socket in
+                // No ZMQ_IMMEDIATE: with it, libzmq 4.3 drops the pipe at once when the broker's
+                // connection breaks, and we saw a break in the middle of a multipart ACK abort the
+                // process in fq.cpp (`!_more`) when a broker stopped mid-stream. Without it, unsent
+                // events wait in the pipe for the reconnect, and any that are lost are resent after
+                // `resendAfter` and deduplicated by the broker.
+                try socket.set(
+                    [
+                        .sendHighWaterMark(Int32(window * 2)), .receiveHighWaterMark(Int32(window * 4)),
+                        .reconnectInterval(milliseconds: 100), .reconnectIntervalMax(milliseconds: 2000),
+                        .heartbeatInterval(milliseconds: 2000), .heartbeatTimeout(milliseconds: 6000),
+                        .maxMessageSize(1 << 20),
+                    ] + options)
+                try socket.connect(endpoint)
+            }
+            let ending: RunEnding
+            do {
+                ending = try await run(socket: socket, delivery: &delivery, keepWaiting: keepWaiting, progress: progress)
+            } catch {
+                await socket.close()
+                throw error
+            }
             await socket.close()
-            throw error
+            guard ending == .blocked else { break }
+            logger.debug("sends stayed blocked; going on with a fresh socket", metadata: ["endpoint": "\(endpoint)"])
         }
-        await socket.close()
         var report = delivery.report
         report.pending = try await outbox.counts().pending
         return report
     }
 
-    /// The I/O of a run: loads, sends and receives, and carries out what `delivery` decides.
+    /// How one socket's part of a run ended.
+    private enum RunEnding { case finished, blocked }
+
+    /// The I/O of a run on one socket: loads, sends and receives, and carries out what `delivery`
+    /// decides, until the run is over (`finished`) or a send stays blocked (`blocked`: the
+    /// caller goes on with a fresh socket).
     private func run(
         socket: AsyncSocket, delivery: inout OutboxDelivery, keepWaiting: @Sendable () -> Bool,
         progress: (@Sendable (DeliveryReport) -> Void)?
-    ) async throws {
+    ) async throws -> RunEnding {
         let versionFrame = Envelope.versionFrame()
         func frames(_ entry: OutboxEntry) -> [Data] {
             [versionFrame, Data("EVENT".utf8), entry.header, Data("{}".utf8), Data("{}".utf8), entry.content]
         }
         while true {
             try Task.checkCancellation()
-            guard let round = delivery.beginRound(at: .now) else { return }
+            guard let round = delivery.beginRound(at: .now) else { return .finished }
             if round.heartbeat { try await sendHeartbeat(on: socket) }
             var fresh: [OutboxEntry] = []
             if let load = round.load { fresh = try await outbox.pending(after: load.after, limit: load.limit) }
-            guard delivery.loaded(fresh, keepWaiting: keepWaiting(), at: .now) == .proceed else { return }
+            guard delivery.loaded(fresh, keepWaiting: keepWaiting(), at: .now) == .proceed else { return .finished }
 
             var sends: [OutboxDelivery.Send] = []
             while let next = delivery.nextSend() { sends.append(next) }
+            var blocked = false
             if !sends.isEmpty {
                 let completed = try await send(sends.map { frames($0.entry) }, on: socket, stallLimit: settings.resendAfter)
                 for (send, instant) in zip(sends, completed) { delivery.sendCompleted(send, at: instant) }
-                if completed.count < sends.count { delivery.sendBlocked() }
+                if completed.count < sends.count {
+                    delivery.sendBlocked()
+                    blocked = true
+                }
             }
             let sent = delivery.endSends()
             if sent.resent > 0 {
@@ -206,6 +225,7 @@ public final class OutboxSender: Sendable {
                 // The count of sends only informs people; a full disk must not stop delivery.
                 logger.warning("could not count the sends in the outbox", metadata: ["error": "\(error)"])
             }
+            if blocked { return .blocked }
 
             guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
             var messages = [first]
