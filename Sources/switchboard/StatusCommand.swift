@@ -55,6 +55,12 @@ struct StatusCommand: AsyncParsableCommand {
             FileHandle.standardError.write(
                 Data("switchboard status: no answer from the broker at \(endpoint) within \(broker.timeout)\n".utf8))
             throw ExitCode(1)
+        case .failure(.unreachable):
+            FileHandle.standardError.write(
+                Data(
+                    "switchboard status: no connection to the broker at \(endpoint) within \(broker.timeout): it is down or unreachable, or it refused this program's key (is its certificate on the broker's allow-list?)\n"
+                        .utf8))
+            throw ExitCode(1)
         case .failure(let error):
             FileHandle.standardError.write(Data("switchboard status: \(error)\n".utf8))
             throw ExitCode(1)

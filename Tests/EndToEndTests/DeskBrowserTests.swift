@@ -64,21 +64,21 @@ extension ToolTests {
         JournalFile.count(at: up.programs.directory.path(".switchboard/kiosk/desk-1/outbox.sqlite"), table: "outbox")
     }
 
-    /// Runs `switchboard-kiosk desk-user add NAME --password-stdin` for up's desk.
-    static func addDeskUser(_ name: String, password: String, in directory: TemporaryDirectory) throws -> Int32 {
-        let process = Process()
-        process.executableURL = Programs.binaries.appendingPathComponent("switchboard-kiosk")
-        process.arguments = ["desk-user", "add", name, "--password-stdin", "--id", "desk-1"]
-        process.currentDirectoryURL = directory.url
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        input.fileHandleForWriting.write(Data((password + "\n").utf8))
-        try input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        return process.terminationStatus
+    /// Runs `switchboard-kiosk desk-user add NAME --password-stdin` for up's desk, the password
+    /// read from a file (never an argument). Through `Programs`, whose spawn is safe beside
+    /// the suite's other processes: Foundation's `Process.run()` crashed the test process here
+    /// once (a bad pointer in its memcpy) while other tests started processes.
+    static func addDeskUser(_ name: String, password: String, in programs: Programs) async throws -> Int32? {
+        let file = programs.directory.path("desk-user-\(name).password")
+        try #require(
+            FileManager.default.createFile(atPath: file, contents: Data((password + "\n").utf8), attributes: [.posixPermissions: 0o600]))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let binary = Programs.binaries.appendingPathComponent("switchboard-kiosk").path
+        let add = try programs.start(
+            "sh",
+            ["-c", "exec \"$0\" \"$@\" < \"$PASSWORD_FILE\"", binary, "desk-user", "add", name, "--password-stdin", "--id", "desk-1"],
+            log: "desk-user-\(name).log", environment: ["PASSWORD_FILE": file], executable: "/bin/sh")
+        return await add.waitForExit(timeout: .seconds(60))
     }
 
     @Test(
@@ -113,7 +113,7 @@ extension ToolTests {
             up.output.range(of: #"password [a-z0-9-]+ "#, options: .regularExpression).map {
                 String(up.output[$0].dropFirst("password ".count).dropLast())
             }, "\(up.output)")
-        #expect(try Self.addDeskUser("trainee", password: "trainee-Passw0rd", in: directory) == 0)
+        #expect(try await Self.addDeskUser("trainee", password: "trainee-Passw0rd", in: programs) == 0)
 
         let driver = try programs.start(
             "chromedriver", ["--port=\(driverPort)"], log: "chromedriver.log", executable: "/usr/bin/chromedriver")

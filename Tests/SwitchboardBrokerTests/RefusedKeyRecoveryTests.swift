@@ -98,8 +98,10 @@ struct RefusedKeyRecoveryTests {
     func workerRevokedThenAllowed() async throws {
         let (secure, security) = try await Self.broker()
         var workerSettings = ServiceWorker.Settings()
-        workerSettings.heartbeat = .milliseconds(250)
-        workerSettings.liveness = 4
+        // The suite's usual 500 ms × 10: a shorter silence limit made the worker reconnect again
+        // and again when every suite ran at once on two cores.
+        workerSettings.heartbeat = .milliseconds(500)
+        workerSettings.liveness = 10
         workerSettings.reconnectInitial = .milliseconds(50)
         workerSettings.reconnectMax = .milliseconds(400)
         workerSettings.socketOptions = try secure.clientOptions("eto-1")
@@ -108,7 +110,7 @@ struct RefusedKeyRecoveryTests {
             logger: Self.quiet, handler: Self.sites)
         let running = Task { try await worker.run() }
         let kiosk = try Self.client(secure, "riverside-1")
-        try await waitUntil("eto has a live worker") { try await kiosk.isAlive("eto") }
+        try await waitUntil("eto has a live worker", timeout: .seconds(60)) { try await kiosk.isAlive("eto") }
         #expect(try await kiosk.request(service: "eto", operation: "sites.list").status == 200)
 
         // Revoked as `BrokerService.watch` does it: the allow-list loses the key and every
@@ -122,7 +124,7 @@ struct RefusedKeyRecoveryTests {
             security.refusals["unknown-key", default: 0] > refusedBefore
         }
 
-        try await waitUntil("the broker gives the refused worker up", timeout: .seconds(30)) {
+        try await waitUntil("the broker gives the refused worker up", timeout: .seconds(60)) {
             try await !kiosk.isAlive("eto")
         }
 
@@ -130,7 +132,7 @@ struct RefusedKeyRecoveryTests {
         // way back by itself.
         try FileManager.default.moveItem(atPath: held, toPath: Self.certificate(secure, "eto-1"))
         #expect(security.reload(reason: "test").isEmpty)
-        try await waitUntil("the worker registers again", timeout: .seconds(30)) { try await kiosk.isAlive("eto") }
+        try await waitUntil("the worker registers again", timeout: .seconds(60)) { try await kiosk.isAlive("eto") }
         let reply = try await kiosk.request(service: "eto", operation: "sites.list", timeout: .seconds(30), idempotent: true)
         #expect(reply.status == 200)
 
@@ -171,7 +173,7 @@ struct RefusedKeyRecoveryTests {
         try await checkIn(2)
         try FileManager.default.moveItem(atPath: held, toPath: Self.certificate(secure, "riverside-1"))
         #expect(security.reload(reason: "test").isEmpty)
-        try await waitUntil("the check-in recorded while refused is ACKed once allowed", timeout: .seconds(30)) {
+        try await waitUntil("the check-in recorded while refused is ACKed once allowed", timeout: .seconds(60)) {
             try await outbox.counts().pending == 0
         }
         running.cancel()
