@@ -60,4 +60,4 @@ bench/chaos/run.sh --quick --bin "$(swift build --show-bin-path)"
 # configuration files and key bundles an administrator would use (deploy/netns/netns_test.py).
 # Needs root and `ip netns`; prints SKIPPED otherwise. The short form (--quick: 100 check-ins
 # per site, a 10 s cut), every scenario.
-deploy/netns/run.sh --quick --scenarios 1,2,3 --bin "$(swift build --show-bin-path)"
+deploy/netns/run.sh --quick --scenarios 1,2,3,4 --bin "$(swift build --show-bin-path)"

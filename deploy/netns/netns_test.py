@@ -25,6 +25,9 @@ Scenarios, each ending with its accounting (sent, journaled, written, duplicates
      loss. The round trip from each site to the broker host is measured before and after.
   3. the broker host's processes are killed with -9 and restarted mid-run; then workers-2 is cut
      off while it holds deliveries: they go to workers-1.
+  4. workers-1's and site-101's keys are taken off the broker's allow-list while check-ins are
+     recorded, then put back: with no restart, workers-1 joins its groups again and every
+     check-in lands exactly once.
 """
 
 import argparse
@@ -790,6 +793,46 @@ def scenario_broker_kill_and_worker_cut(stack, count):
     stack.d.topology.restore("workers-2")
 
 
+def scenario_key_refused_then_allowed(stack, count):
+    name = "scenario 4 (workers-1's and site-101's keys revoked, then allowed again)"
+    d = stack.d
+    allowed = d.bundle("broker", "allowed")
+    held = os.path.join(d.work, "held-certificates")
+    os.makedirs(held, exist_ok=True)
+    chosen = sorted(f for f in os.listdir(allowed) if f.endswith(".cert") and ("workers-1" in f or KIOSKS["site-101"] in f))
+    if len(chosen) < len(WORKERS) + 1:
+        raise Failure(f"{name}: expected workers-1's and {KIOSKS['site-101']}'s certificates in {allowed}, found {chosen}")
+    broker_log = os.path.join(d.host_dir("broker"), "broker.log")
+
+    def log_lines(text):
+        with open(broker_log, errors="replace") as f:
+            return sum(1 for line in f if text in line)
+
+    reloads, refusals = log_lines("allow-list reloaded"), log_lines("unknown-key")
+    for certificate in chosen:
+        shutil.move(os.path.join(allowed, certificate), os.path.join(held, certificate))
+    wait_until("the broker reloading its allow-list without them", lambda: log_lines("allow-list reloaded") > reloads, 30)
+    # Check-ins recorded while site-101's key is refused wait in its outbox; workers-1 is refused
+    # as it reconnects, and libzmq never reconnects a refused connection by itself.
+    for site in KIOSKS:
+        stack.record(site, count, "s4")
+    wait_until("the broker refusing the revoked keys", lambda: log_lines("unknown-key") > refusals, 60, interval=0.2)
+    reloads = log_lines("allow-list reloaded")
+    for certificate in chosen:
+        shutil.move(os.path.join(held, certificate), os.path.join(allowed, certificate))
+    wait_until("the broker reloading its allow-list with them", lambda: log_lines("allow-list reloaded") > reloads, 30)
+    log(f"{name}: {len(chosen)} keys revoked and allowed again; no program restarted")
+
+    def workers1_back():
+        groups = stack.groups()
+        return bool(groups) and all(
+            any(m.get("name", "").endswith(":workers-1") for m in g.get("members", [])) for g in groups if g.get("name") in WORKERS
+        )
+
+    wait_until("workers-1 joining its groups again by itself", workers1_back, 120, interval=0.5)
+    stack.accounting(name, timeout=300)
+
+
 def main():
     global SUBNET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -798,8 +841,8 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, journal, state)")
     parser.add_argument("--limit", type=int, default=1200, help="seconds before the whole run gives up")
     parser.add_argument(
-        "--scenarios", default="1,2,3",
-        help="which scenarios to run (default 1,2,3)")
+        "--scenarios", default="1,2,3,4",
+        help="which scenarios to run (default 1,2,3,4)")
     parser.add_argument(
         "--subnet", default=SUBNET,
         help=f"the hosts' /24, as its first three octets (default {SUBNET}; two runs at once need two subnets)")
@@ -837,6 +880,8 @@ def main():
             scenario_link_cut(stack, 50 if args.quick else 200, 10 if args.quick else 60, 5 if args.quick else 10)
         if "3" in chosen:
             scenario_broker_kill_and_worker_cut(stack, 50 if args.quick else 200)
+        if "4" in chosen:
+            scenario_key_refused_then_allowed(stack, 30 if args.quick else 100)
         log(f"all scenarios passed in {time.monotonic() - started:.0f}s")
         status = 0
     except Failure as failure:
