@@ -32,6 +32,9 @@ public final class Emulator: Sendable {
         public var statePath: String?
         /// Serve HTTPS with this material; nil serves plain HTTP.
         public var tls: EmulatorTLS?
+        /// Where `tls` was generated and its test CA written (`init(reader:)`'s `tls_generate`),
+        /// for the program to tell; nil: not generated.
+        public var generatedTLSDirectory: String?
         /// The largest request body accepted (413 above it).
         public var maxBodyBytes = 16 << 20
 

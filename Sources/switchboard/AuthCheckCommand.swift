@@ -60,9 +60,10 @@ struct AuthCheckCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "auth-check")
         logger.logLevel = .error
-        let endpoint = broker.endpoints.service
+        let connection = try broker.load().connection
+        let endpoint = connection.endpoints.service
         var settings = ServiceClient.Settings()
-        settings.socketOptions = try broker.credentials()?.socketOptions ?? []
+        settings.socketOptions = connection.socketOptions
         let content = try JSONSerialization.data(withJSONObject: backend.map { ["backend": $0] } ?? [:])
         // Each back end's log-in may take its HTTP time-outs: at least 30 s.
         let wait = max(broker.wait, .seconds(30))

@@ -27,18 +27,15 @@ struct StatusCommand: AsyncParsableCommand {
     var json = false
     @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
-    var endpoint: String {
-        broker.endpoints.service
-    }
-
     func run() async throws {
         var logger = Logger(label: "status")
         logger.logLevel = .error
-        let options = try broker.credentials()?.socketOptions ?? []
+        let connection = try broker.load().connection
+        let options = connection.socketOptions
         let wait = broker.wait
         var settings = ServiceClient.Settings()
         settings.socketOptions = options
-        let (endpoint, groupsEndpoint) = (endpoint, broker.groupsEndpoint)
+        let (endpoint, groupsEndpoint) = (connection.endpoints.service, connection.endpoints.groups)
         let (result, groups) = try await IOThread.withIOThread { io in
             let client = ServiceClient(io: io, endpoint: endpoint, settings: settings, logger: logger)
             let groupsClient = GroupAdminClient(io: io, endpoint: groupsEndpoint, settings: .init(timeout: wait, socketOptions: options))
