@@ -29,8 +29,10 @@ struct AuthCheckCommand: AsyncParsableCommand {
             printed. Exits 1 when an account does not work or auth does not answer.
             """)
 
-    @Option(help: "Check only this back end's accounts (eto, filemaker, directory, sap).") var backend: String?
-    @Option(help: "The broker's service endpoint.") var service: String?
+    @Option(help: "Check only this back end's accounts (eto, filemaker, directory, sap; default: every account).") var backend: String?
+    @Option(
+        help: "The broker's service endpoint (default: <data-dir>/broker/endpoints.json's, else tcp://<broker-host>:5563).")
+    var service: String?
     @Flag(help: "Print auth's answer as JSON.") var json = false
     @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 

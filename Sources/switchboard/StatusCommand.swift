@@ -22,7 +22,9 @@ struct StatusCommand: AsyncParsableCommand {
             answer within --timeout (what did answer is still printed).
             """)
 
-    @Option(help: "The broker's service endpoint.") var service: String?
+    @Option(
+        help: "The broker's service endpoint (default: <data-dir>/broker/endpoints.json's, else tcp://<broker-host>:5563).")
+    var service: String?
     @Flag(help: "Print the broker's answer as JSON (mmi.workers' fields, and `groups` as `switchboard groups --json` lists them).")
     var json = false
     @OptionGroup(title: "Broker connection") var broker: BrokerOptions
