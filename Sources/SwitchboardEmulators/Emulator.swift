@@ -22,9 +22,9 @@ public final class Emulator: Sendable {
 
     public struct Configuration: Sendable {
         /// Address to listen on (loopback by default).
-        public var host = "127.0.0.1"
+        public var host = Configuration.defaultHost
         /// Port; 0 picks a free one (the running emulator reports it).
-        public var port = 8480
+        public var port = Configuration.defaultPort
         /// Which APIs to serve; the others answer 404.
         public var apis = Set(API.allCases)
         public var seed: EmulatorSeed
