@@ -452,6 +452,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardWorkersTests",
         dependencies: [
+            "SwitchboardRuntime",
             "SwitchboardWorkers", "SwitchboardBackends", "SwitchboardBroker", "SwitchboardBus", "SwitchboardCredentials",
             "SwitchboardEmulators", "SwitchboardHTTP", "SwitchboardProtocol", "SwitchboardTesting", "ZeroMQ",
             .product(name: "Logging", package: "swift-log"),
