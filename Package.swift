@@ -90,6 +90,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardObservability",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardProtocol", "SwitchboardRuntime",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -140,7 +141,9 @@ var targets: [Target] = [
     ),
     .target(
         name: "SwitchboardSecurity",
-        dependencies: ["ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime"],
+        dependencies: [
+            "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", .product(name: "Configuration", package: "swift-configuration"),
+        ],
         swiftSettings: swiftSettings
     ),
     .target(
@@ -173,6 +176,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardKiosk",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"), "SwitchboardSecurity",
             "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardObservability", "ZeroMQ",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Crypto", package: "swift-crypto"),
@@ -185,6 +189,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardKioskTests",
         dependencies: [
+            "SwitchboardRuntime", "SwitchboardSecurity",
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "SwitchboardObservability",
             "SwitchboardTesting", "ZeroMQ",
             .product(name: "Logging", package: "swift-log"),
@@ -196,6 +201,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardDesk",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardKiosk", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardObservability",
             "SwitchboardStorage", "ZeroMQ",
             .product(name: "Hummingbird", package: "hummingbird"),
@@ -215,6 +221,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardDeskTests",
         dependencies: [
+            "SwitchboardRuntime", "SwitchboardObservability", "SwitchboardSecurity",
             "SwitchboardDesk", "SwitchboardKiosk", "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "SwitchboardTesting",
             "SwitchboardEmulators", "ZeroMQ",
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -266,6 +273,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardMonitorTests",
         dependencies: [
+            "SwitchboardRuntime", "SwitchboardSecurity",
             "SwitchboardMonitor", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardObservability", "SwitchboardTesting", "ZeroMQ",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -351,6 +359,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardAuth",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"), "SwitchboardRuntime", "SwitchboardObservability",
             "SwitchboardTokens", "SwitchboardBus", "SwitchboardProtocol", "SwitchboardCredentials", "SwitchboardHTTP",
             "SwitchboardBackends",
             .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -375,6 +384,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardAuthTests",
         dependencies: [
+            "SwitchboardRuntime",
             "SwitchboardAuth", "SwitchboardTokens", "SwitchboardBus", "SwitchboardBroker", "SwitchboardCredentials", "SwitchboardHTTP",
             "SwitchboardBackends", "SwitchboardEmulators", "SwitchboardTesting", "SwitchboardProtocol", "ZeroMQ",
             .product(name: "Logging", package: "swift-log"),
@@ -442,6 +452,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardWorkersTests",
         dependencies: [
+            "SwitchboardRuntime",
             "SwitchboardWorkers", "SwitchboardBackends", "SwitchboardBroker", "SwitchboardBus", "SwitchboardCredentials",
             "SwitchboardEmulators", "SwitchboardHTTP", "SwitchboardProtocol", "SwitchboardTesting", "ZeroMQ",
             .product(name: "Logging", package: "swift-log"),
@@ -452,6 +463,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardEmulators",
         dependencies: [
+            .product(name: "Configuration", package: "swift-configuration"), "SwitchboardRuntime",
             "SwitchboardProtocol",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -511,6 +523,7 @@ var targets: [Target] = [
     .testTarget(
         name: "SwitchboardEmulatorsTests",
         dependencies: [
+            "SwitchboardRuntime",
             "SwitchboardEmulators", "SwitchboardTesting", "SwitchboardProtocol",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -536,7 +549,9 @@ var targets: [Target] = [
         ],
         swiftSettings: swiftSettings
     ),
-    .testTarget(name: "SwitchboardSecurityTests", dependencies: ["SwitchboardSecurity"], swiftSettings: swiftSettings),
+    .testTarget(
+        name: "SwitchboardSecurityTests", dependencies: ["SwitchboardSecurity", "SwitchboardRuntime", "SwitchboardTesting"],
+        swiftSettings: swiftSettings),
     .testTarget(
         name: "SwitchboardProtocolTests",
         dependencies: ["SwitchboardProtocol", "SwitchboardTesting"],

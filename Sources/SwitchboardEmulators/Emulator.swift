@@ -22,9 +22,9 @@ public final class Emulator: Sendable {
 
     public struct Configuration: Sendable {
         /// Address to listen on (loopback by default).
-        public var host = "127.0.0.1"
+        public var host = Configuration.defaultHost
         /// Port; 0 picks a free one (the running emulator reports it).
-        public var port = 8480
+        public var port = Configuration.defaultPort
         /// Which APIs to serve; the others answer 404.
         public var apis = Set(API.allCases)
         public var seed: EmulatorSeed
@@ -32,6 +32,9 @@ public final class Emulator: Sendable {
         public var statePath: String?
         /// Serve HTTPS with this material; nil serves plain HTTP.
         public var tls: EmulatorTLS?
+        /// Where `tls` was generated and its test CA written (`init(reader:)`'s `tls_generate`),
+        /// for the program to tell; nil: not generated.
+        public var generatedTLSDirectory: String?
         /// The largest request body accepted (413 above it).
         public var maxBodyBytes = 16 << 20
 

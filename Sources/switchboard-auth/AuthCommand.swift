@@ -26,8 +26,9 @@ struct AuthCommand: AsyncParsableCommand {
             Operations: token.get, token.invalidate, status (protocol/README.md section
             14). Events: auth.token.issued, auth.token.refreshed, auth.login.failed (no
             secrets), always written to an outbox under --data-dir (default
-            \(defaultDataDirectory) in the working directory, created 0700) before they
-            are sent to --ingest, so none is lost while the broker is away. Tokens are
+            \(AuthConfiguration.defaultDataDirectory) in the working directory, created
+            0700) before they are sent to --ingest, so none is lost while the broker is
+            away. Tokens are
             kept there too, in an encrypted file (AES-GCM, key file 0600), whose key
             is <data-dir>/credentials.key unless --credentials-key-file names a file
             elsewhere (made 0600 if missing): kept apart from the data directory, the
@@ -43,9 +44,6 @@ struct AuthCommand: AsyncParsableCommand {
             \(AuthAccounts.fields)
             """, version: SwitchboardVersion.current)
 
-    /// Where state goes without --data-dir: the directory `switchboard up` gives auth.
-    static let defaultDataDirectory = ".switchboard/auth/state"
-
     // Each option is a key (`accounts_file` is `--accounts-file`), read through the program's
     // ConfigReader, where a flag is the top source; declared for --help and to refuse a misspelt flag.
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"auth\" section, and the shared keys at its top.")
@@ -60,7 +58,9 @@ struct AuthCommand: AsyncParsableCommand {
     @Option(help: "The broker's ingest endpoint, for auth.* events (default tcp://<broker-host>:5560).") var ingest: String?
     @Option(
         name: .customLong("data-dir"),
-        help: "Directory for the event outbox and the encrypted token file (default \(AuthCommand.defaultDataDirectory); created 0700).")
+        help:
+            "Directory for the event outbox and the encrypted token file (default \(AuthConfiguration.defaultDataDirectory); created 0700)."
+    )
     var dataDir: String?
     @Option(
         name: .customLong("ca-file"),
@@ -71,71 +71,41 @@ struct AuthCommand: AsyncParsableCommand {
         name: .customLong("credentials-key-file"),
         help: "The key file that seals the token file (default <data-dir>/credentials.key; made 0600 if missing).")
     var credentialsKeyFile: String?
-    @Option(help: "Requests served at once, 1–64 (default \(AuthCommand.defaultConcurrency)).") var concurrency: String?
+    @Option(help: "Requests served at once, 1–64 (default \(AuthConfiguration.defaultConcurrency)).") var concurrency: String?
     @Option(
         name: .customLong("keep-alive"),
         help:
-            "Time between checks that keep idle-clocked sessions alive, 1s–1d (default \(DurationText.format(AuthCommand.defaultKeepAlive)))."
+            "Time between checks that keep idle-clocked sessions alive, 1s–1d (default \(DurationText.format(AuthConfiguration.defaultKeepAlive)))."
     )
     var keepAlive: String?
     @Option(help: "This program's secret certificate (role auth), for a secure broker (default: none).") var certificate: String?
     @Option(name: .customLong("broker-key"), help: "The broker's public certificate or key (default: none).") var brokerKey: String?
-    @Option(help: "Where to serve /metrics and /health: HOST:PORT or none (default 127.0.0.1:9563).") var admin: String?
+    @Option(help: "Where to serve /metrics and /health: HOST:PORT or none (default \(AuthConfiguration.defaultAdmin)).") var admin: String?
     @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String?
 
-    static let defaultConcurrency = 4
-    static let defaultKeepAlive: Duration = .seconds(60)
-    static let keys =
-        BrokerEndpoints.keys + [
-            "accounts_file", "data_dir", "ca_file", "concurrency", "keep_alive", "certificate", "broker_key", "admin", "log_format",
-            "log_level", "credentials_key_file",
-        ]
-
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        let endpoints: BrokerEndpoints
-        let (accountsFile, dataDirectoryGiven, caFiles, concurrency, keepAlive, certificate, brokerKey, admin):
-            (String?, String, [String], Int, Duration, String?, String?, String?)
-        let credentialsKeyFile: String?
+        let settings: AuthConfiguration
         do {
-            let configuration = try ProgramConfiguration(
-                program: "auth", keys: Self.keys, arguments: CommandLine.arguments, environment: environment)
-            (
-                endpoints, accountsFile, dataDirectoryGiven, caFiles, concurrency, keepAlive, certificate, brokerKey, admin,
-                credentialsKeyFile
-            ) =
-                try configuration.read { reader in
-                    try StructuredLogHandler.bootstrap(reader: reader)
-                    return (
-                        try BrokerEndpoints(reader: reader), try reader.nonEmpty("accounts_file"),
-                        try reader.nonEmpty("data_dir") ?? Self.defaultDataDirectory,
-                        reader.stringArray(forKey: "ca_file")?.filter { !$0.isEmpty } ?? [],
-                        try reader.int("concurrency", default: Self.defaultConcurrency, in: 1...64),
-                        try reader.duration(
-                            "keep_alive", default: Self.defaultKeepAlive, in: Duration.seconds(1)...Duration.seconds(86_400)),
-                        try reader.nonEmpty("certificate"), try reader.nonEmpty("broker_key"), try reader.nonEmpty("admin"),
-                        try reader.nonEmpty("credentials_key_file")
-                    )
-                }
+            let configuration = try AuthConfiguration.programConfiguration(arguments: CommandLine.arguments, environment: environment)
+            settings = try configuration.read { reader in
+                try StructuredLogHandler.bootstrap(reader: reader)
+                return try AuthConfiguration(reader: reader)
+            }
         } catch {
             throw ValidationError("\(error)")
         }
         let logger = Logger(label: "auth")
-        let adminAddress: AdminAddress?
-        do {
-            adminAddress = try AdminAddress.resolve(admin, defaultPort: AdminPort.auth.defaultPort)
-        } catch {
-            throw ValidationError(error.description)
-        }
+        let (endpoints, caFiles, credentialsKeyFile) = (settings.endpoints, settings.caFiles, settings.credentialsKeyFile)
         let observability = Observability.bootstrap(program: "switchboard-auth")
 
         let accounts: AuthAccounts
         let credentials: ClientCredentials?
         do {
-            accounts = try AuthAccounts.load(path: accountsFile, environment: environment)
-            credentials = try ClientCredentials.load(certificate: certificate, brokerKey: brokerKey)
+            accounts = try AuthAccounts.load(path: settings.accountsFile, environment: environment)
+            credentials = try ClientCredentials.load(certificate: settings.certificate, brokerKey: settings.brokerKey)
         } catch let error as AuthError {
             throw ValidationError(error.message)
         } catch let error as Certificate.Failure {
@@ -158,7 +128,7 @@ struct AuthCommand: AsyncParsableCommand {
             // Events always go through a durable outbox, as section 14.4 promises: without
             // --data-dir it lives in the default directory rather than nowhere. Absolute, so the
             // log says where.
-            let dataDirectory = URL(fileURLWithPath: dataDirectoryGiven).standardizedFileURL.path
+            let dataDirectory = URL(fileURLWithPath: settings.dataDirectory).standardizedFileURL.path
             let cache: CredentialCache
             let outbox: Outbox
             do {
@@ -177,21 +147,21 @@ struct AuthCommand: AsyncParsableCommand {
                 events: AuthEvents(outbox: outbox), logger: logger)
 
             let io = try runtime.ioThread()
-            var settings = ServiceWorker.Settings()
-            settings.concurrency = concurrency
-            settings.socketOptions = credentials?.socketOptions ?? []
+            var workerSettings = ServiceWorker.Settings()
+            workerSettings.concurrency = settings.concurrency
+            workerSettings.socketOptions = credentials?.socketOptions ?? []
             let worker = ServiceWorker(
-                service: "auth", io: io, endpoint: endpoints.service, settings: settings, logger: logger, handler: service.handle)
+                service: "auth", io: io, endpoint: endpoints.service, settings: workerSettings, logger: logger, handler: service.handle)
             var senderSettings = OutboxSender.Settings()
             senderSettings.socketOptions = credentials?.socketOptions ?? []
             let sender = OutboxSender(outbox: outbox, io: io, endpoint: endpoints.ingest, settings: senderSettings, logger: logger)
             runtime.add(OutboxSenderService(sender: sender), name: "outbox")
-            runtime.add(AuthSessions(auth: service, keepAliveInterval: keepAlive, logger: logger), name: "sessions")
+            runtime.add(AuthSessions(auth: service, keepAliveInterval: settings.keepAlive, logger: logger), name: "sessions")
             runtime.add(ServiceWorkerService(worker: worker), name: "worker")
             var readiness = Readiness()
             readiness.add("broker") { sender.isConnected }
             runtime.serveAdmin(
-                at: adminAddress, observability: observability, readiness: readiness, collectors: [{ await sender.updateDepth() }])
+                at: settings.admin, observability: observability, readiness: readiness, collectors: [{ await sender.updateDepth() }])
             logger.info(
                 "auth serving",
                 metadata: [

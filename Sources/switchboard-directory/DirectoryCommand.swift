@@ -54,72 +54,52 @@ struct DirectoryCommand: AsyncParsableCommand {
         subcommands: [AddCommand.self, DeleteCommand.self])
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "The Directory service root, ending in /directory (default \(DirectoryCommand.defaultURL)).") var url: String?
+    @Option(help: "The Directory service root, ending in /directory (default \(DirectoryConfiguration.defaultURL)).") var url: String?
     @Option(
         help:
-            "The Directory user whose people are synced and whose key auth hands out (auth holds its password; default \(DirectoryCommand.defaultAccount))."
+            "The Directory user whose people are synced and whose key auth hands out (auth holds its password; default \(DirectoryConfiguration.defaultAccount))."
     )
     var account: String?
-    @Option(help: "Time between two polls of the Directory, 100ms–1d (default \(DurationText.format(DirectoryCommand.defaultInterval))).")
+    @Option(
+        help: "Time between two polls of the Directory, 100ms–1d (default \(DurationText.format(DirectoryConfiguration.defaultInterval))).")
     var interval: String?
     @Option(
         name: .customLong("max-missing"),
         help:
-            "The share of the last accepted list (0 < x ≤ 1) that may go missing in one poll before the list is held back as suspect (default \(DirectoryCommand.defaultMaxMissing))."
+            "The share of the last accepted list (0 < x ≤ 1) that may go missing in one poll before the list is held back as suspect (default \(DirectoryConfiguration.defaultMaxMissing))."
     )
     var maxMissing: String?
     @Option(
         name: .customLong("start-timeout"),
         help:
-            "How long to keep trying to reach auth and the Directory at start before giving up (default \(DurationText.format(DirectoryCommand.defaultStartTimeout)))."
+            "How long to keep trying to reach auth and the Directory at start before giving up (default \(DurationText.format(DirectoryConfiguration.defaultStartTimeout)))."
     )
     var startTimeout: String?
-
-    static let defaultURL = "https://127.0.0.1:8480/directory"
-    static let defaultAccount = "outreach-team"
-    static let defaultInterval: Duration = .seconds(30)
-    static let defaultMaxMissing = 0.5
-    static let defaultStartTimeout: Duration = .seconds(60)
-    /// The syncer's own keys beside `WorkerSettings.keys` (`add` and `delete` read the same
-    /// file section).
-    static let keys = ["url", "account", "interval", "max_missing", "start_timeout"]
 
     /// The directory worker's configuration, built once from this process's command line,
     /// environment and file.
     static func programConfiguration() throws(ConfigurationError) -> ProgramConfiguration {
-        try ProgramConfiguration(
-            program: "directory", keys: WorkerSettings.keys + keys, arguments: CommandLine.arguments,
-            environment: ProcessInfo.processInfo.environment)
+        try DirectoryConfiguration.programConfiguration(arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
     }
 
     func run() async throws {
-        let settings: WorkerSettings
-        let (url, account, interval, maxMissing, startTimeout): (String, String, Duration, Double, Duration)
+        let settings: DirectoryConfiguration
         do {
-            (settings, url, account, interval, maxMissing, startTimeout) = try Self.programConfiguration().read { reader in
+            settings = try Self.programConfiguration().read { reader in
                 try StructuredLogHandler.bootstrap(reader: reader)
-                let maxMissing = reader.double(forKey: "max_missing") ?? Self.defaultMaxMissing
-                guard maxMissing > 0, maxMissing <= 1 else {
-                    throw ConfigurationError(key: "max_missing", "must be above 0 and at most 1, got \(maxMissing)")
-                }
-                return (
-                    try WorkerSettings(reader: reader), try reader.url("url") ?? Self.defaultURL,
-                    try reader.nonEmpty("account") ?? Self.defaultAccount,
-                    try reader.duration(
-                        "interval", default: Self.defaultInterval, in: Duration.milliseconds(100)...Duration.seconds(86_400)),
-                    maxMissing,
-                    try reader.duration(
-                        "start_timeout", default: Self.defaultStartTimeout, in: Duration.seconds(1)...Duration.seconds(3600))
-                )
+                return try DirectoryConfiguration(reader: reader)
             }
         } catch {
             throw ValidationError(error.description)
         }
+        let (url, account, interval, maxMissing, startTimeout) = (
+            settings.url, settings.account, settings.interval, settings.maxMissing, settings.startTimeout
+        )
         let logger = Logger(label: "directory")
         let runtime: WorkerRuntime
         let store: DirectorySyncStore
         do throws(WorkerConfigurationError) {
-            runtime = try WorkerRuntime(service: "directory", settings: settings, logger: logger)
+            runtime = try WorkerRuntime(service: "directory", settings: settings.worker, logger: logger)
             do {
                 store = try DirectorySyncStore(path: runtime.dataDirectory + "/directory-sync.sqlite")
             } catch {
@@ -149,7 +129,7 @@ struct DirectoryCommand: AsyncParsableCommand {
             "directory syncer starting",
             metadata: [
                 "account": "\(account)", "interval": "\(interval)", "max_missing": "\(maxMissing)",
-                "groups": "\(settings.endpoints.groups)",
+                "groups": "\(settings.worker.endpoints.groups)",
                 "data_dir": "\(runtime.dataDirectory)",
             ])
         try await runtime.run(

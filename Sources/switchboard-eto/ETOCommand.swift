@@ -67,43 +67,31 @@ struct ETOCommand: AsyncParsableCommand {
             """, version: SwitchboardVersion.current)
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "ETO's API root, ending in /API (default \(ETOCommand.defaultURL)).") var url: String?
-    @Option(help: "The ETO account (e-mail) whose sessions auth hands out (auth holds its password; default \(ETOCommand.defaultAccount)).")
+    @Option(help: "ETO's API root, ending in /API (default \(ETOConfiguration.defaultURL)).") var url: String?
+    @Option(
+        help:
+            "The ETO account (e-mail) whose sessions auth hands out (auth holds its password; default \(ETOConfiguration.defaultAccount)).")
     var account: String?
     @Option(help: "The TouchPoint configuration file (JSON, shown above; default: TouchPoint 54 of the seed).") var touchpoint: String?
-    @Option(help: "Service requests answered at once, 1–64 (default \(ETOCommand.defaultConcurrency)).") var concurrency: String?
+    @Option(help: "Service requests answered at once, 1–64 (default \(ETOConfiguration.defaultConcurrency)).") var concurrency: String?
     @Flag(name: .customLong("no-service"), help: "Record check-ins only; do not serve `eto` on the service plane.") var noService = false
     @Flag(name: .customLong("no-group"), help: "Serve `eto` only; do not join the group `eto`.") var noGroup = false
 
-    static let defaultURL = "https://127.0.0.1:8480/API"
-    static let defaultAccount = "intake@riverside.example"
-    static let defaultConcurrency = 4
-    /// The keys of this worker beside `WorkerSettings.keys`.
-    static let keys = ["url", "account", "touchpoint", "concurrency", "no_service", "no_group"]
-
     func run() async throws {
-        let settings: WorkerSettings
-        let (url, account, touchpoint, concurrency, noService, noGroup): (String, String, String?, Int, Bool, Bool)
+        let settings: ETOConfiguration
         do {
-            let configuration = try ProgramConfiguration(
-                program: "eto", keys: WorkerSettings.keys + Self.keys, arguments: CommandLine.arguments,
-                environment: ProcessInfo.processInfo.environment)
-            (settings, url, account, touchpoint, concurrency, noService, noGroup) = try configuration.read { reader in
+            let configuration = try ETOConfiguration.programConfiguration(
+                arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
+            settings = try configuration.read { reader in
                 try StructuredLogHandler.bootstrap(reader: reader)
-                let noService = reader.bool(forKey: "no_service") ?? false
-                let noGroup = reader.bool(forKey: "no_group") ?? false
-                guard !(noService && noGroup) else {
-                    throw ConfigurationError("no_service and no_group (--no-service, --no-group) together leave nothing to do")
-                }
-                return (
-                    try WorkerSettings(reader: reader), try reader.url("url") ?? Self.defaultURL,
-                    try reader.nonEmpty("account") ?? Self.defaultAccount, try reader.nonEmpty("touchpoint"),
-                    try reader.int("concurrency", default: Self.defaultConcurrency, in: 1...64), noService, noGroup
-                )
+                return try ETOConfiguration(reader: reader)
             }
         } catch {
             throw ValidationError(error.description)
         }
+        let (url, account, touchpoint, concurrency, noService, noGroup) = (
+            settings.url, settings.account, settings.touchpointPath, settings.concurrency, settings.noService, settings.noGroup
+        )
         let logger = Logger(label: "eto")
         let configuration: ETOTouchPointConfiguration
         let runtime: WorkerRuntime
@@ -113,7 +101,7 @@ struct ETOCommand: AsyncParsableCommand {
             } else {
                 configuration = .default
             }
-            runtime = try WorkerRuntime(service: "eto", settings: settings, logger: logger)
+            runtime = try WorkerRuntime(service: "eto", settings: settings.worker, logger: logger)
         } catch {
             throw ValidationError(error.description)
         }
@@ -133,7 +121,7 @@ struct ETOCommand: AsyncParsableCommand {
             workerSettings.concurrency = concurrency
             workerSettings.socketOptions = runtime.credentials?.socketOptions ?? []
             let serviceWorker = ServiceWorker(
-                service: "eto", io: runtime.io, endpoint: settings.endpoints.service, settings: workerSettings, logger: logger,
+                service: "eto", io: runtime.io, endpoint: settings.worker.endpoints.service, settings: workerSettings, logger: logger,
                 handler: service.handle)
             services.append(ServiceWorkerService(worker: serviceWorker))
         }

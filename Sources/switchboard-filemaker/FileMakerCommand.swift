@@ -79,10 +79,11 @@ struct FileMakerCommand: AsyncParsableCommand {
             """, version: SwitchboardVersion.current)
 
     @OptionGroup var worker: WorkerOptions
-    @Option(help: "The FileMaker server's base URL, https://host[:port] (default \(FileMakerCommand.defaultURL)).") var url: String?
-    @Option(help: "The FileMaker database (file) name (default \(FileMakerCommand.defaultDatabase)).") var database: String?
+    @Option(help: "The FileMaker server's base URL, https://host[:port] (default \(FileMakerConfiguration.defaultURL)).") var url: String?
+    @Option(help: "The FileMaker database (file) name (default \(FileMakerConfiguration.defaultDatabase)).") var database: String?
     @Option(
-        help: "The FileMaker account whose session auth hands out (auth holds its password; default \(FileMakerCommand.defaultAccount))."
+        help:
+            "The FileMaker account whose session auth hands out (auth holds its password; default \(FileMakerConfiguration.defaultAccount))."
     )
     var account: String?
     @Option(help: "The field mapping file (JSON, shown above; default: the seed's CheckIns layout).") var mapping: String?
@@ -93,38 +94,25 @@ struct FileMakerCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("start-timeout"),
         help:
-            "How long to keep trying to reach auth and FileMaker at start before giving up (default \(DurationText.format(FileMakerCommand.defaultStartTimeout)))."
+            "How long to keep trying to reach auth and FileMaker at start before giving up (default \(DurationText.format(FileMakerConfiguration.defaultStartTimeout)))."
     )
     var startTimeout: String?
 
-    static let defaultURL = "https://127.0.0.1:8480"
-    static let defaultDatabase = "Shelter"
-    static let defaultAccount = "switchboard"
-    static let defaultStartTimeout: Duration = .seconds(60)
-    /// The keys of this worker beside `WorkerSettings.keys`.
-    static let keys = ["url", "database", "account", "mapping", "start_timeout", "participants_layout"]
-
     func run() async throws {
-        let settings: WorkerSettings
-        let (url, database, account, mappingPath, startTimeout, participantsLayout): (String, String, String, String?, Duration, String?)
+        let settings: FileMakerConfiguration
         do {
-            let configuration = try ProgramConfiguration(
-                program: "filemaker", keys: WorkerSettings.keys + Self.keys, arguments: CommandLine.arguments,
-                environment: ProcessInfo.processInfo.environment)
-            (settings, url, database, account, mappingPath, startTimeout, participantsLayout) = try configuration.read { reader in
+            let configuration = try FileMakerConfiguration.programConfiguration(
+                arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
+            settings = try configuration.read { reader in
                 try StructuredLogHandler.bootstrap(reader: reader)
-                return (
-                    try WorkerSettings(reader: reader), try reader.url("url") ?? Self.defaultURL,
-                    try reader.nonEmpty("database") ?? Self.defaultDatabase, try reader.nonEmpty("account") ?? Self.defaultAccount,
-                    try reader.nonEmpty("mapping"),
-                    try reader.duration(
-                        "start_timeout", default: Self.defaultStartTimeout, in: Duration.seconds(1)...Duration.seconds(3600)),
-                    try reader.nonEmpty("participants_layout")
-                )
+                return try FileMakerConfiguration(reader: reader)
             }
         } catch {
             throw ValidationError(error.description)
         }
+        let (url, database, account, mappingPath, startTimeout, participantsLayout) = (
+            settings.url, settings.database, settings.account, settings.mappingPath, settings.startTimeout, settings.participantsLayout
+        )
         let logger = Logger(label: "filemaker")
         let mapping: FileMakerMapping
         let runtime: WorkerRuntime
@@ -132,7 +120,7 @@ struct FileMakerCommand: AsyncParsableCommand {
             var loaded = try mappingPath.map { path throws(WorkerConfigurationError) in try FileMakerMapping.load(path: path) } ?? .default
             loaded.setParticipantsLayout(participantsLayout)
             mapping = loaded
-            runtime = try WorkerRuntime(service: "filemaker", settings: settings, logger: logger)
+            runtime = try WorkerRuntime(service: "filemaker", settings: settings.worker, logger: logger)
         } catch {
             throw ValidationError(error.description)
         }
@@ -162,7 +150,7 @@ struct FileMakerCommand: AsyncParsableCommand {
         logger.info(
             "filemaker writer starting",
             metadata: [
-                "database": "\(database)", "layout": "\(mapping.checkins.layout)", "groups": "\(settings.endpoints.groups)",
+                "database": "\(database)", "layout": "\(mapping.checkins.layout)", "groups": "\(settings.worker.endpoints.groups)",
                 "data_dir": "\(runtime.dataDirectory)",
             ])
         do {

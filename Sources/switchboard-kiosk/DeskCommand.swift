@@ -37,7 +37,9 @@ struct DeskCommand: AsyncParsableCommand {
 
     @OptionGroup var options: KioskOptions
     @Option(
-        help: "Where to serve the page (HOST:PORT; default \(DeskCommand.defaultListen)). Not loopback: needs --tls-cert and --tls-key.")
+        help:
+            "Where to serve the page (HOST:PORT; default \(DeskConfiguration.defaultListen)). Not loopback: needs --tls-cert and --tls-key."
+    )
     var listen: String?
     @Option(name: .customLong("tls-cert"), help: "The page's TLS certificate chain (PEM).") var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "The page's TLS private key (PEM).") var tlsKey: String?
@@ -46,78 +48,37 @@ struct DeskCommand: AsyncParsableCommand {
     @Option(help: "The staff accounts file (default <data-dir>/kiosk/<id>/desk-users.json).") var users: String?
     @Option(help: "Sign-out after this long without use.") var idle: String = "10m"
     @Option(name: .customLong("roster-refresh"), help: "How often to refresh the roster from ETO.") var rosterRefresh: String = "5m"
-    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561).") var admin: String?
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default \(KioskConfiguration.defaultAdmin)).")
+    var admin: String?
 
-    struct Resolved {
-        var host: String
-        var port: Int
-        var siteID: Int64
-        var programID: Int64
-        var idle: Duration
-        var rosterRefresh: Duration
-    }
-
-    static let defaultListen = "127.0.0.1:9580"
-
-    /// Keys read (the kiosk's, beside `KioskOptions.settings()`'s): `site_id` and `program_id`
-    /// (required), `listen` (default 127.0.0.1:9580).
-    func resolve() throws -> Resolved {
-        let siteID: Int64
-        let programID: Int64
-        let listenText: String
-        do {
-            (siteID, programID, listenText) = try options.settings().configuration.read { reader in
-                func id(_ key: String) throws -> Int64 {
-                    guard let value = reader.int(forKey: ConfigKey(key)) else {
-                        throw ConfigurationError(
-                            key: key,
-                            "is required (\(ProgramConfiguration.flagName(key))): the ETO \(key == "site_id" ? "site" : "program") of this desk's check-ins"
-                        )
-                    }
-                    guard value >= 1 else { throw ConfigurationError(key: key, "\(value) is not a positive ETO id") }
-                    return Int64(value)
-                }
-                return (try id("site_id"), try id("program_id"), try reader.nonEmpty("listen") ?? Self.defaultListen)
-            }
-        } catch {
-            throw ValidationError("\(error)")
-        }
-        let address: AdminAddress
-        do {
-            guard listenText != "none", let parsed = try AdminAddress.parse(listenText, option: "listen") else {
-                throw ValidationError("--listen must be HOST:PORT, got '\(listenText)'")
-            }
-            address = parsed
-        } catch let failure as AdminAddress.Failure {
-            throw ValidationError(failure.description)
-        }
-        do {
-            try DeskListen.check(host: address.host, certificate: tlsCert, key: tlsKey)
-        } catch {
-            throw ValidationError(error.description)
-        }
+    /// The flags that are no keys, checked before any configuration is read.
+    func validate() throws {
         guard let idle = DurationText.parse(idle), idle > .zero else {
             throw ValidationError("--idle: '\(idle)' is not a duration like 10m")
         }
         guard let refresh = DurationText.parse(rosterRefresh), refresh >= .seconds(1) else {
             throw ValidationError("--roster-refresh: '\(rosterRefresh)' is not a duration like 5m")
         }
-        return Resolved(
-            host: address.host, port: address.port, siteID: siteID, programID: programID, idle: idle, rosterRefresh: refresh)
-    }
-
-    func validate() throws {
-        _ = try resolve()
-        _ = try KioskAdmin.address(options: options)
     }
 
     func run() async throws {
-        let resolved = try resolve()
-        let kioskID = try options.kioskID
-        let adminAddress = try KioskAdmin.address(options: options)
-        let (outbox, logger) = try options.open()
-        let directory = ((try options.outboxPath) as NSString).deletingLastPathComponent
-        let usersPath = try users ?? DeskUserCommand.defaultPath(options: options, kioskID: kioskID)
+        let kiosk = try options.load()
+        let desk: DeskConfiguration
+        do {
+            desk = try kiosk.program.read { reader in try DeskConfiguration(reader: reader) }
+            try DeskListen.check(host: desk.listen.host, certificate: tlsCert, key: tlsKey)
+        } catch let failure as ConfigurationError {
+            throw ValidationError(failure.description)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let idle = DurationText.parse(idle) ?? .seconds(600)
+        let rosterRefresh = DurationText.parse(rosterRefresh) ?? .seconds(300)
+        let kioskID = kiosk.id
+        let adminAddress = kiosk.settings.admin
+        let (outbox, logger) = try kiosk.open()
+        let directory = (kiosk.settings.outboxPath as NSString).deletingLastPathComponent
+        let usersPath = users ?? DeskUserCommand.defaultPath(kiosk: kiosk)
         do {
             _ = try DeskAccounts(path: usersPath)
         } catch {
@@ -129,9 +90,9 @@ struct DeskCommand: AsyncParsableCommand {
         } catch {
             throw KioskFailure("cannot open the desk's store in \(directory): \(error)")
         }
-        let settings = try options.settings()
-        let (endpoint, senderSettings) = (try options.ingestEndpoint, try options.senderSettings)
-        let socketOptions = settings.credentials?.socketOptions ?? []
+        let connection = kiosk.settings.connection
+        let (endpoint, senderSettings) = (kiosk.ingestEndpoint, kiosk.senderSettings)
+        let socketOptions = connection.socketOptions
         try await ProcessRuntime.run(program: "desk", logger: logger) { runtime in
             runtime.maximumGracefulShutdownDuration = KioskServices.shutdownDeadline
             let io = try runtime.ioThread()
@@ -140,19 +101,19 @@ struct DeskCommand: AsyncParsableCommand {
                 observability: Observability.bootstrap(program: "switchboard-kiosk"), recorder: nil, logger: logger)
             var clientSettings = ServiceClient.Settings()
             clientSettings.socketOptions = socketOptions
-            let client = ServiceClient(io: io, endpoint: settings.endpoints.service, settings: clientSettings, logger: logger)
+            let client = ServiceClient(io: io, endpoint: connection.endpoints.service, settings: clientSettings, logger: logger)
             runtime.onExit { await client.close() }
             let lookup = ETOLookup(client: client)
             let status = DeskStatus()
             let delivery = services.delivery
             let server = DeskServer(
                 configuration: .init(
-                    host: resolved.host, port: resolved.port, certificatePath: tlsCert, keyPath: tlsKey, usersPath: usersPath),
+                    host: desk.listen.host, port: desk.listen.port, certificatePath: tlsCert, keyPath: tlsKey, usersPath: usersPath),
                 actions: DeskActions(
-                    outbox: outbox, store: store, kioskID: kioskID, siteID: resolved.siteID, programID: resolved.programID),
-                sessions: DeskSessions(idle: resolved.idle), status: status, connected: { delivery.isConnected },
+                    outbox: outbox, store: store, kioskID: kioskID, siteID: desk.siteID, programID: desk.programID),
+                sessions: DeskSessions(idle: idle), status: status, connected: { delivery.isConnected },
                 liveSearch: { query in try? await lookup.search(query, timeout: .seconds(2)) }, logger: logger
-            ) { [scheme = tlsCert == nil ? "http" : "https", host = resolved.host] port in
+            ) { [scheme = tlsCert == nil ? "http" : "https", host = desk.listen.host] port in
                 // Written at once (print buffers when standard output is not a terminal).
                 FileHandle.standardOutput.write(
                     Data("Front desk \(kioskID): \(scheme)://\(host):\(port)/ (accounts: \(usersPath)). Ctrl-C stops.\n".utf8))
@@ -160,12 +121,12 @@ struct DeskCommand: AsyncParsableCommand {
             runtime.add(services.configurations)
             runtime.add(
                 DeskJourney(
-                    io: io, replay: settings.endpoints.replay, socketOptions: socketOptions, store: store, status: status, logger: logger),
+                    io: io, replay: connection.endpoints.replay, socketOptions: socketOptions, store: store, status: status, logger: logger),
                 name: "journey")
             runtime.add(
                 DeskRoster(
-                    client: client, store: store, status: status, siteID: resolved.siteID, programID: resolved.programID,
-                    interval: resolved.rosterRefresh, logger: logger), name: "roster")
+                    client: client, store: store, status: status, siteID: desk.siteID, programID: desk.programID,
+                    interval: rosterRefresh, logger: logger), name: "roster")
             runtime.add(server, name: "desk")
             ServiceReadiness.notify(.ready, environment: ProcessInfo.processInfo.environment)
         }
@@ -185,8 +146,8 @@ struct DeskUserCommand: AsyncParsableCommand {
             """,
         subcommands: [DeskUserAdd.self, DeskUserList.self, DeskUserRemove.self])
 
-    static func defaultPath(options: KioskOptions, kioskID: String) throws -> String {
-        ((try options.dataDirectory) as NSString).appendingPathComponent("kiosk/\(kioskID)/desk-users.json")
+    static func defaultPath(kiosk: Kiosk) -> String {
+        (kiosk.settings.dataDirectory as NSString).appendingPathComponent("kiosk/\(kiosk.id)/desk-users.json")
     }
 }
 
@@ -195,7 +156,7 @@ struct DeskUserOptions: ParsableArguments {
     @Option(help: "The staff accounts file (default <data-dir>/kiosk/<id>/desk-users.json).") var users: String?
 
     func open() throws -> DeskAccounts {
-        let path = try users ?? DeskUserCommand.defaultPath(options: options, kioskID: try options.kioskID)
+        let path = try users ?? DeskUserCommand.defaultPath(kiosk: options.load())
         do {
             return try DeskAccounts(path: path)
         } catch {

@@ -3,6 +3,7 @@ import Configuration
 import Foundation
 import Logging
 import SwitchboardBus
+import SwitchboardDesk
 import SwitchboardKiosk
 import SwitchboardProtocol
 import SwitchboardRuntime
@@ -41,9 +42,13 @@ struct KioskCommand: AsyncParsableCommand {
         ])
 }
 
-/// Options every kiosk command shares. Each is a key of the kiosk's
-/// configuration (`broker_host` is `--broker-host`), read through its `ConfigReader`, where a flag
-/// is the top source; they are declared for `--help` and to refuse a misspelt flag.
+/// Options every kiosk command shares. Each is a key of the kiosk's configuration
+/// (`KioskConfiguration`; `broker_host` is `--broker-host`), read through its `ConfigReader`,
+/// where a flag is the top source; they are declared for `--help` and to refuse a misspelt flag.
+///
+/// The reader is built once per run, by `load()` at the start of `run()`, not in `validate()`:
+/// ArgumentParser hands `run()` only the parsed arguments, so what `validate()` read would be
+/// read again (and a file changed in between read differently).
 struct KioskOptions: ParsableArguments {
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"kiosk\" section, and the shared keys at its top.")
     var config: String?
@@ -60,7 +65,7 @@ struct KioskOptions: ParsableArguments {
     @Option(
         name: .customLong("data-dir"),
         help:
-            "Where `switchboard up` keeps its state: the endpoints its broker wrote (broker/endpoints.json), and the default outbox (default \(KioskOptions.defaultDataDirectory))."
+            "Where `switchboard up` keeps its state: the endpoints its broker wrote (broker/endpoints.json), and the default outbox (default \(KioskConfiguration.defaultDataDirectory))."
     )
     var dataDir: String?
     @Option(name: .customLong("log-format"), help: "text or json, for diagnostics on standard error (default text).")
@@ -69,97 +74,43 @@ struct KioskOptions: ParsableArguments {
     @Option(help: "This kiosk's secret certificate, for a broker that runs CURVE (default: none).") var certificate: String?
     @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (default: none).") var brokerKey: String?
 
-    /// Every key of the kiosk's configuration; `admin` is `serve`'s, `demo`'s and `desk`'s,
-    /// `site_id`, `program_id` and `listen` are `desk`'s.
-    static let defaultDataDirectory = ".switchboard"
-    static let keys = [
-        "id", "data_dir", "broker_host", "ingest", "service", "outbox", "log_format", "log_level", "certificate", "broker_key", "admin",
-        "site_id",
-        "program_id", "listen",
-    ]
+    /// Every key of the kiosk program: the kiosk's and the desk's.
+    static var keys: [String] { KioskConfiguration.keys + DeskConfiguration.keys }
 
-    /// What the flags, the environment and the file say, over the defaults.
-    struct Settings {
-        var configuration: ProgramConfiguration
-        var dataDirectory: String
-        var kioskID: String
-        var endpoints: BrokerEndpoints
-        var outboxPath: String
-        var credentials: ClientCredentials?
-    }
-
-    /// Reads the kiosk's configuration.
-    ///
-    /// Keys read: `id` (default: the certificate's principal, else `kiosk-<host>`), `data_dir`
-    /// (default `.switchboard`), the broker's
-    /// endpoints (`BrokerEndpoints(reader:dataDirectory:)`), `certificate`, `broker_key`,
-    /// `outbox` (default `<data-dir>/kiosk/<id>/outbox.sqlite`).
-    func settings() throws -> Settings {
+    /// Reads the kiosk's configuration and sets up logging (default level warning).
+    func load() throws -> Kiosk {
         do {
-            let configuration = try ProgramConfiguration(
-                program: "kiosk", keys: Self.keys, arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
-            return try configuration.read { reader in
-                let dataDirectory = try reader.nonEmpty("data_dir") ?? Self.defaultDataDirectory
-                let endpoints = try BrokerEndpoints(reader: reader, dataDirectory: dataDirectory)
-                let credentials = try ClientCredentials.load(
-                    certificate: try reader.nonEmpty("certificate"), brokerKey: try reader.nonEmpty("broker_key"))
-                let given = try reader.nonEmpty("id")
-                if let given, let credentials, given != credentials.certificate.name {
-                    throw ConfigurationError(
-                        key: "id",
-                        "'\(given)' differs from the certificate's principal '\(credentials.certificate.name)'; the broker would refuse its check-ins"
-                    )
-                }
-                // With a certificate, the kiosk is the principal it names (the broker checks it).
-                let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "local"
-                let kioskID =
-                    given ?? credentials?.certificate.name
-                    ?? "kiosk-" + String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(50))
-                guard Producer.isValid(kioskID) else {
-                    throw ConfigurationError(key: "id", "'\(kioskID)' must be 1–64 characters of A–Z a–z 0–9 . _ : -")
-                }
-                return Settings(
-                    configuration: configuration, dataDirectory: dataDirectory, kioskID: kioskID, endpoints: endpoints,
-                    outboxPath: try reader.nonEmpty("outbox")
-                        ?? (dataDirectory as NSString).appendingPathComponent("kiosk/\(kioskID)/outbox.sqlite"), credentials: credentials)
+            let program = try KioskConfiguration.programConfiguration(
+                arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment, adding: DeskConfiguration.keys)
+            let settings = try program.read { reader in
+                try StructuredLogHandler.bootstrap(reader: reader, defaultLevel: .warning)
+                return try KioskConfiguration(reader: reader)
             }
+            return Kiosk(program: program, settings: settings)
         } catch {
             // A certificate that cannot be read comes here too, as the reader's failure.
             throw ValidationError(error.description)
         }
     }
+}
 
-    /// The settings, read again: `validate` accepted them, but a file may have changed since (a
-    /// certificate removed, say), which is then an error naming it, not a crash.
-    private var checked: Settings {
-        get throws { try settings() }
-    }
+/// One run of a kiosk command: its settings, read once, and what the commands do with them.
+struct Kiosk: Sendable {
+    /// The program's configuration, for a command's own keys (the desk's).
+    var program: ProgramConfiguration
+    var settings: KioskConfiguration
 
-    /// The CURVE credentials, if given.
-    var credentials: ClientCredentials? {
-        get throws { try checked.credentials }
-    }
-    var kioskID: String {
-        get throws { try checked.kioskID }
-    }
-    var dataDirectory: String {
-        get throws { try checked.dataDirectory }
-    }
-    var ingestEndpoint: String {
-        get throws { try checked.endpoints.ingest }
-    }
-    var serviceEndpoint: String {
-        get throws { try checked.endpoints.service }
-    }
+    var id: String { settings.id }
+    var ingestEndpoint: String { settings.connection.endpoints.ingest }
 
     /// Runs `body` with the `eto` service's client on this kiosk's credentials, then closes it.
     func withLookup<T: Sendable>(_ body: (ETOLookup) async throws -> T) async throws -> T {
-        let settings = try checked
+        let connection = settings.connection
         return try await IOThread.withIOThread { io in
             var clientSettings = ServiceClient.Settings()
-            clientSettings.socketOptions = settings.credentials?.socketOptions ?? []
+            clientSettings.socketOptions = connection.socketOptions
             let client = ServiceClient(
-                io: io, endpoint: settings.endpoints.service, settings: clientSettings, logger: Logger(label: "kiosk.lookup"))
+                io: io, endpoint: connection.endpoints.service, settings: clientSettings, logger: Logger(label: "kiosk.lookup"))
             do {
                 let result = try await body(ETOLookup(client: client))
                 await client.close()
@@ -171,25 +122,11 @@ struct KioskOptions: ParsableArguments {
         }
     }
 
-    var outboxPath: String {
-        get throws { try checked.outboxPath }
-    }
-
-    func validate() throws {
-        _ = try settings()
-    }
-
     func open() throws -> (Outbox, Logger) {
-        let settings = try checked
-        do {
-            try settings.configuration.read { reader in try StructuredLogHandler.bootstrap(reader: reader, defaultLevel: .warning) }
-        } catch {
-            throw ValidationError(error.description)
-        }
         var logger = Logger(label: "kiosk")
-        logger[metadataKey: "kiosk"] = "\(settings.kioskID)"
+        logger[metadataKey: "kiosk"] = "\(settings.id)"
         do {
-            return (try Outbox(path: settings.outboxPath, producer: settings.kioskID), logger)
+            return (try Outbox(path: settings.outboxPath, producer: settings.id), logger)
         } catch let fault as StorageFault {
             throw KioskFailure("cannot open the outbox \(settings.outboxPath): \(fault.summary)")
         } catch {
@@ -224,18 +161,16 @@ struct KioskOptions: ParsableArguments {
             return Recorded(outbox: opened.0, logger: opened.1, entries: entries)
         } catch let fault as StorageFault {
             throw KioskFailure(
-                "\(what) NOT recorded: the outbox \(try outboxPath) could not save \(it): \(fault.summary). Nothing was saved; \(again) once that is fixed."
+                "\(what) NOT recorded: the outbox \(settings.outboxPath) could not save \(it): \(fault.summary). Nothing was saved; \(again) once that is fixed."
             )
         }
     }
 
     /// The sender's settings: this kiosk's CURVE keys, when given.
     var senderSettings: OutboxSender.Settings {
-        get throws {
-            var settings = OutboxSender.Settings()
-            settings.socketOptions = try credentials?.socketOptions ?? []
-            return settings
-        }
+        var sender = OutboxSender.Settings()
+        sender.socketOptions = settings.connection.socketOptions
+        return sender
     }
 
     /// Delivers what is waiting, for at most `wait`, showing progress (`ProgressLine`) of
@@ -245,18 +180,19 @@ struct KioskOptions: ParsableArguments {
     ) async throws -> DeliveryReport {
         let before = try await outbox.counts()
         let line = ProgressLine(verb: "delivered", total: total ?? before.pending)
+        let (endpoint, sender) = (ingestEndpoint, senderSettings)
         return try await ProgressWatch.run(
             line, done: { Int(((try? await outbox.counts())?.delivered ?? before.delivered) - before.delivered) },
             final: { $0.delivered + $0.duplicates }
         ) {
             try await KioskDelivery.deliver(
-                outbox, endpoint: try ingestEndpoint, settings: try senderSettings, within: wait, keepWaiting: keepWaiting, logger: logger)
+                outbox, endpoint: endpoint, settings: sender, within: wait, keepWaiting: keepWaiting, logger: logger)
         }
     }
 
     /// Tells the person how delivery went.
-    func tell(_ report: DeliveryReport, wait: Duration) throws {
-        for line in report.summary(endpoint: try ingestEndpoint, wait: wait) { print(line) }
+    func tell(_ report: DeliveryReport, wait: Duration) {
+        for line in report.summary(endpoint: ingestEndpoint, wait: wait) { print(line) }
     }
 }
 
@@ -297,6 +233,7 @@ struct CheckInCommand: AsyncParsableCommand {
 
     func run() async throws {
         let wait = try parseWait(wait)
+        let kiosk = try options.load()
         let values: [String: String] = [
             "first_name": first, "last_name": last, "date_of_birth": dob, "eto_participant_id": participantID,
             "site_id": site, "program_id": program, "latitude": latitude, "longitude": longitude,
@@ -308,7 +245,7 @@ struct CheckInCommand: AsyncParsableCommand {
             "accuracy_m": "--accuracy", "notes": "--notes", "checked_in_at": "time",
         ]
         var checkIn: CheckIn
-        let kioskID = try options.kioskID
+        let kioskID = kiosk.id
         do {
             checkIn = try CheckInForm.make(values, kioskID: kioskID) { flags[$0] ?? $0 }
         } catch {
@@ -316,20 +253,20 @@ struct CheckInCommand: AsyncParsableCommand {
         }
         let lookupWait = try parseWait(self.lookupWait)
         if lookupWait > .zero, let query = ParticipantMatch.query(for: checkIn) {
-            let found: Result<[ETOServiceContent.Participant], ETOLookup.Failure> = try await options.withLookup { lookup in
+            let found: Result<[ETOServiceContent.Participant], ETOLookup.Failure> = try await kiosk.withLookup { lookup in
                 do throws(ETOLookup.Failure) { return .success(try await lookup.search(query, timeout: lookupWait)) } catch {
                     return .failure(error)
                 }
             }
             print(ParticipantMatch.apply(found, to: &checkIn))
         }
-        let recorded = try await options.record([.checkIn(checkIn)], "The check-in was")
+        let recorded = try await kiosk.record([.checkIn(checkIn)], "The check-in was")
         let (outbox, logger, entry) = (recorded.outbox, recorded.logger, recorded.entries[0])
         print(
             "Queued check-in for \(checkIn.summary(showingPersonalData: false)) (event \(entry.eventID)). \(try await outbox.counts().pending) waiting to send."
         )
-        let report = try await options.deliver(outbox, logger: logger, wait: wait)
-        try options.tell(report, wait: wait)
+        let report = try await kiosk.deliver(outbox, logger: logger, wait: wait)
+        kiosk.tell(report, wait: wait)
     }
 }
 
@@ -347,23 +284,24 @@ struct ImportCommand: AsyncParsableCommand {
 
     func run() async throws {
         let wait = try parseWait(wait)
+        let kiosk = try options.load()
         let csv: CheckInImport
         do {
-            csv = try CheckInImport(path: file, kioskID: options.kioskID)
+            csv = try CheckInImport(path: file, kioskID: kiosk.id)
         } catch {
             throw ValidationError("\(error)")
         }
-        let recorded: KioskOptions.Recorded
+        let recorded: Kiosk.Recorded
         do {
-            recorded = try await options.record(
+            recorded = try await kiosk.record(
                 csv.events, "The \(csv.events.count) check-ins of \(file) were", importDigest: csv.importDigest)
         } catch let failure as Outbox.Failure {
             throw ValidationError("\(file): \(failure.description)")
         }
         let (outbox, logger) = (recorded.outbox, recorded.logger)
         print("Queued \(csv.events.count) check-ins from \(file). \(try await outbox.counts().pending) waiting to send.")
-        let report = try await options.deliver(outbox, logger: logger, wait: wait)
-        try options.tell(report, wait: wait)
+        let report = try await kiosk.deliver(outbox, logger: logger, wait: wait)
+        kiosk.tell(report, wait: wait)
     }
 }
 
@@ -375,10 +313,11 @@ struct FlushCommand: AsyncParsableCommand {
 
     func run() async throws {
         let wait = try parseWait(wait)
-        let (outbox, logger) = try options.open()
+        let kiosk = try options.load()
+        let (outbox, logger) = try kiosk.open()
         print("\(try await outbox.counts().pending) check-ins waiting to send.")
-        let report = try await options.deliver(outbox, logger: logger, wait: wait)
-        try options.tell(report, wait: wait)
+        let report = try await kiosk.deliver(outbox, logger: logger, wait: wait)
+        kiosk.tell(report, wait: wait)
         if report.pending > 0 { throw ExitCode(3) }
     }
 }
@@ -389,9 +328,10 @@ struct StatusCommand: AsyncParsableCommand {
     @OptionGroup var options: KioskOptions
 
     func run() async throws {
-        let (outbox, _) = try options.open()
+        let kiosk = try options.load()
+        let (outbox, _) = try kiosk.open()
         let counts = try await outbox.counts()
-        print("kiosk \(try options.kioskID), outbox \(try options.outboxPath)")
+        print("kiosk \(kiosk.id), outbox \(kiosk.settings.outboxPath)")
         print("waiting: \(counts.pending)   refused: \(counts.rejected)   delivered so far: \(counts.delivered)")
         for rejection in try await outbox.rejected().prefix(50) {
             let (entry, reason) = (rejection.entry, rejection.reason)
@@ -439,11 +379,11 @@ struct LoadCommand: AsyncParsableCommand {
 
     /// The plan: the roster's people, at the given site and program, else the roster's, else
     /// ETO's (through the eto service).
-    func plan(kioskID: String) async throws -> LoadPlan {
+    func plan(kiosk: Kiosk) async throws -> LoadPlan {
         let path = roster ?? (FileManager.default.fileExists(atPath: Self.demoRoster) ? Self.demoRoster : nil)
         let people: CheckInRoster?
         do {
-            people = try path.map { try CheckInRoster(path: $0, kioskID: kioskID) }
+            people = try path.map { try CheckInRoster(path: $0, kioskID: kiosk.id) }
         } catch {
             throw ValidationError("--roster: \(error)")
         }
@@ -451,7 +391,7 @@ struct LoadCommand: AsyncParsableCommand {
         if let site, let program {
             targets = [LoadPlan.Target(site: site, program: program)]
         } else if people == nil {
-            targets = try await options.withLookup { lookup in
+            targets = try await kiosk.withLookup { lookup in
                 do throws(ETOLookup.Failure) {
                     var targets: [LoadPlan.Target] = []
                     for site in try await lookup.sites(timeout: .seconds(10)) {
@@ -485,9 +425,10 @@ struct LoadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let wait = try parseWait(wait)
-        let kioskID = try options.kioskID
-        let plan = try await plan(kioskID: kioskID)
-        let (outbox, logger) = try options.open()
+        let kiosk = try options.load()
+        let kioskID = kiosk.id
+        let plan = try await plan(kiosk: kiosk)
+        let (outbox, logger) = try kiosk.open()
         let generator = LoadGenerator(outbox: outbox, kioskID: kioskID, pacing: LoadPacing(rate: rate, total: count), plan: plan)
         let start = ContinuousClock.now
         let report = try await withThrowingTaskGroup(of: DeliveryReport?.self) { group in
@@ -498,7 +439,7 @@ struct LoadCommand: AsyncParsableCommand {
             // Delivery may take as long as generating at the asked rate, then --wait more; with
             // the broker down the run still ends, and what is left stays in the outbox.
             group.addTask {
-                try await options.deliver(outbox, logger: logger, wait: generator.pacing.expectedDuration + wait, total: count) {
+                try await kiosk.deliver(outbox, logger: logger, wait: generator.pacing.expectedDuration + wait, total: count) {
                     !generator.isFinished
                 }
             }
@@ -512,7 +453,7 @@ struct LoadCommand: AsyncParsableCommand {
                 format: "Generated %d check-ins; delivered %d in %.2fs (%.0f/s).", count,
                 (report?.delivered ?? 0) + (report?.duplicates ?? 0), seconds,
                 Double((report?.delivered ?? 0) + (report?.duplicates ?? 0)) / max(seconds, 0.001)))
-        if let report { try options.tell(report, wait: wait) }
+        if let report { kiosk.tell(report, wait: wait) }
     }
 }
 
@@ -527,25 +468,25 @@ struct DemoCommand: AsyncParsableCommand {
             "A CSV of people to check in, in turn (the columns of `import`; checked_in_at is now). Without it, made-up people who match no back end."
     )
     var roster: String?
-    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561).")
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default \(KioskConfiguration.defaultAdmin)).")
     var admin: String?
 
     func run() async throws {
         guard let interval = DurationText.parse(interval), interval > .zero else {
             throw ValidationError("--interval: '\(interval)' is not a duration")
         }
-        let kioskID = try options.kioskID
+        let kiosk = try options.load()
+        let kioskID = kiosk.id
         let people: CheckInRoster?
         do {
             people = try roster.map { try CheckInRoster(path: $0, kioskID: kioskID) }
         } catch {
             throw ValidationError("--roster: \(error)")
         }
-        let admin = try KioskAdmin.address(options: options)
-        let (outbox, logger) = try options.open()
-        print("Demo kiosk \(kioskID): one check-in every \(interval) to \(try options.ingestEndpoint). Ctrl-C stops.")
+        let (outbox, logger) = try kiosk.open()
+        print("Demo kiosk \(kioskID): one check-in every \(interval) to \(kiosk.ingestEndpoint). Ctrl-C stops.")
         let recorder = CheckInTrickle(outbox: outbox, kioskID: kioskID, interval: interval, roster: people)
-        try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: admin, recorder: recorder)
+        try await KioskAdmin.run(kiosk: kiosk, outbox: outbox, logger: logger, recorder: recorder)
         print("Demo kiosk stopped; \(try await outbox.counts().pending) check-ins waiting.")
     }
 }
@@ -570,8 +511,9 @@ struct LookupCommand: AsyncParsableCommand {
 
     func run() async throws {
         let wait = try parseWait(wait)
+        let kiosk = try options.load()
         let query = ETOServiceContent.SearchQuery(siteID: site, programID: program, firstName: first, lastName: last, dateOfBirth: dob)
-        let matches = try await options.withLookup { lookup in
+        let matches = try await kiosk.withLookup { lookup in
             do throws(ETOLookup.Failure) { return try await lookup.search(query, timeout: wait) } catch {
                 throw ValidationError(error.description)
             }
@@ -596,7 +538,8 @@ struct SitesCommand: AsyncParsableCommand {
 
     func run() async throws {
         let wait = try parseWait(wait)
-        let listing = try await options.withLookup { lookup in
+        let kiosk = try options.load()
+        let listing = try await kiosk.withLookup { lookup in
             do throws(ETOLookup.Failure) {
                 var result: [(ETOServiceContent.Site, [ETOServiceContent.Program])] = []
                 for site in try await lookup.sites(timeout: wait) {

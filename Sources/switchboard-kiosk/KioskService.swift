@@ -23,19 +23,15 @@ struct ServeCommand: AsyncParsableCommand {
             """)
 
     @OptionGroup var options: KioskOptions
-    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default 127.0.0.1:9561).")
+    @Option(help: "Where to serve /metrics and /health (HOST:PORT or none; default \(KioskConfiguration.defaultAdmin)).")
     var admin: String?
 
-    func validate() throws {
-        _ = try KioskAdmin.address(options: options)
-    }
-
     func run() async throws {
-        let address = try KioskAdmin.address(options: options)
-        let (outbox, logger) = try options.open()
+        let kiosk = try options.load()
+        let (outbox, logger) = try kiosk.open()
         // Said once the admin server has bound, so a taken port's error is not preceded by it.
-        let started = "Kiosk \(try options.kioskID): sending its outbox to \(try options.ingestEndpoint). Ctrl-C stops."
-        try await KioskAdmin.run(options: options, outbox: outbox, logger: logger, admin: address, recorder: nil) {
+        let started = "Kiosk \(kiosk.id): sending its outbox to \(kiosk.ingestEndpoint). Ctrl-C stops."
+        try await KioskAdmin.run(kiosk: kiosk, outbox: outbox, logger: logger, recorder: nil) {
             print(started)
         }
         print("Kiosk stopped; \(try await outbox.counts().pending) check-ins waiting.")
@@ -43,26 +39,13 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 enum KioskAdmin {
-    static func address(options: KioskOptions) throws -> AdminAddress? {
-        let settings = try options.settings()
-        do {
-            let admin = try settings.configuration.read { reader in try reader.nonEmpty("admin") }
-            return try AdminAddress.resolve(admin, defaultPort: AdminPort.kiosk.defaultPort)
-        } catch let failure as AdminAddress.Failure {
-            throw ValidationError(failure.description)
-        } catch {
-            throw ValidationError("\(error)")
-        }
-    }
-
     /// Runs the kiosk's services (admin server, delivery, and the recorder if any) as one
     /// ServiceGroup until SIGTERM or SIGINT, which stops them gracefully. `started` runs once the
     /// admin server listens (at once with no admin server).
     static func run(
-        options: KioskOptions, outbox: Outbox, logger: Logger, admin: AdminAddress?, recorder: CheckInTrickle?,
-        started: @escaping @Sendable () -> Void = {}
+        kiosk: Kiosk, outbox: Outbox, logger: Logger, recorder: CheckInTrickle?, started: @escaping @Sendable () -> Void = {}
     ) async throws {
-        let (endpoint, settings) = (try options.ingestEndpoint, try options.senderSettings)
+        let (endpoint, settings, admin) = (kiosk.ingestEndpoint, kiosk.senderSettings, kiosk.settings.admin)
         try await ProcessRuntime.run(program: "kiosk", logger: logger) { runtime in
             runtime.maximumGracefulShutdownDuration = KioskServices.shutdownDeadline
             let io = try runtime.ioThread()

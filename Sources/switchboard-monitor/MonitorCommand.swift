@@ -52,10 +52,9 @@ struct WatchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try connection.bootstrapLogging()
-        let settings = try connection.settings()
+        let broker = try connection.load().connection
         let endpoints = JournalFollower.Endpoints(
-            fanout: settings.endpoints.fanout, replay: settings.endpoints.replay, socketOptions: settings.socketOptions)
+            fanout: broker.endpoints.fanout, replay: broker.endpoints.replay, socketOptions: broker.socketOptions)
         let printer = EventPrinter(json: json, showingPersonalData: showPersonalData)
         let (topics, from, count) = (topics, from, count)
         if !json {

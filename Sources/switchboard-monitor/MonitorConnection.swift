@@ -5,12 +5,10 @@
 // kiosk, so the monitor finds `switchboard up --port N`'s broker from up's directory.
 
 import ArgumentParser
-import Configuration
 import Foundation
 import Logging
+import SwitchboardMonitor
 import SwitchboardRuntime
-import SwitchboardSecurity
-import ZeroMQ
 
 struct MonitorConnection: ParsableArguments {
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"monitor\" section, and the shared keys at its top.")
@@ -28,59 +26,30 @@ struct MonitorConnection: ParsableArguments {
         help:
             "Where `switchboard up` keeps its state: an endpoint not given by flag, environment, file or --broker-host comes from its broker/endpoints.json."
     )
-    var dataDirectory = ".switchboard"
-    @Option(help: "This monitor's (or an admin's) secret certificate, for a broker that runs CURVE.") var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key.") var brokerKey: String?
+    var dataDirectory = MonitorConfiguration.defaultDataDirectory
+    @Option(help: "This monitor's (or an admin's) secret certificate, for a broker that runs CURVE (default: none).")
+    var certificate: String?
+    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key (default: none).") var brokerKey: String?
 
     @Option(name: .customLong("log-format"), help: "text or json, for diagnostics on standard error (default text).")
     var logFormat: String?
     @Option(name: .customLong("log-level"), help: "Log level for diagnostics on standard error (default warning).") var logLevel: String?
 
-    /// Every key of the monitor's configuration (`listen` is `web`'s). Each option here is one of
-    /// them (`broker_host` is `--broker-host`), read through the monitor's `ConfigReader`, where a
-    /// flag is the top source; `--data-dir` is not a key.
-    static let keys = [
-        "broker_host", "fanout", "replay", "groups", "service", "certificate", "broker_key", "listen", "log_format", "log_level",
-    ]
-
-    struct Settings {
-        var configuration: ProgramConfiguration
-        var endpoints: BrokerEndpoints
-        var credentials: ClientCredentials?
-        var socketOptions: [SocketOption] { credentials?.socketOptions ?? [] }
-    }
-
-    /// Reads the monitor's configuration and sets up logging (once per process).
-    ///
-    /// Keys read: the broker's endpoints (`BrokerEndpoints(reader:dataDirectory:)`),
-    /// `certificate` and `broker_key`, `log_format` and `log_level` (default warning).
-    func settings() throws -> Settings {
+    /// Reads the monitor's configuration (`MonitorConfiguration(reader:dataDirectory:)`, whose
+    /// doc comment lists the keys) and sets up logging (default level warning), from one reader
+    /// built once per run. Not in `validate()`: ArgumentParser gives `run()` only the parsed
+    /// arguments, so what `validate()` read would be read again.
+    func load() throws -> MonitorConfiguration {
         do {
-            let configuration = try ProgramConfiguration(
-                program: "monitor", keys: Self.keys, arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
+            let configuration = try MonitorConfiguration.programConfiguration(
+                arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
             return try configuration.read { reader in
-                let credentials = try ClientCredentials.load(
-                    certificate: try reader.nonEmpty("certificate"), brokerKey: try reader.nonEmpty("broker_key"))
-                return Settings(
-                    configuration: configuration, endpoints: try BrokerEndpoints(reader: reader, dataDirectory: dataDirectory),
-                    credentials: credentials)
+                try StructuredLogHandler.bootstrap(reader: reader, defaultLevel: .warning)
+                return try MonitorConfiguration(reader: reader, dataDirectory: dataDirectory)
             }
         } catch {
             // A certificate that cannot be read comes here too, as the reader's failure.
-            throw ValidationError(error.description)
+            throw ValidationError("\(error)")
         }
-    }
-
-    /// Sets up logging as the configuration says (default level warning).
-    func bootstrapLogging() throws {
-        do {
-            try settings().configuration.read { reader in try StructuredLogHandler.bootstrap(reader: reader, defaultLevel: .warning) }
-        } catch let failure as ConfigurationError {
-            throw ValidationError(failure.description)
-        }
-    }
-
-    func validate() throws {
-        _ = try settings()
     }
 }

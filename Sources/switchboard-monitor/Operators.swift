@@ -26,10 +26,9 @@ struct GroupEndpointOptions: ParsableArguments {
 
     /// Runs `body` with a client of the groups endpoint, once or every `--every`.
     func repeating(_ body: @escaping @Sendable (GroupAdminClient) async throws -> String) async throws {
-        try connection.bootstrapLogging()
-        let settings = try connection.settings()
-        let endpoint = settings.endpoints.groups
-        let options = settings.socketOptions
+        let broker = try connection.load().connection
+        let endpoint = broker.endpoints.groups
+        let options = broker.socketOptions
         let every = every
         try await IOThread.withIOThread { io in
             let client = GroupAdminClient(io: io, endpoint: endpoint, settings: .init(socketOptions: options))

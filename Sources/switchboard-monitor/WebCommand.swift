@@ -43,7 +43,7 @@ struct WebCommand: AsyncParsableCommand {
             role.
             """)
 
-    @Option(help: "Where to serve the dashboard (HOST:PORT; default \(WebCommand.defaultListen), loopback).") var listen: String?
+    @Option(help: "Where to serve the dashboard (HOST:PORT; default \(MonitorConfiguration.defaultListen), loopback).") var listen: String?
     @Option(
         help: "A file holding the token that opens the page (mode 0600, one line); else SWITCHBOARD_DASHBOARD_TOKEN; else a new random one."
     )
@@ -52,28 +52,7 @@ struct WebCommand: AsyncParsableCommand {
     @Option(help: .hidden) var token: String?
     @OptionGroup var connection: MonitorConnection
 
-    static let defaultListen = "127.0.0.1:9570"
-
-    /// Where the page is served: the monitor's key `listen`.
-    func listenAddress() throws -> AdminAddress {
-        let text: String
-        do {
-            text = try connection.settings().configuration.read { reader in try reader.nonEmpty("listen") } ?? Self.defaultListen
-        } catch {
-            throw ValidationError("\(error)")
-        }
-        do {
-            guard text != "none", let address = try AdminAddress.parse(text, option: "listen") else {
-                throw ValidationError("listen must be HOST:PORT, got '\(text)'")
-            }
-            return address
-        } catch let failure as AdminAddress.Failure {
-            throw ValidationError(failure.description)
-        }
-    }
-
     func validate() throws {
-        _ = try listenAddress()
         if token != nil {
             throw ValidationError(
                 "--token is no longer accepted: a command line is visible to every user of the machine (ps, /proc). Put the token in a file only this user can read (chmod 600) and give --token-file PATH, or set SWITCHBOARD_DASHBOARD_TOKEN"
@@ -82,12 +61,12 @@ struct WebCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try connection.bootstrapLogging()
+        let monitor = try connection.load()
         let logger = Logger(label: "dashboard")
         let environment = ProcessInfo.processInfo.environment
-        let settings = try connection.settings()
+        let settings = monitor.connection
         let options = settings.socketOptions
-        let address = try listenAddress()
+        let address = monitor.listen
         let secret: DashboardToken
         do {
             secret = try DashboardToken.resolve(file: tokenFile, environment: environment)

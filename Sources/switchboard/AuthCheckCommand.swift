@@ -29,8 +29,10 @@ struct AuthCheckCommand: AsyncParsableCommand {
             printed. Exits 1 when an account does not work or auth does not answer.
             """)
 
-    @Option(help: "Check only this back end's accounts (eto, filemaker, directory, sap).") var backend: String?
-    @Option(help: "The broker's service endpoint.") var service: String?
+    @Option(help: "Check only this back end's accounts (eto, filemaker, directory, sap; default: every account).") var backend: String?
+    @Option(
+        help: "The broker's service endpoint (default: <data-dir>/broker/endpoints.json's, else tcp://<broker-host>:5563).")
+    var service: String?
     @Flag(help: "Print auth's answer as JSON.") var json = false
     @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
@@ -60,9 +62,10 @@ struct AuthCheckCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "auth-check")
         logger.logLevel = .error
-        let endpoint = broker.endpoints.service
+        let connection = try broker.load().connection
+        let endpoint = connection.endpoints.service
         var settings = ServiceClient.Settings()
-        settings.socketOptions = try broker.credentials()?.socketOptions ?? []
+        settings.socketOptions = connection.socketOptions
         let content = try JSONSerialization.data(withJSONObject: backend.map { ["backend": $0] } ?? [:])
         // Each back end's log-in may take its HTTP time-outs: at least 30 s.
         let wait = max(broker.wait, .seconds(30))

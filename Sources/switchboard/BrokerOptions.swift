@@ -5,15 +5,16 @@ import SwitchboardRuntime
 import SwitchboardSecurity
 import ZeroMQ
 
-/// How the operator commands (`status`, `groups`, `dlq`) find a broker and the keys to reach it.
+/// How the operator commands (`status`, `groups`, `dlq`, `auth check`) find a broker and the
+/// keys to reach it: `OperatorConfiguration(reader:dataDirectory:insecure:)` lists the keys and
+/// where each comes from when not given. Each option but `--data-dir`, `--timeout` and
+/// `--insecure` is a key of the "operator" section (`broker_host` is `--broker-host`; `service` is
+/// `status`'s and `auth check`'s `--service`), read through its `ConfigReader`, where a flag is the
+/// top source; they are declared here for `--help` and so that a misspelt flag is refused.
 ///
-/// Endpoints: the flag, the environment or the configuration file (section "operator", then the
-/// shared keys), else what a local broker wrote to `<data-dir>/broker/endpoints.json`, else the
-/// broker's default. Keys: `certificate` and `broker_key` from the same sources, else the operator
-/// key `switchboard up` made under `<data-dir>/keys`, else none; `--insecure` uses none. Each
-/// option but `--data-dir`, `--timeout` and `--insecure` is a key of the "operator" section
-/// (`broker_host` is `--broker-host`; `service` is `status`'s and `auth check`'s `--service`),
-/// read through its `ConfigReader`, where a flag is the top source.
+/// The reader is built once per run, in `load()`, not in `validate()`: ArgumentParser's
+/// `validate()` cannot hand what it read to `run()` (a command's stored properties are its
+/// parsed arguments), so `validate()` checks only the flags that are no keys.
 struct BrokerOptions: ParsableArguments {
     @Option(help: "A JSON configuration file (or SWITCHBOARD_CONFIG): its \"operator\" section, and the shared keys at its top.")
     var config: String?
@@ -27,52 +28,19 @@ struct BrokerOptions: ParsableArguments {
             valueName: "endpoint"))
     var groups: String?
     @Option(name: .customLong("data-dir"), help: "Where `switchboard up` keeps its state: its endpoints file and operator key.")
-    var dataDirectory = ".switchboard"
+    var dataDirectory = OperatorConfiguration.defaultDataDirectory
     @Option(help: "How long to wait for the broker.") var timeout = "3s"
     @Option(help: "A secret certificate (an admin's for changes), for a broker that runs CURVE (default: the operator key of up).")
     var certificate: String?
-    @Option(name: .customLong("broker-key"), help: "The broker's .cert file or public key.") var brokerKey: String?
+    @Option(
+        name: .customLong("broker-key"), help: "The broker's .cert file or public key (default: up's broker.cert with its operator key).")
+    var brokerKey: String?
     @Flag(help: "Connect without CURVE, even where keys are found: for a broker run with --insecure.") var insecure = false
 
-    static let keys = ["broker_host", "groups", "service", "certificate", "broker_key"]
-
-    struct Settings {
-        var endpoints: BrokerEndpoints
-        var certificate: String?
-        var brokerKey: String?
-    }
-
-    /// The operator section's settings.
-    ///
-    /// Keys read: the broker's endpoints (`BrokerEndpoints(reader:dataDirectory:)`),
-    /// `certificate`, `broker_key`.
-    func settings() throws -> Settings {
-        do {
-            let configuration = try ProgramConfiguration(
-                program: "operator", keys: Self.keys, arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
-            return try configuration.read { reader in
-                Settings(
-                    endpoints: try BrokerEndpoints(reader: reader, dataDirectory: dataDirectory),
-                    certificate: try reader.nonEmpty("certificate"), brokerKey: try reader.nonEmpty("broker_key"))
-            }
-        } catch {
-            throw ValidationError("\(error)")
-        }
-    }
-
     func validate() throws {
-        let settings = try settings()
         if insecure {
             guard certificate == nil && brokerKey == nil else {
                 throw ValidationError("--insecure connects without keys: give it, or --certificate and --broker-key, not both")
-            }
-        } else {
-            do {
-                _ = try ClientCredentials.load(certificate: settings.certificate, brokerKey: settings.brokerKey)
-            } catch let failure as Certificate.Failure {
-                throw ValidationError(failure.description)
-            } catch {
-                throw ValidationError("\(error)")
             }
         }
         guard let wait = DurationText.parse(timeout), wait > .zero else {
@@ -82,39 +50,25 @@ struct BrokerOptions: ParsableArguments {
 
     var wait: Duration { DurationText.parse(timeout) ?? .seconds(3) }
 
-    /// From the settings; else the operator key `switchboard up` made, if any.
-    func credentials() throws -> ClientCredentials? {
-        if insecure { return nil }
-        let settings = try settings()
-        if let given = try ClientCredentials.load(certificate: settings.certificate, brokerKey: settings.brokerKey) {
-            return given
+    /// Reads the operator's configuration: once per run.
+    func load() throws -> OperatorConfiguration {
+        do {
+            let configuration = try OperatorConfiguration.programConfiguration(
+                arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment)
+            return try configuration.read { reader in
+                try OperatorConfiguration(reader: reader, dataDirectory: dataDirectory, insecure: insecure)
+            }
+        } catch {
+            throw ValidationError("\(error)")
         }
-        let secrets = URL(fileURLWithPath: dataDirectory).appendingPathComponent("keys/secrets")
-        let operatorSecret = secrets.appendingPathComponent("operator.secret").path
-        let brokerCertificate = secrets.appendingPathComponent("broker.cert").path
-        guard FileManager.default.fileExists(atPath: operatorSecret), FileManager.default.fileExists(atPath: brokerCertificate) else {
-            return nil
-        }
-        return try ClientCredentials.load(certificate: operatorSecret, brokerKey: brokerCertificate)
-    }
-
-    /// The broker's endpoints by the shared rule `BrokerEndpoints(reader:dataDirectory:)`: the
-    /// settings, else `<data-dir>/broker/endpoints.json`'s, else the broker's default.
-    /// `validate()` has checked the settings, so a failure here cannot happen and falls back to
-    /// the defaults.
-    var endpoints: BrokerEndpoints {
-        (try? settings().endpoints) ?? BrokerEndpoints()
-    }
-
-    var groupsEndpoint: String {
-        endpoints.groups
     }
 
     /// Runs `body` with a client of the groups endpoint. A refusal or a silent broker is
     /// printed to standard error as `<command>: <what went wrong>` and ends the command with
     /// exit status 1.
     func withGroups<T>(_ command: String, _ body: (GroupAdminClient) async throws -> T) async throws -> T {
-        let options = try credentials()?.socketOptions ?? []
+        let connection = try load().connection
+        let (options, groupsEndpoint) = (connection.socketOptions, connection.endpoints.groups)
         let result: Result<T, any Error>
         do {
             result = .success(

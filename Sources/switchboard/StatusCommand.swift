@@ -22,23 +22,22 @@ struct StatusCommand: AsyncParsableCommand {
             answer within --timeout (what did answer is still printed).
             """)
 
-    @Option(help: "The broker's service endpoint.") var service: String?
+    @Option(
+        help: "The broker's service endpoint (default: <data-dir>/broker/endpoints.json's, else tcp://<broker-host>:5563).")
+    var service: String?
     @Flag(help: "Print the broker's answer as JSON (mmi.workers' fields, and `groups` as `switchboard groups --json` lists them).")
     var json = false
     @OptionGroup(title: "Broker connection") var broker: BrokerOptions
 
-    var endpoint: String {
-        broker.endpoints.service
-    }
-
     func run() async throws {
         var logger = Logger(label: "status")
         logger.logLevel = .error
-        let options = try broker.credentials()?.socketOptions ?? []
+        let connection = try broker.load().connection
+        let options = connection.socketOptions
         let wait = broker.wait
         var settings = ServiceClient.Settings()
         settings.socketOptions = options
-        let (endpoint, groupsEndpoint) = (endpoint, broker.groupsEndpoint)
+        let (endpoint, groupsEndpoint) = (connection.endpoints.service, connection.endpoints.groups)
         let (result, groups) = try await IOThread.withIOThread { io in
             let client = ServiceClient(io: io, endpoint: endpoint, settings: settings, logger: logger)
             let groupsClient = GroupAdminClient(io: io, endpoint: groupsEndpoint, settings: .init(timeout: wait, socketOptions: options))
