@@ -145,10 +145,10 @@ public final class OutboxSender: Sendable {
             settings: .init(
                 window: window, resendAfter: settings.resendAfter, idlePoll: settings.idlePoll, heartbeat: settings.heartbeat),
             endpoint: endpoint, deadline: deadline, start: .now)
-        // One socket until a send stays blocked; then a fresh one. libzmq never reconnects a
-        // connection whose handshake the broker refused (a key revoked, then allowed again), so
-        // only a new socket gets in; after a long outage it also leaves behind the resends that
-        // piled up in the old socket's pipe.
+        // One socket until sends stay blocked with nothing heard on it; then a fresh one. libzmq
+        // never reconnects a connection whose handshake the broker refused (a key revoked, then
+        // allowed again), so only a new socket gets in; after a long outage it also leaves behind
+        // the resends that piled up in the old socket's pipe.
         while true {
             let socket = try await io.open(.dealer, linger: 0, inboxCapacity: window * 2) {
                 [endpoint, options = settings.socketOptions] socket in
@@ -186,13 +186,16 @@ public final class OutboxSender: Sendable {
     private enum RunEnding { case finished, blocked }
 
     /// The I/O of a run on one socket: loads, sends and receives, and carries out what `delivery`
-    /// decides, until the run is over (`finished`) or a send stays blocked (`blocked`: the
-    /// caller goes on with a fresh socket).
+    /// decides, until the run is over (`finished`) or sends stay blocked while the socket hears
+    /// nothing for two resend periods (`blocked`: the caller goes on with a fresh socket).
     private func run(
         socket: AsyncSocket, delivery: inout OutboxDelivery, keepWaiting: @Sendable () -> Bool,
         progress: (@Sendable (DeliveryReport) -> Void)?
     ) async throws -> RunEnding {
         let versionFrame = Envelope.versionFrame()
+        // When this socket last heard the broker (or was opened): a blocked send on a socket that
+        // still hears ACKs is a busy broker, not a dead connection.
+        var heardHere = ContinuousClock.now
         func frames(_ entry: OutboxEntry) -> [Data] {
             [versionFrame, Data("EVENT".utf8), entry.header, Data("{}".utf8), Data("{}".utf8), entry.content]
         }
@@ -225,12 +228,15 @@ public final class OutboxSender: Sendable {
                 // The count of sends only informs people; a full disk must not stop delivery.
                 logger.warning("could not count the sends in the outbox", metadata: ["error": "\(error)"])
             }
-            if blocked { return .blocked }
+            // Nothing heard on this socket for two resend periods while sends stay blocked: its
+            // connection is gone (or was refused, which libzmq never retries).
+            if blocked && heardHere.duration(to: .now) >= settings.resendAfter * 2 { return .blocked }
 
             guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
             var messages = [first]
             while messages.count < settings.window * 2, let more = socket.tryReceive() { messages.append(more) }
-            contact.withLock { $0.heard = .now }
+            heardHere = .now
+            contact.withLock { $0.heard = heardHere }
             let actions = delivery.received(messages.map(decode), at: .now)
             try await carryOut(actions)
             progress?(delivery.report)
