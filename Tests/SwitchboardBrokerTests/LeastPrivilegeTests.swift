@@ -105,7 +105,12 @@ struct LeastPrivilegeTests {
 
     @Test("token.get: a worker gets tokens of its own back end only, or of those its certificate lists; token.invalidate likewise")
     func tokensByPrincipal() async throws {
-        let secure = try await SecureBroker.start(principals: Self.principals, backends: ["reports-1": ["eto", "filemaker"]])
+        // A long service liveness: the test's auth heartbeats only before each call, and with
+        // the whole suite running a call took longer than the default 7.5 s (the broker then
+        // answered 503 itself, and the expectations below saw a status where auth should have).
+        let secure = try await SecureBroker.start(principals: Self.principals, backends: ["reports-1": ["eto", "filemaker"]]) {
+            $0.serviceLiveness = 20
+        }
         let service = secure.fixture.endpoints.service
         let auth = try await secure.dealer("auth-1", service)
         try await auth.send(Majordomo.worker(.v02, .ready, service: "auth"))
