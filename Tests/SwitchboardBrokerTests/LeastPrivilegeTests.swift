@@ -109,7 +109,7 @@ struct LeastPrivilegeTests {
         // the whole suite running a call took longer than the default 7.5 s (the broker then
         // answered 503 itself, and the expectations below saw a status where auth should have).
         let secure = try await SecureBroker.start(principals: Self.principals, backends: ["reports-1": ["eto", "filemaker"]]) {
-            $0.serviceLiveness = 20
+            $0.serviceLiveness = 10
         }
         let service = secure.fixture.endpoints.service
         let auth = try await secure.dealer("auth-1", service)
