@@ -112,23 +112,49 @@ public final class GroupAdminClient: Sendable {
         } catch {
             throw GroupAdminError(.protocolViolation, operation: operation, message: "the request could not be encoded: \(error)")
         }
-        let socket: AsyncSocket
-        do {
-            socket = try await io.open(.dealer, linger: 0, inboxCapacity: 64) { [endpoint, options = settings.socketOptions] in
-                try $0.set([.maxMessageSize(1 << 20)] + options)
-                try $0.connect(endpoint)
+        // One broker at a time, each with its share of the time: a request goes to the next only
+        // when this one took it not at all or answered nothing in its share. Of a broker pair
+        // only the active one listens, so an operation that changes something runs at most once.
+        let deadline = ContinuousClock.now + wait
+        let brokers = BrokerRotation(endpoint).endpoints
+        for (index, broker) in brokers.enumerated() {
+            let socket: AsyncSocket
+            do {
+                socket = try await io.open(.dealer, linger: 0, inboxCapacity: 64) { [options = settings.socketOptions] in
+                    try $0.set([.maxMessageSize(1 << 20)] + options)
+                    try $0.connect(broker)
+                }
+            } catch {
+                throw GroupAdminError(
+                    .connection, operation: operation, message: "cannot connect to the groups endpoint '\(broker)': \(error)")
             }
-        } catch {
-            throw GroupAdminError(
-                .connection, operation: operation, message: "cannot connect to the groups endpoint '\(endpoint)': \(error)")
+            let share = ContinuousClock.now.duration(to: deadline) / (brokers.count - index)
+            let taken: Bool
+            do {
+                taken = try await socket.send(frames, timeout: share)
+            } catch {
+                await socket.close()
+                throw GroupAdminError(.connection, operation: operation, message: "the request could not be sent to '\(broker)': \(error)")
+            }
+            guard taken else {
+                await socket.close()
+                continue
+            }
+            let last = index == brokers.count - 1
+            let result = await exchange(
+                on: socket, header: header, deadline: last ? deadline : ContinuousClock.now + share, wait: wait)
+            await socket.close()
+            if case .failure(let error) = result, error.kind == .timeout, !last { continue }
+            return try result.get()
         }
-        let result = await exchange(on: socket, frames, header: header, deadline: .now + wait, wait: wait)
-        await socket.close()
-        return try result.get()
+        throw GroupAdminError(
+            .timeout, operation: operation,
+            message: "no answer to '\(operation)' from the broker's groups endpoint \(endpoint) within \(DurationText.format(wait))")
     }
 
+    /// Waits for the REPLY to the request already sent on `socket`.
     private func exchange(
-        on socket: AsyncSocket, _ frames: [Data], header: RequestHeader, deadline: ContinuousClock.Instant, wait: Duration
+        on socket: AsyncSocket, header: RequestHeader, deadline: ContinuousClock.Instant, wait: Duration
     )
         async -> Result<Data, GroupAdminError>
     {
@@ -137,7 +163,6 @@ public final class GroupAdminClient: Sendable {
             .failure(GroupAdminError(kind, operation: operation, message: message))
         }
         do {
-            try await socket.send(frames)
             while true {
                 let remaining = ContinuousClock.now.duration(to: deadline)
                 guard remaining > .zero, let message = try await socket.receive(timeout: remaining) else {

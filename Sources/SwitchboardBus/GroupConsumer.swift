@@ -105,7 +105,9 @@ public final class GroupConsumer: Sendable {
     private let deliveryInput: AsyncStream<GroupDelivery>.Continuation
     private let noticeInput: AsyncStream<Notice>.Continuation
     private let io: IOThread
-    private let endpoint: String
+    /// The broker, or brokers to move between when a JOIN gets no JOINED or the broker falls
+    /// silent (`BrokerRotation`).
+    private let brokers: BrokerRotation
     private let logger: Logger
     /// The socket in use, and the session's rules and bookkeeping (which connection is current,
     /// the deliveries not settled yet and the connection each belongs to).
@@ -123,7 +125,7 @@ public final class GroupConsumer: Sendable {
 
     public init(io: IOThread, endpoint: String, settings: Settings, logger: Logger) {
         self.io = io
-        self.endpoint = endpoint
+        self.brokers = BrokerRotation(endpoint)
         self.settings = settings
         self.logger = logger
         current = Mutex(Current(session: MemberSession(joinTimeout: settings.joinTimeout)))
@@ -162,8 +164,9 @@ public final class GroupConsumer: Sendable {
         while !Task.isCancelled && !isLeaving {
             let socket: AsyncSocket
             let joined: JoinedHeader
+            let endpoint = brokers.current
             do {
-                (socket, joined) = try await connectAndJoin()
+                (socket, joined) = try await connectAndJoin(endpoint)
             } catch is CancellationError {
                 return
             } catch let error as ProtocolError
@@ -171,14 +174,20 @@ public final class GroupConsumer: Sendable {
             {
                 throw error
             } catch {
-                logger.warning("could not join the group; trying again", metadata: ["group": "\(settings.group)", "error": "\(error)"])
+                // No JOINED in time, or nothing took the JOIN: with several brokers, try the next.
+                let next = brokers.failed(endpoint)
+                logger.warning(
+                    "could not join the group; trying again",
+                    metadata: ["group": "\(settings.group)", "error": "\(error)", "endpoint": "\(next)"])
                 let wait = current.withLock { $0.session.joinFailed() }
                 try? await Task.sleep(for: wait)
                 continue
             }
             noticeInput.yield(.joined(joined))
             joinedNow.withLock { $0 = true }
-            reason = await serve(socket)
+            let moveOn: Bool
+            (reason, moveOn) = await serve(socket)
+            if moveOn { brokers.failed(endpoint) }
             joinedNow.withLock { $0 = false }
             current.withLock { $0.session.lost() }
             if Task.isCancelled || isLeaving {
@@ -193,9 +202,8 @@ public final class GroupConsumer: Sendable {
         }
     }
 
-    private func connectAndJoin() async throws -> (AsyncSocket, JoinedHeader) {
+    private func connectAndJoin(_ endpoint: String) async throws -> (AsyncSocket, JoinedHeader) {
         let options = settings.socketOptions
-        let endpoint = self.endpoint
         // A short linger: the last settles and the LEAVE get out when the socket closes. Sends
         // give up after the join time: libzmq never reconnects a connection whose handshake the
         // broker refused (a key revoked, then allowed again), so a heartbeat waiting for it would
@@ -247,13 +255,15 @@ public final class GroupConsumer: Sendable {
         }
     }
 
-    /// Serves one connection until the broker falls silent or disowns it; returns why it ended.
-    private func serve(_ socket: AsyncSocket) async -> String {
+    /// Serves one connection until the broker falls silent or disowns it; returns why it ended,
+    /// and whether the broker is gone (silent, or the socket failed: with several brokers, the
+    /// next JOIN goes to the next) rather than disowning this connection.
+    private func serve(_ socket: AsyncSocket) async -> (reason: String, brokerGone: Bool) {
         let connection = current.withLock { $0.session.connection }
         while !Task.isCancelled && !isLeaving {
             switch current.withLock({ $0.session.tick(now: .now) }) {
             case .rejoin(let reason):
-                return reason
+                return (reason, true)
             case .sendHeartbeat:
                 try? await send(Envelope(command: .heartbeat, header: Envelope.emptyObject), connection: connection)
             case .wait(let until):
@@ -261,15 +271,15 @@ public final class GroupConsumer: Sendable {
                 do {
                     message = try await socket.receive(timeout: ContinuousClock.now.duration(to: until))
                 } catch {
-                    return "the socket failed: \(error)"
+                    return ("the socket failed: \(error)", true)
                 }
                 if let message {
                     current.withLock { $0.session.heard(now: .now) }
-                    if let reason = handle(message, connection: connection) { return reason }
+                    if let reason = handle(message, connection: connection) { return (reason, false) }
                 }
             }
         }
-        return isLeaving ? "leaving" : "cancelled"
+        return (isLeaving ? "leaving" : "cancelled", false)
     }
 
     /// Handles one message from the broker; returns a reason to reconnect, or nil.

@@ -56,6 +56,10 @@ public final class JournalFollower {
     private let topics: [String]
     private var subscriber: AsyncSocket?
     private var replay: AsyncSocket?
+    /// The replay endpoints (several brokers: one at a time, the next after a FETCH that went
+    /// unanswered) and the one `replay` is connected to.
+    private let replayBrokers: BrokerRotation
+    private var replayEndpoint = ""
     private var covered: Int64?
     private var broker: String?
     private var ready: [FollowerItem] = []
@@ -68,6 +72,7 @@ public final class JournalFollower {
     public init(io: IOThread, endpoints: Endpoints, topics: [String] = [], from: Int64? = nil, fetchTimeout: Duration = .seconds(5)) {
         self.io = io
         self.endpoints = endpoints
+        self.replayBrokers = BrokerRotation(endpoints.replay)
         self.topics = topics
         self.covered = from.map { max(0, $0 - 1) }
         self.fetchTimeout = fetchTimeout
@@ -102,19 +107,16 @@ public final class JournalFollower {
     private func connect() async throws -> AsyncSocket {
         if let subscriber { return subscriber }
         let prefixes = (topics.isEmpty ? [""] : topics + [Topic.systemPrefix])
+        // Every broker's fan-out at once: only the active one publishes (a SUB merges them).
+        let fanouts = BrokerRotation(endpoints.fanout).endpoints
         let socket = try await io.open(.subscriber, linger: 0, inboxCapacity: 4096) { [endpoints] socket in
             try socket.set([.receiveHighWaterMark(100_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
             for prefix in prefixes { try socket.set(.subscribe(Data(prefix.utf8))) }
             try socket.set(endpoints.socketOptions)
-            try socket.connect(endpoints.fanout)
+            for fanout in fanouts { try socket.connect(fanout) }
         }
         do {
-            // A FETCH that no connection takes fails instead of waiting forever (a refused key).
-            replay = try await io.open(.dealer, linger: 0, inboxCapacity: 2048, sendTimeout: fetchTimeout) { [endpoints] socket in
-                try socket.set([.receiveHighWaterMark(10_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
-                try socket.set(endpoints.socketOptions)
-                try socket.connect(endpoints.replay)
-            }
+            replay = try await openReplay()
         } catch {
             // Both or neither: a follower without replay would silently skip every gap.
             await socket.close()
@@ -185,20 +187,52 @@ public final class JournalFollower {
         }
     }
 
+    /// A replay socket to the current broker. A FETCH that no connection takes fails instead of
+    /// waiting forever (a refused key).
+    private func openReplay() async throws -> AsyncSocket {
+        let endpoint = replayBrokers.current
+        replayEndpoint = endpoint
+        return try await io.open(.dealer, linger: 0, inboxCapacity: 2048, sendTimeout: fetchTimeout) { [endpoints] socket in
+            try socket.set([.receiveHighWaterMark(10_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
+            try socket.set(endpoints.socketOptions)
+            try socket.connect(endpoint)
+        }
+    }
+
+    /// After a FETCH went unanswered: the next one asks on a fresh socket (a late answer cannot
+    /// be taken for the next one's), of the next broker when there are several.
+    private func replaceReplay() async {
+        await replay?.close()
+        replayBrokers.failed(replayEndpoint)
+        replay = try? await openReplay()
+    }
+
     /// Fetches `from...to` from the journal, batch by batch, appending to `ready` and moving
     /// `covered` forward as far as the journal answered.
     private func fill(from: Int64, to: Int64) async throws {
-        guard let replay else { return }
+        guard let replay else {
+            // The last replacement failed to open: try again for this gap.
+            self.replay = try? await openReplay()
+            if self.replay != nil { try await fill(from: from, to: to) }
+            return
+        }
         var next = from
         var fetched = 0
         while next <= to {
             let fetch = FetchHeader(from: next, to: to, topics: topics, limit: 500)
-            try await replay.send(try Envelope(command: .fetch, header: fetch).frames())
+            let sent: Bool
+            do {
+                try await replay.send(try Envelope(command: .fetch, header: fetch).frames())
+                sent = true
+            } catch let error as ZMQError where error.isWouldBlock {
+                sent = false
+            }
             var end: EndHeader?
             while end == nil {
-                guard let answer = try await replay.receive(timeout: fetchTimeout) else {
-                    ready.append(.replayUnavailable(reason: "no answer from \(endpoints.replay) within \(fetchTimeout)"))
+                guard sent, let answer = try await replay.receive(timeout: fetchTimeout) else {
+                    ready.append(.replayUnavailable(reason: "no answer from \(replayEndpoint) within \(fetchTimeout)"))
                     if fetched > 0 { ready.append(.gapFilled(from: from, to: covered ?? from, fetched: fetched)) }
+                    await replaceReplay()
                     return
                 }
                 guard let envelope = try? Envelope.decode(answer.frames) else { continue }

@@ -65,7 +65,8 @@ public final class ServiceClient: Sendable {
     }
 
     private let io: IOThread
-    private let endpoint: String
+    /// The broker, or brokers to move between (`BrokerRotation`).
+    private let brokers: BrokerRotation
     private let settings: Settings
     private let logger: Logger
     private let state = Mutex(State())
@@ -77,6 +78,8 @@ public final class ServiceClient: Sendable {
         var routes: [String: Route] = [:]
         var reader: Task<Void, Never>?
         var closed = false
+        /// The broker the shared socket connected to.
+        var socketEndpoint = ""
     }
 
     /// Where the replies of one request go.
@@ -170,7 +173,7 @@ public final class ServiceClient: Sendable {
 
     public init(io: IOThread, endpoint: String, settings: Settings = Settings(), logger: Logger) {
         self.io = io
-        self.endpoint = endpoint
+        self.brokers = BrokerRotation(endpoint)
         self.settings = settings
         self.logger = logger
     }
@@ -259,11 +262,19 @@ public final class ServiceClient: Sendable {
                     _ = state.withLock { $0.routes.removeValue(forKey: id) }
                 case .sendOnFreshSocket(let until):
                     logger.debug("sending again on a fresh socket", metadata: ["service": "\(service)", "request_id": "\(id)"])
-                    try await withFreshSocket { socket in
-                        guard try await socket.send(frames, timeout: ContinuousClock.now.duration(to: until)) else { return }
+                    try await withFreshSocket { socket, endpoint in
+                        guard try await socket.send(frames, timeout: ContinuousClock.now.duration(to: until)) else {
+                            brokers.failed(endpoint)
+                            return
+                        }
                         pirate.sent()
                         while ContinuousClock.now < until {
-                            guard let message = try await socket.receive(timeout: ContinuousClock.now.duration(to: until)) else { break }
+                            guard let message = try await socket.receive(timeout: ContinuousClock.now.duration(to: until)) else {
+                                // Not a word from this broker in a whole attempt: with several, the
+                                // next attempt asks the next (a standby does not listen).
+                                brokers.failed(endpoint)
+                                break
+                            }
                             if routeReply(message.frames, expecting: id, lookup: { $0 == id ? route : nil }) == true { break }
                             if route.progress.withLock({ $0.finished }) { break }
                         }
@@ -276,7 +287,7 @@ public final class ServiceClient: Sendable {
                     route.fail(.timeout(service: service, operation: operation, after: timeout))
                     return
                 case .unreachable:
-                    route.fail(.unreachable(endpoint: endpoint, after: timeout))
+                    route.fail(.unreachable(endpoint: brokers.description, after: timeout))
                     return
                 }
             } catch {
@@ -294,16 +305,20 @@ public final class ServiceClient: Sendable {
     /// Stops using `socket` as the shared socket (if it still is): a request that no connection
     /// took on it means it has none, and libzmq never reconnects one whose handshake the broker
     /// refused. Requests still waiting on it run out their attempt and go on as their rules say.
+    /// With several brokers, the next socket connects to the next one.
     private func retire(_ socket: AsyncSocket) async {
-        let reader = state.withLock { state -> Task<Void, Never>? in
+        let retired = state.withLock { state -> (reader: Task<Void, Never>?, endpoint: String)? in
             guard state.socket == socket else { return nil }
             state.socket = nil
             defer { state.reader = nil }
-            return state.reader
+            return (state.reader, state.socketEndpoint)
         }
-        guard let reader else { return }
-        logger.debug("no connection to the broker took a request; the next opens a fresh socket", metadata: ["endpoint": "\(endpoint)"])
-        reader.cancel()
+        guard let retired else { return }
+        let next = brokers.failed(retired.endpoint)
+        logger.debug(
+            "no connection to the broker took a request; the next opens a fresh socket",
+            metadata: ["endpoint": "\(retired.endpoint)", "next": "\(next)"])
+        retired.reader?.cancel()
         await socket.close()
     }
 
@@ -313,16 +328,18 @@ public final class ServiceClient: Sendable {
         return .closed
     }
 
-    /// Runs `body` on a socket of its own, closed before this returns, whichever way `body` ends.
-    private func withFreshSocket<T>(_ body: (AsyncSocket) async throws -> T) async throws -> T {
-        let socket = try await io.open(.dealer, linger: 0) { [endpoint, options = settings.socketOptions] in
-            // IMMEDIATE: only a connection whose handshake is done takes a message, so one the
-            // broker refuses shows as `unreachable`, not as a request lost in its pipe.
-            try $0.set([.immediate(true)] + options)
+    /// Runs `body` on a socket of its own, connected to the current broker (given to `body`),
+    /// closed before this returns, whichever way `body` ends.
+    private func withFreshSocket<T>(_ body: (AsyncSocket, String) async throws -> T) async throws -> T {
+        let endpoint = brokers.current
+        let socket = try await io.open(.dealer, linger: 0) { [options = settings.socketOptions] in
+            // No ZMQ_IMMEDIATE (protocol section 1): a socket whose connection the broker refused
+            // has no pipe left, so a send there is still not taken.
+            try $0.set(options)
             try $0.connect(endpoint)
         }
         do {
-            let result = try await body(socket)
+            let result = try await body(socket, endpoint)
             await socket.close()
             return result
         } catch {
@@ -359,10 +376,11 @@ public final class ServiceClient: Sendable {
             }
         case .open:
             let result: Result<AsyncSocket, any Error>
+            let endpoint = brokers.current
             do {
                 let socket = try await io.open(.dealer, linger: 0, inboxCapacity: 4096) {
-                    [endpoint, options = settings.socketOptions] socket in
-                    try socket.set([.maxMessageSize(1 << 20), .immediate(true)] + options)
+                    [options = settings.socketOptions] socket in
+                    try socket.set([.maxMessageSize(1 << 20)] + options)
                     try socket.connect(endpoint)
                 }
                 result = .success(socket)
@@ -373,6 +391,7 @@ public final class ServiceClient: Sendable {
                 state.opening = false
                 if case .success(let socket) = result {
                     state.socket = socket
+                    state.socketEndpoint = endpoint
                     // Unstructured because the shared socket outlives any one request: its reader
                     // routes replies to every caller, belongs to the client, and is cancelled by
                     // `close()`.
@@ -454,26 +473,40 @@ public final class ServiceClient: Sendable {
     /// Asks the broker an MMI question (`mmi.service`, `mmi.workers`) on a socket of its own.
     public func mmi(_ service: String, body: [Data] = [], timeout: Duration? = nil) async throws(ServiceClientError) -> [Data] {
         let wait = timeout ?? settings.timeout
-        do {
-            return try await withFreshSocket { socket in
-                guard try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body), timeout: wait) else {
-                    throw ServiceClientError.unreachable(endpoint: endpoint, after: wait)
+        let deadline = ContinuousClock.now + wait
+        // With several brokers, each gets its share of the time, the current one first: the
+        // answer comes from the one that took the question.
+        for tried in 1...brokers.endpoints.count {
+            let share = ContinuousClock.now.duration(to: deadline) / (brokers.endpoints.count - tried + 1)
+            do {
+                let answer = try await withFreshSocket { socket, endpoint -> [Data]? in
+                    guard try await socket.send(Majordomo.clientRequest(.v02, service: service, body: body), timeout: share) else {
+                        brokers.failed(endpoint)
+                        return nil
+                    }
+                    // The broker answers MMI itself, at once: silence means it is not there.
+                    guard
+                        let answer = try await socket.receive(
+                            timeout: ContinuousClock.now.duration(to: deadline) / (brokers.endpoints.count - tried + 1))
+                    else {
+                        brokers.failed(endpoint)
+                        return nil
+                    }
+                    guard case .client(let message) = try Majordomo.parse(answer.frames[...]), message.service == service else {
+                        throw ServiceClientError.protocolViolation("the answer to \(service) is not an MDP/0.2 client reply for it")
+                    }
+                    return message.body
                 }
-                guard let answer = try await socket.receive(timeout: wait) else {
-                    throw ServiceClientError.timeout(service: service, operation: "mmi", after: wait)
-                }
-                guard case .client(let message) = try Majordomo.parse(answer.frames[...]), message.service == service else {
-                    throw ServiceClientError.protocolViolation("the answer to \(service) is not an MDP/0.2 client reply for it")
-                }
-                return message.body
+                if let answer { return answer }
+            } catch let error as ServiceClientError {
+                throw error
+            } catch let error as Majordomo.Malformed {
+                throw .protocolViolation("the answer to \(service) is malformed: \(error)")
+            } catch {
+                throw Self.clientError(error)
             }
-        } catch let error as ServiceClientError {
-            throw error
-        } catch let error as Majordomo.Malformed {
-            throw .protocolViolation("the answer to \(service) is malformed: \(error)")
-        } catch {
-            throw Self.clientError(error)
         }
+        throw .timeout(service: service, operation: "mmi", after: wait)
     }
 
     /// `mmi.service`: whether the service has a live worker.

@@ -112,7 +112,8 @@ public final class ServiceWorker: Sendable {
     public let notices: AsyncStream<Notice>
     private let noticeInput: AsyncStream<Notice>.Continuation
     private let io: IOThread
-    private let endpoint: String
+    /// The broker, or brokers to move between when one falls silent (`BrokerRotation`).
+    private let brokers: BrokerRotation
     private let settings: Settings
     private let logger: Logger
     private let handler: Handler
@@ -129,7 +130,7 @@ public final class ServiceWorker: Sendable {
     ) {
         self.service = service
         self.io = io
-        self.endpoint = endpoint
+        self.brokers = BrokerRotation(endpoint)
         self.settings = settings
         self.logger = logger
         self.handler = handler
@@ -174,9 +175,10 @@ public final class ServiceWorker: Sendable {
             // connection takes within the silence limit ends the socket: libzmq never reconnects a
             // connection whose handshake the broker refused (a key revoked, then allowed again),
             // and only a fresh socket gets in.
+            let endpoint = brokers.current
             let socket = try await io.open(
                 .dealer, linger: 200, inboxCapacity: 64, sendTimeout: settings.heartbeat * settings.liveness
-            ) { [endpoint, options = settings.socketOptions] socket in
+            ) { [options = settings.socketOptions] socket in
                 try socket.set([.maxMessageSize(1 << 20)] + options)
                 try socket.connect(endpoint)
             }
@@ -198,8 +200,11 @@ public final class ServiceWorker: Sendable {
             guard let ending else { return }
             let wait = liveness.withLock { $0.ended(ending) }
             if ending == .brokerSilent {
+                // With several brokers, the next socket tries the next one.
+                let next = brokers.failed(endpoint)
                 logger.warning(
-                    "broker silent; reconnecting", metadata: ["service": "\(service)", "slot": "\(slot)", "after": "\(wait)"])
+                    "broker silent; reconnecting",
+                    metadata: ["service": "\(service)", "slot": "\(slot)", "after": "\(wait)", "endpoint": "\(next)"])
             }
             if wait > .zero { try? await Task.sleep(for: wait) }
         }

@@ -130,10 +130,14 @@ public struct DeskJourney: Service {
         var through = Int64(try await store.setting(Self.cursorSetting) ?? "0") ?? 0
         var socket: AsyncSocket?
         var failing = false
+        // Several brokers: one at a time, the next after a FETCH that went unanswered.
+        let brokers = BrokerRotation(endpoint)
+        var connected = brokers.current
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             if socket == nil {
+                connected = brokers.current
                 socket = try? await io.open(.dealer, linger: 0, inboxCapacity: 2048, sendTimeout: .seconds(3)) {
-                    [endpoint, socketOptions] socket in
+                    [endpoint = connected, socketOptions] socket in
                     try socket.set([.receiveHighWaterMark(10_000), .reconnectIntervalMax(milliseconds: 2000), .maxMessageSize(1 << 20)])
                     try socket.set(socketOptions)
                     try socket.connect(endpoint)
@@ -171,6 +175,7 @@ public struct DeskJourney: Service {
                     // reconnects it) is left behind.
                     await open.close()
                     socket = nil
+                    brokers.failed(connected)
                     if status.journeyReachable != false { status.changed() }
                     status.journey(reachable: false)
                 }

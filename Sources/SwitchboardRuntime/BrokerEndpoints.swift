@@ -15,11 +15,17 @@ public struct BrokerEndpoints: Sendable, Equatable {
     /// The broker's ports when nothing else is said (protocol/README.md, section 3).
     public static let defaultPorts = ["ingest": 5560, "fanout": 5561, "replay": 5562, "service": 5563, "groups": 5564]
 
-    /// The endpoints of a broker on `host` at the default ports.
+    /// The endpoints of a broker on `host` at the default ports; with several hosts separated by
+    /// commas (a broker pair, `a,b`), each endpoint lists every host's, in that order.
     public init(host: String = "127.0.0.1") {
-        // An IPv6 address goes in brackets: tcp://[::1]:5560.
-        let written = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
-        func at(_ name: String) -> String { "tcp://\(written):\(Self.defaultPorts[name] ?? 0)" }
+        let hosts = host.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        func at(_ name: String) -> String {
+            (hosts.isEmpty ? [host] : hosts).map { host in
+                // An IPv6 address goes in brackets: tcp://[::1]:5560.
+                let written = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+                return "tcp://\(written):\(Self.defaultPorts[name] ?? 0)"
+            }.joined(separator: ",")
+        }
         ingest = at("ingest")
         fanout = at("fanout")
         replay = at("replay")
@@ -32,10 +38,11 @@ public struct BrokerEndpoints: Sendable, Equatable {
 
     /// Reads the endpoints a client program connects to.
     ///
-    /// Keys read: `broker_host` (the broker's host name or address; default 127.0.0.1), which
-    /// gives every endpoint at its default port (5560 ingest, 5561 fanout, 5562 replay, 5563
-    /// service, 5564 groups); `ingest`, `fanout`, `replay`, `service`, `groups`, each a ZeroMQ
-    /// endpoint overriding its own.
+    /// Keys read: `broker_host` (the broker's host name or address, or several separated by
+    /// commas for a broker pair; default 127.0.0.1), which gives every endpoint at its default
+    /// port (5560 ingest, 5561 fanout, 5562 replay, 5563 service, 5564 groups); `ingest`,
+    /// `fanout`, `replay`, `service`, `groups`, each a ZeroMQ endpoint (or several separated by
+    /// commas) overriding its own. A client given several uses one at a time (protocol section 3).
     ///
     /// With `dataDirectory`, an endpoint that neither its own key nor `broker_host` sets comes
     /// from what a local broker wrote to `<dataDirectory>/broker/endpoints.json` (`switchboard
@@ -44,13 +51,16 @@ public struct BrokerEndpoints: Sendable, Equatable {
     /// still wins over the file.
     public init(reader: ConfigReader, dataDirectory: String? = nil) throws(ConfigurationError) {
         let host = try reader.nonEmpty("broker_host")
-        if let host, host.contains("/") || host.contains(" ") {
-            throw ConfigurationError(key: "broker_host", "must be a host name or address, got '\(host)'")
+        if let host,
+            host.contains("/") || host.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty })
+                || host.trimmingCharacters(in: .whitespaces).contains(" ")
+        {
+            throw ConfigurationError(key: "broker_host", "must be a host name or address, or several separated by commas, got '\(host)'")
         }
         self.init(host: host ?? "127.0.0.1")
         let written = host == nil ? dataDirectory.flatMap(Self.written(dataDirectory:)) ?? [:] : [:]
         func read(_ key: String, into endpoint: inout String) throws(ConfigurationError) {
-            if let value = try reader.endpoint(key) {
+            if let value = try reader.endpoints(key) {
                 endpoint = value
             } else if let value = written[key] {
                 endpoint = value

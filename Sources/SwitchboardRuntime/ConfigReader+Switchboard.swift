@@ -3,6 +3,7 @@
 // `ConfigurationError` naming the key; `ProgramConfiguration.read` adds where the value came from.
 
 public import Configuration
+import Foundation
 
 extension ConfigReader {
     /// Text that must not be blank when given.
@@ -75,6 +76,18 @@ extension ConfigReader {
             throw ConfigurationError(key: key, "must be a ZeroMQ endpoint (tcp://host:port, ipc://path), got '\(text)'")
         }
         return text
+    }
+
+    /// One ZeroMQ endpoint or several separated by commas (the brokers a client may use, one at a
+    /// time: `tcp://a:5563,tcp://b:5563`), each checked as `endpoint(_:)` does.
+    public func endpoints(_ key: String) throws(ConfigurationError) -> String? {
+        guard let text = string(forKey: ConfigKey(key)) else { return nil }
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        for part in parts where !(part.hasPrefix("tcp://") || part.hasPrefix("ipc://") || part.hasPrefix("inproc://")) {
+            throw ConfigurationError(
+                key: key, "must be a ZeroMQ endpoint (tcp://host:port, ipc://path) or several separated by commas, got '\(part)'")
+        }
+        return parts.joined(separator: ",")
     }
 
     /// An http(s) URL.

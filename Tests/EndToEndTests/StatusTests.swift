@@ -74,7 +74,7 @@ struct StatusTests {
         let status = try programs.start(
             "switchboard", ["status", "--service", "tcp://127.0.0.1:\(port)", "--timeout", "300ms"], log: "none.log")
         #expect(await status.waitForExit(timeout: .seconds(30)) == 1)
-        #expect(programs.read("none.log").contains("no connection to the broker at tcp://127.0.0.1:\(port) within 300ms"))
+        #expect(programs.read("none.log").contains("no answer from the broker at tcp://127.0.0.1:\(port) within 300ms"))
     }
 }
 

@@ -58,7 +58,10 @@ public final class OutboxSender: Sendable {
     }
 
     public let outbox: Outbox
+    /// The broker's ingest endpoint, or several (`BrokerRotation`), as given.
     public let endpoint: String
+    /// Which of them a fresh socket connects to.
+    private let brokers: BrokerRotation
     public let settings: Settings
     private let io: IOThread
     private let logger: Logger
@@ -73,6 +76,7 @@ public final class OutboxSender: Sendable {
         self.outbox = outbox
         self.io = io
         self.endpoint = endpoint
+        self.brokers = BrokerRotation(endpoint)
         self.settings = settings
         self.logger = logger
         self.metrics = Metrics(factory: metrics)
@@ -150,8 +154,9 @@ public final class OutboxSender: Sendable {
         // allowed again), so only a new socket gets in; after a long outage it also leaves behind
         // the resends that piled up in the old socket's pipe.
         while true {
+            let endpoint = brokers.current
             let socket = try await io.open(.dealer, linger: 0, inboxCapacity: window * 2) {
-                [endpoint, options = settings.socketOptions] socket in
+                [options = settings.socketOptions] socket in
                 // No ZMQ_IMMEDIATE: with it, libzmq 4.3 drops the pipe at once when the broker's
                 // connection breaks, and we saw a break in the middle of a multipart ACK abort the
                 // process in fq.cpp (`!_more`) when a broker stopped mid-stream. Without it, unsent
@@ -175,7 +180,9 @@ public final class OutboxSender: Sendable {
             }
             await socket.close()
             guard ending == .blocked else { break }
-            logger.debug("sends stayed blocked; going on with a fresh socket", metadata: ["endpoint": "\(endpoint)"])
+            // With several brokers, the fresh socket connects to the next.
+            let next = brokers.failed(endpoint)
+            logger.debug("sends stayed blocked; going on with a fresh socket", metadata: ["endpoint": "\(endpoint)", "next": "\(next)"])
         }
         var report = delivery.report
         report.pending = try await outbox.counts().pending
