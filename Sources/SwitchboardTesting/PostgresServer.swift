@@ -20,6 +20,7 @@ public final class PostgresServer: Sendable {
     /// The server's own directory: data, socket, log.
     public let directory: String
     let binaries: String
+    let asRoot: Bool
 
     /// Why no server can be started here (no PostgreSQL binaries), or nil when one can.
     public static var unavailable: String? {
@@ -37,6 +38,13 @@ public final class PostgresServer: Sendable {
 
     private static let started: Result<PostgresServer, any Error> = Result { try PostgresServer.start() }
 
+    /// A server of the caller's own, for a test that stops and starts it (`stop()`, `restart()`);
+    /// nil when `unavailable` says why not. It is stopped at exit too, if still running.
+    public static func own() throws -> PostgresServer? {
+        guard unavailable == nil else { return nil }
+        return try start()
+    }
+
     private static var binaryDirectory: String? {
         let root = "/usr/lib/postgresql"
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
@@ -46,11 +54,12 @@ public final class PostgresServer: Sendable {
         return nil
     }
 
-    private init(port: Int, passwordFile: String, directory: String, binaries: String) {
+    private init(port: Int, passwordFile: String, directory: String, binaries: String, asRoot: Bool) {
         self.port = port
         self.passwordFile = passwordFile
         self.directory = directory
         self.binaries = binaries
+        self.asRoot = asRoot
     }
 
     private static func start() throws -> PostgresServer {
@@ -100,21 +109,46 @@ public final class PostgresServer: Sendable {
                 lastError = error
                 continue
             }
-            let server = PostgresServer(port: port, passwordFile: passwordFile, directory: directory, binaries: binaries)
-            running.withLock { $0 = (binaries, data, asRoot, directory) }
-            atexit { PostgresServer.stopAtExit() }
+            let server = PostgresServer(port: port, passwordFile: passwordFile, directory: directory, binaries: binaries, asRoot: asRoot)
+            running.withLock {
+                if $0.isEmpty { atexit { PostgresServer.stopAtExit() } }
+                $0.append(server)
+            }
             return server
         }
         throw lastError ?? ServerFailure("the server did not start")
     }
 
-    /// What `atexit` stops: the server started by this process.
-    private static let running = Locked<(binaries: String, data: String, asRoot: Bool, directory: String)?>(nil)
+    /// What `atexit` stops: the servers started by this process.
+    private static let running = Locked<[PostgresServer]>([])
 
     private static func stopAtExit() {
-        guard let (binaries, data, asRoot, directory) = running.withLock({ $0 }) else { return }
-        _ = try? run(asServer: asRoot, ["\(binaries)/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"])
-        try? FileManager.default.removeItem(atPath: directory)
+        for server in running.withLock({ $0 }) {
+            try? server.stop()
+            try? FileManager.default.removeItem(atPath: server.directory)
+        }
+    }
+
+    private var data: String { directory + "/data" }
+
+    private var startArguments: [String] {
+        [
+            "\(binaries)/pg_ctl", "-D", data, "-l", directory + "/server.log", "-w", "-t", "60", "-o",
+            "-c listen_addresses=127.0.0.1 -p \(port) -c unix_socket_directories=\(directory) -c max_connections=200", "start",
+        ]
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`: sessions are ended, as a crash of the server
+    /// host looks to clients); stopping a stopped server does nothing.
+    public func stop() throws {
+        let status = try? Self.run(asServer: asRoot, ["\(binaries)/pg_ctl", "-D", data, "status"])
+        guard status != nil else { return }
+        try Self.run(asServer: asRoot, ["\(binaries)/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"])
+    }
+
+    /// Starts the stopped server again, on the same port.
+    public func restart() throws {
+        try Self.run(asServer: asRoot, startArguments)
     }
 
     /// Makes a new, empty database and returns its name.

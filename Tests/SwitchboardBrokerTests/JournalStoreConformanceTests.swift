@@ -379,4 +379,33 @@ struct PostgresJournalStoreTests {
         #expect(store.head == 3 && store.count == 3)
         try store.close()
     }
+
+    @Test("while its database is down the broker NACKs unavailable, naming the cause, and ACKs again once it is back")
+    func brokerOutage() async throws {
+        guard let server = try PostgresServer.own() else {
+            try Test.cancel(Comment(rawValue: PostgresServer.unavailable ?? "no PostgreSQL server"))
+        }
+        defer { try? server.stop() }
+        let settings = StoreUnderTest.settings(server, database: try server.makeDatabase())
+        let fixture = try await BrokerFixture.start {
+            $0.journalStore = .postgres
+            $0.postgres = settings
+        }
+        let producer = try await fixture.producer()
+        let first = try await Events.exchange(producer, try Events.frames(producer: "kiosk-pg", seq: 1).1)
+        #expect(first.command == .ack)
+        try server.stop()
+        let (_, frames) = try Events.frames(producer: "kiosk-pg", seq: 2)
+        let refused = try await Events.exchange(producer, frames, timeout: .seconds(30))
+        #expect(refused.command == .nack)
+        let nack = try refused.decodeHeader(NackHeader.self)
+        #expect(nack.code == .unavailable && nack.retryable)
+        #expect(nack.reason == "the journal could not store the event: the database server cannot be reached", "\(nack.reason)")
+        try server.restart()
+        // The resend, as the producer's outbox makes it: journaled under the next number, no gap.
+        let again = try await Events.exchange(producer, frames, timeout: .seconds(30))
+        #expect(again.command == .ack)
+        #expect(try again.decodeHeader(AckHeader.self).busSeq == 2)
+        await fixture.stop()
+    }
 }
