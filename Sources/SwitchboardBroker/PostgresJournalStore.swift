@@ -88,7 +88,9 @@ struct PostgresTimedOut: Error, CustomStringConvertible {
 ///
 /// Connection loss: a statement that fails because the connection broke (or timed out) closes
 /// the connection and throws a `StorageFault` (`the database server cannot be reached`), which
-/// the broker handles as any journal outage (NACK `unavailable`). The next call connects again
+/// the broker handles as any journal outage (NACK `unavailable`). A statement on a connection
+/// whose server went silent holds the calling thread for at most `timeout`; connecting again
+/// for at most half a second (`connected(patience:)`). The next call connects again
 /// and reloads `head`, `first`, `count` and `storedBytes` from the database, because a COMMIT
 /// whose answer was lost may have been applied; the events of such a batch were NACKed, and
 /// their resends are recognised as duplicates.
@@ -111,6 +113,8 @@ final class PostgresJournalStore: JournalStore {
     private var closed = false
     /// Whether the schema is known to exist (a new connection then reloads the view).
     private var migrated = false
+    /// A connection being made, not yet waited for to the end.
+    private var pending: ConnectAttempt?
 
     /// The schema this code writes; a database with a higher one was made by a newer broker.
     static let schemaVersion = 1
@@ -153,6 +157,8 @@ final class PostgresJournalStore: JournalStore {
         self.configuration = configuration
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
+            // At start the broker waits for its database as long as `timeout` allows.
+            _ = try connected(patience: settings.timeout + .seconds(1))
             try migrate()
             migrated = true
             try loadView(try connected())
@@ -198,13 +204,33 @@ final class PostgresJournalStore: JournalStore {
 
     /// The open connection, or a new one. A new connection after the first reloads the view:
     /// a commit whose answer was lost may have been applied.
-    private func connected() throws(StorageFault) -> PostgresConnection {
+    ///
+    /// Connecting again never holds the broker's loop for the whole connect time-out: a new
+    /// attempt is waited for at most `reconnectPatience` (a reachable server answers in
+    /// milliseconds); one still under way then goes on in the background, and every call until
+    /// it completes fails at once (the database server cannot be reached), so HEAD, fan-out and
+    /// replay of what is cached go on while a database host is unreachable.
+    private func connected(patience: Duration? = nil) throws(StorageFault) -> PostgresConnection {
         if let connection, !connection.isClosed { return connection }
         connection = nil
-        do {
+        let attempt: ConnectAttempt
+        let waitFor: Duration
+        if let pending {
+            attempt = pending
+            waitFor = .zero
+        } else {
             connections += 1
-            let opened = try wait(
+            attempt = ConnectAttempt(
                 PostgresConnection.connect(on: group.next(), configuration: configuration, id: connections, logger: logger))
+            pending = attempt
+            waitFor = patience ?? min(settings.timeout, Self.reconnectPatience)
+        }
+        guard let outcome = attempt.outcome(waitingAtMost: waitFor) else {
+            throw StorageFault(cause: .unreachable, path: location, detail: "connecting to the server (still under way)")
+        }
+        pending = nil
+        do {
+            let opened = try outcome.get()
             connection = opened
             // Explicit, whatever the server's or the role's default: the ACK follows COMMIT only
             // once the commit record is flushed (and acknowledged by a synchronous standby).
@@ -217,6 +243,9 @@ final class PostgresJournalStore: JournalStore {
             throw fault
         }
     }
+
+    /// How long a commit or read waits for a new connection before failing (it goes on).
+    static let reconnectPatience: Duration = .milliseconds(500)
 
     /// Closes the connection (after a failure that leaves it unusable); the next call reconnects.
     private func drop() {
@@ -926,7 +955,40 @@ final class PostgresJournalStore: JournalStore {
             try? connection.close().wait()
         }
         connection = nil
+        if let pending, case .success(let late)? = pending.outcome(waitingAtMost: settings.timeout) {
+            try? late.close().wait()
+        }
+        pending = nil
         try group.syncShutdownGracefully()
+    }
+}
+
+/// A connection being made on the store's event loop, whose outcome the broker's thread
+/// collects when it is there.
+private final class ConnectAttempt: @unchecked Sendable {
+    // @unchecked: `result` is written by the event loop and read by the broker's thread, both
+    // only with `condition` locked.
+    private let condition = NSCondition()
+    private var result: Result<PostgresConnection, any Error>?
+
+    init(_ future: EventLoopFuture<PostgresConnection>) {
+        future.whenComplete { [self] outcome in
+            condition.lock()
+            result = outcome
+            condition.broadcast()
+            condition.unlock()
+        }
+    }
+
+    /// The outcome, waiting for it at most `duration`; nil if it is not there by then.
+    func outcome(waitingAtMost duration: Duration) -> Result<PostgresConnection, any Error>? {
+        let deadline = Date(timeIntervalSinceNow: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        condition.lock()
+        defer { condition.unlock() }
+        while result == nil {
+            guard condition.wait(until: deadline) else { break }
+        }
+        return result
     }
 }
 
