@@ -64,7 +64,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardTesting",
         dependencies: [
-            "CZeroMQ", "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus", "SwitchboardEmulators",
+            "CZeroMQ", "ZeroMQ", "SwitchboardProtocol", "SwitchboardBroker", "SwitchboardBus", "SwitchboardEmulators", "CSpawn",
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -136,6 +136,11 @@ var targets: [Target] = [
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "HeapModule", package: "swift-collections"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
+            // The journal's second store (`PostgresJournalStore`), chosen by `journal.store`.
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ],
         swiftSettings: swiftSettings
     ),
@@ -632,6 +637,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // CommandLineArguments: flags are one of the reader's providers (ProgramConfiguration).
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: ["JSON", "CommandLineArguments"]),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: targets
 )

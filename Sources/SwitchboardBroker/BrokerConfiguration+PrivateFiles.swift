@@ -10,6 +10,8 @@ extension BrokerConfiguration {
     /// it, rather than tightened behind the operator's back.
     func preparePrivateFiles() throws(PrivateFiles.Failure) {
         try PrivateFiles.ensureDirectory(dataDirectory, what: "broker data directory")
+        // A journal in PostgreSQL has no file here (the data directory keeps endpoints.json).
+        guard journalStore == .sqlite else { return }
         try PrivateFiles.checkExisting([journalPath, journalPath + "-wal", journalPath + "-shm"], what: "journal file")
         try PrivateFiles.createFile(journalPath, what: "journal file")
     }

@@ -1,5 +1,6 @@
 public import Configuration
 import Foundation
+import Logging
 public import SwitchboardProtocol
 public import SwitchboardRuntime
 
@@ -13,8 +14,14 @@ public struct BrokerConfiguration: Sendable {
     public var fanoutEndpoint = "tcp://127.0.0.1:5561"
     /// `replay`: FETCH ranges of the journal (ROUTER).
     public var replayEndpoint = "tcp://127.0.0.1:5562"
-    /// `data_dir`: holds `journal.sqlite`.
+    /// `data_dir`: holds `journal.sqlite` (with `journal.store = sqlite`) and `endpoints.json`.
     public var dataDirectory = ".switchboard/broker"
+    /// `journal.store`: where the broker keeps its journal, group cursors and dead letters:
+    /// `sqlite` (the default: `journal.sqlite` in `data_dir`) or `postgres` (`journal.postgres.*`).
+    public var journalStore = JournalStoreKind.sqlite
+    /// `journal.postgres.host`, `.port`, `.database`, `.user`, `.password_file`, `.tls`,
+    /// `.ca_file`, `.timeout`: the PostgreSQL database, with `journal.store = postgres`.
+    public var postgres = PostgresJournalSettings()
     /// `heartbeat`: how often HEAD is published on the fan-out.
     public var heartbeat: Duration = .seconds(1)
     /// `batch_limit`: the most events journaled in one transaction (group commit).
@@ -86,6 +93,8 @@ public struct BrokerConfiguration: Sendable {
         "retention.interval", "min_version", "hwm", "max_frame_bytes", "max_pending_bytes", "service", "service.heartbeat",
         "service.liveness", "service.wait", "service.queue_limit", "security.key", "security.certificates", "insecure", "groups",
         "groups.ack_wait", "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval", "admin",
+        "journal.store", "journal.postgres.host", "journal.postgres.port", "journal.postgres.database", "journal.postgres.user",
+        "journal.postgres.password_file", "journal.postgres.tls", "journal.postgres.ca_file", "journal.postgres.timeout",
         "log_format", "log_level",
     ]
 
@@ -111,8 +120,12 @@ public struct BrokerConfiguration: Sendable {
     /// `max_frame_bytes`, `max_pending_bytes` (sizes); `service.heartbeat`, `service.liveness`,
     /// `service.wait`, `service.queue_limit`; `groups.ack_wait`, `groups.max_deliver`,
     /// `groups.backoff` (a list of durations), `groups.liveness`, `groups.commit_interval`;
-    /// `security.key`, `security.certificates`, `insecure`; `admin`. Durations are written
-    /// `500ms`, `30s`, `2m`, `12h`, `7d`.
+    /// `security.key`, `security.certificates`, `insecure`; `admin`; `journal.store` (`sqlite`
+    /// or `postgres`), `journal.postgres.host`, `journal.postgres.port`,
+    /// `journal.postgres.database`, `journal.postgres.user`, `journal.postgres.password_file` (a
+    /// file holding the password; never the password itself), `journal.postgres.tls`
+    /// (`verify-full`, or `disable` for a server on loopback), `journal.postgres.ca_file`,
+    /// `journal.postgres.timeout`. Durations are written `500ms`, `30s`, `2m`, `12h`, `7d`.
     public init(reader: ConfigReader) throws(ConfigurationError) {
         self.init()
         if let v = try reader.endpoint("ingest") { ingestEndpoint = v }
@@ -154,6 +167,25 @@ public struct BrokerConfiguration: Sendable {
         if let v = try reader.nonEmpty("security.key") { securityKey = v }
         if let v = try reader.nonEmpty("security.certificates") { securityCertificates = v }
         if let v = reader.bool(forKey: "insecure") { insecure = v }
+        if let v = reader.string(forKey: "journal.store") {
+            guard let kind = JournalStoreKind(rawValue: v) else {
+                throw ConfigurationError(key: "journal.store", "must be sqlite or postgres, got '\(v)'")
+            }
+            journalStore = kind
+        }
+        if let v = try reader.nonEmpty("journal.postgres.host") { postgres.host = v }
+        if let v = reader.int(forKey: "journal.postgres.port") { postgres.port = v }
+        if let v = try reader.nonEmpty("journal.postgres.database") { postgres.database = v }
+        if let v = try reader.nonEmpty("journal.postgres.user") { postgres.user = v }
+        if let v = try reader.nonEmpty("journal.postgres.password_file") { postgres.passwordFile = v }
+        if let v = reader.string(forKey: "journal.postgres.tls") {
+            guard let mode = PostgresJournalSettings.TLSMode(rawValue: v) else {
+                throw ConfigurationError(key: "journal.postgres.tls", "must be verify-full or disable, got '\(v)'")
+            }
+            postgres.tls = mode
+        }
+        if let v = try reader.nonEmpty("journal.postgres.ca_file") { postgres.caFile = v }
+        if let v = try reader.duration("journal.postgres.timeout") { postgres.timeout = v }
         try validate()
     }
 
@@ -206,6 +238,20 @@ public struct BrokerConfiguration: Sendable {
                 "no security.key and security.certificates (--security-key, --security-certificates): make them with 'switchboard keygen', or pass --insecure for a local experiment without encryption"
             )
         }
+        if journalStore == .postgres {
+            guard (1...65535).contains(postgres.port) else {
+                throw ConfigurationError(key: "journal.postgres.port", "must be 1–65535, got \(postgres.port)")
+            }
+            guard postgres.tls == .verifyFull || postgres.isLoopback else {
+                throw ConfigurationError(
+                    key: "journal.postgres.tls",
+                    "disable is allowed only for a server on loopback (127.0.0.1, ::1, localhost), not \(postgres.host): the journal holds personal data"
+                )
+            }
+            guard postgres.timeout >= .milliseconds(100), postgres.timeout <= .seconds(600) else {
+                throw ConfigurationError(key: "journal.postgres.timeout", "must be 100ms–10m")
+            }
+        }
         guard serviceHeartbeat >= .milliseconds(10) else {
             throw ConfigurationError(key: "service.heartbeat", "must be at least 10ms")
         }
@@ -248,8 +294,25 @@ public struct BrokerConfiguration: Sendable {
     }
 
     var journalPath: String { (dataDirectory as NSString).appendingPathComponent("journal.sqlite") }
+
+    /// Opens the store `journal.store` names. Blocks until it is open (PostgreSQL: connected,
+    /// schema created or checked): call it on the broker's thread, never on an event loop.
+    func openJournal(logger: Logger) throws -> any JournalStore {
+        switch journalStore {
+        case .sqlite: try Journal(path: journalPath)
+        case .postgres: try PostgresJournalStore(settings: postgres, logger: logger)
+        }
+    }
     /// Where a started broker writes its bound endpoints.
     public var endpointsPath: String { (dataDirectory as NSString).appendingPathComponent("endpoints.json") }
+}
+
+/// Where the broker keeps its state (`journal.store`).
+public enum JournalStoreKind: String, Sendable, Hashable, CaseIterable {
+    /// One SQLite file in `data_dir`: the embedded default.
+    case sqlite
+    /// A PostgreSQL database (`journal.postgres.*`).
+    case postgres
 }
 
 extension Duration {

@@ -44,7 +44,7 @@ struct GroupBook {
     var audits: [PendingEvent] = []
     var refusalLog = LogLimiter(perInterval: 20)
 
-    init(journal: Journal, settings: ConsumerGroupSettings, logger: Logger) throws {
+    init(journal: any JournalStore, settings: ConsumerGroupSettings, logger: Logger) throws {
         self.settings = settings
         // Events journaled before the restart wait one liveness period for members still working
         // on them to rejoin and claim them (protocol section 15.3, Restart and Rejoining).
@@ -317,7 +317,7 @@ extension BrokerCore {
             // next iteration: the broker goes on delivering, and a crash before a commit only
             // brings back what at-least-once allows.
             groupCommitOutage.failed(
-                StorageFault.classify(error, path: journal.path, queue: nil), count: writes.count, at: .now, logger: logger)
+                StorageFault.classify(error, path: journal.location, queue: nil), count: writes.count, at: .now, logger: logger)
             return
         }
         groupCommitOutage.succeeded(at: .now, logger: logger)

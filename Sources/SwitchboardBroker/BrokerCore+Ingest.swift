@@ -82,7 +82,7 @@ extension BrokerCore {
         do {
             outcomes = try journal.append(batch)
         } catch {
-            let fault = StorageFault.classify(error, path: journal.path, queue: nil)
+            let fault = StorageFault.classify(error, path: journal.location, queue: nil)
             let producers = Set(batch.map(\.header.producer)).sorted().joined(separator: ",")
             journalOutage.failed(fault, count: batch.count, at: .now, logger: logger, metadata: ["producers": "\(producers)"])
             for (index, event) in batch.enumerated() {

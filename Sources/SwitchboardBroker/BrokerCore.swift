@@ -17,7 +17,7 @@ final class BrokerCore {
     let broker: Broker
     let configuration: BrokerConfiguration
     let logger: Logger
-    let journal: Journal
+    let journal: any JournalStore
     let ingest: Socket
     let fanout: Socket
     let replay: Socket
@@ -60,7 +60,7 @@ final class BrokerCore {
         self.logger = broker.loggerForCore
         self.metrics = BrokerMetrics(factory: broker.metricsFactory)
         let context = broker.contextForCore
-        journal = try Journal(path: configuration.journalPath)
+        journal = try configuration.openJournal(logger: logger)
         let hwm = configuration.highWaterMark
         let common: [SocketOption] = [
             .sendHighWaterMark(hwm), .receiveHighWaterMark(hwm), .maxMessageSize(configuration.maxFrameBytes),
@@ -112,12 +112,12 @@ final class BrokerCore {
             "broker started",
             metadata: [
                 "ingest": "\(endpoints.ingest)", "fanout": "\(endpoints.fanout)", "replay": "\(endpoints.replay)",
-                "journal": "\(journal.path)", "head": "\(journal.head)", "first": "\(journal.first)",
+                "journal": "\(journal.location)", "head": "\(journal.head)", "first": "\(journal.first)",
                 "broker_id": "\(journal.brokerID)",
             ])
     }
 
-    static func welcome(journal: Journal, configuration: BrokerConfiguration) throws -> Data {
+    static func welcome(journal: any JournalStore, configuration: BrokerConfiguration) throws -> Data {
         try Welcome(
             broker: journal.brokerID, head: journal.head, first: journal.first,
             heartbeatMilliseconds: Int(configuration.heartbeat.milliseconds)

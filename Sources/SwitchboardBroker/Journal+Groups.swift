@@ -2,7 +2,7 @@
 // hands out (`GroupChanges`), and the dead letters. They live in the same SQLite file as the
 // events and are written in the same transactions (WAL, synchronous=FULL), so a dead letter's
 // `dlq.<group>` event and the settling of the event it names are durable together. Nothing
-// outside this file and Journal.swift knows the store is SQLite.
+// outside this file and Journal.swift knows the store is SQLite (JournalStore.swift).
 
 import Foundation
 import GRDB
@@ -103,31 +103,10 @@ extension Journal {
         }
     }
 
-    /// Dead letters of `group` (every group when nil) in `state` (any when nil), oldest first.
-    func deadLetters(group: String?, state: DeadLetterRecord.State?, limit: Int = 1000) throws -> [DeadLetterRecord] {
-        try deadLetterPage(group: group, state: state, after: nil, newest: false, limit: limit)
-    }
-
-    /// The dead letter of `group` for `busSeq` (in any state), if there is one: a look-up by the
-    /// table's primary key, whatever the number of dead letters.
-    func deadLetter(group: String, busSeq: Int64) throws -> DeadLetterRecord? {
-        try deadLetterPage(DeadLetterFilter(group: group, busSeq: busSeq), after: nil, newest: false, limit: 1).first
-    }
-
-    /// What a dead-letter query selects: a group, a state, a code, those recorded before a
-    /// moment (Unix milliseconds), one bus_seq; nil selects every one.
-    struct DeadLetterFilter: Sendable, Hashable {
-        var group: String?
-        var state: DeadLetterRecord.State?
-        var code: String?
-        var before: Int64?
-        var busSeq: Int64?
-    }
-
-    /// The `WHERE` of a dead-letter query selecting `group` and `state` (nil: every one).
-    private static func deadLetterFilter(group: String?, state: DeadLetterRecord.State?) -> (sql: String, arguments: StatementArguments) {
-        deadLetterFilter(DeadLetterFilter(group: group, state: state))
-    }
+    /// The dead-letter selection, by its old name.
+    typealias DeadLetterFilter = SwitchboardBroker.DeadLetterFilter
+    /// The dead-letter page cursor, by its old name.
+    typealias DeadLetterCursor = SwitchboardBroker.DeadLetterCursor
 
     /// The `WHERE` of a dead-letter query.
     private static func deadLetterFilter(_ filter: DeadLetterFilter) -> (sql: String, arguments: StatementArguments) {
@@ -157,37 +136,6 @@ extension Journal {
         return (sql, arguments)
     }
 
-    /// Where a page of dead letters ends: the last record's place in `at, grp, bus_seq` order.
-    struct DeadLetterCursor: Sendable, Hashable {
-        var at: Int64
-        var group: String
-        var busSeq: Int64
-
-        /// The opaque text `dlq.list` gives as `next`: `<at>:<bus_seq>:<group>` (the group last,
-        /// so the text splits unambiguously whatever the group's name).
-        var text: String { "\(at):\(busSeq):\(group)" }
-
-        init(at: Int64, group: String, busSeq: Int64) {
-            self.at = at
-            self.group = group
-            self.busSeq = busSeq
-        }
-
-        init?(text: String) {
-            let parts = text.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3, let at = Int64(parts[0]), let busSeq = Int64(parts[1]), !parts[2].isEmpty else { return nil }
-            self.init(at: at, group: String(parts[2]), busSeq: busSeq)
-        }
-    }
-
-    /// One page of dead letters in `at, grp, bus_seq` order (newest first when `newest`), after
-    /// `cursor` when given; `group` and `state` filter as in `deadLetters`.
-    func deadLetterPage(
-        group: String?, state: DeadLetterRecord.State?, after cursor: DeadLetterCursor?, newest: Bool, limit: Int
-    ) throws -> [DeadLetterRecord] {
-        try deadLetterPage(DeadLetterFilter(group: group, state: state), after: cursor, newest: newest, limit: limit)
-    }
-
     /// One page of the dead letters `filter` selects (see the other `deadLetterPage`).
     func deadLetterPage(_ filter: DeadLetterFilter, after cursor: DeadLetterCursor?, newest: Bool, limit: Int) throws -> [DeadLetterRecord]
     {
@@ -206,11 +154,6 @@ extension Journal {
                     code: row[7], message: row[8], at: row[9], state: DeadLetterRecord.State(rawValue: row[10]) ?? .dead)
             }
         }
-    }
-
-    /// How many dead letters `group` and `state` select, by code (every page's, not one's).
-    func deadLetterCodes(group: String?, state: DeadLetterRecord.State?) throws -> [String: Int] {
-        try deadLetterCodes(DeadLetterFilter(group: group, state: state))
     }
 
     /// How many dead letters `filter` selects, by code.
@@ -330,12 +273,6 @@ extension Journal {
             for topic in topics { _ = arguments.append(contentsOf: [topic.utf8.count, topic]) }
         }
         return try queue.read { db in try Int64.fetchOne(db, sql: sql, arguments: arguments) ?? 0 }
-    }
-
-    /// Writes group rows with no event (acks with nothing to journal).
-    func commitGroups(_ writes: [GroupWrite]) throws {
-        guard !writes.isEmpty else { return }
-        _ = try commit(events: [], groups: writes)
     }
 }
 

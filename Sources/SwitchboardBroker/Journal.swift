@@ -1,47 +1,7 @@
-public import Foundation
+import Foundation
 import GRDB
 import SwitchboardProtocol
 import SwitchboardStorage
-
-/// An event the ingest path has checked and wants journaled.
-struct PendingEvent {
-    var header: EventHeader
-    /// The header as the producer sent it, unknown fields included: the journal stores and
-    /// forwards these with `bus_seq` added.
-    var headerFields: [String: JSONValue]
-    /// The header frame's bytes as received.
-    var rawHeader: Data
-    var parent: Data
-    var metadata: Data
-    var content: Data
-    /// Broker clock, Unix milliseconds.
-    var receivedAt: Int64
-}
-
-/// What happened to one event of a batch.
-enum AppendOutcome: Equatable {
-    /// Journaled now under `busSeq`; `header` is the stored header (with `bus_seq`).
-    case stored(busSeq: Int64, header: Data)
-    /// Journaled before under `busSeq`.
-    case duplicate(busSeq: Int64)
-    /// The producer's sequence number already belongs to another event; `producerHead` is the
-    /// highest sequence number the journal holds for that producer.
-    case conflict(existingEventID: String, producerHead: Int64)
-}
-
-struct JournalFailure: Error, CustomStringConvertible {
-    var description: String
-}
-
-/// One journaled event as read back.
-public struct JournaledEvent: Sendable, Hashable {
-    public var busSeq: Int64
-    public var type: String
-    public var header: Data
-    public var parent: Data
-    public var metadata: Data
-    public var content: Data
-}
 
 /// The durable event journal: one SQLite file in WAL mode with `synchronous=FULL`, so a
 /// committed transaction is on disk before `append` returns (the broker ACKs only then).
@@ -50,8 +10,9 @@ public struct JournaledEvent: Sendable, Hashable {
 /// ingest fast. `bus_seq` is the table's integer primary key, assigned densely by the journal.
 ///
 /// Threading contract: used by one thread (the broker's loop); not `Sendable`.
-public final class Journal {
+public final class Journal: JournalStore {
     public let path: String
+    var location: String { path }
     let queue: DatabaseQueue
     /// The journal's identity, made when the file is created (`HEAD.broker`).
     public let brokerID: String
@@ -109,12 +70,6 @@ public final class Journal {
         self.first = first ?? head + 1
         self.storedBytes = bytes
         self.count = count
-    }
-
-    /// Journals a batch in one transaction and returns one outcome per event, in order.
-    /// Nothing is durable (and nothing may be ACKed) unless this returns.
-    func append(_ batch: [PendingEvent]) throws -> [AppendOutcome] {
-        try commit(events: batch, groups: [])
     }
 
     /// Journals `batch` and applies the consumer groups' `groups` writes in one transaction
@@ -238,9 +193,9 @@ public final class Journal {
     /// - Returns: the events, and `through`: every matching event up to it has been returned.
     /// - Parameter excluding: type prefixes never returned (and counted as covered), whatever
     ///   `topics` says: dead letters for a principal that may not read them.
-    public func read(
-        from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64 = 50_000, excluding: [String] = [],
-        outcomes: (producer: String, families: [String])? = nil
+    func read(
+        from: Int64, to: Int64?, topics: [String], limit: Int, scanWindow: Int64, excluding: [String],
+        outcomes: (producer: String, families: [String])?
     ) throws
         -> (events: [JournaledEvent], through: Int64)
     {
@@ -288,7 +243,7 @@ public final class Journal {
     /// - Returns: how many events were deleted.
     /// - Parameter keepingAbove: age alone deletes nothing above this `bus_seq` (the lowest
     ///   consumer-group cursor); size still may.
-    func prune(olderThan: Int64?, maxBytes: Int64?, chunk: Int = 10_000, keepingAbove: Int64? = nil) throws -> Int {
+    func prune(olderThan: Int64?, maxBytes: Int64?, chunk: Int, keepingAbove: Int64?) throws -> Int {
         guard count > 0 else { return 0 }
         var cutoff: Int64 = first - 1
         try queue.read { db in

@@ -10,7 +10,8 @@ import Foundation
 package import GRDB
 import GRDBSQLite
 
-/// A failed read or write of one of our SQLite files, with its cause.
+/// A failed read or write of one of our SQLite files (or of the broker's PostgreSQL journal,
+/// where `path` names the database), with its cause.
 package struct StorageFault: Error, CustomStringConvertible, Sendable, Equatable {
     package enum Cause: String, Sendable {
         /// ENOSPC or EDQUOT, or SQLite's SQLITE_FULL: space returns when files are deleted.
@@ -21,7 +22,10 @@ package struct StorageFault: Error, CustomStringConvertible, Sendable, Equatable
         case notWritable = "the file cannot be opened for writing"
         /// Any other failure of a system call (EIO…).
         case ioError = "an I/O error"
-        /// Anything else SQLite reports.
+        /// The database server (PostgreSQL) could not be reached, or the connection to it broke or
+        /// went silent: writes resume when it answers again.
+        case unreachable = "the database server cannot be reached"
+        /// Anything else the database reports.
         case other = "a database error"
     }
 

@@ -118,6 +118,32 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(name: .customLong("security-certificates"), help: "Directory of the public certificates allowed to connect.")
     var securityCertificates: String?
     @Flag(help: "Run without CURVE: anyone who reaches the endpoints may connect. Local experiments only.") var insecure = false
+    @Option(
+        name: .customLong("journal-store"),
+        help: "Where the journal, group cursors and dead letters live: sqlite or postgres (default \(defaults.journalStore.rawValue)).")
+    var journalStore: String?
+    @Option(name: .customLong("journal-postgres-host"), help: "The PostgreSQL server (default \(defaults.postgres.host)).")
+    var journalPostgresHost: String?
+    @Option(name: .customLong("journal-postgres-port"), help: "Its port (default \(defaults.postgres.port)).")
+    var journalPostgresPort: String?
+    @Option(name: .customLong("journal-postgres-database"), help: "The database (default \(defaults.postgres.database)).")
+    var journalPostgresDatabase: String?
+    @Option(name: .customLong("journal-postgres-user"), help: "The role (default \(defaults.postgres.user)).")
+    var journalPostgresUser: String?
+    @Option(
+        name: .customLong("journal-postgres-password-file"),
+        help: "A file (mode 0600) holding the role's password; never the password itself.")
+    var journalPostgresPasswordFile: String?
+    @Option(
+        name: .customLong("journal-postgres-tls"),
+        help: "verify-full (TLS, certificate and name checked) or disable (a server on loopback only) (default verify-full).")
+    var journalPostgresTls: String?
+    @Option(name: .customLong("journal-postgres-ca-file"), help: "PEM certificates that may sign the server's (default: the system's).")
+    var journalPostgresCaFile: String?
+    @Option(
+        name: .customLong("journal-postgres-timeout"),
+        help: "The longest connecting or one statement may take (default \(format(defaults.postgres.timeout))).")
+    var journalPostgresTimeout: String?
     @Option(help: "Where to serve /metrics and /health: HOST:PORT or none (default \(defaults.adminAddress)).") var admin: String?
     @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")

@@ -64,6 +64,15 @@ struct ConfigurationTests {
             ("{}", ["SWITCHBOARD_BROKER_RETENTON_MAX_AGE": "1d"], "SWITCHBOARD_BROKER_RETENTON_MAX_AGE: broker has no such setting"),
             (#"{"broker": {"heartbeat": "1s"}, "colour": "blue"}"#, [:], "unknown key 'colour' at the top"),
             (#"{"broker": {"colour": "blue"}}"#, [:], "unknown key 'broker.colour'"),
+            (#"{"journal": {"store": "mysql"}}"#, ["SWITCHBOARD_BROKER_INSECURE": "true"], "journal.store from file"),
+            (
+                #"{"journal": {"store": "postgres", "postgres": {"host": "db.example.org", "tls": "disable"}}}"#,
+                ["SWITCHBOARD_BROKER_INSECURE": "true"], "disable is allowed only for a server on loopback"
+            ),
+            (
+                #"{"journal": {"store": "postgres", "postgres": {"tls": "prefer"}}}"#, ["SWITCHBOARD_BROKER_INSECURE": "true"],
+                "must be verify-full or disable"
+            ),
         ])
     func refusals(file text: String, environment: [String: String], mentions: String) throws {
         let directory = try TemporaryDirectory("config")
@@ -76,6 +85,28 @@ struct ConfigurationTests {
         } catch {
             #expect("\(error)".contains(mentions), "\(error)")
         }
+    }
+
+    @Test("journal.store and journal.postgres.* come from the file, the environment and flags; the password only from a file")
+    func journalStoreKeys() throws {
+        let defaults = try Self.read(file: nil, environment: ["SWITCHBOARD_BROKER_INSECURE": "true"])
+        #expect(defaults.journalStore == .sqlite)
+        #expect(defaults.postgres.tls == .verifyFull)
+        let configuration = try Self.read(
+            file: nil,
+            flags: ["--journal-store", "postgres", "--journal-postgres-host", "db.example.org", "--journal-postgres-database", "bus"],
+            environment: [
+                "SWITCHBOARD_BROKER_INSECURE": "true", "SWITCHBOARD_BROKER_JOURNAL_POSTGRES_PORT": "6432",
+                "SWITCHBOARD_BROKER_JOURNAL_POSTGRES_USER": "broker",
+                "SWITCHBOARD_BROKER_JOURNAL_POSTGRES_PASSWORD_FILE": "/run/pg-password",
+                "SWITCHBOARD_BROKER_JOURNAL_POSTGRES_TIMEOUT": "3s", "SWITCHBOARD_BROKER_JOURNAL_POSTGRES_CA_FILE": "/etc/pg-ca.pem",
+            ])
+        #expect(configuration.journalStore == .postgres)
+        #expect(configuration.postgres.host == "db.example.org" && configuration.postgres.port == 6432)
+        #expect(configuration.postgres.database == "bus" && configuration.postgres.user == "broker")
+        #expect(configuration.postgres.passwordFile == "/run/pg-password" && configuration.postgres.caFile == "/etc/pg-ca.pem")
+        #expect(configuration.postgres.timeout == .seconds(3) && configuration.postgres.tls == .verifyFull)
+        #expect(configuration.postgres.location == "postgresql://broker@db.example.org:6432/bus")
     }
 
     @Test("'none' turns retention limits off")

@@ -2,8 +2,9 @@
 # Installs what Switchboard needs on a fresh Debian machine, when it is missing:
 # libzmq3-dev (ZeroMQ), libsqlite3-dev (SQLite for GRDB), pkg-config, python3's jsonschema
 # (to check the protocol vectors), and with --tests chromium with chromium-driver (the
-# dashboard's browser test) and iproute2 with nftables and iptables (the multi-host test;
-# deploy/prometheus/check.sh installs promtool itself). Safe to run
+# dashboard's browser test), iproute2 with nftables and iptables (the multi-host test;
+# deploy/prometheus/check.sh installs promtool itself) and postgresql (the server the
+# journal-store tests start themselves). Safe to run
 # again: it only installs what is absent.
 set -euo pipefail
 
@@ -19,6 +20,8 @@ if [ "${1:-}" = "--tests" ]; then
     command -v ip >/dev/null 2>&1 || need+=(iproute2)
     command -v nft >/dev/null 2>&1 || need+=(nftables)
     command -v iptables >/dev/null 2>&1 || need+=(iptables)
+    # The PostgreSQL journal store's tests run their own server (initdb, pg_ctl).
+    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 fi
 if [ ${#need[@]} -gt 0 ]; then
     echo "setup: installing ${need[*]}"

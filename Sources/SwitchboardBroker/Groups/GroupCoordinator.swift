@@ -76,7 +76,7 @@ enum GroupAdminResult: Hashable {
 /// Runs operators' requests against the group book and the journal. Broker thread only (the
 /// journal is its).
 struct GroupCoordinator {
-    let journal: Journal
+    let journal: any JournalStore
 
     /// The most a `dlq.list` page's records take, encoded: well under section 4's 256 KiB of
     /// content, with room for the counts beside them.
@@ -168,9 +168,9 @@ struct GroupCoordinator {
 
     /// One `dlq.list` page.
     private func page(_ query: DeadLetterQuery, in book: GroupBook) throws -> DeadLetterPage {
-        var cursor: Journal.DeadLetterCursor?
+        var cursor: DeadLetterCursor?
         if let after = query.after {
-            guard let parsed = Journal.DeadLetterCursor(text: after) else {
+            guard let parsed = DeadLetterCursor(text: after) else {
                 throw GroupRequestFailure.badRequest("content: field 'after' must be a 'next' this broker gave")
             }
             cursor = parsed
@@ -195,7 +195,7 @@ struct GroupCoordinator {
         let codes = try journal.deadLetterCodes(group: query.group, state: state)
         var next: String?
         if let last, letters.count < records.count {
-            next = Journal.DeadLetterCursor(at: last.at, group: last.group, busSeq: last.busSeq).text
+            next = DeadLetterCursor(at: last.at, group: last.group, busSeq: last.busSeq).text
         }
         return DeadLetterPage(deadLetters: letters, total: codes.values.reduce(0, +), byCode: codes, next: next)
     }
@@ -209,7 +209,7 @@ struct GroupCoordinator {
         // With a filter: optionally only one code's, only those older than a moment, and at most
         // `limit` in this call (`remaining` says how many more match), so a tool can act on ten
         // thousand in steps and show its progress.
-        var filter = Journal.DeadLetterFilter(group: name, state: .dead)
+        var filter = DeadLetterFilter(group: name, state: .dead)
         var limit = 100_000
         switch selection {
         case .busSeq(let seq): filter.busSeq = seq
@@ -285,7 +285,7 @@ struct GroupCoordinator {
 
 extension GroupBook {
     /// Where a group starting at `start` has its cursor: the sequence before its first event.
-    func cursor(for start: GroupStart, journal: Journal) -> Int64 {
+    func cursor(for start: GroupStart, journal: any JournalStore) -> Int64 {
         switch start {
         case .earliest: journal.first - 1
         case .head: journal.head
@@ -294,7 +294,7 @@ extension GroupBook {
     }
 
     /// Makes group `name` at `start`, to be written with the next commit.
-    mutating func create(_ name: String, topics: [String], start: GroupStart, journal: Journal) {
+    mutating func create(_ name: String, topics: [String], start: GroupStart, journal: any JournalStore) {
         let cursor = cursor(for: start, journal: journal)
         let createdAt = Int64(Date().timeIntervalSince1970 * 1000)
         groups[name] = GroupRuntime(
