@@ -251,9 +251,12 @@ public final class ServiceClient: Sendable {
                 case .sendOnSharedSocket(let until):
                     let socket = try await sharedSocket()
                     state.withLock { $0.routes[id] = route }
-                    guard try await socket.send(frames, timeout: ContinuousClock.now.duration(to: until)) else {
+                    // A third of the attempt for the send: a shared socket with no pipe left takes
+                    // nothing ever, and the rest of the time goes to a fresh socket.
+                    let sendLimit = max(ContinuousClock.now.duration(to: until) / 3, .milliseconds(200))
+                    guard try await socket.send(frames, timeout: sendLimit) else {
                         // No connection took it: this socket's connection is gone for good (a
-                        // refused key) or not up yet. The next request opens a fresh one.
+                        // refused key) or not up yet. This request and the next open fresh ones.
                         await retire(socket)
                         continue
                     }

@@ -86,7 +86,9 @@ public final class BrokerFixture: Sendable {
     }
 
     /// An operator's client of the groups endpoint.
-    public func groupsClient(timeout: Duration = .seconds(5), socketOptions: [SocketOption] = []) -> GroupAdminClient {
+    /// A client of the groups endpoint. Its time is long by default: in the first minute of a
+    /// whole-suite run two cores are saturated, and 5 s answers went missing there.
+    public func groupsClient(timeout: Duration = .seconds(30), socketOptions: [SocketOption] = []) -> GroupAdminClient {
         GroupAdminClient(io: io, endpoint: endpoints.groups, settings: .init(timeout: timeout, socketOptions: socketOptions))
     }
 

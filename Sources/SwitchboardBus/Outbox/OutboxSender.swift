@@ -235,9 +235,12 @@ public final class OutboxSender: Sendable {
                 // The count of sends only informs people; a full disk must not stop delivery.
                 logger.warning("could not count the sends in the outbox", metadata: ["error": "\(error)"])
             }
-            // Nothing heard on this socket for two resend periods while sends stay blocked: its
-            // connection is gone (or was refused, which libzmq never retries).
-            if blocked && heardHere.duration(to: .now) >= settings.resendAfter * 2 { return .blocked }
+            // Nothing heard on this socket while sends stay blocked, for as long as the kiosk
+            // calls the broker unreachable (three heartbeats; HEAD answers each) and at least two
+            // resend periods: its connection is gone (or was refused, which libzmq never
+            // retries). Not sooner: a broker starved of CPU for seconds is not gone, and a fresh
+            // socket would drop the ACKs on their way and make it resend everything in flight.
+            if blocked && heardHere.duration(to: .now) >= max(settings.resendAfter * 2, settings.heartbeat * 3) { return .blocked }
 
             guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
             var messages = [first]
