@@ -75,7 +75,10 @@ struct AuthStack: Sendable {
         refreshLimit: RefreshLimit = .init(maximum: 50, per: 60), _ body: @Sendable (AuthStack) async throws -> T
     ) async throws -> T {
         try await withEmulator { emulator in
-            let broker = try await BrokerFixture.start()
+            let broker = try await BrokerFixture.start { configuration in
+                configuration.serviceHeartbeat = .milliseconds(500)
+                configuration.serviceLiveness = 10
+            }
             let logs = LogCapture()
             var retry = RetryPolicy()
             retry.baseDelay = .milliseconds(1)
@@ -89,13 +92,15 @@ struct AuthStack: Sendable {
                 events: AuthEvents(outbox: outbox), logger: logs.logger)
             var settings = ServiceWorker.Settings()
             settings.concurrency = 4
-            settings.heartbeat = .milliseconds(200)
+            // The suite's usual 500 ms x 10, and a minute per request: in the first minute of a
+            // whole-suite run a check of four back ends missed 20 s once.
+            settings.heartbeat = .milliseconds(500)
             settings.liveness = 10
             let worker = ServiceWorker(
                 service: "auth", io: broker.io, endpoint: broker.endpoints.service, settings: settings, logger: logs.logger,
                 handler: service.handle)
             var clientSettings = ServiceClient.Settings()
-            clientSettings.timeout = .seconds(20)
+            clientSettings.timeout = .seconds(60)
             let client = ServiceClient(io: broker.io, endpoint: broker.endpoints.service, settings: clientSettings, logger: logs.logger)
             let tokens = AuthTokenProvider(
                 client: client,
