@@ -95,16 +95,11 @@ public final class Journal: JournalStore {
                     ORDER BY event_id = ? DESC LIMIT 1
                     """)
             // Events of this batch, for duplicates inside the batch itself.
-            var inBatch: [String: Int64] = [:]
-            var inBatchSeq: [String: [Int64: String]] = [:]
+            var seen = BatchSeen()
             for event in batch {
                 let h = event.header
-                if let seq = inBatch[h.eventID] {
-                    outcomes.append(.duplicate(busSeq: seq))
-                    continue
-                }
-                if let other = inBatchSeq[h.producer]?[h.producerSeq] {
-                    outcomes.append(.conflict(existingEventID: other, producerHead: highs[h.producer] ?? h.producerSeq))
+                if let decided = seen.outcome(for: h, producerHead: highs[h.producer]) {
+                    outcomes.append(decided)
                     continue
                 }
                 let high: Int64
@@ -148,8 +143,7 @@ public final class Journal: JournalStore {
                     highs[h.producer] = high
                     continue
                 }
-                inBatch[h.eventID] = nextSeq
-                inBatchSeq[h.producer, default: [:]][h.producerSeq] = h.eventID
+                seen.stored(h, busSeq: nextSeq)
                 highs[h.producer] = max(high, h.producerSeq)
                 added += 1
                 addedBytes += size

@@ -34,6 +34,28 @@ enum AppendOutcome: Equatable {
     case conflict(existingEventID: String, producerHead: Int64)
 }
 
+/// The events a batch has stored so far, so a later event of the same batch is answered as the
+/// journal would answer it once committed: the same `event_id` is a duplicate, another event under
+/// a producer's `producer_seq` a conflict. Both stores use it before looking at their tables.
+struct BatchSeen {
+    private var busSeqs: [String: Int64] = [:]
+    private var eventIDs: [String: [Int64: String]] = [:]
+
+    /// The answer for `header` if this batch already decided it; nil when the store must look.
+    func outcome(for header: EventHeader, producerHead: Int64?) -> AppendOutcome? {
+        if let seq = busSeqs[header.eventID] { return .duplicate(busSeq: seq) }
+        if let other = eventIDs[header.producer]?[header.producerSeq] {
+            return .conflict(existingEventID: other, producerHead: producerHead ?? header.producerSeq)
+        }
+        return nil
+    }
+
+    mutating func stored(_ header: EventHeader, busSeq: Int64) {
+        busSeqs[header.eventID] = busSeq
+        eventIDs[header.producer, default: [:]][header.producerSeq] = header.eventID
+    }
+}
+
 struct JournalFailure: Error, CustomStringConvertible {
     var description: String
 }

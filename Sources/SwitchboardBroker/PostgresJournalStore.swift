@@ -493,16 +493,11 @@ final class PostgresJournalStore: JournalStore {
             var rows = EventRows(capacity: batch.count)
             if !batch.isEmpty {
                 let known = try lookUp(batch, highs: &highs, on: connection)
-                var inBatch: [String: Int64] = [:]
-                var inBatchSeq: [String: [Int64: String]] = [:]
+                var seen = BatchSeen()
                 for event in batch {
                     let h = event.header
-                    if let seq = inBatch[h.eventID] {
-                        outcomes.append(.duplicate(busSeq: seq))
-                        continue
-                    }
-                    if let other = inBatchSeq[h.producer]?[h.producerSeq] {
-                        outcomes.append(.conflict(existingEventID: other, producerHead: highs[h.producer] ?? h.producerSeq))
+                    if let decided = seen.outcome(for: h, producerHead: highs[h.producer]) {
+                        outcomes.append(decided)
                         continue
                     }
                     let high = highs[h.producer] ?? 0
@@ -522,8 +517,7 @@ final class PostgresJournalStore: JournalStore {
                     let header = Journal.storedHeader(raw: event.rawHeader, fields: event.headerFields, busSeq: nextSeq)
                     let size = Int64(header.count + event.parent.count + event.metadata.count + event.content.count)
                     rows.append(busSeq: nextSeq, event: event, header: header, size: size)
-                    inBatch[h.eventID] = nextSeq
-                    inBatchSeq[h.producer, default: [:]][h.producerSeq] = h.eventID
+                    seen.stored(h, busSeq: nextSeq)
                     highs[h.producer] = max(high, h.producerSeq)
                     added += 1
                     addedBytes += size
