@@ -335,21 +335,25 @@ extension BrokerCore {
         }
     }
 
-    /// Every heartbeat: HEAD to each member connection, so it knows the broker is alive; a
-    /// connection that is gone (ROUTER_MANDATORY says so) leaves its groups at once.
+    /// Every heartbeat: HEAD to each member connection, so it knows the broker is alive. A
+    /// connection that is gone (ROUTER_MANDATORY says so) gets nothing new, but keeps what it
+    /// holds until it has been silent for `liveness`: its member may still be working on it, and
+    /// claims it back when it joins again (protocol section 15.3).
     func heartbeatMembers() {
         guard !groups.connections.isEmpty,
             let envelope = try? Envelope(
                 command: .head, header: HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID))
         else { return }
-        let now = ContinuousClock.now
         for (identity, names) in groups.connections {
             do {
                 _ = try groupSocket.send([identity] + envelope.frames(), dontWait: true)
             } catch let error where error.isHostUnreachable {
                 for name in names {
-                    try? leave(identity, LeaveHeader(group: name), now: now)
-                    logger.notice("group member disconnected", metadata: ["group": "\(name)", "member": "\(GroupMemberID(identity))"])
+                    let member = GroupMemberID(identity)
+                    guard groups.groups[name]?.state.unreachable(member: member) == true else { continue }
+                    logger.notice(
+                        "group member disconnected; what it holds waits for it to join again, until it has been silent for the liveness period",
+                        metadata: ["group": "\(name)", "member": "\(groups.groups[name]?.members[member]?.name ?? member.description)"])
                 }
             } catch {
                 logger.debug("HEAD to a group member not sent", metadata: ["error": "\(error)"])

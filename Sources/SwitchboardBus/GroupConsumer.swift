@@ -114,6 +114,23 @@ public final class GroupConsumer: Sendable {
     private struct Current {
         var socket: AsyncSocket?
         var session: MemberSession
+        /// Handlers waiting in `mayAct(on:)` for a delivery's standing to be known; woken by
+        /// anything heard, a JOINED, or a connection given up.
+        var waiting: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter = 0
+        /// Counts wake-ups, so a handler that looked before one and waits after it does not miss it.
+        var generation: UInt64 = 0
+        /// Set by `stopWaiting()`, `leave()` and the end of `run()`: a delivery in doubt is
+        /// answered false at once.
+        var waitingStopped = false
+
+        /// Takes the waiting handlers out, for the caller to resume outside the lock.
+        mutating func wake() -> [CheckedContinuation<Void, Never>] {
+            generation &+= 1
+            guard !waiting.isEmpty else { return [] }
+            defer { waiting = [:] }
+            return Array(waiting.values)
+        }
     }
     private let current: Mutex<Current>
     private let leaving = Mutex(false)
@@ -139,6 +156,13 @@ public final class GroupConsumer: Sendable {
     /// what you hold first, then call this.
     public func leave() {
         leaving.withLock { $0 = true }
+        stopWaiting()
+    }
+
+    /// From now on `mayAct(on:)` answers false at once for a delivery in doubt instead of waiting
+    /// (a graceful shutdown: start nothing whose delivery may be elsewhere).
+    public func stopWaiting() {
+        changed { $0.waitingStopped = true }
     }
 
     private var isLeaving: Bool { leaving.withLock { $0 } }
@@ -150,6 +174,59 @@ public final class GroupConsumer: Sendable {
         current.withLock { $0.session.isCurrent(busSeq: delivery.busSeq, attempt: delivery.attempt, cameOn: delivery.connection) }
     }
 
+    /// Whether this member may start an effect for `delivery` now (`DeliveryStanding`).
+    public func standing(of delivery: GroupDelivery) -> DeliveryStanding {
+        current.withLock {
+            $0.session.standing(busSeq: delivery.busSeq, attempt: delivery.attempt, cameOn: delivery.connection, now: .now)
+        }
+    }
+
+    /// Call right before an effect that must not happen twice (a write to a back end with no
+    /// uniqueness of its own). Returns true while the broker surely counts the delivery as this
+    /// member's. When that is in doubt (the broker silent, or a new connection being joined) it
+    /// waits until it is known: true when the broker is heard again or gives the delivery back
+    /// in JOINED, false when it went to another member (then do nothing more for it: its settle
+    /// is not sent) or the task is cancelled. Protocol section 15.3, **Fencing**.
+    public func mayAct(on delivery: GroupDelivery) async -> Bool {
+        while !Task.isCancelled {
+            let (standing, id, seen) = current.withLock { state in
+                state.nextWaiter += 1
+                return (
+                    state.session.standing(busSeq: delivery.busSeq, attempt: delivery.attempt, cameOn: delivery.connection, now: .now),
+                    state.nextWaiter, state.generation
+                )
+            }
+            switch standing {
+            case .held: return true
+            case .lost: return false
+            case .inDoubt: if current.withLock({ $0.waitingStopped }) { return false }
+            }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let resumeNow = current.withLock { state -> Bool in
+                        // Woken (or cancelled) since it looked: look again at once.
+                        guard state.generation == seen, !Task.isCancelled else { return true }
+                        state.waiting[id] = continuation
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            } onCancel: {
+                current.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
+            }
+        }
+        return false
+    }
+
+    /// Wakes the handlers waiting in `mayAct(on:)`.
+    private func changed(_ body: (inout Current) -> Void) {
+        let woken = current.withLock { state in
+            body(&state)
+            return state.wake()
+        }
+        for continuation in woken { continuation.resume() }
+    }
+
     /// Joins and serves the connection until `leave()` or cancellation: heartbeats while idle, a
     /// new socket and a new JOIN when the broker falls silent for its liveness period or says
     /// this connection is not a member. On `leave()` it sends LEAVE, closes the socket and
@@ -159,6 +236,7 @@ public final class GroupConsumer: Sendable {
         defer {
             deliveryInput.finish()
             noticeInput.finish()
+            stopWaiting()
         }
         var reason = ""
         while !Task.isCancelled && !isLeaving {
@@ -189,7 +267,7 @@ public final class GroupConsumer: Sendable {
             (reason, moveOn) = await serve(socket)
             if moveOn { brokers.failed(endpoint) }
             joinedNow.withLock { $0 = false }
-            current.withLock { $0.session.lost() }
+            changed { $0.session.lost() }
             if Task.isCancelled || isLeaving {
                 let leave = try? Envelope(command: .leave, header: LeaveHeader(group: settings.group))
                 if let leave { try? await socket.send(leave.frames()) }
@@ -228,7 +306,7 @@ public final class GroupConsumer: Sendable {
                 case .joined:
                     let joined = try envelope.decodeHeader(JoinedHeader.self)
                     let kept = Set(joined.held ?? [])
-                    current.withLock { state in
+                    changed { state in
                         state.socket = socket
                         state.session.joined(joined, now: .now)
                     }
@@ -274,7 +352,7 @@ public final class GroupConsumer: Sendable {
                     return ("the socket failed: \(error)", true)
                 }
                 if let message {
-                    current.withLock { $0.session.heard(now: .now) }
+                    changed { $0.session.heard(now: .now) }
                     if let reason = handle(message, connection: connection) { return (reason, false) }
                 }
             }

@@ -167,6 +167,49 @@ struct GroupReclaimTests {
         #expect(group.cursor == 1)
     }
 
+    @Test(
+        "a member whose connection is found gone gets nothing new and keeps what it holds for its liveness: its new connection claims it, or others get it after"
+    )
+    func unreachableKeepsItsDeliveries() throws {
+        var group = ConsumerGroupState(name: "g", settings: settings)
+        _ = try join(&group, a, name: "w1", at: 0)
+        _ = try join(&group, b, name: "w2", at: 0)
+        let first = group.offer(candidates([1, 2]), through: 2, now: at(0)).compactMap(\.delivery)
+        #expect(first.map(\.member).sorted { $0.description < $1.description } == [a, b])
+        let heldByA = try #require(first.first { $0.member == a }).busSeq
+        // A HEAD could not be routed to a: nothing is taken back, nothing new goes to it.
+        let foundGone = group.unreachable(member: a)
+        let foundGoneAgain = group.unreachable(member: a)
+        #expect(foundGone && !foundGoneAgain)
+        group.heard(from: b, now: at(1_000))
+        let later = group.offer(candidates([3, 4]), through: 4, now: at(1_000)).compactMap(\.delivery)
+        #expect(later.allSatisfy { $0.member == b })
+        #expect(group.status.members.first { $0.name == "w1" }?.inFlight == 1)
+        // Its process lives and joins again on a new connection within the liveness: it claims
+        // what it was working on and gets it back, not a second copy at w2.
+        let again = try join(&group, a2, name: "w1", holding: [HeldDelivery(busSeq: heldByA, attempt: 1)], at: 2_000)
+        #expect(again.held == [heldByA])
+        #expect(try group.ack(member: a2, busSeq: heldByA, attempt: 1, now: at(2_001)) == [])
+        #expect(group.tick(now: at(3_000)).contains(.memberExpired(a)))
+        #expect(group.entries[heldByA] == nil || group.entries[heldByA]?.attempts == 1)
+    }
+
+    @Test("a member found gone that never comes back loses what it holds after its liveness, as member-lost")
+    func unreachableExpires() throws {
+        var group = ConsumerGroupState(name: "g", settings: settings)
+        _ = try join(&group, a, name: "w1", at: 0)
+        _ = group.offer(candidates([1]), through: 1, now: at(0))
+        _ = try join(&group, b, name: "w2", at: 0)
+        let foundGone = group.unreachable(member: a)
+        #expect(foundGone)
+        group.heard(from: b, now: at(2_900))
+        #expect(group.tick(now: at(2_999)).isEmpty)
+        let actions = group.tick(now: at(3_000))
+        #expect(actions.first == .memberExpired(a))
+        #expect(actions.compactMap(\.delivery) == [GroupAction.Delivery(member: b, busSeq: 1, attempt: 2, deadline: at(33_000))])
+        #expect(group.entries[1]?.lastFailure?.code == "member-lost")
+    }
+
     @Test("a restored replay that was delivered before waits for its claim too")
     func restoredReplay() throws {
         var group = ConsumerGroupState(

@@ -172,6 +172,31 @@ struct MemberSessionTests {
         #expect(session.joining(now: at(50)) == [HeldDelivery(busSeq: 7, attempt: 2)])
     }
 
+    @Test(
+        "a delivery is held while the broker was heard within its liveness less a heartbeat, in doubt after and between connections, lost when not given back"
+    )
+    func standing() {
+        var session = MemberSession(joinTimeout: .seconds(5))
+        _ = session.joining(now: t0)
+        session.joined(Self.joined(heartbeat: 100, liveness: 500), now: t0)
+        session.delivered(busSeq: 1, attempt: 1)
+        session.delivered(busSeq: 2, attempt: 1)
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(399)) == .held)
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(400)) == .inDoubt)
+        session.heard(now: at(420))
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(500)) == .held)
+        session.lost()
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(501)) == .inDoubt)
+        _ = session.joining(now: at(510))
+        #expect(session.standing(busSeq: 2, attempt: 1, cameOn: 1, now: at(511)) == .inDoubt)
+        session.joined(Self.joined(held: [1]), now: at(520))
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(521)) == .held)
+        #expect(session.standing(busSeq: 2, attempt: 1, cameOn: 1, now: at(521)) == .lost)
+        // Lost stays lost, whatever is heard later.
+        session.heard(now: at(600))
+        #expect(session.standing(busSeq: 2, attempt: 1, cameOn: 1, now: at(601)) == .lost)
+    }
+
     @Test("a JOIN claims at most the protocol's limit, lowest bus_seq first")
     func claimLimit() {
         var session = MemberSession(joinTimeout: .seconds(5))

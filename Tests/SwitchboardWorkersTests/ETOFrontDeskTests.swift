@@ -101,6 +101,34 @@ struct ETOFrontDeskTests {
         }
     }
 
+    @Test(
+        "a delivery the broker may have given to another member writes nothing: no person added, no response; settled not-held, and the next delivery records it once"
+    )
+    func fencedWritesNothing() async throws {
+        try await handlers.withBackends { b in
+            let published = Published()
+            let recorder = recorder(b, published: published)
+            var event = try event(Self.rosa)
+            // `mayAct` answers as the group consumer would: first no (before the add), then yes
+            // for the add and no before the response, then yes throughout.
+            let answers = Mutex<[Bool]>([false, true, false])
+            event.mayAct = { answers.withLock { $0.isEmpty ? true : $0.removeFirst() } }
+            let stopped = await recorder.handle(event)
+            #expect(stopped.code == "not-held", "\(stopped)")
+            #expect(try await named("Quintero", b).isEmpty, "no one added")
+            #expect(published.all.withLock { $0 }.isEmpty)
+
+            let halfway = await recorder.handle(event)
+            #expect(halfway.code == "not-held", "\(halfway)")
+            let rosa = try #require(try await named("Quintero", b).first)
+            #expect(try await responses(holding: event.eventID, subject: try #require(rosa.subjectID), b).isEmpty)
+
+            #expect(await recorder.handle(event) == .done)
+            #expect(try await named("Quintero", b).count == 1)
+            #expect(try await responses(holding: event.eventID, subject: try #require(rosa.subjectID), b).count == 1)
+        }
+    }
+
     @Test("a participant added but never enrolled (a crash between the two) is found site-wide and enrolled, not added again")
     func walkInAfterCrashBetweenAddAndEnroll() async throws {
         try await handlers.withBackends { b in

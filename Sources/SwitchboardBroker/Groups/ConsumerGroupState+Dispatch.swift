@@ -82,7 +82,7 @@ extension ConsumerGroupState {
     /// has a handful.
     func memberForNextDelivery() -> GroupMemberID? {
         var best: Member?
-        for member in members.values where member.inFlight.count < member.credit {
+        for member in members.values where member.reachable && member.inFlight.count < member.credit {
             if let current = best,
                 (current.inFlight.count, current.lastDelivery, current.serial)
                     <= (member.inFlight.count, member.lastDelivery, member.serial)

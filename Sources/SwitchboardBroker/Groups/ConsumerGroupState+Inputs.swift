@@ -163,6 +163,19 @@ extension ConsumerGroupState {
     mutating func heard(from id: GroupMemberID, now: Instant) {
         guard let lastSeen = members[id]?.lastSeen else { return }
         members[id]!.lastSeen = max(lastSeen, now)
+        members[id]!.reachable = true
+    }
+
+    /// The member's connection is gone (the broker could not route a HEAD to it). Unlike a LEAVE,
+    /// what it holds is not taken back now: the member may still be working on it (its process
+    /// lives; the connection was dropped, by a network fault or by the broker re-binding after a
+    /// revocation), and will claim it when it joins again on a new connection. It gets nothing
+    /// new; if it stays silent for `liveness`, `tick` removes it and its deliveries go to the
+    /// others (`member-lost`). Returns whether the member was reachable until now.
+    mutating func unreachable(member id: GroupMemberID) -> Bool {
+        guard members[id]?.reachable == true else { return false }
+        members[id]!.reachable = false
+        return true
     }
 
     /// The member processed the event: it is settled and never delivered again.

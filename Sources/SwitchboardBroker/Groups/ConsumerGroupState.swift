@@ -71,6 +71,10 @@ struct ConsumerGroupState: Sendable {
         var credit: Int
         var inFlight: Set<Int64> = []
         var lastSeen: Instant
+        /// False once its connection is found gone (a HEAD could not be routed): it gets nothing
+        /// new, and keeps what it holds until it is silent for `liveness`, so that the same
+        /// member, connecting again, can claim it back (protocol section 15.3).
+        var reachable = true
         /// When it last got a delivery, on the machine's delivery counter (0: never).
         var lastDelivery: UInt64 = 0
         /// Join order, the last tie-break between members.

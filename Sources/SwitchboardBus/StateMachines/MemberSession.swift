@@ -7,6 +7,16 @@ import SwitchboardProtocol
 // tells it what happened and when, and carries out what it answers. Time is always passed in,
 // never read, so tests drive it with instants and no socket.
 
+/// Whether a member may act on a delivery it holds (`MemberSession.standing`).
+public enum DeliveryStanding: Sendable, Hashable {
+    /// The broker counts it as this member's: start the effect.
+    case held
+    /// The broker may have given it to another member: do not start anything.
+    case lost
+    /// Not known yet: the broker has been silent, or the member is joining again.
+    case inDoubt
+}
+
 /// A group member's connection rules.
 ///
 /// Promises, whatever the sequence of inputs:
@@ -19,6 +29,8 @@ import SwitchboardProtocol
 /// - A settle is let out only on the connection its delivery belongs to, and only while that
 ///   connection is the current one; a final settle ends the delivery's bookkeeping.
 /// - A JOIN claims at most `JoinHeader.maximumHolding` deliveries, lowest `bus_seq` first.
+/// - A delivery is `held` only on the current connection with the broker heard within its
+///   liveness less one heartbeat; it is `lost` for good once a JOINED did not give it back.
 struct MemberSession: Sendable {
     typealias Instant = ContinuousClock.Instant
 
@@ -128,6 +140,21 @@ struct MemberSession: Sendable {
     /// Whether a delivery belongs to the connection in use now.
     func isCurrent(busSeq: Int64, attempt: Int, cameOn: Int) -> Bool {
         owner(busSeq: busSeq, attempt: attempt, cameOn: cameOn) == connection
+    }
+
+    /// Whether this member may start an effect for a delivery now (protocol section 15.3,
+    /// **Fencing**). `held` while the delivery belongs to the current connection and the broker
+    /// was heard within its liveness less one heartbeat: the broker removes a member only after
+    /// its liveness with nothing from it, and the member heard the broker at most a heartbeat
+    /// after the broker last heard the member, so the broker still counts the delivery as this
+    /// member's. `lost` once it belongs to a replaced connection (the JOINED on the new one did
+    /// not give it back). `inDoubt` in between: silent longer than that, or between connections.
+    func standing(busSeq: Int64, attempt: Int, cameOn: Int, now: Instant) -> DeliveryStanding {
+        guard owner(busSeq: busSeq, attempt: attempt, cameOn: cameOn) == connection else { return .lost }
+        guard case .member(let heartbeat, let silence) = phase, let lastHeard, now - lastHeard < silence - heartbeat else {
+            return .inDoubt
+        }
+        return .held
     }
 
     /// Something is to go out for connection `cameOn` (a HEARTBEAT, or a settle of `delivery`);

@@ -105,6 +105,16 @@ public struct ETOCheckInRecorder: EventHandler {
         }
     }
 
+    /// The broker may have given the delivery to another member (this worker could not reach it
+    /// for its liveness period): nothing is written for it here (protocol section 15.3,
+    /// **Fencing**). ETO has no uniqueness of its own, so two members writing at once would make
+    /// two responses, or two people.
+    struct NotHeld: Error {}
+
+    static func fence(_ event: WorkerEvent) async throws(NotHeld) {
+        guard await event.mayAct() else { throw NotHeld() }
+    }
+
     /// Why a participant could not be resolved.
     struct Unmatched: Error {
         var message: String
@@ -161,7 +171,7 @@ public struct ETOCheckInRecorder: EventHandler {
             let participant: ETO.Participant
             do {
                 if checkIn.participant.isWalkIn {
-                    let (found, created) = try await walkIn(checkIn, eventID: event.eventID, site: site, program: program, auth: auth)
+                    let (found, created) = try await walkIn(checkIn, event: event, site: site, program: program, auth: auth)
                     participant = found
                     try await publishing(
                         try ETOPublication(
@@ -187,6 +197,7 @@ public struct ETOCheckInRecorder: EventHandler {
             if let existing = try await recorded(event.eventID, subject: subject, auth: auth) {
                 outcome = (existing, false)
             } else {
+                try await Self.fence(event)
                 let response = ETO.TouchPointResponse(
                     touchPointID: configuration.touchPointID, subjectID: subject, programID: program,
                     created: Timestamp.parse(checkIn.checkedInAt).map { Date(timeIntervalSince1970: Double($0) / 1000) },
@@ -216,9 +227,21 @@ public struct ETOCheckInRecorder: EventHandler {
             return SettlementRules.eto.settlement(for: error)
         } catch let local as Local {
             return .retry(after: local.after, code: local.code, message: local.message)
+        } catch is NotHeld {
+            return Self.notHeld(event)
         } catch {
             return .retry(after: nil, code: "eto-error", message: "\(error)")
         }
+    }
+
+    /// What a delivery the fence stopped settles as. Its settle is not sent when the delivery went
+    /// to another member; a NACK that does go out (a graceful stop while in doubt) hands it on.
+    static func notHeld(_ event: WorkerEvent) -> Settlement {
+        .retry(
+            after: nil, code: "not-held",
+            message:
+                "the broker may have given delivery \(event.attempt) to another member while this worker could not reach it; nothing written"
+        )
     }
 
     /// Adds the response; `created` is false when a look after an unclear rejection found it
@@ -247,8 +270,9 @@ public struct ETOCheckInRecorder: EventHandler {
     /// birth (enrolled in the program when it is not), or a new one, added and enrolled.
     /// - Returns: the participant, and whether this call added it.
     func walkIn(
-        _ checkIn: CheckIn, eventID: String, site: Int, program: Int, auth: CredentialSource<ETO.SiteSession>
+        _ checkIn: CheckIn, event: WorkerEvent, site: Int, program: Int, auth: CredentialSource<ETO.SiteSession>
     ) async throws -> (ETO.Participant, created: Bool) {
+        let eventID = event.eventID
         guard let first = checkIn.participant.firstName, let last = checkIn.participant.lastName,
             let born = checkIn.participant.dateOfBirth, let day = Timestamp.parseDate(born)
         else { throw Unmatched(message: "a walk-in needs a first name, a last name and a date of birth") }
@@ -287,6 +311,10 @@ public struct ETOCheckInRecorder: EventHandler {
                         after: addInDoubt - waited)
                 }
             }
+        }
+        try await Self.fence(event)
+        if let store {
+            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
             try await storing { try await store.adding(eventID, at: now) }
         }
         let added = try await eto.client.addParticipant(

@@ -59,7 +59,13 @@ public final class GroupWorker: Service, Sendable {
             group.addTask { try await self.consumer.run() }
             // Ends on graceful shutdown once every handler in hand has settled, or when the
             // consumer stopped for good (a refused JOIN ends its deliveries).
-            await handleUntilShutdown()
+            // A handler waiting to learn whether it still holds its delivery (`mayAct`) stops
+            // waiting: nothing is started whose delivery may be at another member.
+            await withGracefulShutdownHandler {
+                await handleUntilShutdown()
+            } onGracefulShutdown: {
+                self.consumer.stopWaiting()
+            }
             // Every settle is sent: now LEAVE, so what was delivered but not started goes to
             // other members at once; `run()` returns after it (or rethrows the JOIN's refusal).
             consumer.leave()
@@ -90,7 +96,10 @@ public final class GroupWorker: Service, Sendable {
                 metadata: ["bus_seq": "\(delivery.busSeq)", "event_id": "\(delivery.header.eventID)"])
             return
         }
-        let event = WorkerEvent(header: delivery.header, content: delivery.content, attempt: delivery.attempt)
+        let consumer = consumer
+        let event = WorkerEvent(
+            header: delivery.header, content: delivery.content, attempt: delivery.attempt,
+            mayAct: { await consumer.mayAct(on: delivery) })
         let started = ContinuousClock.now
         let settlement = await withTaskGroup(of: Settlement?.self) { group in
             group.addTask {

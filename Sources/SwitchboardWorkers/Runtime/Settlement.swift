@@ -14,11 +14,18 @@ public struct WorkerEvent: Sendable {
     public var content: Data
     /// 1 for the first delivery of this event to the group.
     public var attempt: Int
+    /// Asked right before an effect that must not happen twice and that the back end itself
+    /// cannot refuse twice (an ETO write): true while the broker surely counts the delivery as
+    /// this worker's; false when it may have gone to another member (then write nothing and
+    /// settle as you like: the settle is not sent). `GroupConsumer.mayAct(on:)`; always true
+    /// for an event handled outside a group.
+    public var mayAct: @Sendable () async -> Bool
 
-    public init(header: EventHeader, content: Data, attempt: Int = 1) {
+    public init(header: EventHeader, content: Data, attempt: Int = 1, mayAct: @escaping @Sendable () async -> Bool = { true }) {
         self.header = header
         self.content = content
         self.attempt = attempt
+        self.mayAct = mayAct
     }
 
     public var eventID: String { header.eventID }

@@ -1,0 +1,191 @@
+import Foundation
+import Logging
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardSecurity
+import SwitchboardTesting
+import Synchronization
+import Testing
+import ZeroMQ
+
+@testable import SwitchboardBroker
+
+/// Two members of one group must never work on one event at once: for ETO, which cannot refuse
+/// a second response, that is a duplicate. The broker keeps a dropped connection's deliveries
+/// for its member's liveness, and a member asks `mayAct` before an effect (protocol section
+/// 15.3, **Fencing**). Real broker, real allow-list, real CURVE sockets; the revocations are
+/// the ones `BrokerService.watch` makes (the allow-list loses a key, every connection drops).
+@Suite("Consumer group fencing")
+struct GroupFencingTests {
+    static let quiet = Logger(label: "test.fencing") { _ in SwiftLogNoOpLogHandler() }
+
+    /// A broker on fixed ports (dropping connections binds its endpoints again).
+    static func broker() async throws -> (SecureBroker, BrokerSecurity) {
+        let port = try freePort(count: 5)
+        let secure = try await SecureBroker.start(
+            principals: [
+                ("eto-1", .worker(service: "eto"), nil), ("eto-2", .worker(service: "eto"), nil), ("riverside-1", .kiosk, nil),
+                ("riverside-2", .kiosk, nil), ("ops", .admin, nil),
+            ]
+        ) { configuration in
+            configuration.ingestEndpoint = "tcp://127.0.0.1:\(port)"
+            configuration.fanoutEndpoint = "tcp://127.0.0.1:\(port + 1)"
+            configuration.replayEndpoint = "tcp://127.0.0.1:\(port + 2)"
+            configuration.serviceEndpoint = "tcp://127.0.0.1:\(port + 3)"
+            configuration.groupsEndpoint = "tcp://127.0.0.1:\(port + 4)"
+        }
+        return (secure, try #require(secure.fixture.broker.security))
+    }
+
+    static func certificate(_ secure: SecureBroker, _ name: String) -> String {
+        (secure.certificates as NSString).appendingPathComponent("\(name).cert")
+    }
+
+    static func member(_ secure: SecureBroker, _ principal: String, name: String) throws -> GroupConsumer {
+        let settings = GroupConsumer.Settings(
+            group: "eto", topics: [CheckIn.type], credit: 8, member: name, socketOptions: try secure.clientOptions(principal),
+            joinTimeout: .seconds(2))
+        return GroupConsumer(io: secure.fixture.io, endpoint: secure.fixture.endpoints.groups, settings: settings, logger: quiet)
+    }
+
+    /// Four check-ins of four people (all four may be in flight at once), journaled.
+    static func publish(_ secure: SecureBroker, count: Int = 4) async throws {
+        let directory = try TemporaryDirectory("fencing-outbox")
+        defer { directory.remove() }
+        let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "riverside-1")
+        try await outbox.enqueue(
+            (0..<count).map { i in
+                .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: i), key: "person-\(i)")
+            })
+        var settings = OutboxSender.Settings()
+        settings.socketOptions = try secure.clientOptions("riverside-1")
+        let sender = OutboxSender(
+            outbox: outbox, io: secure.fixture.io, endpoint: secure.fixture.endpoints.ingest, settings: settings, logger: quiet)
+        #expect(try await sender.deliver(until: .now + .seconds(60)).delivered == count)
+    }
+
+    /// Takes `count` deliveries from a member and keeps them unsettled.
+    static func take(_ count: Int, from consumer: GroupConsumer) async -> [GroupDelivery] {
+        var taken: [GroupDelivery] = []
+        for await delivery in consumer.deliveries {
+            taken.append(delivery)
+            if taken.count == count { break }
+        }
+        return taken
+    }
+
+    /// Moves a certificate out of the allow-list and reloads it, dropping every connection.
+    static func revoke(_ secure: SecureBroker, _ security: BrokerSecurity, _ name: String) throws -> String {
+        let held = certificate(secure, name) + ".held"
+        try FileManager.default.moveItem(atPath: certificate(secure, name), toPath: held)
+        #expect(security.reload(reason: "test").map(\.name) == [name])
+        secure.fixture.broker.dropAllConnections()
+        return held
+    }
+
+    /// Matching events journaled and not settled, as `groups.list` tells an admin.
+    static func lag(_ secure: SecureBroker) async throws -> Int64? {
+        let admin = secure.fixture.groupsClient(socketOptions: try secure.clientOptions("ops"))
+        return try await admin.groups().first { $0.name == "eto" }?.lag
+    }
+
+    @Test(
+        "connections dropped by a revocation of someone else: the member's deliveries wait for it, it claims them back and may act; the other member gets none"
+    )
+    func droppedConnectionKeepsDeliveries() async throws {
+        let (secure, security) = try await Self.broker()
+        let first = try Self.member(secure, "eto-1", name: "eto:w1")
+        let firstRun = Task { try await first.run() }
+        try await Self.publish(secure)
+        let held = await Self.take(4, from: first)
+        #expect(held.count == 4)
+        for delivery in held { #expect(await first.mayAct(on: delivery)) }
+
+        let second = try Self.member(secure, "eto-2", name: "eto:w2")
+        let secondRun = Task { try await second.run() }
+        let gotByOther = Mutex<[Int64]>([])
+        let otherReader = Task {
+            for await delivery in second.deliveries {
+                gotByOther.withLock { $0.append(delivery.busSeq) }
+                try? await delivery.ack()
+            }
+        }
+        try await waitUntil("the second member joins", timeout: .seconds(30)) { second.isJoined }
+
+        // A kiosk key revoked: every connection drops, both members join again on new ones.
+        _ = try Self.revoke(secure, security, "riverside-2")
+        var rejoined = first.notices.makeAsyncIterator()
+        var sawRejoin = false
+        while let notice = await rejoined.next() {
+            if case .rejoining = notice { sawRejoin = true }
+            if case .joined(let joined) = notice, sawRejoin {
+                #expect(Set(joined.held ?? []) == Set(held.map(\.busSeq)))
+                break
+            }
+        }
+        for delivery in held {
+            #expect(await first.mayAct(on: delivery))
+            try await delivery.ack()
+        }
+        try await waitUntil("every check-in is settled", timeout: .seconds(30)) { try await Self.lag(secure) == 0 }
+        #expect(gotByOther.withLock { $0 }.isEmpty)
+
+        first.leave()
+        second.leave()
+        try await firstRun.value
+        try await secondRun.value
+        await otherReader.value
+        await secure.stop()
+    }
+
+    @Test(
+        "a member refused past its liveness: its deliveries go to the other member, and when it is back mayAct says no for each, so nothing is done twice"
+    )
+    func refusedMemberIsFenced() async throws {
+        let (secure, security) = try await Self.broker()
+        let first = try Self.member(secure, "eto-1", name: "eto:w1")
+        let firstRun = Task { try await first.run() }
+        try await Self.publish(secure)
+        let held = await Self.take(4, from: first)
+        #expect(held.count == 4)
+
+        let second = try Self.member(secure, "eto-2", name: "eto:w2")
+        let secondRun = Task { try await second.run() }
+        let doneByOther = Mutex<[Int64]>([])
+        let otherReader = Task {
+            for await delivery in second.deliveries {
+                guard await second.mayAct(on: delivery) else { continue }
+                doneByOther.withLock { $0.append(delivery.busSeq) }
+                try? await delivery.ack()
+            }
+        }
+        try await waitUntil("the second member joins", timeout: .seconds(30)) { second.isJoined }
+
+        let certificate = try Self.revoke(secure, security, "eto-1")
+        try await waitUntil("the other member does all four, after the first one's liveness", timeout: .seconds(60)) {
+            doneByOther.withLock { $0.count } == 4
+        }
+        // The first member's handlers, slow, ask only now before writing: the broker has been
+        // silent to it for longer than its liveness less a heartbeat, so the answer waits until
+        // it is known, which is when the member is let in again and is not given them back.
+        let answers = Task {
+            var answers: [Bool] = []
+            for delivery in held { answers.append(await first.mayAct(on: delivery)) }
+            return answers
+        }
+        try FileManager.default.moveItem(atPath: certificate, toPath: Self.certificate(secure, "eto-1"))
+        #expect(security.reload(reason: "test").isEmpty)
+        let answered = await answers.value
+        #expect(answered == [false, false, false, false])
+        #expect(Set(doneByOther.withLock { $0 }) == Set(held.map(\.busSeq)))
+        try await waitUntil("the first member is back", timeout: .seconds(60)) { first.isJoined }
+        #expect(try await Self.lag(secure) == 0)
+
+        first.leave()
+        second.leave()
+        try await firstRun.value
+        try await secondRun.value
+        await otherReader.value
+        await secure.stop()
+    }
+}
