@@ -124,7 +124,7 @@ struct ETOFrontDeskProcessTests {
         let programs = stack.programs
         defer { stack.stop() }
         try await stack.fault(
-            #"{"api": "eto", "method": "POST", "path": "/*participant/", "kind": "latency", "latency_ms": 3000, "count": 1}"#)
+            #"{"api": "eto", "method": "POST", "path": "/*participant/", "kind": "latency", "latency_ms": 8000, "count": 1}"#)
         var eto = try stack.eto("eto-1.log")
         let ids = try await publish([Self.rosa], as: "desk-1", directory: directory, ingest: stack.endpoints.ingest)
         try await waitUntil("the worker has looked for the walk-in", timeout: .seconds(60), interval: .milliseconds(50)) {
@@ -140,8 +140,9 @@ struct ETOFrontDeskProcessTests {
             guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-2.log"))") }
             return !journal(directory, "eto.response.recorded").isEmpty
         }
-        // The held-up add lands 3 s after it was sent; the redelivery waited longer than that
-        // (the add in doubt) before it looked again.
+        // The held-up add lands 8 s after it was sent. The redelivery comes once the killed
+        // member has been silent for the group's liveness (3 s), finds no one yet, and waits
+        // (the add in doubt) before it looks again.
         let (people, _, eventIDs) = try await quinteros(stack.base)
         #expect(people.count == 1, "\(people.map(\.id))")
         #expect(eventIDs == ids)

@@ -85,7 +85,7 @@ struct GroupProcessTests {
         #expect(await broker.stop() == 0)
     }
 
-    @Test("kill -9 a member holding 100 deliveries: the other member gets all 100 within the liveness period")
+    @Test("kill -9 a member holding 100 deliveries: once it has been silent for the liveness period, the other member gets all 100")
     func killMemberHoldingWork() async throws {
         let directory = try TemporaryDirectory("group-kill-member")
         defer { directory.remove() }
@@ -112,8 +112,10 @@ struct GroupProcessTests {
         try await waitUntil("the held 100 are redelivered", timeout: .seconds(30)) {
             Set(MemberRecord.read([directory.path("worker.jsonl")]).map(\.busSeq)).isSuperset(of: held)
         }
+        // Not at once: the broker keeps a dropped connection's deliveries until its member has
+        // been silent for the liveness period (its process might live and claim them back).
         let took = killed.duration(to: .now)
-        #expect(took < .seconds(3), "redelivery took \(took); the liveness period is 3 s")
+        #expect(programs.read("broker.log").contains("group member fell silent"), "redelivered after \(took)")
         let redelivered = MemberRecord.read([directory.path("worker.jsonl")]).filter { held.contains($0.busSeq) }
         #expect(redelivered.allSatisfy { $0.attempt == 2 }, "each was delivered once before, to the holder")
         _ = await worker.stop()
