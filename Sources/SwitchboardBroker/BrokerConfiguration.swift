@@ -22,6 +22,10 @@ public struct BrokerConfiguration: Sendable {
     /// `journal.postgres.host`, `.port`, `.database`, `.user`, `.password_file`, `.tls`,
     /// `.ca_file`, `.timeout`: the PostgreSQL database, with `journal.store = postgres`.
     public var postgres = PostgresJournalSettings()
+    /// `lease.ttl`, `lease.holder`: with `journal.store = postgres` the broker serves only while
+    /// it holds the database's lease (`BrokerLease`); a second broker on the same database waits
+    /// as a standby, binding nothing, and takes over when the lease ends.
+    public var lease = BrokerLeaseSettings()
     /// `heartbeat`: how often HEAD is published on the fan-out.
     public var heartbeat: Duration = .seconds(1)
     /// `batch_limit`: the most events journaled in one transaction (group commit).
@@ -95,7 +99,7 @@ public struct BrokerConfiguration: Sendable {
         "groups.ack_wait", "groups.max_deliver", "groups.backoff", "groups.liveness", "groups.commit_interval", "admin",
         "journal.store", "journal.postgres.host", "journal.postgres.port", "journal.postgres.database", "journal.postgres.user",
         "journal.postgres.password_file", "journal.postgres.tls", "journal.postgres.ca_file", "journal.postgres.timeout",
-        "log_format", "log_level",
+        "lease.ttl", "lease.holder", "log_format", "log_level",
     ]
 
     /// The broker's configuration: its own section only (`broker.*` in the file,
@@ -125,7 +129,8 @@ public struct BrokerConfiguration: Sendable {
     /// `journal.postgres.database`, `journal.postgres.user`, `journal.postgres.password_file` (a
     /// file holding the password; never the password itself), `journal.postgres.tls`
     /// (`verify-full`, or `disable` for a server on loopback), `journal.postgres.ca_file`,
-    /// `journal.postgres.timeout`. Durations are written `500ms`, `30s`, `2m`, `12h`, `7d`.
+    /// `journal.postgres.timeout`; `lease.ttl`, `lease.holder` (a broker pair on PostgreSQL,
+    /// `BrokerLease`). Durations are written `500ms`, `30s`, `2m`, `12h`, `7d`.
     public init(reader: ConfigReader) throws(ConfigurationError) {
         self.init()
         if let v = try reader.endpoint("ingest") { ingestEndpoint = v }
@@ -186,6 +191,8 @@ public struct BrokerConfiguration: Sendable {
         }
         if let v = try reader.nonEmpty("journal.postgres.ca_file") { postgres.caFile = v }
         if let v = try reader.duration("journal.postgres.timeout") { postgres.timeout = v }
+        if let v = try reader.duration("lease.ttl") { lease.ttl = v }
+        if let v = try reader.nonEmpty("lease.holder") { lease.holder = v }
         try validate()
     }
 
@@ -250,6 +257,12 @@ public struct BrokerConfiguration: Sendable {
             }
             guard postgres.timeout >= .milliseconds(100), postgres.timeout <= .seconds(600) else {
                 throw ConfigurationError(key: "journal.postgres.timeout", "must be 100ms–10m")
+            }
+            guard lease.ttl >= .milliseconds(300), lease.ttl <= .seconds(300) else {
+                throw ConfigurationError(key: "lease.ttl", "must be 300ms–5m")
+            }
+            guard lease.holder.count <= 200, !lease.holder.contains(where: { $0.isNewline }) else {
+                throw ConfigurationError(key: "lease.holder", "must be at most 200 characters on one line")
             }
         }
         guard serviceHeartbeat >= .milliseconds(10) else {

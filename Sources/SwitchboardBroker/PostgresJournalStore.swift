@@ -52,6 +52,9 @@ public struct PostgresJournalSettings: Sendable, Hashable {
     /// the store gives the connection up, the batch is NACKed as unavailable, and the next
     /// commit connects again.
     public var timeout: Duration = .seconds(10)
+    /// The lease epoch this broker holds (`BrokerLease`), checked first in every transaction
+    /// that writes: nil only for a store that no lease guards (tests of the store alone).
+    var leaseEpoch: Int64?
 
     public init() {}
 
@@ -116,6 +119,9 @@ final class PostgresJournalStore: JournalStore {
     /// A connection being made, not yet waited for to the end.
     private var pending: ConnectAttempt?
 
+    /// The advisory lock (a transaction's) under which the schema is created or checked.
+    static let schemaLock: Int64 = 7_305_521_090_125_338
+
     /// The schema this code writes; a database with a higher one was made by a newer broker.
     static let schemaVersion = 1
 
@@ -129,6 +135,22 @@ final class PostgresJournalStore: JournalStore {
         // postgres-nio logs statements and their values at debug and trace: never those here.
         logger.logLevel = max(logger.logLevel, .warning)
         self.logger = logger
+        self.configuration = try Self.connectionConfiguration(settings)
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            // At start the broker waits for its database as long as `timeout` allows.
+            _ = try connected(patience: settings.timeout + .seconds(1))
+            try migrate()
+            migrated = true
+            try loadView(try connected())
+        } catch {
+            try? close()
+            throw fault(error)
+        }
+    }
+
+    /// How to connect: the password read from its file, TLS as `tls` says.
+    static func connectionConfiguration(_ settings: PostgresJournalSettings) throws -> PostgresConnection.Configuration {
         let password = try Self.readPassword(settings.passwordFile)
         let tls: PostgresConnection.Configuration.TLS
         switch settings.tls {
@@ -154,18 +176,7 @@ final class PostgresJournalStore: JournalStore {
             host: settings.host, port: settings.port, username: settings.user, password: password, database: settings.database,
             tls: tls)
         configuration.options.connectTimeout = Self.timeAmount(settings.timeout)
-        self.configuration = configuration
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        do {
-            // At start the broker waits for its database as long as `timeout` allows.
-            _ = try connected(patience: settings.timeout + .seconds(1))
-            try migrate()
-            migrated = true
-            try loadView(try connected())
-        } catch {
-            try? close()
-            throw fault(error)
-        }
+        return configuration
     }
 
     deinit {
@@ -175,7 +186,7 @@ final class PostgresJournalStore: JournalStore {
         }
     }
 
-    private static func readPassword(_ path: String?) throws -> String? {
+    static func readPassword(_ path: String?) throws -> String? {
         guard let path else { return nil }
         var info = stat()
         guard stat(path, &info) == 0 else {
@@ -198,7 +209,7 @@ final class PostgresJournalStore: JournalStore {
 
     // MARK: - Connection
 
-    private static func timeAmount(_ duration: Duration) -> TimeAmount {
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
         .milliseconds(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
@@ -250,7 +261,8 @@ final class PostgresJournalStore: JournalStore {
     /// Closes the connection (after a failure that leaves it unusable); the next call reconnects.
     private func drop() {
         if let connection {
-            connection.close().whenComplete { _ in }
+            // Kept until closed: postgres-nio asserts that a connection is closed before it goes.
+            connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
         }
         connection = nil
     }
@@ -300,15 +312,29 @@ final class PostgresJournalStore: JournalStore {
 
     /// Runs `body` in one transaction and commits it: on return it is durable. A failure rolls it
     /// back (or, if the connection broke, the server does) and comes out as a `StorageFault`.
-    private func transaction<T>(_ body: (PostgresConnection) throws -> T) throws(StorageFault) -> T {
+    /// - Parameter fenced: false only for the schema's creation, which any broker may do.
+    private func transaction<T>(fenced: Bool = true, _ body: (PostgresConnection) throws -> T) throws(StorageFault) -> T {
         let connection = try connected()
         do {
             _ = try run(connection, "BEGIN")
-            // Fencing for a broker pair (issue 29, deliverable 2) goes here, first in the
-            // transaction: check that this broker's lease epoch is still the current one (for
-            // example `SELECT epoch FROM broker_lease WHERE epoch = $1 FOR SHARE`, rolling back
-            // when no row comes back), so a deposed broker cannot commit anything, and the
-            // commit below is the one that makes both the check and the writes durable.
+            if fenced, let epoch = settings.leaseEpoch {
+                // Fencing (issue 29): first in the transaction, this broker's lease must be the
+                // current one and unexpired by the server's clock. FOR SHARE holds the row until
+                // COMMIT, so a standby's take-over (an UPDATE of the row) waits for this commit,
+                // and the new active broker reads a head that includes it: `bus_seq` stays
+                // gap-free and no two brokers ever commit under one epoch.
+                var binds = PostgresBindings()
+                binds.append(epoch)
+                let held = try run(
+                    connection,
+                    "SELECT 1 FROM broker_lease WHERE id = 1 AND epoch = $1 AND expires_at > clock_timestamp() FOR SHARE", binds
+                ).rows
+                guard !held.isEmpty else {
+                    throw StorageFault(
+                        cause: .notLeaseholder, path: location,
+                        detail: "epoch \(epoch) lapsed or was taken over; nothing of this batch was committed")
+                }
+            }
             let value = try body(connection)
             let result = try run(connection, "COMMIT")
             // COMMIT of a transaction that failed is answered ROLLBACK, with no error.
@@ -318,7 +344,9 @@ final class PostgresJournalStore: JournalStore {
             return value
         } catch {
             let fault = fault(error)
-            if connection.isClosed || (error as? PSQLError)?.code != .server {
+            // A statement the server refused, or our own refusal (the lease): the connection is
+            // sound and only the transaction is to be undone.
+            if connection.isClosed || ((error as? PSQLError)?.code != .server && !(error is StorageFault)) {
                 drop()
             } else {
                 do { _ = try run(connection, "ROLLBACK") } catch { drop() }
@@ -365,8 +393,8 @@ final class PostgresJournalStore: JournalStore {
     /// Creates the schema, or checks that it is one this code knows. Under an advisory lock, so
     /// two brokers starting on one empty database do not both create it.
     private func migrate() throws(StorageFault) {
-        try transaction { connection in
-            _ = try run(connection, "SELECT pg_advisory_xact_lock(7305521090125338)")
+        try transaction(fenced: false) { connection in
+            _ = try run(connection, "SELECT pg_advisory_xact_lock(\(Self.schemaLock))")
             for statement in Self.schema { _ = try run(connection, statement) }
             var binds = PostgresBindings()
             binds.append(UUIDv7.string())
@@ -431,6 +459,14 @@ final class PostgresJournalStore: JournalStore {
         """,
         """
         CREATE INDEX IF NOT EXISTS dead_letters_order ON dead_letters ("at", grp, bus_seq)
+        """,
+        // The broker pair's lease (`BrokerLease`): one row, its epoch raised by every take-over.
+        """
+        CREATE TABLE IF NOT EXISTS broker_lease (
+            id integer PRIMARY KEY CHECK (id = 1), epoch bigint NOT NULL, holder text NOT NULL, expires_at timestamptz NOT NULL)
+        """,
+        """
+        INSERT INTO broker_lease (id, epoch, holder, expires_at) VALUES (1, 0, '', '-infinity') ON CONFLICT (id) DO NOTHING
         """,
         """
         CREATE OR REPLACE FUNCTION switchboard_json_text(doc bytea, field text) RETURNS text

@@ -25,6 +25,9 @@ package struct StorageFault: Error, CustomStringConvertible, Sendable, Equatable
         /// The database server (PostgreSQL) could not be reached, or the connection to it broke or
         /// went silent: writes resume when it answers again.
         case unreachable = "the database server cannot be reached"
+        /// A broker of a pair whose lease lapsed or was taken over (its epoch is no longer the
+        /// database's): it may not commit anything, and stops serving (issue 29, fencing).
+        case notLeaseholder = "this broker no longer holds the lease"
         /// Anything else the database reports.
         case other = "a database error"
     }

@@ -144,6 +144,15 @@ struct BrokerCommand: AsyncParsableCommand {
         name: .customLong("journal-postgres-timeout"),
         help: "The longest connecting or one statement may take (default \(format(defaults.postgres.timeout))).")
     var journalPostgresTimeout: String?
+    @Option(
+        name: .customLong("lease-ttl"),
+        help:
+            "With journal.store postgres: how long the lease lasts unless renewed; a standby takes over this long after the active broker stops renewing (default \(format(defaults.lease.ttl)))."
+    )
+    var leaseTtl: String?
+    @Option(
+        name: .customLong("lease-holder"), help: "This broker's name in the lease and the logs (default: host name and process id).")
+    var leaseHolder: String?
     @Option(help: "Where to serve /metrics and /health: HOST:PORT or none (default \(defaults.adminAddress)).") var admin: String?
     @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
@@ -179,20 +188,30 @@ struct BrokerCommand: AsyncParsableCommand {
         try await ProcessRuntime.run(program: "switchboard-broker", logger: logger) { runtime in
             // The context's owner: it goes first, so it is terminated after the broker stopped.
             let io = try runtime.ioThread()
-            let broker: Broker
-            do {
-                // With no admin server nobody can read the metrics: the broker keeps none.
-                broker = try Broker(
-                    configuration: settings, logger: logger, context: io.context,
-                    metrics: adminAddress == nil ? NOOPMetricsHandler.instance : observability.factory)
-            } catch let failure as Certificate.Failure {
-                throw ValidationError(failure.description)
+            // With no admin server nobody can read the metrics: the broker keeps none.
+            let metrics: any MetricsFactory = adminAddress == nil ? NOOPMetricsHandler.instance : observability.factory
+            let context = io.context
+            @Sendable func makeBroker(_ configuration: BrokerConfiguration) throws -> Broker {
+                do {
+                    return try Broker(configuration: configuration, logger: logger, context: context, metrics: metrics)
+                } catch let failure as Certificate.Failure {
+                    throw ValidationError(failure.description)
+                }
             }
+            let ready: @Sendable () -> Void = { ServiceReadiness.notify(.ready, environment: ProcessInfo.processInfo.environment) }
             var readiness = Readiness()
-            readiness.add("journal") { broker.isServing }
-            runtime.add(
-                BrokerService(broker: broker) { ServiceReadiness.notify(.ready, environment: ProcessInfo.processInfo.environment) },
-                name: "broker")
+            if settings.journalStore == .postgres {
+                // One of a pair (or a single broker on PostgreSQL): it serves while it holds the
+                // database's lease, and is a standby, ready to take over, otherwise. A standby
+                // is not ready (it serves nothing), but it is live.
+                let pair = try BrokerPairService(configuration: settings, logger: logger, makeBroker: makeBroker, onServing: ready)
+                readiness.add("journal") { pair.isServing }
+                runtime.add(pair, name: "broker")
+            } else {
+                let broker = try makeBroker(settings)
+                readiness.add("journal") { broker.isServing }
+                runtime.add(BrokerService(broker: broker, onServing: ready), name: "broker")
+            }
             runtime.serveAdmin(at: adminAddress, observability: observability, readiness: readiness)
         }
     }

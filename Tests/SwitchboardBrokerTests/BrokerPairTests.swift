@@ -1,0 +1,210 @@
+// Issue 29, deliverable 2: two brokers on one PostgreSQL database, one active. The lease, the
+// fencing of commits by its epoch, and the pair's take-overs, against a real server that
+// `PostgresServer` starts for this process (a fresh database per test).
+
+import Foundation
+import Logging
+import PostgresNIO
+import SwitchboardBus
+import SwitchboardProtocol
+import SwitchboardStorage
+import SwitchboardTesting
+import Synchronization
+import Testing
+import ZeroMQ
+
+@testable import SwitchboardBroker
+
+@Suite("Broker pair on PostgreSQL")
+struct BrokerPairTests {
+    static let quiet = Logger(label: "test.pair") { _ in SwiftLogNoOpLogHandler() }
+
+    static func database() throws -> PostgresJournalSettings {
+        guard let server = try PostgresServer.shared() else {
+            try skipWithoutPostgres()
+            throw PostgresUnavailable()
+        }
+        return StoreUnderTest.settings(server, database: try server.makeDatabase())
+    }
+
+    static func lease(_ database: PostgresJournalSettings, _ holder: String, ttl: Duration = .seconds(3)) throws -> BrokerLease {
+        var settings = BrokerLeaseSettings(holder: holder)
+        settings.ttl = ttl
+        return try BrokerLease(settings: settings, database: database, logger: quiet)
+    }
+
+    /// Runs one SQL statement on the test's database (as an operator or another broker would).
+    static func execute(_ database: PostgresJournalSettings, _ sql: String) async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let connection = try await PostgresConnection.connect(
+            on: group.next(), configuration: try PostgresJournalStore.connectionConfiguration(database), id: 1, logger: quiet)
+        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: quiet)
+        try await connection.close()
+        try await group.shutdownGracefully()
+    }
+
+    @Test(
+        "the lease goes to one broker at a time: a second waits until it ends, then takes it with a higher epoch; the first's renewal then fails"
+    )
+    func leaseOneAtATime() async throws {
+        let database = try Self.database()
+        let a = try Self.lease(database, "broker-a", ttl: .milliseconds(600))
+        let b = try Self.lease(database, "broker-b", ttl: .milliseconds(600))
+        guard case .acquired(let first) = try await a.acquire() else { Issue.record("the first ask was refused"); return }
+        guard case .held(let holder, let remaining) = try await b.acquire() else {
+            Issue.record("two brokers hold the lease")
+            return
+        }
+        #expect(holder == "broker-a" && remaining > .zero && remaining <= .milliseconds(600))
+        let renewed = try #require(try await a.renew(first))
+        #expect(renewed.epoch == first.epoch && renewed.deadline > first.deadline)
+        // a stops renewing (killed): b gets it once it has ended, never before.
+        var taken: BrokerLease.Term?
+        try await waitUntil("b takes the lease once a's has ended", timeout: .seconds(30)) {
+            if case .acquired(let term) = try await b.acquire() { taken = term }
+            return taken != nil
+        }
+        let second = try #require(taken)
+        #expect(second.epoch == first.epoch + 1)
+        #expect(try await a.renew(renewed) == nil, "a deposed broker cannot renew")
+        // b stops cleanly: released, a takes it at once.
+        await b.release(second)
+        guard case .acquired(let third) = try await a.acquire() else { Issue.record("a released lease was not granted"); return }
+        #expect(third.epoch == second.epoch + 1)
+        await a.close()
+        await b.close()
+    }
+
+    @Test("a store whose epoch was taken over commits nothing (notLeaseholder); the new holder's store continues bus_seq with no gap")
+    func commitsAreFenced() async throws {
+        var database = try Self.database()
+        let a = try Self.lease(database, "broker-a")
+        let b = try Self.lease(database, "broker-b")
+        guard case .acquired(let first) = try await a.acquire() else { Issue.record("not granted"); return }
+        database.leaseEpoch = first.epoch
+        let old = try PostgresJournalStore(settings: database, logger: Self.quiet)
+        #expect(try old.append([JournalStoreConformanceTests.event("k1", 1)]).count == 1)
+        #expect(old.head == 1)
+        // The lease is taken over (a's ended while it was cut off; here: ended by hand).
+        try await Self.execute(database, "UPDATE broker_lease SET expires_at = clock_timestamp()")
+        guard case .acquired(let second) = try await b.acquire() else { Issue.record("not granted"); return }
+        do {
+            _ = try old.append([JournalStoreConformanceTests.event("k1", 2)])
+            Issue.record("a deposed broker committed")
+        } catch let fault as StorageFault {
+            #expect(fault.cause == .notLeaseholder, "\(fault)")
+        }
+        database.leaseEpoch = second.epoch
+        let new = try PostgresJournalStore(settings: database, logger: Self.quiet)
+        #expect(new.head == 1)
+        let outcomes = try new.append([JournalStoreConformanceTests.event("k1", 2)])
+        #expect(JournalStoreConformanceTests.stored(outcomes.first) == 2)
+        try old.close()
+        try new.close()
+        await a.close()
+        await b.close()
+    }
+
+    /// A broker of the pair on fixed loopback ports, run in this process.
+    final class PairMember: Sendable {
+        let service: BrokerPairService
+        let endpoints: BrokerEndpoints
+        let running: Task<Void, any Error>
+
+        init(_ name: String, database: PostgresJournalSettings, io: IOThread, directory: TemporaryDirectory, ttl: Duration) throws {
+            let port = try freePort(count: 5)
+            var configuration = BrokerConfiguration()
+            configuration.ingestEndpoint = "tcp://127.0.0.1:\(port)"
+            configuration.fanoutEndpoint = "tcp://127.0.0.1:\(port + 1)"
+            configuration.replayEndpoint = "tcp://127.0.0.1:\(port + 2)"
+            configuration.serviceEndpoint = "tcp://127.0.0.1:\(port + 3)"
+            configuration.groupsEndpoint = "tcp://127.0.0.1:\(port + 4)"
+            configuration.dataDirectory = directory.path(name)
+            configuration.heartbeat = .milliseconds(100)
+            configuration.insecure = true
+            configuration.journalStore = .postgres
+            configuration.postgres = database
+            configuration.lease = BrokerLeaseSettings(holder: name)
+            configuration.lease.ttl = ttl
+            endpoints = BrokerEndpoints(
+                ingest: configuration.ingestEndpoint, fanout: configuration.fanoutEndpoint, replay: configuration.replayEndpoint,
+                service: configuration.serviceEndpoint, groups: configuration.groupsEndpoint)
+            let context = io.context
+            let service = try BrokerPairService(configuration: configuration, logger: BrokerPairTests.quiet) {
+                try Broker(configuration: $0, logger: BrokerPairTests.quiet, context: context)
+            }
+            self.service = service
+            running = Task { try await service.run() }
+        }
+
+        func stop() async throws {
+            running.cancel()
+            try await running.value
+        }
+    }
+
+    static func checkIns(_ outbox: Outbox, _ range: ClosedRange<Int>) async throws {
+        try await outbox.enqueue(
+            range.map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0), key: "person-\($0)") })
+    }
+
+    @Test(
+        "two brokers, one active: the standby binds nothing; the active one stopping hands over at once; a lease taken from the active one stops it serving; the outbox follows and bus_seq has no gap"
+    )
+    func pairTakesOver() async throws {
+        let database = try Self.database()
+        let directory = try TemporaryDirectory("pair")
+        defer { directory.remove() }
+        let io = try IOThread()
+        let a = try PairMember("broker-a", database: database, io: io, directory: directory, ttl: .seconds(1))
+        try await waitUntil("a serves", timeout: .seconds(30)) { a.service.isServing }
+        let b = try PairMember("broker-b", database: database, io: io, directory: directory, ttl: .seconds(1))
+        // b is a standby: it asked, a holds the lease, and b binds nothing.
+        try await waitUntil("b is a standby", timeout: .seconds(30)) { b.service.isStandby }
+        #expect(!b.service.isServing && b.service.termsHeld == 0)
+
+        let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "riverside-1")
+        var settings = OutboxSender.Settings()
+        settings.resendAfter = .milliseconds(300)
+        settings.heartbeat = .milliseconds(200)
+        let sender = OutboxSender(
+            outbox: outbox, io: io, endpoint: "\(a.endpoints.ingest),\(b.endpoints.ingest)", settings: settings, logger: Self.quiet)
+        let delivering = Task { try await sender.deliver(keepWaiting: { true }) }
+
+        try await Self.checkIns(outbox, 1...20)
+        try await waitUntil("a acknowledges the first 20", timeout: .seconds(60)) { try await outbox.counts().pending == 0 }
+
+        // The lease is taken from a (as a standby does when a's renewals stop reaching the
+        // database): a's next renewal fails and it stops serving; then the lease ends and b takes it.
+        try await Self.execute(
+            database,
+            "UPDATE broker_lease SET epoch = epoch + 1, holder = 'elsewhere', expires_at = clock_timestamp() + interval '2 seconds'")
+        try await waitUntil("a stops serving once its renewal fails", timeout: .seconds(30)) { !a.service.isServing }
+        try await Self.checkIns(outbox, 21...40)
+        try await waitUntil("the standby takes over and acknowledges the next 20", timeout: .seconds(60)) {
+            try await outbox.counts().pending == 0
+        }
+        // Either broker may hold the lease now (both were standbys when it ended).
+        let active = a.service.isServing ? a : b
+        let standby = active === a ? b : a
+        #expect(!standby.service.isServing)
+
+        // The active broker stops (graceful): it releases the lease, the other takes over at once.
+        try await active.stop()
+        try await Self.checkIns(outbox, 41...60)
+        try await waitUntil("the other acknowledges the last 20", timeout: .seconds(60)) { try await outbox.counts().pending == 0 }
+        #expect(standby.service.isServing)
+
+        delivering.cancel()
+        _ = try? await delivering.value
+        try await standby.stop()
+        await io.shutdown()
+
+        // One journal, 60 check-ins, bus_seq 1...60 with nothing twice and no gap.
+        let store = try PostgresJournalStore(settings: database, logger: Self.quiet)
+        let journaled = try store.read(from: 1, to: nil, topics: [CheckIn.type], limit: 1000).events
+        #expect(journaled.map(\.busSeq) == Array(1...60))
+        #expect(Set(journaled.map(\.header)).count == 60)
+        try store.close()
+    }
+}
