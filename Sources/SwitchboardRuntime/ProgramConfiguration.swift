@@ -90,9 +90,11 @@ public struct ProgramConfiguration: Sendable {
 
         // A flag `--a-b-c` is key `a.b_c`: the library's command-line encoding joins the
         // components with dashes, so each underscore becomes a dash first.
-        let flags = CommandLineArgumentsProvider(arguments: Self.lastOfEach(arguments, except: Self.repeatableKeys)).mapKeys { key in
-            AbsoluteConfigKey(key.components.map { $0.replacingOccurrences(of: "_", with: "-") }, context: key.context)
-        }
+        // Text with commas (a list of brokers) is given back whole (`FlagTextProvider`).
+        let flags = FlagTextProvider(
+            upstream: CommandLineArgumentsProvider(arguments: Self.lastOfEach(arguments, except: Self.repeatableKeys)).mapKeys { key in
+                AbsoluteConfigKey(key.components.map { $0.replacingOccurrences(of: "_", with: "-") }, context: key.context)
+            })
         var providers: [any ConfigProvider] = [flags]
         // How each provider names where a key's value is, for messages.
         var labels: [@Sendable (String) -> String] = [{ "flag \(Self.flagName($0))" }]

@@ -108,6 +108,23 @@ struct ProgramConfigurationTests {
             ])
     }
 
+    @Test("a flag's text with commas (a list of brokers) is read whole, as the same text from the environment or a file is")
+    func flagTextWithCommas() throws {
+        let pair = "tcp://broker-a:5560,tcp://broker-b:5560"
+        for configuration in [
+            try configuration(flags: ["--ingest", pair]), try configuration(environment: ["SWITCHBOARD_FILEMAKER_INGEST": pair]),
+        ] {
+            #expect(try configuration.read { try $0.endpoints("ingest") } == pair)
+        }
+        let (directory, path) = try file(#"{"filemaker": {"ingest": "\#(pair)"}}"#)
+        defer { directory.remove() }
+        let fromFile = try configuration(file: path)
+        #expect(try fromFile.read { try $0.endpoints("ingest") } == pair)
+        // A list asked for as a list still comes as its parts.
+        let list = try configuration(flags: ["--ca-file", "/a.pem,/b.pem"])
+        #expect(try list.read { $0.stringArray(forKey: "ca_file") } == ["/a.pem", "/b.pem"])
+    }
+
     @Test("one broker host gives every endpoint; an endpoint set alone overrides it; IPv6 goes in brackets")
     func endpoints() throws {
         var configuration = try configuration("kiosk", environment: ["SWITCHBOARD_BROKER_HOST": "broker.shelter.lan"])

@@ -241,6 +241,13 @@ public final class OutboxSender: Sendable {
             // retries). Not sooner: a broker starved of CPU for seconds is not gone, and a fresh
             // socket would drop the ACKs on their way and make it resend everything in flight.
             if blocked && heardHere.duration(to: .now) >= max(settings.resendAfter * 2, settings.heartbeat * 3) { return .blocked }
+            // With several brokers (a pair), events waiting for an answer while this socket has
+            // heard nothing for two resend periods mean the broker is gone (killed, deposed, cut
+            // off): its sends do not block (they wait in the pipe for a reconnect), so the rule
+            // above would wait for a full pipe. Move on to the next broker now.
+            if brokers.rotates && !delivery.inFlight.isEmpty && heardHere.duration(to: .now) >= settings.resendAfter * 2 {
+                return .blocked
+            }
 
             guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
             var messages = [first]
