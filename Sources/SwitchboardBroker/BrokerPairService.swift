@@ -83,6 +83,7 @@ public final class BrokerPairService: Service, Sendable {
             guard let term = await standby() else { return }
             var configuration = self.configuration
             configuration.postgres.leaseEpoch = term.epoch
+            configuration.postgres.leaseTTL = configuration.lease.ttl
             let broker = try makeBroker(configuration)
             current.withLock { $0 = broker }
             do {

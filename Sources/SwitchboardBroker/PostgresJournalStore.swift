@@ -55,6 +55,10 @@ public struct PostgresJournalSettings: Sendable, Hashable {
     /// The lease epoch this broker holds (`BrokerLease`), checked first in every transaction
     /// that writes: nil only for a store that no lease guards (tests of the store alone).
     var leaseEpoch: Int64?
+    /// The lease's length (`lease.ttl`): a transaction of this broker's left open on the server
+    /// longer than this (the broker cut off mid-transaction) is ended by the server, so the row
+    /// it holds `FOR SHARE` does not keep a standby from taking over.
+    var leaseTTL: Duration?
 
     public init() {}
 
@@ -246,6 +250,12 @@ final class PostgresJournalStore: JournalStore {
             // Explicit, whatever the server's or the role's default: the ACK follows COMMIT only
             // once the commit record is flushed (and acknowledged by a synchronous standby).
             _ = try run(opened, "SET synchronous_commit = on")
+            if let ttl = settings.leaseTTL {
+                _ = try run(
+                    opened,
+                    "SET idle_in_transaction_session_timeout = \(max(1, ttl.components.seconds * 1000 + ttl.components.attoseconds / 1_000_000_000_000_000))"
+                )
+            }
             if migrated { try loadView(opened) }
             return opened
         } catch {

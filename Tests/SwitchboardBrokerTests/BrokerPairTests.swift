@@ -143,6 +143,62 @@ struct BrokerPairTests {
         }
     }
 
+    @Test(
+        "the active broker cut off from its database: it acknowledges nothing more, the standby takes over and the outbox follows; once the link is back the old one is a standby"
+    )
+    func cutActiveBroker() async throws {
+        var database = try Self.database()
+        // A statement waits at most 3 s: the cut-off broker's commit gives up within that.
+        database.timeout = .seconds(3)
+        let link = try CuttableLink(to: database.host, port: database.port)
+        defer { link.stop() }
+        var throughLink = database
+        throughLink.port = link.port
+        let directory = try TemporaryDirectory("pair-cut")
+        defer { directory.remove() }
+        let io = try IOThread()
+        let a = try PairMember("broker-a", database: throughLink, io: io, directory: directory, ttl: .seconds(1))
+        try await waitUntil("a serves", timeout: .seconds(30)) { a.service.isServing }
+        let b = try PairMember("broker-b", database: database, io: io, directory: directory, ttl: .seconds(1))
+        try await waitUntil("b is a standby", timeout: .seconds(30)) { b.service.isStandby }
+
+        let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "riverside-1")
+        var settings = OutboxSender.Settings()
+        settings.resendAfter = .milliseconds(300)
+        settings.heartbeat = .milliseconds(200)
+        let sender = OutboxSender(
+            outbox: outbox, io: io, endpoint: "\(a.endpoints.ingest),\(b.endpoints.ingest)", settings: settings, logger: Self.quiet)
+        let delivering = Task { try await sender.deliver(keepWaiting: { true }) }
+        try await Self.checkIns(outbox, 1...20)
+        try await waitUntil("a acknowledges the first 20", timeout: .seconds(60)) { try await outbox.counts().pending == 0 }
+
+        let cutOff = try #require(a.service.broker)
+        let journaledAtCut = cutOff.statistics.journaled
+        link.cut()
+        try await Self.checkIns(outbox, 21...40)
+        try await waitUntil("b takes over and acknowledges the 20 recorded after the cut", timeout: .seconds(60)) {
+            try await outbox.counts().pending == 0
+        }
+        #expect(b.service.isServing)
+        try await waitUntil("a stops serving", timeout: .seconds(30)) { !a.service.isServing }
+        #expect(cutOff.statistics.journaled == journaledAtCut, "the cut-off broker acknowledged nothing after the cut")
+
+        link.restore()
+        try await waitUntil("a, back on the network, is a standby", timeout: .seconds(30)) { a.service.isStandby }
+        #expect(a.service.termsHeld == 1 && !a.service.isServing)
+        #expect(cutOff.statistics.journaled == journaledAtCut)
+
+        delivering.cancel()
+        _ = try? await delivering.value
+        try await a.stop()
+        try await b.stop()
+        await io.shutdown()
+        let store = try PostgresJournalStore(settings: database, logger: Self.quiet)
+        let journaled = try store.read(from: 1, to: nil, topics: [CheckIn.type], limit: 1000).events
+        #expect(journaled.map(\.busSeq) == Array(1...40))
+        try store.close()
+    }
+
     static func checkIns(_ outbox: Outbox, _ range: ClosedRange<Int>) async throws {
         try await outbox.enqueue(
             range.map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0), key: "person-\($0)") })

@@ -1,0 +1,136 @@
+// A TCP link on loopback that a test can cut and restore, as a network partition looks to both
+// ends: while cut, nothing passes either way and nothing is refused or reset (bytes wait in
+// the kernels' buffers, new connections are accepted and held); once restored, what waited
+// flows on. A test points one client (a broker of a pair) at `port` instead of the server's,
+// and cuts that client off alone.
+
+import Foundation
+import Synchronization
+
+public final class CuttableLink: Sendable {
+    /// Where clients connect (127.0.0.1).
+    public let port: Int
+    private let target: (host: String, port: Int)
+    private let listener: Int32
+    private let state = Mutex(State())
+
+    private struct State {
+        var cut = false
+        var stopped = false
+        var sockets: [Int32] = []
+    }
+
+    /// Listens on a free loopback port and forwards every connection to `host:port`.
+    public init(to host: String, port targetPort: Int) throws {
+        target = (host, targetPort)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw LinkFailure("socket: \(String(cString: strerror(errno)))") }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 64) == 0 else {
+            close(fd)
+            throw LinkFailure("bind/listen: \(String(cString: strerror(errno)))")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "cuttable-link-accept"
+        thread.start()
+    }
+
+    deinit { stop() }
+
+    /// Nothing passes from now on, either way.
+    public func cut() { state.withLock { $0.cut = true } }
+
+    /// What waited flows on.
+    public func restore() { state.withLock { $0.cut = false } }
+
+    /// Closes every connection and stops listening.
+    public func stop() {
+        let sockets = state.withLock { state -> [Int32] in
+            guard !state.stopped else { return [] }
+            state.stopped = true
+            return state.sockets
+        }
+        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
+        shutdown(listener, Int32(SHUT_RDWR))
+    }
+
+    private var isCut: Bool { state.withLock { $0.cut } }
+    private var isStopped: Bool { state.withLock { $0.stopped } }
+
+    private func acceptLoop() {
+        while !isStopped {
+            var fds = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            guard poll(&fds, 1, 100) > 0 else { continue }
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { continue }
+            let thread = Thread { [self] in connect(client) }
+            thread.name = "cuttable-link"
+            thread.start()
+        }
+        close(listener)
+    }
+
+    /// Holds a new connection while the link is cut, then joins it to the server.
+    private func connect(_ client: Int32) {
+        while isCut && !isStopped { usleep(20_000) }
+        let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr(target.host)
+        address.sin_port = UInt16(target.port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0, !isStopped else {
+            close(client)
+            close(server)
+            return
+        }
+        state.withLock { $0.sockets += [client, server] }
+        pump(client, server)
+        close(client)
+        close(server)
+    }
+
+    /// Copies both ways until either end closes; while cut, reads nothing (the bytes wait).
+    private func pump(_ a: Int32, _ b: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while !isStopped {
+            if isCut {
+                usleep(20_000)
+                continue
+            }
+            var fds = [pollfd(fd: a, events: Int16(POLLIN), revents: 0), pollfd(fd: b, events: Int16(POLLIN), revents: 0)]
+            guard poll(&fds, 2, 50) > 0 else { continue }
+            for (index, (from, to)) in [(a, b), (b, a)].enumerated() where fds[index].revents != 0 {
+                let count = read(from, &buffer, buffer.count)
+                guard count > 0 else { return }
+                var sent = 0
+                while sent < count {
+                    let written = buffer.withUnsafeBytes { write(to, $0.baseAddress! + sent, count - sent) }
+                    guard written > 0 else { return }
+                    sent += written
+                }
+            }
+        }
+    }
+
+    struct LinkFailure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+}
