@@ -1,0 +1,36 @@
+-- The database and role of a Switchboard broker pair (deploy/postgres/README.md).
+-- Run once, on the primary, as a superuser:
+--   sudo -u postgres psql -v ON_ERROR_STOP=1 -f deploy/postgres/setup.sql
+-- then give the role its password with psql's \password (the guide shows how): never in this
+-- file, in a psql -c argument or in an ALTER ROLE ... PASSWORD statement that the server may log.
+--
+-- The brokers create their tables themselves at their first start (CREATE TABLE IF NOT EXISTS,
+-- under an advisory lock, so two brokers starting at once do not race). They need nothing but
+-- their own database and a schema of their own, named after the role: PostgreSQL's default
+-- search_path ("$user", public) then puts their tables there, on any version.
+
+-- A role that can log in and do nothing else: not a superuser, cannot create databases or
+-- roles, cannot replicate, and gets no password here.
+CREATE ROLE switchboard LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOINHERIT;
+
+-- UTF8 from template0, whatever the cluster's default; the tables compare text byte by byte
+-- (COLLATE "C") on their own, so the locale does not matter to them.
+CREATE DATABASE switchboard OWNER switchboard ENCODING 'UTF8' TEMPLATE template0;
+REVOKE ALL ON DATABASE switchboard FROM PUBLIC;
+
+-- Settings of the role's sessions, whatever the server's defaults:
+--  - synchronous_commit on: a COMMIT returns only once the WAL is flushed on the primary and,
+--    with synchronous_standby_names set, on the synchronous replica. The journal's own
+--    sessions set it too; this also covers the lease's.
+--  - idle_in_transaction_session_timeout at most lease.ttl (3s by default): a broker cut off
+--    from the network in the middle of a transaction leaves its session open on the server
+--    (until TCP keepalives notice, by default after hours), still holding the lease row FOR
+--    SHARE, and the standby could not take the lease until it is gone. The server ends such a
+--    session after this long. A broker never waits inside its own transactions.
+ALTER ROLE switchboard IN DATABASE switchboard SET synchronous_commit = on;
+ALTER ROLE switchboard IN DATABASE switchboard SET idle_in_transaction_session_timeout = '3s';
+
+\connect switchboard
+-- The brokers' schema; the public schema is closed to everyone.
+CREATE SCHEMA switchboard AUTHORIZATION switchboard;
+REVOKE ALL ON SCHEMA public FROM PUBLIC;
