@@ -142,7 +142,7 @@ broken_units_fail() {
     # A misspelt directive in the pair's drop-in.
     mkdir -p "$work/broken-dropin"
     cp -R "$here/postgres/systemd/switchboard-broker.service.d" "$work/broken-dropin/"
-    sed -i -e 's/^TimeoutStartSec=infinity/TimeoutStartSecs=infinity/' "$work/broken-dropin/switchboard-broker.service.d/postgres.conf"
+    sed -i -e 's/^Type=exec/Typ=exec/' "$work/broken-dropin/switchboard-broker.service.d/postgres.conf"
     if pair_unit "$work/broken-dropin" >/dev/null 2>&1; then
         echo "check: a broken postgres.conf drop-in passed verify" >&2
         return 1
