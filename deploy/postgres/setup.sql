@@ -18,17 +18,12 @@ CREATE ROLE switchboard LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION 
 CREATE DATABASE switchboard OWNER switchboard ENCODING 'UTF8' TEMPLATE template0;
 REVOKE ALL ON DATABASE switchboard FROM PUBLIC;
 
--- Settings of the role's sessions, whatever the server's defaults:
---  - synchronous_commit on: a COMMIT returns only once the WAL is flushed on the primary and,
---    with synchronous_standby_names set, on the synchronous replica. The journal's own
---    sessions set it too; this also covers the lease's.
---  - idle_in_transaction_session_timeout at most lease.ttl (3s by default): a broker cut off
---    from the network in the middle of a transaction leaves its session open on the server
---    (until TCP keepalives notice, by default after hours), still holding the lease row FOR
---    SHARE, and the standby could not take the lease until it is gone. The server ends such a
---    session after this long. A broker never waits inside its own transactions.
+-- synchronous_commit on for the role's sessions, whatever the server's default: a COMMIT
+-- returns only once the WAL is flushed on the primary and, with synchronous_standby_names set,
+-- on the synchronous replica. The journal's sessions set it themselves; this also covers the
+-- lease's. (The journal's sessions also set idle_in_transaction_session_timeout to lease.ttl,
+-- protocol/README.md section 7.2: nothing to set here for that.)
 ALTER ROLE switchboard IN DATABASE switchboard SET synchronous_commit = on;
-ALTER ROLE switchboard IN DATABASE switchboard SET idle_in_transaction_session_timeout = '3s';
 
 \connect switchboard
 -- The brokers' schema; the public schema is closed to everyone.
