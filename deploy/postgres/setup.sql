@@ -2,7 +2,7 @@
 -- Run once, on the primary, as a superuser:
 --   sudo -u postgres psql -v ON_ERROR_STOP=1 -f deploy/postgres/setup.sql
 -- then give the role its password with psql's \password (the guide shows how): never in this
--- file, in a psql -c argument or in an ALTER ROLE ... PASSWORD statement that the server may log.
+-- file, on a command line or in an ALTER ROLE ... PASSWORD statement that the server may log.
 --
 -- The brokers create their tables themselves at their first start (CREATE TABLE IF NOT EXISTS,
 -- under an advisory lock, so two brokers starting at once do not race). They need nothing but
