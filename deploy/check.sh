@@ -6,7 +6,8 @@
 # (bundles the compose-spec schema), PyYAML. Needs systemd-analyze (Debian's systemd).
 #
 # What each check proves, and what it does not:
-#  - units: `systemd-analyze verify` on every unit of deploy/systemd in a throw-away root that
+#  - units: `systemd-analyze verify` on every unit of deploy/systemd (and the broker's unit with
+#    the PostgreSQL pair's drop-in of deploy/postgres/systemd) in a throw-away root that
 #    holds a copy of this machine's system units (so targets and dependencies resolve) and
 #    stand-in executables at exactly the install paths of the design (/usr/local/bin/switchboard*,
 #    /bin/kill). That checks each directive's name and value, the specifiers (%d, %S, %i), the
@@ -15,16 +16,21 @@
 #    directives (it only warns), so any line it prints fails the check. Not proved: how the
 #    sandbox behaves when the programs run (that needs a booted systemd), that the credentials
 #    exist on a host.
-#  - environment files: every line is a comment, blank, or NAME=value with a NAME the
-#    configuration design allows, and none sets a path the units own (credentials, data dirs).
-#  - YAML: every .yaml of container/ and kubernetes/ parses (all documents).
+#  - environment files (systemd/env and postgres/env): every line is a comment, blank, or
+#    NAME=value with a NAME the configuration design allows, and none sets a path the units or
+#    drop-ins own (credentials, data dirs).
+#  - YAML: every .yaml of container/, kubernetes/ and postgres/kubernetes/ parses (all documents).
 #  - compose: compose.yaml against the compose-spec JSON schema.
 #  - Kubernetes: every manifest against the Kubernetes JSON schemas of 1.30 and 1.37, strict
 #    (unknown fields fail).
+#  - the broker pair on PostgreSQL: its manifest keeps what the guide promises (two pods that
+#    update only when deleted, the standby's name published, readiness and liveness probes, a
+#    password only as a 0600 file copied from its Secret, TLS verify-full, design names only),
+#    its JSON example names only the broker's keys, and the guide makes each Secret it mounts.
 #  - Containerfile: its stages, and that it installs every program the units start.
-#  - the checkers themselves: a unit with a misspelt directive, a manifest with a misspelt
-#    field and a compose file with a wrong type must each FAIL; if one passes, the check that
-#    let it through is worthless and this script fails.
+#  - the checkers themselves: a unit with a misspelt directive, a drop-in with one, a manifest
+#    with a misspelt field and a compose file with a wrong type must each FAIL; if one passes,
+#    the check that let it through is worthless and this script fails.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -81,11 +87,15 @@ done
 printf '#!/bin/sh\nexit 0\n' >"$root/bin/kill"
 chmod 755 "$root/bin/kill"
 
-# verify_units DIR: verifies every unit file of DIR in the root (a template as one instance);
+# verify_units DIR [DROPINS]: verifies every unit file of DIR in the root (a template as one
+# instance), with the drop-in directories (UNIT.service.d/) of DROPINS installed beside them;
 # fails on a non-zero exit or on any line verify prints.
 verify_units() {
-    local dir="$1" names=() unit out status
-    rm -f "$root"/etc/systemd/system/switchboard*
+    local dir="$1" dropins="${2:-}" names=() unit out status
+    rm -rf "$root"/etc/systemd/system/switchboard*
+    if [ -n "$dropins" ]; then
+        cp -R "$dropins"/*.service.d "$root/etc/systemd/system/"
+    fi
     for unit in "$dir"/*.service; do
         cp "$unit" "$root/etc/systemd/system/"
         case "$(basename "$unit")" in
@@ -104,6 +114,15 @@ verify_units() {
 }
 step "systemd-analyze verify deploy/systemd/*.service" verify_units "$here/systemd"
 
+# The broker of a pair on PostgreSQL: the broker's unit with the drop-in. verify reads drop-ins
+# from the root's /etc/systemd/system/UNIT.service.d/ like systemd; the broken copy below shows
+# that a bad line in the drop-in fails.
+pair_unit() {
+    rm -rf "$work/pair" && mkdir "$work/pair" && cp "$here/systemd/switchboard-broker.service" "$work/pair/"
+    verify_units "$work/pair" "${1:-$here/postgres/systemd}"
+}
+step "systemd-analyze verify the broker with deploy/postgres/systemd's drop-in" pair_unit
+
 # A deliberately broken copy must fail: a misspelt directive (verify only warns about it) and a
 # program path that is not installed.
 broken_units_fail() {
@@ -120,15 +139,23 @@ broken_units_fail() {
             return 1
         fi
     done
-    echo "both broken copies failed, as they must"
+    # A misspelt directive in the pair's drop-in.
+    mkdir -p "$work/broken-dropin"
+    cp -R "$here/postgres/systemd/switchboard-broker.service.d" "$work/broken-dropin/"
+    sed -i -e 's/^Type=exec/Typ=exec/' "$work/broken-dropin/switchboard-broker.service.d/postgres.conf"
+    if pair_unit "$work/broken-dropin" >/dev/null 2>&1; then
+        echo "check: a broken postgres.conf drop-in passed verify" >&2
+        return 1
+    fi
+    echo "the three broken copies failed, as they must"
 }
 step "the unit check fails on broken units" broken_units_fail
 
 # Environment files: only the configuration design's names, none the units own.
 check_env_files() {
-    python3 - "$here/systemd/env" "$here/systemd" <<'PY'
-import os, re, sys
-env_dir, unit_dir = sys.argv[1], sys.argv[2]
+    python3 - "$here/systemd/env" "$here/systemd" "$here/postgres/env" "$here/postgres/systemd" <<'PY'
+import glob, os, re, sys
+env_dirs, unit_dirs = [sys.argv[1], sys.argv[3]], [sys.argv[2], sys.argv[4]]
 programs = ["BROKER", "AUTH", "FILEMAKER", "ETO", "DIRECTORY", "KIOSK", "MONITOR", "EMULATOR"]
 # The names of the configuration design (docs: deploy/README.md, "Configuration"): shared
 # client keys; data_dir and admin of every program; the broker's keys; the workers', auth's and
@@ -145,23 +172,25 @@ broker = ["INGEST", "FANOUT", "REPLAY", "SERVICE", "GROUPS", "SECURITY_KEY", "SE
           "RETENTION_MAX_AGE", "RETENTION_MAX_BYTES", "RETENTION_INTERVAL", "GROUPS_ACK_WAIT", "GROUPS_MAX_DELIVER",
           "GROUPS_BACKOFF", "GROUPS_LIVENESS", "MIN_VERSION", "BATCH_LIMIT", "HWM", "MAX_FRAME_BYTES", "MAX_PENDING_BYTES",
           "JOURNAL_STORE", "JOURNAL_POSTGRES_HOST", "JOURNAL_POSTGRES_PORT", "JOURNAL_POSTGRES_DATABASE", "JOURNAL_POSTGRES_USER",
-          "JOURNAL_POSTGRES_PASSWORD_FILE", "JOURNAL_POSTGRES_TLS", "JOURNAL_POSTGRES_CA_FILE", "JOURNAL_POSTGRES_TIMEOUT"]
+          "JOURNAL_POSTGRES_PASSWORD_FILE", "JOURNAL_POSTGRES_TLS", "JOURNAL_POSTGRES_CA_FILE", "JOURNAL_POSTGRES_TIMEOUT",
+          "LEASE_TTL", "LEASE_HOLDER"]
 allowed |= {"SWITCHBOARD_BROKER_" + k for k in broker}
 for w in ["FILEMAKER", "ETO", "DIRECTORY"]:
     allowed |= {f"SWITCHBOARD_{w}_{k}" for k in ["URL", "ACCOUNT", "CREDIT", "MEMBER"]}
 allowed |= {"SWITCHBOARD_FILEMAKER_DATABASE", "SWITCHBOARD_FILEMAKER_MAPPING", "SWITCHBOARD_AUTH_ACCOUNTS_FILE", "SWITCHBOARD_AUTH_CREDENTIALS_KEY_FILE",
             "SWITCHBOARD_KIOSK_ID", "SWITCHBOARD_KIOSK_OUTBOX", "SWITCHBOARD_DASHBOARD_TOKEN", "SWITCHBOARD_MONITOR_LISTEN"}
 allowed |= {f"SWITCHBOARD_EMULATOR_{k}" for k in ["HOST", "PORT", "STATE", "SEED", "TLS_GENERATE", "TLS_HOST"]}
-# What the units set from credentials and StateDirectory: an env file would override them.
+# What the units and drop-ins set from credentials and StateDirectory: an env file would
+# override them.
 owned = set()
-for name in os.listdir(unit_dir):
-    if name.endswith(".service"):
-        for line in open(os.path.join(unit_dir, name)):
+for unit_dir in unit_dirs:
+    for path in glob.glob(os.path.join(unit_dir, "*.service")) + glob.glob(os.path.join(unit_dir, "*.service.d", "*.conf")):
+        for line in open(path):
             m = re.match(r"Environment=([A-Z0-9_]+)=", line)
             if m:
                 owned.add(m.group(1))
 bad = []
-for name in sorted(os.listdir(env_dir)):
+for env_dir, name in sorted((d, n) for d in env_dirs for n in os.listdir(d)):
     for number, line in enumerate(open(os.path.join(env_dir, name)), 1):
         text = line.strip()
         if not text or text.startswith("#"):
@@ -185,7 +214,8 @@ PY
 step "environment files use only the design's names" check_env_files
 
 # --- YAML, compose, Kubernetes -----------------------------------------------------------------
-yaml_files=("$here"/container/*.yaml "$here"/kubernetes/*.yaml "$here"/kubernetes/examples/*.yaml)
+yaml_files=("$here"/container/*.yaml "$here"/kubernetes/*.yaml "$here"/kubernetes/examples/*.yaml
+    "$here"/postgres/kubernetes/*.yaml "$here"/postgres/kubernetes/examples/*.yaml)
 check_yaml() {
     python3 - "$@" <<'PY'
 import sys, yaml
@@ -203,7 +233,8 @@ PY
 step "YAML well formed" check_yaml "${yaml_files[@]}"
 step "compose.yaml against the compose-spec schema" \
     check-jsonschema --builtin-schema vendor.compose-spec "$here/container/compose.yaml"
-k8s_files=("$here"/kubernetes/*.yaml "$here"/kubernetes/examples/secrets.yaml)
+k8s_files=("$here"/kubernetes/*.yaml "$here"/kubernetes/examples/secrets.yaml
+    "$here"/postgres/kubernetes/*.yaml "$here"/postgres/kubernetes/examples/secrets.yaml)
 for version in 1.30.0 1.37.0; do
     step "Kubernetes manifests against the $version schemas (strict)" \
         kubernetes-validate --strict --quiet -k "$version" "${k8s_files[@]}"
@@ -225,6 +256,108 @@ checkers_fail_on_broken_input() {
     echo "the broken manifest and the broken compose file failed, as they must"
 }
 step "the manifest checks fail on broken input" checkers_fail_on_broken_input
+
+# --- the broker pair on PostgreSQL -----------------------------------------------------------------
+# What deploy/postgres/README.md promises of its manifest and examples, read from the files.
+# The broker's keys come from the code (BrokerConfiguration.keys), so a key the broker does not
+# know, which it would refuse at start, fails here.
+check_postgres_pair() {
+    python3 - "$here" "$here/../Sources/SwitchboardBroker/BrokerConfiguration.swift" <<'PY'
+import json, os, re, sys, yaml
+here, source = sys.argv[1], sys.argv[2]
+bad = []
+listing = re.search(r"public static let keys = \[(.*?)\]", open(source).read(), re.S).group(1)
+keys = set(re.findall(r'"([a-z_.]+)"', listing))
+variables = {"SWITCHBOARD_BROKER_" + k.upper().replace(".", "_") for k in keys}
+docs = [d for d in yaml.safe_load_all(open(os.path.join(here, "postgres/kubernetes/broker-pair.yaml"))) if d]
+by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+sts = by.get(("StatefulSet", "broker-pair"))
+if not sts:
+    print("postgres/kubernetes/broker-pair.yaml has no StatefulSet broker-pair", file=sys.stderr)
+    sys.exit(1)
+spec, pod = sts["spec"], sts["spec"]["template"]["spec"]
+if spec.get("replicas") != 2:
+    bad.append(f"the pair has {spec.get('replicas')} replicas, not 2")
+if spec.get("podManagementPolicy") != "Parallel" or spec.get("updateStrategy", {}).get("type") != "OnDelete":
+    bad.append("the pair must be podManagementPolicy Parallel and updateStrategy OnDelete (a standby is never ready)")
+headless = by.get(("Service", spec["serviceName"]), {}).get("spec", {})
+if headless.get("clusterIP") != "None" or headless.get("publishNotReadyAddresses") is not True:
+    bad.append(f"Service {spec['serviceName']} must be headless and publish not-ready addresses (the standby's name)")
+labels = sts["spec"]["template"]["metadata"]["labels"]
+if labels.get("app.kubernetes.io/component") != "broker":
+    bad.append("the pair's pods lack app.kubernetes.io/component: broker, which the NetworkPolicies select")
+anti = pod.get("affinity", {}).get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+if not any(term.get("topologyKey") == "kubernetes.io/hostname" for term in anti):
+    bad.append("the pair's pods are not kept on two nodes (podAntiAffinity on kubernetes.io/hostname)")
+broker = next(c for c in pod["containers"] if c["name"] == "broker")
+if broker.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/health/ready":
+    bad.append("the broker's readinessProbe does not ask /health/ready")
+if broker.get("livenessProbe", {}).get("httpGet", {}).get("path") != "/health/live":
+    bad.append("the broker's livenessProbe does not ask /health/live")
+settings = {}
+for ref in broker.get("envFrom", []):
+    settings.update(by.get(("ConfigMap", ref["configMapRef"]["name"]), {}).get("data", {}))
+settings.update({e["name"]: e.get("value", "(from the pod)") for e in broker.get("env", [])})
+for name in sorted(settings):
+    if name.startswith("SWITCHBOARD_BROKER_") and name not in variables:
+        bad.append(f"the pair's {name} is not a broker setting (BrokerConfiguration.keys): the broker would refuse to start")
+if settings.get("SWITCHBOARD_BROKER_JOURNAL_STORE") != "postgres":
+    bad.append("the pair's journal store is not postgres")
+if settings.get("SWITCHBOARD_BROKER_JOURNAL_POSTGRES_TLS") != "verify-full":
+    bad.append("the pair's TLS is not verify-full")
+password = settings.get("SWITCHBOARD_BROKER_JOURNAL_POSTGRES_PASSWORD_FILE", "")
+mounts = {m["mountPath"]: m["name"] for m in broker["volumeMounts"]}
+volumes = {v["name"]: v for v in pod["volumes"]}
+holder = mounts.get(os.path.dirname(password))
+if not holder or volumes[holder].get("emptyDir", {}).get("medium") != "Memory":
+    bad.append(f"the password file {password or '(none)'} is not in a memory volume of the broker's")
+elif not any(re.search(rf"install -m 0600 \S+ {re.escape(password)}(\s|$)", a) for c in pod.get("initContainers", []) for a in c.get("args", [])):
+    bad.append(f"no init container installs {password} with mode 0600")
+if broker.get("env") and any("PASSWORD" in e["name"] and not e["name"].endswith("_FILE") for e in broker["env"]):
+    bad.append("a password in the broker's environment")
+# Every Secret and ConfigMap the pods mount: its shape in an examples/secrets.yaml, made by the guides.
+guides = open(os.path.join(here, "README.md")).read() + open(os.path.join(here, "postgres/README.md")).read()
+shapes = set()
+for path in ["kubernetes/examples/secrets.yaml", "postgres/kubernetes/examples/secrets.yaml"]:
+    shapes |= {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(open(os.path.join(here, path))) if d}
+for volume in volumes.values():
+    for kind, field, made in [("Secret", "secret", "create secret generic"), ("ConfigMap", "configMap", "create configmap")]:
+        name = (volume.get(field) or {}).get("secretName" if kind == "Secret" else "name")
+        if name:
+            if (kind, name) not in shapes:
+                bad.append(f"{kind} {name}, mounted by the pair, has no shape in an examples/secrets.yaml")
+            if not re.search(rf"{made} {re.escape(name)} ", guides):
+                bad.append(f"no guide makes {kind} {name} (`kubectl … {made} {name} …`)")
+if not any(d["kind"] == "NetworkPolicy" and any(p.get("port") == 5432 for r in d["spec"].get("egress", []) for p in r.get("ports", []))
+           for d in docs):
+    bad.append("no NetworkPolicy lets the pair reach PostgreSQL's port 5432")
+# The clients' names for the pods: the headless Service's, in kubernetes/config.yaml and the guide.
+names = [f"{spec['serviceName']}-{i}.{spec['serviceName']}.switchboard.svc" for i in range(2)]
+for path in ["kubernetes/config.yaml", "postgres/README.md"]:
+    if ",".join(names) not in open(os.path.join(here, path)).read():
+        bad.append(f"{path} does not list the pods' names {','.join(names)}")
+# The JSON example: the broker's keys only, shared keys at the top, no password.
+example = json.load(open(os.path.join(here, "postgres/switchboard.json")))
+def flatten(obj, prefix=""):
+    for k, v in obj.items():
+        yield from flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
+for key in flatten(example.get("broker", {})):
+    if key not in keys:
+        bad.append(f"postgres/switchboard.json: broker.{key} is not a broker key")
+for key in example:
+    if key not in ("broker", "broker_host"):
+        bad.append(f"postgres/switchboard.json: {key} at the top is not expected")
+pg = example.get("broker", {}).get("journal", {}).get("postgres", {})
+if "password" in pg or pg.get("tls") != "verify-full":
+    bad.append("postgres/switchboard.json: a password inline, or TLS other than verify-full")
+for line in bad:
+    print(line, file=sys.stderr)
+print(f"{len(docs)} documents; {len(settings)} broker settings checked against the broker's {len(keys)} keys; "
+      f"mounts {sorted(n for n in volumes)}; JSON example checked")
+sys.exit(1 if bad else 0)
+PY
+}
+step "the broker pair on PostgreSQL: manifest, examples, guide" check_postgres_pair
 
 # --- Containerfile --------------------------------------------------------------------------------
 check_containerfile() {
@@ -276,12 +409,13 @@ compose = yaml.safe_load(open(os.path.join(here, "container/compose.yaml")))
 image = compose["x-program"]["image"]
 if image != "${SWITCHBOARD_IMAGE:-switchboard:%s}" % tag:
     bad.append(f"compose's image is {image}, not switchboard:{tag} (build.sh)")
-for name in sorted(os.listdir(os.path.join(here, "kubernetes"))):
-    if not name.endswith(".yaml"):
-        continue
-    for found in re.findall(r"^\s*image:\s*(\S+)", open(os.path.join(here, "kubernetes", name)).read(), re.M):
-        if found != f"registry.example/switchboard:{tag}":
-            bad.append(f"kubernetes/{name}: image {found}, not registry.example/switchboard:{tag} (build.sh {tag} registry.example)")
+for folder in ["kubernetes", "postgres/kubernetes"]:
+    for name in sorted(os.listdir(os.path.join(here, folder))):
+        if not name.endswith(".yaml"):
+            continue
+        for found in re.findall(r"^\s*image:\s*(\S+)", open(os.path.join(here, folder, name)).read(), re.M):
+            if found != f"registry.example/switchboard:{tag}":
+                bad.append(f"{folder}/{name}: image {found}, not registry.example/switchboard:{tag} (build.sh {tag} registry.example)")
 # Every compose service has a healthcheck: its admin port's /health/ready, the port it sets.
 ports = {"emulator": None, "monitor": None}
 for service, spec in compose["services"].items():
