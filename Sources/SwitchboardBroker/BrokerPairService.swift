@@ -10,6 +10,7 @@
 public import Logging
 public import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
 /// Runs the broker of a pair: standby, active, standby again after losing the lease, until
 /// graceful shutdown (which stops the broker, then ends the lease so the standby takes over at
@@ -61,6 +62,16 @@ public final class BrokerPairService: Service, Sendable {
 
     public func run() async throws {
         defer { Task { [lease] in await lease.close() } }
+        // SIGHUP is trapped for the process's whole life, not only while a term's broker runs:
+        // its default action would end a standby. While active it reloads the allow-list; a
+        // standby has none loaded (its next term reads the directory as it starts).
+        let hangUps = Task { [self] in
+            for await _ in await UnixSignalsSequence(trapping: .sighup) {
+                guard let broker = self.broker, let security = broker.security else { continue }
+                BrokerService.reload(security, broker: broker, reason: "SIGHUP")
+            }
+        }
+        defer { hangUps.cancel() }
         try await withTaskCancellationHandler {
             try await withGracefulShutdownHandler {
                 try await serve()
@@ -158,7 +169,7 @@ public final class BrokerPairService: Service, Sendable {
         let ended = await withTaskGroup(of: Ended?.self) { group in
             if let security = broker.security {
                 group.addTask {
-                    await BrokerService.watch(security, broker: broker)
+                    await BrokerService.watchDirectory(security, broker: broker)
                     return nil
                 }
             }

@@ -43,24 +43,29 @@ public struct BrokerService: Service {
     }
 
     static func watch(_ security: BrokerSecurity, broker: Broker) async {
-        @Sendable func reload(_ reason: String) {
-            // A revoked key's open connections are closed: every peer reconnects through ZAP.
-            if !security.reload(reason: reason).isEmpty { broker.dropAllConnections() }
-        }
         await withDiscardingTaskGroup { group in
             group.addTask {
-                for await _ in await UnixSignalsSequence(trapping: .sighup) { reload("SIGHUP") }
+                for await _ in await UnixSignalsSequence(trapping: .sighup) { reload(security, broker: broker, reason: "SIGHUP") }
             }
-            group.addTask {
-                var fingerprint = security.allowList.fingerprint()
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
-                    let now = security.allowList.fingerprint()
-                    if now != fingerprint {
-                        fingerprint = now
-                        reload("the certificate directory changed")
-                    }
-                }
+            group.addTask { await watchDirectory(security, broker: broker) }
+        }
+    }
+
+    /// Reloads the allow-list; a revoked key's open connections are closed, so every peer
+    /// reconnects through ZAP.
+    static func reload(_ security: BrokerSecurity, broker: Broker, reason: String) {
+        if !security.reload(reason: reason).isEmpty { broker.dropAllConnections() }
+    }
+
+    /// Reloads the allow-list when its directory changes (looked at every second).
+    static func watchDirectory(_ security: BrokerSecurity, broker: Broker) async {
+        var fingerprint = security.allowList.fingerprint()
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            let now = security.allowList.fingerprint()
+            if now != fingerprint {
+                fingerprint = now
+                reload(security, broker: broker, reason: "the certificate directory changed")
             }
         }
     }

@@ -261,7 +261,14 @@ public final class ServiceClient: Sendable {
                         continue
                     }
                     pirate.sent()
-                    if await route.waitFinished(until: until) { pirate.finished() }
+                    if await route.waitFinished(until: until) {
+                        pirate.finished()
+                    } else if brokers.rotates && !route.partialsSeen {
+                        // Not a word in a whole attempt, with several brokers: the shared socket
+                        // may point at a standby (it takes sends, and never answers). The next
+                        // attempt, and the next shared socket, go to the next broker.
+                        await retire(socket)
+                    }
                     _ = state.withLock { $0.routes.removeValue(forKey: id) }
                 case .sendOnFreshSocket(let until):
                     logger.debug("sending again on a fresh socket", metadata: ["service": "\(service)", "request_id": "\(id)"])

@@ -44,13 +44,18 @@ struct BrokerPairProcessTests {
             guard first.isRunning else { throw WaitTimedOut(description: "broker-a exited: \(programs.read("broker-a.log"))") }
             return programs.read("broker-a.log").contains("active: this broker holds the lease")
         }
+        defer { first.signal(SIGKILL) }
         let second = try programs.start(
             "switchboard-broker", Self.flags(server, database: database, port: b, name: "broker-b", directory: directory),
             log: "broker-b.log")
+        defer { second.signal(SIGKILL) }
         try await waitUntil("broker-b is a standby", timeout: .seconds(60)) {
             guard second.isRunning else { throw WaitTimedOut(description: "broker-b exited: \(programs.read("broker-b.log"))") }
             return programs.read("broker-b.log").contains("standby: another broker holds the lease")
         }
+        // An operator's reload (SIGHUP) of the standby: it must not end it (the signal's default
+        // action); the standby takes over below.
+        second.signal(SIGHUP)
 
         let csv = try programs.writeCSV("day.csv", rows: Self.total)
         let outbox = directory.path("kiosk/outbox.sqlite")
@@ -61,6 +66,7 @@ struct BrokerPairProcessTests {
                 "300s",
             ],
             log: "kiosk.log")
+        defer { kiosk.signal(SIGKILL) }
         let names = ["member-1", "member-2"]
         let members = try names.map {
             try programs.start(
@@ -71,6 +77,7 @@ struct BrokerPairProcessTests {
                 ],
                 log: "\($0).log")
         }
+        defer { for member in members { member.signal(SIGKILL) } }
         let logs = names.map { directory.path("\($0).jsonl") }
         func number(_ sql: String) throws -> Int {
             Int(try server.query(database: database, sql).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0

@@ -248,6 +248,10 @@ public final class OutboxSender: Sendable {
             if brokers.rotates && !delivery.inFlight.isEmpty && heardHere.duration(to: .now) >= settings.resendAfter * 2 {
                 return .blocked
             }
+            // Idle, with several brokers: heartbeats unanswered for three heartbeats (HEAD answers
+            // each) mean a standby or a dead broker; the program would report itself unready
+            // until it had something to send.
+            if brokers.rotates && heardHere.duration(to: .now) >= settings.heartbeat * 3 { return .blocked }
 
             guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
             var messages = [first]
