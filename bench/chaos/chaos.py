@@ -159,11 +159,116 @@ def copy_outbox(source_dir, target_dir):
     return copied
 
 
+class Postgres:
+    """A PostgreSQL server of the run's own (--pair), from Debian's package: `initdb` into the
+    work directory as the `postgres` user (PostgreSQL refuses to run as root), a free loopback
+    port, password authentication over TCP (the password only in 0600 files), trust over its
+    socket, which lies in its own directory (what `psql` uses to read the journal, as
+    Sources/SwitchboardTesting/PostgresServer.swift does). `stop()` ends it, whatever happened."""
+
+    def __init__(self, folder, password_file):
+        self.folder = folder
+        self.data = os.path.join(folder, "data")
+        self.password_file = password_file  # the brokers' copy (root, 0600)
+        self.database = "switchboard"
+        self.user = "postgres"
+        self.port = None
+        self.started = False
+        roots = "/usr/lib/postgresql"
+        versions = sorted((int(v) for v in (os.listdir(roots) if os.path.isdir(roots) else []) if v.isdigit()), reverse=True)
+        self.bin = next((f"{roots}/{v}/bin" for v in versions if os.access(f"{roots}/{v}/bin/initdb", os.X_OK)), None)
+        self.as_root = os.getuid() == 0
+
+    def run(self, argv, as_server=False, timeout=120):
+        if as_server and self.as_root:
+            argv = ["/usr/sbin/runuser", "-u", "postgres", "--", *argv]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=self.folder,
+                                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            raise Failure(f"{os.path.basename(argv[4 if as_server and self.as_root else 0])} failed ({result.returncode}): "
+                          f"{(result.stderr or result.stdout).strip()[-500:]}")
+        return result.stdout
+
+    def start(self):
+        if self.bin is None:
+            raise Failure("--pair needs PostgreSQL: no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")
+        password = "%032x" % random.SystemRandom().getrandbits(128)
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        server_password = os.path.join(self.folder, "initdb-password")
+        for path in (server_password, self.password_file):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(password)
+            os.chmod(path, 0o600)
+        if self.as_root:
+            import pwd
+            account = pwd.getpwnam("postgres")
+            for path in (self.folder, server_password):
+                os.chown(path, account.pw_uid, account.pw_gid)
+        try:
+            self.run([f"{self.bin}/initdb", "-D", self.data, "-U", self.user, f"--pwfile={server_password}", "--auth-local=trust",
+                      "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync"], as_server=True)
+        finally:
+            os.remove(server_password)
+        error = None
+        for _ in range(5):
+            port = free_ports(1)[0]
+            try:
+                self.run([f"{self.bin}/pg_ctl", "-D", self.data, "-l", os.path.join(self.folder, "server.log"), "-w", "-t", "60", "-o",
+                          f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={self.folder} -c max_connections=100",
+                          "start"], as_server=True)
+            except Failure as failure:
+                error = failure
+                continue
+            self.port = port
+            self.started = True
+            break
+        else:
+            raise error
+        self.psql("postgres", f"CREATE DATABASE {self.database}")
+        log(f"PostgreSQL ({self.bin}) on 127.0.0.1:{self.port}, database {self.database}, data {self.data}")
+
+    def psql(self, database, sql, timeout=30):
+        """Runs `sql` over the server's socket (where the superuser is trusted); rows of fields."""
+        out = self.run([f"{self.bin}/psql", "-h", self.folder, "-p", str(self.port), "-U", self.user, "-d", database, "-X", "-q",
+                        "-v", "ON_ERROR_STOP=1", "-At", "-F", "\x1f", "-R", "\x1e", "-c", sql], timeout=timeout)
+        return [record.split("\x1f") for record in out.rstrip("\n").split("\x1e") if record]
+
+    def query(self, sql, timeout=30):
+        return self.psql(self.database, sql, timeout=timeout)
+
+    def lease_and_head(self):
+        """(the journal's head, the lease's epoch, its holder)."""
+        head, epoch, holder = self.query(
+            "SELECT (SELECT COALESCE(max(bus_seq), 0) FROM events), epoch, holder FROM broker_lease WHERE id = 1", timeout=5)[0]
+        return int(head), int(epoch), holder
+
+    def stop(self):
+        """pg_ctl stop -m fast; -m immediate if that fails; the postmaster killed as a last resort."""
+        if not self.started:
+            return
+        for mode in ("fast", "immediate"):
+            try:
+                self.run([f"{self.bin}/pg_ctl", "-D", self.data, "-m", mode, "-w", "-t", "60", "stop"], as_server=True, timeout=90)
+                self.started = False
+                log(f"PostgreSQL stopped (pg_ctl stop -m {mode})")
+                return
+            except Exception as error:
+                log(f"PostgreSQL: pg_ctl stop -m {mode} failed: {error}")
+        with contextlib.suppress(Exception):
+            with open(os.path.join(self.data, "postmaster.pid")) as f:
+                pid = int(f.readline())
+            os.kill(pid, signal.SIGKILL)
+            log(f"PostgreSQL: postmaster {pid} killed")
+        self.started = False
+
+
 class Process:
     """One program of the deployment, started again and again from the same command."""
 
-    def __init__(self, name, kind, argv, config, folder, ready_url=None, cafile=None):
+    def __init__(self, name, kind, argv, config, folder, ready_url=None, cafile=None, live_url=None):
         self.name = name
+        self.live_url = live_url  # a broker of a pair: a standby is live, not ready
         self.kind = kind
         self.argv = argv
         self.config = config
@@ -183,16 +288,22 @@ class Process:
             return True
         return answers(self.ready_url, self.cafile)
 
+    def live(self):
+        if self.popen is None or self.popen.poll() is not None:
+            return False
+        return self.live_url is None or answers(self.live_url, self.cafile)
 
-def ready_or_exited(p):
-    """For waits at start: ready, or a Failure naming the exit and the log's last lines."""
+
+def ready_or_exited(p, live=False):
+    """For waits at start: ready (or only live: the standby of a pair), or a Failure naming the
+    exit and the log's last lines."""
 
     def check():
         if p.popen is not None and p.popen.poll() is not None:
             with open(p.log_path, errors="replace") as f:
                 tail = "".join(f.readlines()[-10:])
             raise Failure(f"{p.name} exited with status {p.popen.returncode} while starting:\n{tail}")
-        return p.ready()
+        return p.live() if live else p.ready()
 
     return check
 
@@ -209,6 +320,8 @@ class Deployment:
         # One lock per kiosk: held while its outbox is imported into, backed up or restored.
         self.kiosk_locks = {k: threading.Lock() for k in KIOSKS}
         self.emulator_starts = 0
+        self.postgres = None  # --pair: the run's PostgreSQL server
+        self.brokers = ["broker"]  # --pair: "broker" and "broker-b"
         self.fault_counts = []  # the rules' counters, read before each emulator stop and at the end
 
     def folder(self, name):
@@ -253,35 +366,55 @@ class Deployment:
         return path
 
     def configure(self):
-        ports = free_ports(14)
-        (ingest, fanout, replay, service, groups, emulator, broker_admin, auth_admin, fm_admin, eto_admin, dir_admin, *kiosk_admin) = ports
-        self.endpoints = {
-            "ingest": f"tcp://127.0.0.1:{ingest}",
-            "fanout": f"tcp://127.0.0.1:{fanout}",
-            "replay": f"tcp://127.0.0.1:{replay}",
-            "service": f"tcp://127.0.0.1:{service}",
-            "groups": f"tcp://127.0.0.1:{groups}",
-        }
-        shared = {"broker_host": "127.0.0.1", **self.endpoints}
+        pair = self.args.pair
+        ports = free_ports(20 if pair else 14)
+        (ingest, fanout, replay, service, groups, emulator, broker_admin, auth_admin, fm_admin, eto_admin, dir_admin, *rest) = ports
+        kiosk_admin = rest[:len(KIOSKS)]
+        planes = ("ingest", "fanout", "replay", "service", "groups")
+        self.endpoints = {plane: f"tcp://127.0.0.1:{port}" for plane, port in zip(planes, (ingest, fanout, replay, service, groups))}
+        self.broker_endpoints = {"broker": (self.endpoints, broker_admin)}
+        clients = dict(self.endpoints)
+        if pair:
+            # The second broker of the pair, on ports of its own; every client is given both,
+            # as comma lists (protocol section 1, "Several brokers"), the active one first or not.
+            *second, second_admin = rest[len(KIOSKS):]
+            endpoints_b = {plane: f"tcp://127.0.0.1:{port}" for plane, port in zip(planes, second)}
+            self.broker_endpoints["broker-b"] = (endpoints_b, second_admin)
+            self.brokers = ["broker", "broker-b"]
+            clients = {plane: f"{self.endpoints[plane]},{endpoints_b[plane]}" for plane in planes}
+        shared = {"broker_host": "127.0.0.1", **clients}
         self.emulator_url = f"https://127.0.0.1:{emulator}"
         tls = os.path.join(self.folder("emulator"), "tls")
         self.ca = os.path.join(tls, "ca.pem")
         self.emulator_state_path = os.path.join(self.folder("emulator"), "state.json")
-        broker_dir = self.folder("broker")
-        self.journal_path = os.path.join(broker_dir, "state", "journal.sqlite")
-        config = self.write_config(
-            "broker",
-            {
-                "broker": {
-                    **self.endpoints,
-                    "data_dir": os.path.join(broker_dir, "state"),
-                    "admin": f"127.0.0.1:{broker_admin}",
-                    "security": {"key": self.bundle("broker", "broker.secret"), "certificates": self.bundle("broker", "allowed")},
-                    **({"groups.backoff": self.args.backoff} if self.args.backoff else {}),
-                }
-            },
-        )
-        self.add("broker", "broker", ["switchboard-broker"], config, f"http://127.0.0.1:{broker_admin}/health/ready")
+        self.journal_path = os.path.join(self.folder("broker"), "state", "journal.sqlite")
+        if pair:
+            self.postgres = Postgres(os.path.join(self.work, "postgres"), os.path.join(self.folder("broker-secrets"), "postgres-password"))
+        for name in self.brokers:
+            endpoints, admin = self.broker_endpoints[name]
+            broker_dir = self.folder(name)
+            settings = {
+                **endpoints,
+                "data_dir": os.path.join(broker_dir, "state"),
+                "admin": f"127.0.0.1:{admin}",
+                # Both brokers of a pair have the broker's key: the clients know one broker key.
+                "security": {"key": self.bundle("broker", "broker.secret"), "certificates": self.bundle("broker", "allowed")},
+                **({"groups.backoff": self.args.backoff} if self.args.backoff else {}),
+            }
+            if pair:
+                settings.update({
+                    "journal.store": "postgres",
+                    "journal.postgres.host": "127.0.0.1",
+                    "journal.postgres.port": 0,  # filled in once the server has its port
+                    "journal.postgres.database": self.postgres.database,
+                    "journal.postgres.user": self.postgres.user,
+                    "journal.postgres.password_file": self.postgres.password_file,
+                    "journal.postgres.tls": "disable",  # loopback only
+                    "lease.holder": name,
+                })
+            config = self.write_config(name, {"broker": settings})
+            self.add(name, "broker", ["switchboard-broker"], config, f"http://127.0.0.1:{admin}/health/ready",
+                     live_url=f"http://127.0.0.1:{admin}/health/live" if pair else None)
         seed = os.path.join(self.folder("emulator"), "seed.json")
         self.people = make_seed(seed, self.args.people, random.Random(self.args.seed))
         config = self.write_config(
@@ -340,8 +473,26 @@ class Deployment:
             {**shared, "broker_key": self.bundle("ops", "broker.cert"), "operator": {"certificate": self.bundle("ops", "admin.secret")}},
         )
 
-    def add(self, name, kind, argv, config, ready_url, cafile=None):
-        self.processes[name] = Process(name, kind, argv, config, self.folder(name), ready_url, cafile)
+    def add(self, name, kind, argv, config, ready_url, cafile=None, live_url=None):
+        self.processes[name] = Process(name, kind, argv, config, self.folder(name), ready_url, cafile, live_url)
+
+    def start_postgres(self):
+        """--pair: starts the run's PostgreSQL and gives both brokers its port."""
+        self.postgres.start()
+        for name in self.brokers:
+            path = self.processes[name].config
+            with open(path) as f:
+                config = json.load(f)
+            config["broker"]["journal.postgres.port"] = self.postgres.port
+            with open(path, "w") as f:
+                json.dump(config, f, indent=2)
+
+    def active_broker(self):
+        """The broker that answers /health/ready (the pair's active one), or None."""
+        for name in self.brokers:
+            if self.processes[name].ready():
+                return name
+        return None
 
     # Starting and stopping.
 
@@ -670,11 +821,19 @@ class Schedule:
     """The seeded plan: which process is killed when, how long it stays down, the emulator's
     restarts, and the outbox backup and restore."""
 
-    def __init__(self, seed, kills, emulator_restarts, window):
+    def __init__(self, seed, kills, emulator_restarts, window, broker_kills=None):
         rng = random.Random(seed)
         targets = []
+        kinds = KILL_KINDS
+        if broker_kills is not None:
+            # --broker-kills: that many of the kills aimed at the broker (in --pair mode the
+            # active one), the rest shared by the other kinds.
+            broker_kills = min(broker_kills, kills)
+            targets = ["broker"] * broker_kills
+            kills, kinds = kills - broker_kills, [k for k in KILL_KINDS if k != "broker"]
         for i in range(kills):
-            targets.append(KILL_KINDS[i % len(KILL_KINDS)] if i < kills - kills % len(KILL_KINDS) else rng.choice(KILL_KINDS))
+            targets.append(kinds[i % len(kinds)] if i < kills - kills % len(kinds) else rng.choice(kinds))
+        kills = len(targets)
         rng.shuffle(targets)
         start, end = window
         slot = (end - start) / max(1, kills)
@@ -692,11 +851,12 @@ class Schedule:
         self.actions.append((start + span * rng.uniform(0.6, 0.8), "restore", self.backup_kiosk, 0.0))
         self.actions.sort()
 
-    def describe(self):
+    def describe(self, pair=False):
         lines = []
         for at, action, name, pause in self.actions:
             if action == "kill":
-                lines.append(f"  {at:7.1f}s  kill -9 {name}, start again after {pause:.1f}s")
+                target = "the active broker" if pair and name == "broker" else name
+                lines.append(f"  {at:7.1f}s  kill -9 {target}, start again after {pause:.1f}s")
             elif action == "restart-emulator":
                 lines.append(f"  {at:7.1f}s  emulator SIGTERM, start again after {pause:.1f}s")
             else:
@@ -713,8 +873,12 @@ class Chaos:
         self.restore = None  # what the restore found
         self.done = threading.Event()
         self.errors = []
+        self.takeovers = []  # --pair: one dict per kill -9 of the active broker
+        self.measurements = []  # their threads
 
     def kill(self, name, pause):
+        if self.d.args.pair and name == "broker":
+            return self.kill_active_broker(pause)
         p = self.d.processes[name]
         deadline = time.monotonic() + READY_BEFORE_KILL
         while not p.ready() and time.monotonic() < deadline:
@@ -725,6 +889,92 @@ class Chaos:
             log(f"kill -9 {name}{'' if ready else ' (not ready after 20s)'}; start again in {pause:.1f}s")
         time.sleep(pause)
         self.d.start(name, why="restart after kill -9")
+
+    def kill_active_broker(self, pause):
+        """--pair: kill -9 the broker whose /health/ready answers 200 (the active one), once the
+        other is live (a standby that can take over), or after 20 s whichever is up; then measure
+        the take-over in a thread of its own while the schedule goes on (the killed broker is
+        started again after `pause` and comes back as a standby)."""
+        # One take-over at a time: a kill before the last take-over's first commit would be
+        # measured by both (and would kill a broker that has not served yet).
+        for t in self.measurements:
+            t.join(timeout=120)
+        deadline = time.monotonic() + READY_BEFORE_KILL
+        active = None
+        while time.monotonic() < deadline:
+            active = self.d.active_broker()
+            if active and all(self.d.processes[b].live() for b in self.d.brokers if b != active):
+                break
+            time.sleep(0.05)
+        if active is None:
+            active = next((b for b in self.d.brokers if self.d.processes[b].popen and self.d.processes[b].popen.poll() is None),
+                          self.d.brokers[0])
+            log(f"no broker ready after {READY_BEFORE_KILL:.0f}s: killing {active}, which is running; no take-over measured")
+            if self.d.kill9(active):
+                self.kills["broker"] = self.kills.get("broker", 0) + 1
+            time.sleep(pause)
+            self.d.start(active, why="restart after kill -9")
+            return
+        standby = [b for b in self.d.brokers if b != active]
+        if self.d.kill9(active):
+            killed = time.monotonic()
+            self.kills["broker"] = self.kills.get("broker", 0) + 1
+            try:
+                head, epoch, holder = self.d.postgres.lease_and_head()
+            except Exception as error:
+                head, epoch, holder = None, None, None
+                log(f"the journal's head not read after the kill ({error})")
+            log(f"kill -9 {active}, the active broker (lease epoch {epoch}, journal head {head}; {', '.join(standby)} standing by); "
+                f"start again in {pause:.1f}s")
+            if head is not None:
+                t = threading.Thread(target=self.measure_takeover, args=(active, killed, head, epoch), daemon=True)
+                self.measurements.append(t)
+                t.start()
+        time.sleep(pause)
+        self.d.start(active, why="restart after kill -9")
+
+    def measure_takeover(self, killed_name, killed, head, epoch, limit=120.0):
+        """From the kill to the first row another broker commits: `max(bus_seq)` and the lease
+        polled every 50 ms over the server's socket. A row committed under the killed broker's
+        epoch (a commit it had sent just before the kill) moves the baseline; the first row
+        beyond it under a new epoch is the new active broker's: it can commit only holding the
+        lease, and the killed one cannot commit once the lease has passed on (protocol 7.2)."""
+        baseline = head
+        lease_at = holder = new_epoch = None
+        # While the kiosks record, events wait to be sent at every moment; after, the first
+        # commit also waits for something to send (a worker's own events, a kiosk's heartbeat
+        # does not count), so those take-overs are reported apart.
+        recording = not self.recorder.done.is_set()
+        errors = 0
+        while time.monotonic() - killed < limit:
+            try:
+                now_head, now_epoch, now_holder = self.d.postgres.lease_and_head()
+            except Exception:
+                errors += 1
+                time.sleep(0.05)
+                continue
+            seen = time.monotonic()
+            if now_epoch == epoch:
+                baseline = max(baseline, now_head)
+            else:
+                if lease_at is None:
+                    lease_at, holder, new_epoch = seen - killed, now_holder, now_epoch
+                if now_head > baseline:
+                    record = {"killed": killed_name, "at": round(killed - STARTED, 1), "lease_seconds": round(lease_at, 3),
+                              "while_recording": recording,
+                              "first_commit_seconds": round(seen - killed, 3), "new_holder": holder, "epoch": new_epoch,
+                              "head_at_kill": head, "first_new_bus_seq": baseline + 1}
+                    self.takeovers.append(record)
+                    log(f"take-over: {killed_name} killed -9; {holder} took the lease (epoch {new_epoch}) within {lease_at:.2f}s, "
+                        f"its first commit (bus_seq {baseline + 1}) {seen - killed:.2f}s after the kill"
+                        + (" (the killed broker itself, restarted, won the lease)" if holder == killed_name else ""))
+                    return
+            time.sleep(0.05)
+        self.takeovers.append({"killed": killed_name, "at": round(killed - STARTED, 1), "lease_seconds": lease_at and round(lease_at, 3),
+                               "while_recording": recording,
+                               "first_commit_seconds": None, "new_holder": holder, "epoch": new_epoch, "head_at_kill": head})
+        log(f"take-over: NO new commit within {limit:.0f}s of the kill -9 of {killed_name} "
+            f"(lease {'taken by ' + str(holder) + f' after {lease_at:.2f}s' if lease_at is not None else 'not taken'}; {errors} failed polls)")
 
     def backup(self, kiosk):
         outbox = self.d.outboxes[kiosk]
@@ -821,6 +1071,12 @@ def login_kind(api, method, path):
 
 
 def journal_checkins(deployment):
+    if deployment.postgres is not None:
+        # --pair: the journal is the PostgreSQL database both brokers share.
+        rows = deployment.postgres.query(
+            "SELECT bus_seq, event_id, producer, producer_seq, convert_from(content, 'UTF8') FROM events WHERE type = 'checkin.recorded'",
+            timeout=120)
+        return [(int(bus_seq), event_id, producer, int(seq), json.loads(content).get("notes")) for bus_seq, event_id, producer, seq, content in rows]
     rows = read_sqlite(
         deployment.journal_path,
         "SELECT bus_seq, event_id, producer, producer_seq, content FROM events WHERE type = 'checkin.recorded'",
@@ -867,14 +1123,26 @@ def main():
     parser.add_argument("--no-faults", action="store_true", help="no 5xx or session expiry rules (to measure the fault-free cost)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, journal, outboxes, emulator state)")
     parser.add_argument("--json", help="write the accounting to this file as JSON too")
+    parser.add_argument("--pair", action="store_true",
+                        help="a broker pair on PostgreSQL (issue 29): the run starts its own PostgreSQL server (Debian's package) and two "
+                             "brokers on it, 'broker' and 'broker-b', every client given both; the broker kills hit the active one, each "
+                             "take-over is timed, and the journal is read from PostgreSQL")
+    parser.add_argument("--broker-kills", type=int,
+                        help="how many of --kills hit the broker (--pair: the active broker); the rest are shared by the other kinds "
+                             "(default: an equal share, as every kind; 4 with --pair --quick)")
     args = parser.parse_args()
     # 4 check-ins a second: what ETO keeps up with under these faults, near enough (an ETO
     # session ends every 100 calls, a log-in fails one time in five). Before the refresh limit's
     # after-use budget (protocol 14.3) the guard capped ETO near 100 check-ins a minute and the
     # runs recorded at 1.5 a second (README: "What the run found").
     defaults = {"count": 10000, "kills": 54, "emulator_restarts": 3, "rate": 4.0, "batch": 10, "backoff": None, "limit": 7200}
+    defaults["broker_kills"] = None
     if args.quick:
         defaults.update(count=100, kills=12, emulator_restarts=1, rate=1.0, batch=5, backoff="1s,4s,15s,45s", limit=240)
+        if args.pair:
+            # A pair starts PostgreSQL and a second broker, and its clients find the active broker
+            # by trying: more time, and more take-overs to time.
+            defaults.update(broker_kills=4, limit=360)
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -888,18 +1156,21 @@ def main():
             return 2
 
     work = tempfile.mkdtemp(prefix="switchboard-chaos-")
-    os.chmod(work, 0o700)
+    # --pair: the postgres user must reach its data directory inside (the folders of the
+    # programs stay 0700 and unreadable to it).
+    os.chmod(work, 0o711 if args.pair else 0o700)
     record_seconds = args.count / args.rate
     # Kills from a few seconds in to the end of the recording: every one of them lands while
     # check-ins are being recorded, sent, journaled and written.
-    schedule = Schedule(args.seed, args.kills, args.emulator_restarts, (min(5.0, record_seconds / 10), record_seconds))
+    schedule = Schedule(args.seed, args.kills, args.emulator_restarts, (min(5.0, record_seconds / 10), record_seconds), args.broker_kills)
     log(f"seed {args.seed}: {args.count} check-ins at {args.rate:g}/s from {len(KIOSKS)} kiosks in files of {args.batch}, "
         f"{args.kills} kill -9s, {args.emulator_restarts} emulator restarts, limit {args.limit}s; binaries {args.bin}; work {work}")
     log(f"to repeat: bench/chaos/run.sh --seed {args.seed} --count {args.count} --kills {args.kills} --rate {args.rate:g} "
         f"--batch {args.batch} --emulator-restarts {args.emulator_restarts} --people {args.people} --limit {args.limit}"
-        + (f" --backoff {args.backoff}" if args.backoff else "") + (" --no-faults" if args.no_faults else ""))
+        + (f" --backoff {args.backoff}" if args.backoff else "") + (" --no-faults" if args.no_faults else "")
+        + (" --pair" if args.pair else "") + (f" --broker-kills {args.broker_kills}" if args.broker_kills is not None else ""))
     log("schedule (seconds from the first check-in):")
-    for line in schedule.describe():
+    for line in schedule.describe(args.pair):
         print(line, flush=True)
 
     def alarm(*_):
@@ -907,6 +1178,13 @@ def main():
 
     signal.signal(signal.SIGALRM, alarm)
     signal.alarm(args.limit)
+
+    def terminated(signum, _frame):
+        raise Failure(f"stopped by signal {signum}")
+
+    # A SIGTERM or SIGHUP still stops every program and the PostgreSQL server (the finally below).
+    signal.signal(signal.SIGTERM, terminated)
+    signal.signal(signal.SIGHUP, terminated)
     d = Deployment(work, args.bin, args)
     stop = threading.Event()
     status = 1
@@ -915,8 +1193,17 @@ def main():
     try:
         d.make_keys()
         d.configure()
+        if args.pair:
+            d.start_postgres()
         d.start("broker")
         wait_until("the broker ready", ready_or_exited(d.processes["broker"]), 60)
+        if args.pair:
+            # The second broker finds the lease held: a standby, live and not ready (503).
+            d.start("broker-b")
+            wait_until("broker-b live (a standby)", ready_or_exited(d.processes["broker-b"], live=True), 60)
+            log(f"broker is active, broker-b is a standby (/health/ready 200 and "
+                f"{'200' if d.processes['broker-b'].ready() else '503'}); clients are given {d.endpoints['ingest']} and "
+                f"{d.broker_endpoints['broker-b'][0]['ingest']} for ingest, and so on")
         d.start("emulator")
         d.after_emulator_start()
         fm, eto = d.emulator_state()
@@ -1022,11 +1309,15 @@ def main():
         d.read_fault_counters()
         groups = d.operator("groups", "list", "--json")
         group_list = json.loads(groups.stdout).get("groups", []) if groups.returncode == 0 else []
+        lease = d.postgres.query("SELECT epoch, holder FROM broker_lease WHERE id = 1")[0] if args.pair else None
+        span = d.postgres.query("SELECT count(*), COALESCE(min(bus_seq), 0), COALESCE(max(bus_seq), 0) FROM events")[0] if args.pair else None
+        for t in chaos.measurements:
+            t.join(timeout=130)
         stop.set()
         d.stop_all()
         requests = request_log(d)
         result.update(account(args, d, recorder, chaos, schedule, journal, fm, eto, letters, replayed, rounds, counts, requests,
-                              lost_by_restore, group_list, settle_seconds))
+                              lost_by_restore, group_list, settle_seconds, lease, span))
         status = 0 if result["pass"] else 1
     except Failure as failure:
         log(f"FAIL: {failure}")
@@ -1038,7 +1329,11 @@ def main():
     finally:
         signal.alarm(0)
         stop.set()
-        d.stop_all()
+        try:
+            d.stop_all()
+        finally:
+            if d.postgres is not None:
+                d.postgres.stop()
         result["wall_seconds"] = round(time.monotonic() - STARTED, 1)
         log(f"wall time {result['wall_seconds']:.0f}s; exit {status}")
         if args.json:
@@ -1052,7 +1347,7 @@ def main():
 
 
 def account(args, d, recorder, chaos, schedule, journal, fm, eto, letters, replayed, rounds, counts, requests, lost_by_restore, groups,
-            settle_seconds):
+            settle_seconds, lease=None, span=None):
     recorded = recorder.recorded
     must = set(recorded) - lost_by_restore
     journal_notes = [row[4] for row in journal]
@@ -1194,6 +1489,16 @@ def account(args, d, recorder, chaos, schedule, journal, fm, eto, letters, repla
         if logins.get(kind, 0) > bound:
             problems.append(f"{logins.get(kind, 0)} {kind} log-ins, above the bound {bound} (2 × {per} scope(s) × ({session_losses} session losses + 1))")
 
+    takeovers = list(chaos.takeovers)
+    times = sorted(t["first_commit_seconds"] for t in takeovers if t["first_commit_seconds"] is not None)
+    if args.pair:
+        count, low, high = (int(v) for v in span)
+        if count and (low != 1 or high != count):
+            problems.append(f"bus_seq has a gap: {count} events from {low} to {high}")
+        if kills.get("broker", 0) and len(times) < kills.get("broker", 0):
+            problems.append(f"{kills.get('broker', 0) - len(times)} broker kill(s) with no take-over measured: "
+                            + "; ".join(f"{t['killed']} at {t['at']}s" for t in takeovers if t["first_commit_seconds"] is None))
+
     print()
     print(f"Accounting, seed {args.seed}")
     rows = [
@@ -1245,6 +1550,33 @@ def account(args, d, recorder, chaos, schedule, journal, fm, eto, letters, repla
             refusals[worker] = sum(1 for line in f if "refresh refused" in line)
     print(f"  refreshes the workers' storm guard refused (5 a minute per key, 60 after sessions that worked; their logs' 'refresh refused'): "
           f"{', '.join(f'{k} {v}' for k, v in refusals.items())}")
+    if args.pair:
+        print(f"  broker pair on PostgreSQL: journal {span[0]} events, bus_seq {span[1]}–{span[2]} "
+              f"({'gap-free' if int(span[0]) == 0 or (int(span[1]) == 1 and int(span[2]) == int(span[0])) else 'WITH A GAP'}); "
+              f"lease at the end: epoch {lease[0]}, holder {lease[1]}; starts: "
+              + ", ".join(f"{b} {d.processes[b].starts}" for b in d.brokers))
+        for t in takeovers:
+            if t["first_commit_seconds"] is None:
+                print(f"    kill -9 of {t['killed']} at {t['at']}s: no new commit within the limit (lease {t['lease_seconds']})")
+            else:
+                print(f"    kill -9 of {t['killed']} at {t['at']}s{'' if t['while_recording'] else ' (recording over)'}: "
+                      f"{t['new_holder']}{' (the killed one, restarted)' if t['new_holder'] == t['killed'] else ''} took the lease "
+                      f"(epoch {t['epoch']}) within {t['lease_seconds']:.2f}s; first commit (bus_seq {t['first_new_bus_seq']}) "
+                      f"{t['first_commit_seconds']:.2f}s after the kill")
+
+        def spread(values):
+            values = sorted(values)
+            middle = len(values) // 2
+            median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+            return f"min {values[0]:.2f}s, median {median:.2f}s, max {values[-1]:.2f}s over {len(values)}"
+
+        if times:
+            print(f"  take-over, kill -9 of the active broker to the first commit under the new lease: {spread(times)}")
+            during = [t["first_commit_seconds"] for t in takeovers if t["first_commit_seconds"] is not None and t["while_recording"]]
+            if during and len(during) < len(times):
+                print(f"    of them while the kiosks were recording: {spread(during)}")
+            leases = [t["lease_seconds"] for t in takeovers if t["lease_seconds"] is not None]
+            print(f"    kill -9 to the lease taken (epoch raised): {spread(leases)}")
     print(f"  recording {recorder.seconds:.0f}s, until settled {settle_seconds:.0f}s after the first check-in")
     for t, name, status, tail in crashes:
         kind = "start given up (by design; started again)" if start_give_up(name, status, tail) else "crash"
@@ -1286,6 +1618,10 @@ def account(args, d, recorder, chaos, schedule, journal, fm, eto, letters, repla
         "record_seconds": round(recorder.seconds, 1),
         "settle_seconds": round(settle_seconds, 1),
         "groups": groups,
+        "pair": bool(args.pair),
+        "takeovers": takeovers,
+        "lease_at_end": lease,
+        "journal_span": span,
     }
 
 
