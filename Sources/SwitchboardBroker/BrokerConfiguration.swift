@@ -181,7 +181,9 @@ public struct BrokerConfiguration: Sendable {
             }
             journalStore = kind
         }
-        if let v = try reader.nonEmpty("journal.postgres.host") { postgres.host = v }
+        // A list: the command line hands `a,b` over as two values, so read it as one (a
+        // variable's and a file's text are split at commas the same way, a file may give an array).
+        if let v = reader.stringArray(forKey: "journal.postgres.host") { postgres.host = v.joined(separator: ",") }
         if let v = reader.int(forKey: "journal.postgres.port") { postgres.port = v }
         if let v = try reader.nonEmpty("journal.postgres.database") { postgres.database = v }
         if let v = try reader.nonEmpty("journal.postgres.user") { postgres.user = v }

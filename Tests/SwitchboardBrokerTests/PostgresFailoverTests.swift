@@ -37,6 +37,26 @@ struct PostgresHostListTests {
         #expect(settings.isLoopback)
     }
 
+    @Test("the list comes from a flag, a variable, or the file as text or an array")
+    func sources() throws {
+        let base = ["SWITCHBOARD_BROKER_INSECURE": "true", "SWITCHBOARD_BROKER_JOURNAL_STORE": "postgres"]
+        let flag = try ConfigurationTests.read(file: nil, flags: ["--journal-postgres-host", "db1,db2:6433"], environment: base)
+        #expect(flag.postgres.servers.map(\.description) == ["db1:5432", "db2:6433"])
+        var environment = base
+        environment["SWITCHBOARD_BROKER_JOURNAL_POSTGRES_HOST"] = "db1, db2:6433"
+        let variable = try ConfigurationTests.read(file: nil, environment: environment)
+        #expect(variable.postgres.servers.map(\.description) == ["db1:5432", "db2:6433"])
+        let directory = try TemporaryDirectory("config")
+        defer { directory.remove() }
+        for text in [#"{"journal": {"postgres": {"host": "db1,db2:6433"}}}"#, #"{"journal": {"postgres": {"host": ["db1", "db2:6433"]}}}"#]
+        {
+            let file = directory.path("broker.json")
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            let read = try ConfigurationTests.read(file: file, environment: base)
+            #expect(read.postgres.servers.map(\.description) == ["db1:5432", "db2:6433"], "\(text)")
+        }
+    }
+
     @Test(
         "a bad entry is refused naming journal.postgres.host; tls = disable needs every server on loopback",
         arguments: [
