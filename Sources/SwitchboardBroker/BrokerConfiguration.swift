@@ -20,7 +20,9 @@ public struct BrokerConfiguration: Sendable {
     /// `sqlite` (the default: `journal.sqlite` in `data_dir`) or `postgres` (`journal.postgres.*`).
     public var journalStore = JournalStoreKind.sqlite
     /// `journal.postgres.host`, `.port`, `.database`, `.user`, `.password_file`, `.tls`,
-    /// `.ca_file`, `.timeout`: the PostgreSQL database, with `journal.store = postgres`.
+    /// `.ca_file`, `.timeout`: the PostgreSQL database, with `journal.store = postgres`. `host`
+    /// may list a primary and its standbys (`a,b:5433`): the broker uses the first that takes
+    /// writes, and looks again after a lost connection (a failover).
     public var postgres = PostgresJournalSettings()
     /// `lease.ttl`, `lease.holder`: with `journal.store = postgres` the broker serves only while
     /// it holds the database's lease (`BrokerLease`); a second broker on the same database waits
@@ -125,7 +127,8 @@ public struct BrokerConfiguration: Sendable {
     /// `service.wait`, `service.queue_limit`; `groups.ack_wait`, `groups.max_deliver`,
     /// `groups.backoff` (a list of durations), `groups.liveness`, `groups.commit_interval`;
     /// `security.key`, `security.certificates`, `insecure`; `admin`; `journal.store` (`sqlite`
-    /// or `postgres`), `journal.postgres.host`, `journal.postgres.port`,
+    /// or `postgres`), `journal.postgres.host` (`host`, `host:port`, or a comma-separated list
+    /// of them: the first that takes writes is used), `journal.postgres.port` (for a host without one),
     /// `journal.postgres.database`, `journal.postgres.user`, `journal.postgres.password_file` (a
     /// file holding the password; never the password itself), `journal.postgres.tls`
     /// (`verify-full`, or `disable` for a server on loopback), `journal.postgres.ca_file`,
@@ -178,7 +181,9 @@ public struct BrokerConfiguration: Sendable {
             }
             journalStore = kind
         }
-        if let v = try reader.nonEmpty("journal.postgres.host") { postgres.host = v }
+        // A list: the command line hands `a,b` over as two values, so read it as one (a
+        // variable's and a file's text are split at commas the same way, a file may give an array).
+        if let v = reader.stringArray(forKey: "journal.postgres.host") { postgres.host = v.joined(separator: ",") }
         if let v = reader.int(forKey: "journal.postgres.port") { postgres.port = v }
         if let v = try reader.nonEmpty("journal.postgres.database") { postgres.database = v }
         if let v = try reader.nonEmpty("journal.postgres.user") { postgres.user = v }
@@ -249,10 +254,16 @@ public struct BrokerConfiguration: Sendable {
             guard (1...65535).contains(postgres.port) else {
                 throw ConfigurationError(key: "journal.postgres.port", "must be 1–65535, got \(postgres.port)")
             }
+            do {
+                _ = try PostgresJournalSettings.servers(in: postgres.host, defaultPort: postgres.port)
+            } catch {
+                throw ConfigurationError(
+                    key: "journal.postgres.host", "must be host or host:port, or a comma-separated list of them: \(error)")
+            }
             guard postgres.tls == .verifyFull || postgres.isLoopback else {
                 throw ConfigurationError(
                     key: "journal.postgres.tls",
-                    "disable is allowed only for a server on loopback (127.0.0.1, ::1, localhost), not \(postgres.host): the journal holds personal data"
+                    "disable is allowed only when every server is on loopback (127.0.0.1, ::1, localhost), not \(postgres.host): the journal holds personal data"
                 )
             }
             guard postgres.timeout >= .milliseconds(100), postgres.timeout <= .seconds(600) else {

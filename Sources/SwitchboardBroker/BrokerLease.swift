@@ -68,7 +68,7 @@ actor BrokerLease {
 
     let settings: BrokerLeaseSettings
     let database: PostgresJournalSettings
-    private let configuration: PostgresConnection.Configuration
+    private let configurations: [PostgresConnection.Configuration]
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let logger: Logger
     private var connection: PostgresConnection?
@@ -78,7 +78,7 @@ actor BrokerLease {
     init(settings: BrokerLeaseSettings, database: PostgresJournalSettings, logger: Logger) throws {
         self.settings = settings
         self.database = database
-        configuration = try PostgresJournalStore.connectionConfiguration(database)
+        configurations = try PostgresJournalStore.connectionConfigurations(database)
         var logger = logger
         logger.logLevel = max(logger.logLevel, .warning)
         self.logger = logger
@@ -187,10 +187,14 @@ actor BrokerLease {
         connections += 1
         let id = connections
         do {
-            let opened = try await within(database.timeout) {
-                try await PostgresConnection.connect(
-                    on: self.group.next(), configuration: self.configuration, id: id, logger: self.logger)
-            }
+            // The first server of the list that takes writes (the primary, wherever a failover
+            // left it). Not under `within`: a connection it gave up on would be dropped unclosed
+            // (postgres-nio traps on that), and a cancelled task (a stopping broker releasing its
+            // lease) makes `within` give up at once. `connectWritable` bounds each server by the
+            // time-out itself and closes a connection that comes too late.
+            let opened = try await PostgresJournalStore.connectWritable(
+                configurations, on: group.next(), id: id, timeout: database.timeout, logger: logger
+            ).get()
             connection = opened
             return opened
         } catch {
@@ -212,7 +216,9 @@ actor BrokerLease {
         if let connection { connection.close().whenComplete { _ in withExtendedLifetime(connection) {} } }
         connection = nil
         prepared = false
-        if let fault = error as? StorageFault { return fault }
+        if error is StorageFault || error is PostgresNoWritableServer || error is PostgresNotWritable {
+            return PostgresJournalStore.fault(error, location: database.location)
+        }
         return StorageFault(cause: .unreachable, path: database.location, detail: "\(error)")
     }
 

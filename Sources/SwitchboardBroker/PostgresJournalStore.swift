@@ -31,9 +31,12 @@ public struct PostgresJournalSettings: Sendable, Hashable {
         case disable
     }
 
-    /// `journal.postgres.host`: the server's name or address.
+    /// `journal.postgres.host`: the server's name or address, or a comma-separated list of them
+    /// (`host` or `host:port` each, an IPv6 address in brackets when it has a port): a primary
+    /// and its standbys. The store and the lease connect to them in order and use the first that
+    /// accepts writes (`servers`).
     public var host = "127.0.0.1"
-    /// `journal.postgres.port`.
+    /// `journal.postgres.port`: the port of every host given without one.
     public var port = 5432
     /// `journal.postgres.database`.
     public var database = "switchboard"
@@ -62,22 +65,108 @@ public struct PostgresJournalSettings: Sendable, Hashable {
 
     public init() {}
 
-    /// The database as logs name it, without any secret.
-    public var location: String {
-        let host = self.host.contains(":") ? "[\(self.host)]" : self.host
-        return "postgresql://\(user)@\(host):\(port)/\(database)"
+    /// One server of `host`'s list.
+    public struct Server: Sendable, Hashable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `host:port`, an IPv6 address in brackets.
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+        /// Whether this is the machine's loopback, where `tls = disable` is allowed.
+        public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
     }
 
-    /// Whether `host` is this machine's loopback, where `tls = disable` is allowed.
-    public var isLoopback: Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    /// `host`'s servers, in order, each with its port (`port` where none is given).
+    /// - Throws: a description of the first entry that is not `host` or `host:port` (empty, a
+    ///   port outside 1–65535, an unclosed bracket); the caller names the key.
+    public static func servers(in list: String, defaultPort: Int) throws(PostgresHostListError) -> [Server] {
+        var servers: [Server] = []
+        for raw in list.split(separator: ",", omittingEmptySubsequences: false) {
+            let entry = raw.trimmingCharacters(in: .whitespaces)
+            func bad(_ why: String) -> PostgresHostListError {
+                PostgresHostListError(description: "entry \(servers.count + 1) of '\(list)' \(why)")
+            }
+            guard !entry.isEmpty else { throw bad("is empty") }
+            var name = Substring(entry)
+            var portText: Substring?
+            if name.hasPrefix("[") {
+                // [v6] or [v6]:port
+                guard let close = name.firstIndex(of: "]") else { throw bad("opens a bracket it does not close") }
+                let rest = name[name.index(after: close)...]
+                name = name[name.index(after: name.startIndex)..<close]
+                if !rest.isEmpty {
+                    guard rest.hasPrefix(":") else { throw bad("has something after ']' that is not ':port'") }
+                    portText = rest.dropFirst()
+                }
+            } else if let colon = name.firstIndex(of: ":"), name[name.index(after: colon)...].firstIndex(of: ":") == nil {
+                // One colon: host:port. More: an IPv6 address without a port.
+                portText = name[name.index(after: colon)...]
+                name = name[..<colon]
+            }
+            guard !name.isEmpty, !name.contains(where: { $0.isWhitespace || $0 == "/" || $0 == "@" || $0 == "[" || $0 == "]" }) else {
+                throw bad("is not a host name or address")
+            }
+            var port = defaultPort
+            if let portText {
+                guard let number = Int(portText), (1...65535).contains(number) else {
+                    throw bad("has port '\(portText)', which is not 1–65535")
+                }
+                port = number
+            }
+            servers.append(Server(host: String(name), port: port))
+        }
+        return servers
     }
+
+    /// `host` as a list of servers; empty when it does not parse (`validate()` refuses it).
+    public var servers: [Server] { (try? Self.servers(in: host, defaultPort: port)) ?? [] }
+
+    /// The database as logs name it, without any secret: libpq's form for several hosts,
+    /// `postgresql://user@host1:port1,host2:port2/database`.
+    public var location: String {
+        let servers = self.servers
+        let hosts = servers.isEmpty ? host : servers.map(\.description).joined(separator: ",")
+        return "postgresql://\(user)@\(hosts)/\(database)"
+    }
+
+    /// Whether every host is this machine's loopback, where `tls = disable` is allowed.
+    public var isLoopback: Bool {
+        let servers = self.servers
+        return !servers.isEmpty && servers.allSatisfy(\.isLoopback)
+    }
+}
+
+/// An entry of `journal.postgres.host` that is not `host` or `host:port`.
+public struct PostgresHostListError: Error, Sendable, CustomStringConvertible {
+    public var description: String
 }
 
 /// A setting of the PostgreSQL store that cannot work (an unreadable password file, a TLS
 /// setting), found before anything connects. It never carries the password.
 struct PostgresJournalSetupError: Error, CustomStringConvertible {
     var description: String
+}
+
+/// A server that answered but takes no writes (a standby in recovery, or read-only).
+struct PostgresNotWritable: Error, CustomStringConvertible {
+    var reason: String
+    var description: String { "the server takes no writes: \(reason)" }
+}
+
+/// No server of the list accepts writes: what each one answered (never a password: the errors
+/// are described as `PostgresJournalStore.fault` describes them).
+struct PostgresNoWritableServer: Error {
+    struct Failure {
+        var server: PostgresJournalSettings.Server
+        var error: any Error
+    }
+    var failures: [Failure]
 }
 
 /// No answer from the server in time.
@@ -97,10 +186,12 @@ struct PostgresTimedOut: Error, CustomStringConvertible {
 /// the connection and throws a `StorageFault` (`the database server cannot be reached`), which
 /// the broker handles as any journal outage (NACK `unavailable`). A statement on a connection
 /// whose server went silent holds the calling thread for at most `timeout`; connecting again
-/// for at most half a second (`connected(patience:)`). The next call connects again
-/// and reloads `head`, `first`, `count` and `storedBytes` from the database, because a COMMIT
-/// whose answer was lost may have been applied; the events of such a batch were NACKed, and
-/// their resends are recognised as duplicates.
+/// for at most half a second (`connected(patience:)`). The next call connects again and reloads
+/// `head`, `first`, `count` and `storedBytes` from the database, because a COMMIT whose answer
+/// was lost may have been applied; the events of such a batch were NACKed, and their resends
+/// are recognised as duplicates. With several servers in `journal.postgres.host`, every new
+/// connection goes to the first of them that takes writes (`connectWritable`): the store
+/// follows a failover to a promoted standby.
 final class PostgresJournalStore: JournalStore {
     let settings: PostgresJournalSettings
     let location: String
@@ -113,7 +204,7 @@ final class PostgresJournalStore: JournalStore {
     private var producerHigh: [String: Int64] = [:]
 
     private let group: MultiThreadedEventLoopGroup
-    private let configuration: PostgresConnection.Configuration
+    private let configurations: [PostgresConnection.Configuration]
     private let logger: Logger
     private var connection: PostgresConnection?
     private var connections = 0
@@ -139,11 +230,11 @@ final class PostgresJournalStore: JournalStore {
         // postgres-nio logs statements and their values at debug and trace: never those here.
         logger.logLevel = max(logger.logLevel, .warning)
         self.logger = logger
-        self.configuration = try Self.connectionConfiguration(settings)
+        configurations = try Self.connectionConfigurations(settings)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
             // At start the broker waits for its database as long as `timeout` allows.
-            _ = try connected(patience: settings.timeout + .seconds(1))
+            _ = try connected(patience: settings.timeout * configurations.count + .seconds(1))
             try migrate()
             migrated = true
             try loadView(try connected())
@@ -153,8 +244,15 @@ final class PostgresJournalStore: JournalStore {
         }
     }
 
-    /// How to connect: the password read from its file, TLS as `tls` says.
-    static func connectionConfiguration(_ settings: PostgresJournalSettings) throws -> PostgresConnection.Configuration {
+    /// How to connect to each server of `host`, in order: the password read from its file, TLS
+    /// as `tls` says (each server's certificate checked against its own name).
+    static func connectionConfigurations(_ settings: PostgresJournalSettings) throws -> [PostgresConnection.Configuration] {
+        let servers: [PostgresJournalSettings.Server]
+        do {
+            servers = try PostgresJournalSettings.servers(in: settings.host, defaultPort: settings.port)
+        } catch {
+            throw PostgresJournalSetupError(description: "journal.postgres.host: \(error)")
+        }
         let password = try Self.readPassword(settings.passwordFile)
         let tls: PostgresConnection.Configuration.TLS
         switch settings.tls {
@@ -162,7 +260,7 @@ final class PostgresJournalStore: JournalStore {
             guard settings.isLoopback else {
                 throw PostgresJournalSetupError(
                     description:
-                        "journal.postgres.tls = disable is allowed only for a server on loopback (127.0.0.1, ::1, localhost), not \(settings.host)"
+                        "journal.postgres.tls = disable is allowed only when every server is on loopback (127.0.0.1, ::1, localhost), not \(settings.host)"
                 )
             }
             tls = .disable
@@ -176,11 +274,85 @@ final class PostgresJournalStore: JournalStore {
                 throw PostgresJournalSetupError(description: "journal.postgres.ca_file: the TLS set-up failed: \(error)")
             }
         }
-        var configuration = PostgresConnection.Configuration(
-            host: settings.host, port: settings.port, username: settings.user, password: password, database: settings.database,
-            tls: tls)
-        configuration.options.connectTimeout = Self.timeAmount(settings.timeout)
-        return configuration
+        return servers.map { server in
+            var configuration = PostgresConnection.Configuration(
+                host: server.host, port: server.port, username: settings.user, password: password, database: settings.database,
+                tls: tls)
+            configuration.options.connectTimeout = Self.timeAmount(settings.timeout)
+            return configuration
+        }
+    }
+
+    /// Connects to the first of `configurations` that accepts writes, as libpq's
+    /// `target_session_attrs=read-write` does: each in order, within `timeout` each (connecting,
+    /// authenticating and asking), and one that is in recovery (a standby) or read-only is
+    /// closed and passed over. After a failover the promoted standby is found wherever it is in
+    /// the list, and a former primary that came back as a standby is skipped.
+    ///
+    /// - Returns: the connection; or the failure of the only server, or a
+    ///   `PostgresNoWritableServer` naming what each server of several answered.
+    static func connectWritable(
+        _ configurations: [PostgresConnection.Configuration], on loop: any EventLoop, id: Int, timeout: Duration, logger: Logger
+    ) -> EventLoopFuture<PostgresConnection> {
+        var attempt = loop.makeFailedFuture(PostgresNoWritableServer(failures: [])) as EventLoopFuture<PostgresConnection>
+        for configuration in configurations {
+            attempt = attempt.flatMapError { error in
+                let earlier = (error as? PostgresNoWritableServer)?.failures ?? []
+                return Self.connectIfWritable(configuration, on: loop, id: id, timeout: timeout, logger: logger).flatMapErrorThrowing {
+                    error in
+                    let server = PostgresJournalSettings.Server(host: configuration.host ?? "?", port: configuration.port ?? 0)
+                    throw PostgresNoWritableServer(failures: earlier + [.init(server: server, error: error)])
+                }
+            }
+        }
+        return attempt.flatMapErrorThrowing { error in
+            // One server: its own failure, as before lists (a wrong password stays SQLSTATE 28P01).
+            if let none = error as? PostgresNoWritableServer, none.failures.count == 1 { throw none.failures[0].error }
+            throw error
+        }
+    }
+
+    /// One server: connect, then ask whether it takes writes; within `timeout` in all. Called
+    /// on `loop` (from `connectWritable`'s chain, whose callbacks run there).
+    private static func connectIfWritable(
+        _ configuration: PostgresConnection.Configuration, on loop: any EventLoop, id: Int, timeout: Duration, logger: Logger
+    ) -> EventLoopFuture<PostgresConnection> {
+        let promise = loop.makePromise(of: PostgresConnection.self)
+        let seconds = StorageOutage.seconds(timeout)
+        // Both run on `loop`: the first to come decides; a connection that arrives after the time
+        // ran out is closed (postgres-nio wants every connection closed before it goes).
+        let decided = NIOLoopBoundBox(false, eventLoop: loop)
+        let timer = loop.scheduleTask(in: timeAmount(timeout)) {
+            guard !decided.value else { return }
+            decided.value = true
+            promise.fail(PostgresTimedOut(seconds: seconds))
+        }
+        PostgresConnection.connect(on: loop, configuration: configuration, id: id, logger: logger).flatMap { connection in
+            connection.query(
+                "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger
+            ).flatMapThrowing { result -> PostgresConnection in
+                guard let row = result.rows.first else { throw PostgresNotWritable(reason: "no answer to pg_is_in_recovery()") }
+                let (recovery, readOnly) = try row.decode((Bool, Bool).self)
+                if recovery { throw PostgresNotWritable(reason: "in recovery (a standby)") }
+                if readOnly { throw PostgresNotWritable(reason: "read-only (transaction_read_only)") }
+                return connection
+            }.flatMapError { error in
+                // Closed before it goes, whatever the close says; the failure is the answer's.
+                connection.close().recover { _ in }.flatMapThrowing { () -> PostgresConnection in
+                    withExtendedLifetime(connection) {}
+                    throw error
+                }
+            }
+        }.whenComplete { result in
+            timer.cancel()
+            guard !decided.value else {
+                if case .success(let late) = result { late.close().whenComplete { _ in withExtendedLifetime(late) {} } }
+                return
+            }
+            decided.value = true
+            promise.completeWith(result)
+        }
+        return promise.futureResult
     }
 
     deinit {
@@ -236,7 +408,7 @@ final class PostgresJournalStore: JournalStore {
         } else {
             connections += 1
             attempt = ConnectAttempt(
-                PostgresConnection.connect(on: group.next(), configuration: configuration, id: connections, logger: logger))
+                Self.connectWritable(configurations, on: group.next(), id: connections, timeout: settings.timeout, logger: logger))
             pending = attempt
             waitFor = patience ?? min(settings.timeout, Self.reconnectPatience)
         }
@@ -367,7 +539,25 @@ final class PostgresJournalStore: JournalStore {
 
     /// `error` as the broker reports journal faults.
     private func fault(_ error: any Error) -> StorageFault {
+        Self.fault(error, location: location)
+    }
+
+    /// `error` as the broker reports journal faults; the lease's too.
+    static func fault(_ error: any Error, location: String) -> StorageFault {
         if let fault = error as? StorageFault { return fault }
+        if let none = error as? PostgresNoWritableServer {
+            // Several servers, none writable: each named with what it answered. Unreachable
+            // (retried by the next commit) unless every one gave the same other cause, such as a
+            // wrong password everywhere.
+            let faults = none.failures.map { (server: $0.server, fault: fault($0.error, location: location)) }
+            let causes = Set(faults.map(\.fault.cause))
+            let cause = causes.count == 1 ? causes.first! : .unreachable
+            let detail = faults.map { "\($0.server): \($0.fault.summary)" }.joined(separator: "; ")
+            return StorageFault(cause: cause, path: location, detail: "no server accepts writes (\(detail))")
+        }
+        if let notWritable = error as? PostgresNotWritable {
+            return StorageFault(cause: .unreachable, path: location, detail: notWritable.description)
+        }
         if let timedOut = error as? PostgresTimedOut {
             return StorageFault(cause: .unreachable, path: location, detail: timedOut.description)
         }

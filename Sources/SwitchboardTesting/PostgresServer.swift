@@ -45,7 +45,7 @@ public final class PostgresServer: Sendable {
         return try start()
     }
 
-    private static var binaryDirectory: String? {
+    static var binaryDirectory: String? {
         let root = "/usr/lib/postgresql"
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
         for version in versions.reversed() where FileManager.default.isExecutableFile(atPath: "\(root)/\(version)/bin/initdb") {

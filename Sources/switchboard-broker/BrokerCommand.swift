@@ -122,9 +122,14 @@ struct BrokerCommand: AsyncParsableCommand {
         name: .customLong("journal-store"),
         help: "Where the journal, group cursors and dead letters live: sqlite or postgres (default \(defaults.journalStore.rawValue)).")
     var journalStore: String?
-    @Option(name: .customLong("journal-postgres-host"), help: "The PostgreSQL server (default \(defaults.postgres.host)).")
+    @Option(
+        name: .customLong("journal-postgres-host"),
+        help:
+            "The PostgreSQL server: host or host:port, or a comma-separated list of them (a primary and its standbys; the first that takes writes is used, and the list is tried again after a lost connection) (default \(defaults.postgres.host))."
+    )
     var journalPostgresHost: String?
-    @Option(name: .customLong("journal-postgres-port"), help: "Its port (default \(defaults.postgres.port)).")
+    @Option(
+        name: .customLong("journal-postgres-port"), help: "The port of every host given without one (default \(defaults.postgres.port)).")
     var journalPostgresPort: String?
     @Option(name: .customLong("journal-postgres-database"), help: "The database (default \(defaults.postgres.database)).")
     var journalPostgresDatabase: String?

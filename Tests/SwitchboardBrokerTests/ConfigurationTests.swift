@@ -67,7 +67,7 @@ struct ConfigurationTests {
             (#"{"journal": {"store": "mysql"}}"#, ["SWITCHBOARD_BROKER_INSECURE": "true"], "journal.store from file"),
             (
                 #"{"journal": {"store": "postgres", "postgres": {"host": "db.example.org", "tls": "disable"}}}"#,
-                ["SWITCHBOARD_BROKER_INSECURE": "true"], "disable is allowed only for a server on loopback"
+                ["SWITCHBOARD_BROKER_INSECURE": "true"], "disable is allowed only when every server is on loopback"
             ),
             (
                 #"{"journal": {"store": "postgres", "postgres": {"tls": "prefer"}}}"#, ["SWITCHBOARD_BROKER_INSECURE": "true"],
