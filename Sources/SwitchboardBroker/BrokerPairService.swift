@@ -116,7 +116,8 @@ public final class BrokerPairService: Service, Sendable {
             current.withLock { $0 = nil }
             switch ended {
             case .stopped:
-                await lease.release(last)
+                // In a task of its own: a stop by cancellation must still hand the lease over.
+                await Task { [lease] in await lease.release(last) }.value
                 if let failure = broker.failure { throw BrokerService.Failure(description: failure) }
                 logger.notice("stopped; the lease is released for the standby", metadata: ["epoch": "\(term.epoch)"])
                 return

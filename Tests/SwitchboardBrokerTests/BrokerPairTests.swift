@@ -165,9 +165,9 @@ struct BrokerPairTests {
         let directory = try TemporaryDirectory("pair-cut")
         defer { directory.remove() }
         let io = try IOThread()
-        let a = try PairMember("broker-a", database: throughLink, io: io, directory: directory, ttl: .seconds(1))
+        let a = try PairMember("broker-a", database: throughLink, io: io, directory: directory, ttl: .seconds(2))
         try await waitUntil("a serves", timeout: .seconds(30)) { a.service.isServing }
-        let b = try PairMember("broker-b", database: database, io: io, directory: directory, ttl: .seconds(1))
+        let b = try PairMember("broker-b", database: database, io: io, directory: directory, ttl: .seconds(2))
         try await waitUntil("b is a standby", timeout: .seconds(30)) { b.service.isStandby }
 
         let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "riverside-1")

@@ -56,7 +56,9 @@ struct BrokerRotationTests {
         outboxSettings.resendAfter = .milliseconds(300)
         let sender = OutboxSender(outbox: outbox, io: fixture.io, endpoint: endpoints.ingest, settings: outboxSettings, logger: logger)
         let report = try await sender.deliver(until: .now + .seconds(60))
-        #expect(report.delivered == 50 && report.pending == 0)
+        // An ACK slower than two resend periods (a loaded machine) moves the sender on and back;
+        // the resends are then ACKed as duplicates. Each check-in is journaled once all the same.
+        #expect(report.delivered + report.duplicates == 50 && report.pending == 0, "\(report)")
         #expect(try fixture.journalRows().count == 50)
 
         // A worker finds the silent first broker silent, and registers with the second.
