@@ -59,13 +59,13 @@ public final class CuttableLink: Sendable {
 
     /// Closes every connection and stops listening.
     public func stop() {
-        let sockets = state.withLock { state -> [Int32] in
-            guard !state.stopped else { return [] }
+        state.withLock { state in
+            guard !state.stopped else { return }
             state.stopped = true
-            return state.sockets
+            // Under the lock: these descriptors are still ours (they leave the list before they
+            // are closed). The pumps and the accept loop notice `stopped` within 100 ms.
+            for socket in state.sockets { shutdown(socket, Int32(SHUT_RDWR)) }
         }
-        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
-        shutdown(listener, Int32(SHUT_RDWR))
     }
 
     private var isCut: Bool { state.withLock { $0.cut } }
@@ -100,10 +100,19 @@ public final class CuttableLink: Sendable {
             close(server)
             return
         }
-        state.withLock { $0.sockets += [client, server] }
-        pump(client, server)
-        close(client)
-        close(server)
+        let registered = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.sockets += [client, server]
+            return true
+        }
+        if registered { pump(client, server) }
+        // Out of the list and closed under the lock: `stop()` must never shut down a descriptor
+        // number that has since been given to another socket of this process.
+        state.withLock { state in
+            state.sockets.removeAll { $0 == client || $0 == server }
+            close(client)
+            close(server)
+        }
     }
 
     /// Copies both ways until either end closes; while cut, reads nothing (the bytes wait).

@@ -11,7 +11,7 @@ import Testing
 
 @Suite("Broker pair (processes)")
 struct BrokerPairProcessTests {
-    static let total = 3_000
+    static let total = 5_000
 
     /// The flags of a broker of the pair on `database`, on fixed ports from `port`.
     static func flags(_ server: PostgresServer, database: String, port: Int, name: String, directory: TemporaryDirectory) -> [String] {
@@ -83,9 +83,10 @@ struct BrokerPairProcessTests {
             Int(try server.query(database: database, sql).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         }
         func journaled() throws -> Int { try number("SELECT count(*) FROM events") }
-        try await waitUntil("a third of the check-ins journaled", timeout: .seconds(120)) {
+        try await waitUntil("a fifth of the check-ins journaled", timeout: .seconds(120), interval: .milliseconds(20)) {
+            if try journaled() >= Self.total / 5 { return true }
             guard kiosk.isRunning else { throw WaitTimedOut(description: "the kiosk exited: \(programs.read("kiosk.log"))") }
-            return try journaled() >= Self.total / 3
+            return false
         }
 
         first.signal(SIGKILL)
