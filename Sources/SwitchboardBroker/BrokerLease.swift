@@ -74,6 +74,7 @@ actor BrokerLease {
     private var connection: PostgresConnection?
     private var connections = 0
     private var prepared = false
+    private var closed = false
 
     init(settings: BrokerLeaseSettings, database: PostgresJournalSettings, logger: Logger) throws {
         self.settings = settings
@@ -131,9 +132,19 @@ actor BrokerLease {
     }
 
     func close() async {
+        guard !closed else { return }
+        closed = true
         if let connection { try? await connection.close() }
         connection = nil
         try? await group.shutdownGracefully()
+    }
+
+    deinit {
+        // A lease never closed (its owner failed half-way): its connection is closed, not dropped.
+        if !closed {
+            connection?.closeInBackground()
+            group.shutdownGracefully { _ in }
+        }
     }
 
     // MARK: - Statements
@@ -213,7 +224,7 @@ actor BrokerLease {
             return StorageFault(
                 cause: .other, path: database.location, detail: "SQLSTATE \(info[.sqlState] ?? "?????"): \(info[.message] ?? "")")
         }
-        if let connection { connection.close().whenComplete { _ in withExtendedLifetime(connection) {} } }
+        connection?.closeInBackground()
         connection = nil
         prepared = false
         if error is StorageFault || error is PostgresNoWritableServer || error is PostgresNotWritable {
@@ -232,7 +243,7 @@ actor BrokerLease {
             group.addTask { try await body() }
             group.addTask {
                 try await Task.sleep(for: limit)
-                closing?.close().whenComplete { _ in withExtendedLifetime(closing) {} }
+                closing?.closeInBackground()
                 throw StorageFault(cause: .unreachable, path: location, detail: "no answer within \(limit)")
             }
             defer { group.cancelAll() }

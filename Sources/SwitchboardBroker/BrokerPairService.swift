@@ -25,6 +25,7 @@ public final class BrokerPairService: Service, Sendable {
     private let stopping = Mutex(false)
     private let terms = Mutex(0)
     private let standingBy = Mutex(false)
+    private let notified = Mutex(false)
 
     /// - Parameters:
     ///   - configuration: with `journal.store = postgres`.
@@ -89,7 +90,6 @@ public final class BrokerPairService: Service, Sendable {
     }
 
     private func serve() async throws {
-        var notified = false
         while !isStopping {
             guard let term = await standby() else { return }
             var configuration = self.configuration
@@ -97,24 +97,12 @@ public final class BrokerPairService: Service, Sendable {
             configuration.postgres.leaseTTL = configuration.lease.ttl
             let broker = try makeBroker(configuration)
             current.withLock { $0 = broker }
-            do {
-                _ = try await broker.start()
-            } catch {
-                current.withLock { $0 = nil }
-                await lease.release(term)
-                throw error
-            }
-            terms.withLock { $0 += 1 }
-            logger.notice(
-                "active: this broker holds the lease", metadata: ["epoch": "\(term.epoch)", "holder": "\(configuration.lease.holder)"])
-            if isStopping { broker.requestStop() }
-            if !notified {
-                notified = true
-                onServing()
-            }
             let (ended, last) = await hold(term, broker)
             current.withLock { $0 = nil }
             switch ended {
+            case .failedToStart(let error):
+                await Task { [lease] in await lease.release(last) }.value
+                throw error
             case .stopped:
                 // In a task of its own: a stop by cancellation must still hand the lease over.
                 await Task { [lease] in await lease.release(last) }.value
@@ -127,6 +115,19 @@ public final class BrokerPairService: Service, Sendable {
                     metadata: ["epoch": "\(term.epoch)", "reason": "\(reason)"])
             }
         }
+    }
+
+    /// The broker of `term` has started: counted, said, and readiness told the first time.
+    private func began(_ term: BrokerLease.Term, _ broker: Broker) {
+        terms.withLock { $0 += 1 }
+        logger.notice(
+            "active: this broker holds the lease", metadata: ["epoch": "\(term.epoch)", "holder": "\(configuration.lease.holder)"])
+        if isStopping { broker.requestStop() }
+        let first = notified.withLock { notified in
+            defer { notified = true }
+            return !notified
+        }
+        if first { onServing() }
     }
 
     /// Asks for the lease until it is granted; nil when stopping first.
@@ -161,21 +162,30 @@ public final class BrokerPairService: Service, Sendable {
     enum Ended: Sendable {
         case stopped
         case lost(String)
+        case failedToStart(any Error)
     }
 
-    /// Serves the term: renews the lease, follows the allow-list, until the broker stops or the
-    /// lease is lost (then stops the broker). Returns how it ended and the last term renewed.
+    /// Starts the term's broker and serves the term: renews the lease from the moment it is
+    /// granted (a start slower than the lease, a large journal read under load, would otherwise
+    /// lose it before serving), follows the allow-list, until the broker stops or the lease is
+    /// lost (then stops the broker). Returns how it ended and the last term renewed.
     private func hold(_ first: BrokerLease.Term, _ broker: Broker) async -> (Ended, BrokerLease.Term) {
         let latest = LatestTerm(first)
         let ended = await withTaskGroup(of: Ended?.self) { group in
-            if let security = broker.security {
-                group.addTask {
-                    await BrokerService.watchDirectory(security, broker: broker)
-                    return nil
+            group.addTask { [self] in
+                do {
+                    _ = try await broker.start()
+                } catch {
+                    return .failedToStart(error)
                 }
-            }
-            group.addTask {
+                began(first, broker)
+                guard let security = broker.security else {
+                    await broker.waitUntilStopped()
+                    return .stopped
+                }
+                let watching = Task { await BrokerService.watchDirectory(security, broker: broker) }
                 await broker.waitUntilStopped()
+                watching.cancel()
                 return .stopped
             }
             group.addTask { [lease, configuration] in
@@ -208,11 +218,11 @@ public final class BrokerPairService: Service, Sendable {
                 outcome = next
                 break
             }
-            if case .lost = outcome {
-                broker.requestStop()
-                await broker.waitUntilStopped()
-            }
+            // Lost (while starting or serving): the broker stops; the group then waits for the
+            // starting and serving task, so nothing of this term runs on into the next.
+            if case .lost = outcome { broker.requestStop() }
             group.cancelAll()
+            while await group.next() != nil {}
             return outcome
         }
         return (ended, latest.term.withLock { $0 })

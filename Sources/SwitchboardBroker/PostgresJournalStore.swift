@@ -346,7 +346,7 @@ final class PostgresJournalStore: JournalStore {
         }.whenComplete { result in
             timer.cancel()
             guard !decided.value else {
-                if case .success(let late) = result { late.close().whenComplete { _ in withExtendedLifetime(late) {} } }
+                if case .success(let late) = result { late.closeInBackground() }
                 return
             }
             decided.value = true
@@ -357,7 +357,8 @@ final class PostgresJournalStore: JournalStore {
 
     deinit {
         if !closed {
-            connection?.close().whenComplete { _ in }
+            connection?.closeInBackground()
+            pending?.abandon()
             group.shutdownGracefully { _ in }
         }
     }
@@ -442,10 +443,7 @@ final class PostgresJournalStore: JournalStore {
 
     /// Closes the connection (after a failure that leaves it unusable); the next call reconnects.
     private func drop() {
-        if let connection {
-            // Kept until closed: postgres-nio asserts that a connection is closed before it goes.
-            connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
-        }
+        connection?.closeInBackground()
         connection = nil
     }
 
@@ -1188,6 +1186,7 @@ final class PostgresJournalStore: JournalStore {
         if let pending, case .success(let late)? = pending.outcome(waitingAtMost: settings.timeout) {
             try? late.close().wait()
         }
+        pending?.abandon()
         pending = nil
         try group.syncShutdownGracefully()
     }
@@ -1196,21 +1195,25 @@ final class PostgresJournalStore: JournalStore {
 /// A connection being made on the store's event loop, whose outcome the broker's thread
 /// collects when it is there.
 private final class ConnectAttempt: @unchecked Sendable {
-    // @unchecked: `result` is written by the event loop and read by the broker's thread, both
-    // only with `condition` locked.
+    // @unchecked: `result` and `abandoned` are written by the event loop and read by the
+    // broker's thread, all only with `condition` locked.
     private let condition = NSCondition()
     private var result: Result<PostgresConnection, any Error>?
+    private var abandoned = false
 
     init(_ future: EventLoopFuture<PostgresConnection>) {
         future.whenComplete { [self] outcome in
             condition.lock()
             result = outcome
+            let late = abandoned
             condition.broadcast()
             condition.unlock()
+            if late, case .success(let connection) = outcome { connection.closeInBackground() }
         }
     }
 
-    /// The outcome, waiting for it at most `duration`; nil if it is not there by then.
+    /// The outcome, waiting for it at most `duration`; nil if it is not there by then. A
+    /// connection returned is the caller's to close.
     func outcome(waitingAtMost duration: Duration) -> Result<PostgresConnection, any Error>? {
         let deadline = Date(timeIntervalSinceNow: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
         condition.lock()
@@ -1219,6 +1222,26 @@ private final class ConnectAttempt: @unchecked Sendable {
             guard condition.wait(until: deadline) else { break }
         }
         return result
+    }
+
+    /// Nobody will collect the outcome (the store is closing or gone): a connection that comes
+    /// is closed rather than dropped open.
+    func abandon() {
+        condition.lock()
+        abandoned = true
+        let waiting = result
+        condition.unlock()
+        if case .success(let connection)? = waiting { connection.closeInBackground() }
+    }
+}
+
+extension PostgresConnection {
+    /// Closes the connection without waiting, keeping it until the close completes: postgres-nio
+    /// traps (in a debug build) when a connection still open is released, which an owner going
+    /// away (a store or lease never closed, a test that failed half-way) would otherwise do.
+    func closeInBackground() {
+        guard !isClosed else { return }
+        close().whenComplete { _ in withExtendedLifetime(self) {} }
     }
 }
 

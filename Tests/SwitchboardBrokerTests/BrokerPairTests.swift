@@ -40,9 +40,15 @@ struct BrokerPairTests {
             try PostgresJournalStore.connectionConfigurations(database), on: group.next(), id: 1, timeout: database.timeout,
             logger: quiet
         ).get()
-        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: quiet)
+        var failure: (any Error)?
+        do {
+            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: quiet)
+        } catch {
+            failure = error
+        }
         try await connection.close()
         try await group.shutdownGracefully()
+        if let failure { throw failure }
     }
 
     @Test(
@@ -86,8 +92,10 @@ struct BrokerPairTests {
     @Test("a store whose epoch was taken over commits nothing (notLeaseholder); the new holder's store continues bus_seq with no gap")
     func commitsAreFenced() async throws {
         var database = try Self.database()
-        let a = try Self.lease(database, "broker-a")
-        let b = try Self.lease(database, "broker-b")
+        // Long leases: the take-over is by hand, and a store's first connection beside other
+        // suites took more than a 3 s lease once (its first commit was then refused).
+        let a = try Self.lease(database, "broker-a", ttl: .seconds(60))
+        let b = try Self.lease(database, "broker-b", ttl: .seconds(60))
         guard case .acquired(let first) = try await a.acquire() else { Issue.record("not granted"); return }
         database.leaseEpoch = first.epoch
         let old = try PostgresJournalStore(settings: database, logger: Self.quiet)
@@ -118,6 +126,11 @@ struct BrokerPairTests {
         let service: BrokerPairService
         let endpoints: BrokerEndpoints
         let running: Task<Void, any Error>
+        /// What the pair service said (notice and above), for a failure's message.
+        let log = LogCapture()
+
+        /// The service's last lines, for a failure's message.
+        var said: String { "[" + log.all.suffix(10).joined(separator: " | ") + "]" }
 
         init(_ name: String, database: PostgresJournalSettings, io: IOThread, directory: TemporaryDirectory, ttl: Duration) throws {
             let port = try freePort(count: 5)
@@ -138,7 +151,9 @@ struct BrokerPairTests {
                 ingest: configuration.ingestEndpoint, fanout: configuration.fanoutEndpoint, replay: configuration.replayEndpoint,
                 service: configuration.serviceEndpoint, groups: configuration.groupsEndpoint)
             let context = io.context
-            let service = try BrokerPairService(configuration: configuration, logger: BrokerPairTests.quiet) {
+            var logger = log.logger
+            logger.logLevel = .notice
+            let service = try BrokerPairService(configuration: configuration, logger: logger) {
                 try Broker(configuration: $0, logger: BrokerPairTests.quiet, context: context)
             }
             self.service = service
@@ -148,6 +163,11 @@ struct BrokerPairTests {
         func stop() async throws {
             running.cancel()
             try await running.value
+        }
+
+        deinit {
+            // A test that failed half-way: the broker stops and hands its lease over.
+            running.cancel()
         }
     }
 
@@ -166,9 +186,9 @@ struct BrokerPairTests {
         defer { directory.remove() }
         let io = try IOThread()
         let a = try PairMember("broker-a", database: throughLink, io: io, directory: directory, ttl: .seconds(2))
-        try await waitUntil("a serves", timeout: .seconds(30)) { a.service.isServing }
+        try await waitUntil("a serves; a said \(a.said)", timeout: .seconds(30)) { a.service.isServing }
         let b = try PairMember("broker-b", database: database, io: io, directory: directory, ttl: .seconds(2))
-        try await waitUntil("b is a standby", timeout: .seconds(30)) { b.service.isStandby }
+        try await waitUntil("b is a standby; b said \(b.said)", timeout: .seconds(30)) { b.service.isStandby }
 
         let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "riverside-1")
         var settings = OutboxSender.Settings()
@@ -178,21 +198,23 @@ struct BrokerPairTests {
             outbox: outbox, io: io, endpoint: "\(a.endpoints.ingest),\(b.endpoints.ingest)", settings: settings, logger: Self.quiet)
         let delivering = Task { try await sender.deliver(keepWaiting: { true }) }
         try await Self.checkIns(outbox, 1...20)
-        try await waitUntil("a acknowledges the first 20", timeout: .seconds(60)) { try await outbox.counts().pending == 0 }
+        try await waitUntil("a acknowledges the first 20; a said \(a.said)", timeout: .seconds(60)) {
+            try await outbox.counts().pending == 0
+        }
 
         let cutOff = try #require(a.service.broker)
         let journaledAtCut = cutOff.statistics.journaled
         link.cut()
         try await Self.checkIns(outbox, 21...40)
-        try await waitUntil("b takes over and acknowledges the 20 recorded after the cut", timeout: .seconds(60)) {
+        try await waitUntil("b takes over and acknowledges the 20 recorded after the cut; b said \(b.said)", timeout: .seconds(60)) {
             try await outbox.counts().pending == 0
         }
         #expect(b.service.isServing)
-        try await waitUntil("a stops serving", timeout: .seconds(30)) { !a.service.isServing }
+        try await waitUntil("a stops serving; a said \(a.said)", timeout: .seconds(30)) { !a.service.isServing }
         #expect(cutOff.statistics.journaled == journaledAtCut, "the cut-off broker acknowledged nothing after the cut")
 
         link.restore()
-        try await waitUntil("a, back on the network, is a standby", timeout: .seconds(30)) { a.service.isStandby }
+        try await waitUntil("a, back on the network, is a standby; a said \(a.said)", timeout: .seconds(30)) { a.service.isStandby }
         #expect(a.service.termsHeld == 1 && !a.service.isServing)
         #expect(cutOff.statistics.journaled == journaledAtCut)
 
@@ -224,10 +246,10 @@ struct BrokerPairTests {
         // started (connected its store, read the head, bound), and beside other suites starting
         // PostgreSQL servers that took over a second, so a 1 s lease ended before it was renewed.
         let a = try PairMember("broker-a", database: database, io: io, directory: directory, ttl: .seconds(3))
-        try await waitUntil("a serves", timeout: .seconds(30)) { a.service.isServing }
+        try await waitUntil("a serves; a said \(a.said)", timeout: .seconds(30)) { a.service.isServing }
         let b = try PairMember("broker-b", database: database, io: io, directory: directory, ttl: .seconds(3))
         // b is a standby: it asked, a holds the lease, and b binds nothing.
-        try await waitUntil("b is a standby", timeout: .seconds(30)) { b.service.isStandby }
+        try await waitUntil("b is a standby; b said \(b.said)", timeout: .seconds(30)) { b.service.isStandby }
         #expect(!b.service.isServing && b.service.termsHeld == 0)
 
         let outbox = try Outbox(path: directory.path("outbox.sqlite"), producer: "riverside-1")
@@ -239,14 +261,16 @@ struct BrokerPairTests {
         let delivering = Task { try await sender.deliver(keepWaiting: { true }) }
 
         try await Self.checkIns(outbox, 1...20)
-        try await waitUntil("a acknowledges the first 20", timeout: .seconds(60)) { try await outbox.counts().pending == 0 }
+        try await waitUntil("a acknowledges the first 20; a said \(a.said)", timeout: .seconds(60)) {
+            try await outbox.counts().pending == 0
+        }
 
         // The lease is taken from a (as a standby does when a's renewals stop reaching the
         // database): a's next renewal fails and it stops serving; then the lease ends and b takes it.
         try await Self.execute(
             database,
             "UPDATE broker_lease SET epoch = epoch + 1, holder = 'elsewhere', expires_at = clock_timestamp() + interval '2 seconds'")
-        try await waitUntil("a stops serving once its renewal fails", timeout: .seconds(30)) { !a.service.isServing }
+        try await waitUntil("a stops serving once its renewal fails; a said \(a.said)", timeout: .seconds(30)) { !a.service.isServing }
         try await Self.checkIns(outbox, 21...40)
         try await waitUntil("the standby takes over and acknowledges the next 20", timeout: .seconds(60)) {
             try await outbox.counts().pending == 0
@@ -273,5 +297,50 @@ struct BrokerPairTests {
         #expect(journaled.map(\.busSeq) == Array(1...60))
         #expect(Set(journaled.map(\.header)).count == 60)
         try store.close()
+    }
+
+    @Test(
+        "a broker whose start outlasts its lease (the journal's table locked for three leases' time) renews while it starts and serves in its first term"
+    )
+    func slowStartKeepsTheTerm() async throws {
+        let database = try Self.database()
+        // The tables, made by a store that holds no lease; then another session locks `events`,
+        // which a starting broker's store reads for its head.
+        try PostgresJournalStore(settings: database, logger: Self.quiet).close()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let locker = try await PostgresJournalStore.connectWritable(
+            try PostgresJournalStore.connectionConfigurations(database), on: group.next(), id: 1, timeout: database.timeout,
+            logger: Self.quiet
+        ).get()
+        let directory = try TemporaryDirectory("pair-slow")
+        defer { directory.remove() }
+        let io = try IOThread()
+        do {
+            try await locker.query("BEGIN", logger: Self.quiet)
+            try await locker.query("LOCK TABLE events IN ACCESS EXCLUSIVE MODE", logger: Self.quiet)
+            let since = try await locker.query("SELECT extract(epoch FROM clock_timestamp())::float8", logger: Self.quiet).collect()
+            let locked = try #require(since.first).decode(Double.self)
+            let a = try PairMember("broker-a", database: database, io: io, directory: directory, ttl: .seconds(1))
+            // Its lease, granted after the lock, would end a second later unless renewed: it is
+            // renewed past three seconds after the lock while the start still waits on it.
+            try await waitUntil("a renews its lease while it starts; a said \(a.said)", timeout: .seconds(30)) {
+                let rows = try await locker.query(
+                    "SELECT extract(epoch FROM expires_at)::float8 FROM broker_lease WHERE holder = 'broker-a'", logger: Self.quiet
+                ).collect()
+                guard let row = rows.first else { return false }
+                return try row.decode(Double.self) - locked >= 3
+            }
+            #expect(!a.service.isServing)
+            try await locker.query("COMMIT", logger: Self.quiet)
+            try await waitUntil("a serves once the lock is gone; a said \(a.said)", timeout: .seconds(30)) { a.service.isServing }
+            #expect(a.service.termsHeld == 1, "the term was lost while starting: \(a.said)")
+            try await a.stop()
+        } catch {
+            try? await locker.close()
+            throw error
+        }
+        try await locker.close()
+        try await group.shutdownGracefully()
+        await io.shutdown()
     }
 }
