@@ -56,7 +56,7 @@ public final class PostgresReplicaPair: Sendable {
     /// replica streaming as `sync`; nil when `unavailable` says why not.
     /// - Throws: when the binaries are there but a step fails or does not end in its time.
     public static func start() async throws -> PostgresReplicaPair? {
-        try await onThread {
+        try await offThePool {
             // Three tries, each on new ports and in a new directory: a port found free can be
             // taken by another test's server before this one binds it.
             var lastError: (any Error)?
@@ -148,7 +148,7 @@ public final class PostgresReplicaPair: Sendable {
 
     /// Makes a new, empty database on the primary (replicated to the replica) and returns its name.
     public func makeDatabase() async throws -> String {
-        try await Self.onThread { try self.makeDatabaseNow() }
+        try await offThePool { try self.makeDatabaseNow() }
     }
 
     private func makeDatabaseNow() throws -> String {
@@ -163,7 +163,7 @@ public final class PostgresReplicaPair: Sendable {
     /// the postmaster and every process it had started are gone, and kills by its id any that is
     /// still there then. Afterwards nothing listens on `primaryPort`.
     public func killPrimary(timeout: Duration = .seconds(20)) async throws {
-        try await Self.onThread { try self.killPrimaryNow(timeout: timeout) }
+        try await offThePool { try self.killPrimaryNow(timeout: timeout) }
     }
 
     private func killPrimaryNow(timeout: Duration) throws {
@@ -183,7 +183,7 @@ public final class PostgresReplicaPair: Sendable {
     /// Promotes the replica (`pg_ctl promote`, which waits until it takes writes), at most 60 s.
     public func promote() async throws {
         let arguments = ["\(binaries)/pg_ctl", "-D", replicaData, "-w", "-t", "60", "promote"]
-        try await Self.onThread { try self.run(arguments) }
+        try await offThePool { try self.run(arguments) }
     }
 
     /// Whether the replica is still in recovery (a standby), asked over its socket.
@@ -194,7 +194,7 @@ public final class PostgresReplicaPair: Sendable {
     /// One SQL statement over a server's socket as the superuser, trusted there; its output
     /// unaligned and trimmed. For the tests' checks of the servers' own state, not the journal.
     public func sql(primary: Bool, database: String = "postgres", _ statement: String) async throws -> String {
-        try await Self.onThread { try self.sqlNow(primary: primary, database: database, statement) }
+        try await offThePool { try self.sqlNow(primary: primary, database: database, statement) }
     }
 
     private func sqlNow(primary: Bool, database: String = "postgres", _ statement: String) throws -> String {
@@ -211,7 +211,7 @@ public final class PostgresReplicaPair: Sendable {
     /// Stops both servers (`-m immediate`: nothing in them matters any more) and removes their
     /// directory; a server already gone is skipped. (A pair not stopped is stopped at exit.)
     public func stop() async {
-        _ = try? await Self.onThread { self.stopNow() }
+        _ = try? await offThePool { self.stopNow() }
     }
 
     private func stopNow() {
@@ -222,15 +222,6 @@ public final class PostgresReplicaPair: Sendable {
     }
 
     // MARK: - Processes
-
-    /// Runs `body` (processes and their waits) on a thread of its own: a test's awaits must not
-    /// hold one of the cooperative pool's threads (two here) for the seconds `initdb`,
-    /// `pg_basebackup` and `pg_ctl` take, or other suites' timers (a lease's renewals) starve.
-    private static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-        }
-    }
 
     private static let running = Locked<[PostgresReplicaPair]>([])
 

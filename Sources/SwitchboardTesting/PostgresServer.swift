@@ -31,18 +31,18 @@ public final class PostgresServer: Sendable {
     /// The shared server, started on first use; nil when `unavailable` says why not.
     /// - Throws: when the binaries are there but the server would not start (that is a failure,
     ///   not a reason to skip).
-    public static func shared() throws -> PostgresServer? {
+    public static func shared() async throws -> PostgresServer? {
         guard unavailable == nil else { return nil }
-        return try started.get()
+        return try await offThePool { try started.get() }
     }
 
     private static let started: Result<PostgresServer, any Error> = Result { try PostgresServer.start() }
 
     /// A server of the caller's own, for a test that stops and starts it (`stop()`, `restart()`);
     /// nil when `unavailable` says why not. It is stopped at exit too, if still running.
-    public static func own() throws -> PostgresServer? {
+    public static func own() async throws -> PostgresServer? {
         guard unavailable == nil else { return nil }
-        return try start()
+        return try await offThePool { try start() }
     }
 
     static var binaryDirectory: String? {
@@ -152,7 +152,11 @@ public final class PostgresServer: Sendable {
     }
 
     /// Makes a new, empty database and returns its name.
-    public func makeDatabase() throws -> String {
+    public func makeDatabase() async throws -> String {
+        try await offThePool { try self.makeDatabaseNow() }
+    }
+
+    private func makeDatabaseNow() throws -> String {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         // Over the socket, where the superuser is trusted.
         try Self.run(asServer: false, ["\(binaries)/createdb", "-h", directory, "-p", "\(port)", "-U", user, name])
@@ -160,7 +164,11 @@ public final class PostgresServer: Sendable {
     }
 
     /// Ends every session connected to `database` (a lost connection, as the client sees it).
-    public func terminateConnections(database: String) throws {
+    public func terminateConnections(database: String) async throws {
+        try await offThePool { try self.terminateConnectionsNow(database: database) }
+    }
+
+    private func terminateConnectionsNow(database: String) throws {
         try Self.run(
             asServer: false,
             [
@@ -223,5 +231,14 @@ final class Locked<Value: Sendable>: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return body(&value)
+    }
+}
+
+/// Runs `body` (processes and their waits, a server's start) on a thread of its own: a test's
+/// awaits must not hold one of the cooperative pool's threads (two here) for the seconds
+/// `initdb`, `createdb`, `pg_ctl` and `psql` take, or other suites' timers and sockets starve.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }

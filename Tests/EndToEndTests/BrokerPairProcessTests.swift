@@ -29,10 +29,10 @@ struct BrokerPairProcessTests {
         "kill -9 the active broker of a pair mid-import: the standby takes over, the kiosk and the members follow, nothing acknowledged is lost, bus_seq has no gap"
     )
     func killActive() async throws {
-        guard let server = try PostgresServer.shared() else {
+        guard let server = try await PostgresServer.shared() else {
             try Test.cancel(Comment(rawValue: PostgresServer.unavailable ?? "no PostgreSQL server"))
         }
-        let database = try server.makeDatabase()
+        let database = try await server.makeDatabase()
         let directory = try TemporaryDirectory("broker-pair")
         defer { directory.remove() }
         let programs = Programs(directory: directory)
@@ -79,12 +79,12 @@ struct BrokerPairProcessTests {
         }
         defer { for member in members { member.signal(SIGKILL) } }
         let logs = names.map { directory.path("\($0).jsonl") }
-        func number(_ sql: String) throws -> Int {
-            Int(try server.query(database: database, sql).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        func number(_ sql: String) async throws -> Int {
+            Int(try await server.query(database: database, sql).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         }
-        func journaled() throws -> Int { try number("SELECT count(*) FROM events") }
+        func journaled() async throws -> Int { try await number("SELECT count(*) FROM events") }
         try await waitUntil("a fifth of the check-ins journaled", timeout: .seconds(120), interval: .milliseconds(20)) {
-            if try journaled() >= Self.total / 5 { return true }
+            if try await journaled() >= Self.total / 5 { return true }
             guard kiosk.isRunning else { throw WaitTimedOut(description: "the kiosk exited: \(programs.read("kiosk.log"))") }
             return false
         }
@@ -95,9 +95,9 @@ struct BrokerPairProcessTests {
         #expect(JournalFile.count(at: outbox, table: "outbox") > 0, "the kill came mid-import")
         // broker-a is gone: whatever is committed from now on, broker-b committed (and ACKed
         // right after).
-        let headAtKill = try number("SELECT COALESCE(max(bus_seq), 0) FROM events")
+        let headAtKill = try await number("SELECT COALESCE(max(bus_seq), 0) FROM events")
         try await waitUntil("broker-b acknowledges the first check-in after the kill", timeout: .seconds(60), interval: .milliseconds(20)) {
-            try number("SELECT COALESCE(max(bus_seq), 0) FROM events") > headAtKill
+            try await number("SELECT COALESCE(max(bus_seq), 0) FROM events") > headAtKill
         }
         let takeOver = killed.duration(to: .now)
         print("broker pair: take-over from kill -9 to the first ACK from the new active broker: \(takeOver)")
@@ -112,12 +112,12 @@ struct BrokerPairProcessTests {
 
         // One journal: every check-in once, and bus_seq with no gap (the brokers journal a few
         // events of their own besides the kiosk's).
-        let rows = try server.query(
+        let rows = try await server.query(
             database: database, "SELECT count(*), count(DISTINCT producer_seq) FROM events WHERE producer = 'riverside-1'")
         #expect(rows.trimmingCharacters(in: .whitespacesAndNewlines) == "\(Self.total)|\(Self.total)", "\(rows)")
-        let span = try server.query(database: database, "SELECT count(*) = max(bus_seq) AND min(bus_seq) = 1 FROM events")
+        let span = try await server.query(database: database, "SELECT count(*) = max(bus_seq) AND min(bus_seq) = 1 FROM events")
         #expect(span.trimmingCharacters(in: .whitespacesAndNewlines) == "t", "bus_seq has a gap")
-        let epoch = try server.query(database: database, "SELECT epoch, holder FROM broker_lease")
+        let epoch = try await server.query(database: database, "SELECT epoch, holder FROM broker_lease")
         #expect(epoch.trimmingCharacters(in: .whitespacesAndNewlines) == "2|broker-b", "\(epoch)")
     }
 }

@@ -14,7 +14,7 @@ func journalStoreBench(quick: Bool) async throws {
     print(
         "Switchboard journal-store benchmark (PostgreSQL vs SQLite), \(Timestamp.now()), \(ProcessInfo.processInfo.activeProcessorCount) cores\(quick ? " (quick)" : "")\n"
     )
-    guard let server = try PostgresServer.shared() else {
+    guard let server = try await PostgresServer.shared() else {
         print("journal bench: \(PostgresServer.unavailable ?? "no PostgreSQL server")")
         return
     }
@@ -26,7 +26,7 @@ func journalStoreBench(quick: Bool) async throws {
         let plain = try await BrokerProcess.start(directory: directory.path("sqlite-\(round)"))
         sqlite.append(try await ingest(broker: plain.endpoints, producers: 4, perProducer: 25_000 / scale, window: 1000, prefix: "s"))
         await plain.stop()
-        let database = try server.makeDatabase()
+        let database = try await server.makeDatabase()
         let remote = try await BrokerProcess.start(
             directory: directory.path("postgres-\(round)"),
             security: [

@@ -13,6 +13,11 @@ Hosts (10.213.0.0/24 on a bridge in namespace <p>lan; this script's own namespac
   site-101   .41  switchboard-kiosk serve (kiosk site-101-kiosk-1)
   site-102   .42  switchboard-kiosk serve (kiosk site-102-kiosk-1)
   ops        .50  switchboard-monitor web
+With --pair, a broker pair on PostgreSQL (issue 29):
+  broker-b   .11  a second switchboard-broker, the same key and allow-list; the two hold the
+                  database's lease in turn, every client is given both
+  db-1       .61  PostgreSQL primary (TLS, verify-full from the brokers; deploy/postgres/setup.sql)
+  db-2       .62  its synchronous streaming replica (replication over TLS with a password file)
 Programs find each other by DNS name (broker.switchboard.test, backoffice.switchboard.test),
 from each namespace's own /etc/hosts (/etc/netns/<ns>/hosts).
 
@@ -28,13 +33,25 @@ Scenarios, each ending with its accounting (sent, journaled, written, duplicates
   4. workers-1's and site-101's keys are taken off the broker's allow-list while check-ins are
      recorded, then put back: with no restart, workers-1 joins its groups again and every
      check-in lands exactly once.
+With --pair (scenarios 1, 5 and 6):
+  5. the active broker's host is cut off the network (not killed) while check-ins flow: it stops
+     serving once its lease can no longer be renewed, the other broker takes over, every check-in
+     lands exactly once; when the link returns the old one is a standby and has sent no ACK since
+     it stopped serving (its own metrics, read over its loopback from inside its namespace).
+  6. the PostgreSQL primary is killed with -9 mid-run and the replica promoted: every check-in
+     journaled before the kill is on the new primary, and every one lands exactly once.
 """
 
 import argparse
+import base64
 import csv
+import hashlib
+import hmac
 import io
 import json
 import os
+import pwd
+import secrets
 import shutil
 import signal
 import sqlite3
@@ -63,6 +80,12 @@ SHORT = {"broker": "brk", "backoffice": "off", "workers-1": "w1", "workers-2": "
 NAMES = {"broker.switchboard.test": "broker", "backoffice.switchboard.test": "backoffice"}
 WORKERS = ["filemaker", "eto", "directory"]
 KIOSKS = {"site-101": "site-101-kiosk-1", "site-102": "site-102-kiosk-1"}
+# --pair: a second broker and two database hosts, a PostgreSQL primary and its synchronous
+# replica; the brokers keep their journal there and hold its lease in turn.
+PAIR_HOSTS = {"broker-b": 11, "db-1": 61, "db-2": 62}
+PAIR_SHORT = {"broker-b": "brkb", "db-1": "db1", "db-2": "db2"}
+PAIR_NAMES = {"broker-b.switchboard.test": "broker-b", "db-1.switchboard.test": "db-1", "db-2.switchboard.test": "db-2"}
+BROKERS = ["broker"]  # with --pair, also broker-b
 
 
 def log(text):
@@ -256,6 +279,200 @@ class Topology:
             shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
 
 
+class Databases:
+    """PostgreSQL on db-1 (the primary) and db-2 (its synchronous replica, streaming over the
+    LAN), set up as deploy/postgres/README.md says: deploy/postgres/setup.sql, TLS with a CA of
+    the test's own (verify-full from the brokers), the role's password given as a SCRAM verifier
+    on standard input (never on a command line), replication over TLS with a password file."""
+
+    PORT = 5432
+
+    def __init__(self, topology, work):
+        self.topology = topology
+        self.binaries = self.find_binaries()
+        # The servers run as postgres: their directory is theirs, outside the 0700 work directory.
+        self.dir = tempfile.mkdtemp(prefix="switchboard-netns-pg-")
+        account = pwd.getpwnam("postgres")
+        self.uid, self.gid = account.pw_uid, account.pw_gid
+        os.chown(self.dir, self.uid, self.gid)
+        os.chmod(self.dir, 0o700)
+        self.work = work
+        self.primary = "db-1"
+        self.password = secrets.token_hex(16)
+        self.replication_password = secrets.token_hex(16)
+
+    @staticmethod
+    def find_binaries():
+        root = "/usr/lib/postgresql"
+        versions = sorted((int(v) for v in os.listdir(root) if v.isdigit()), reverse=True) if os.path.isdir(root) else []
+        for version in versions:
+            if os.access(f"{root}/{version}/bin/initdb", os.X_OK):
+                return f"{root}/{version}/bin"
+        raise Failure("--pair needs PostgreSQL's server (Debian's postgresql package): no /usr/lib/postgresql/*/bin/initdb")
+
+    def data(self, host):
+        return os.path.join(self.dir, host, "data")
+
+    def socket_dir(self, host):
+        return os.path.join(self.dir, host)
+
+    def as_postgres(self, host, *arguments, stdin=None, timeout=120):
+        """A command as the postgres user in the host's namespace."""
+        result = subprocess.run(
+            ["ip", "netns", "exec", self.topology.ns(host), "runuser", "-u", "postgres", "--", *arguments],
+            input=stdin, capture_output=True, text=True, timeout=timeout, cwd="/",
+        )
+        if result.returncode != 0:
+            raise Failure(f"{host}: {os.path.basename(arguments[0])} failed ({result.returncode}): {(result.stderr or result.stdout).strip()[-600:]}")
+        return result.stdout
+
+    def psql(self, host, sql, database="postgres"):
+        """SQL on standard input over the host's socket (trusted there), unaligned output."""
+        return self.as_postgres(
+            host, f"{self.binaries}/psql", "-h", self.socket_dir(host), "-p", str(self.PORT), "-U", "postgres", "-d", database,
+            "-v", "ON_ERROR_STOP=1", "-X", "-q", "-t", "-A", stdin=sql, timeout=60,
+        ).strip()
+
+    def owned_file(self, path, text, mode=0o600):
+        with open(path, "w") as f:
+            f.write(text)
+        os.chown(path, self.uid, self.gid)
+        os.chmod(path, mode)
+
+    @staticmethod
+    def scram_verifier(password):
+        """What PostgreSQL stores for a SCRAM-SHA-256 password (RFC 5802, RFC 7677): given to
+        ALTER ROLE instead of the password, which then never reaches the server or its logs."""
+        salt, iterations = os.urandom(16), 4096
+        salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+        stored = hashlib.sha256(hmac.new(salted, b"Client Key", hashlib.sha256).digest()).digest()
+        server = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+        b64 = lambda raw: base64.b64encode(raw).decode()
+        return f"SCRAM-SHA-256${iterations}:{b64(salt)}${b64(stored)}:{b64(server)}"
+
+    def certificates(self):
+        """A CA, and one server certificate naming both database hosts."""
+        tls = os.path.join(self.dir, "tls")
+        os.makedirs(tls)
+        os.chown(tls, self.uid, self.gid)
+        ca_key, self.ca = os.path.join(tls, "ca.key"), os.path.join(tls, "ca.pem")
+        key, csr, self.cert = os.path.join(tls, "server.key"), os.path.join(tls, "server.csr"), os.path.join(tls, "server.pem")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        run("openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", self.ca, "-days", "2", "-subj", "/CN=switchboard netns test PostgreSQL CA",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        run("openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=db-1.switchboard.test")
+        extensions = os.path.join(tls, "server.ext")
+        with open(extensions, "w") as f:
+            f.write("subjectAltName=DNS:db-1.switchboard.test,DNS:db-2.switchboard.test\nbasicConstraints=CA:FALSE\n"
+                    "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
+        run("openssl", "x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key, "-CAcreateserial", "-out", self.cert,
+            "-days", "2", "-extfile", extensions)
+        os.remove(ca_key)
+        self.key = key
+        for path in (key, self.cert, self.ca):
+            os.chown(path, self.uid, self.gid)
+        os.chmod(key, 0o600)
+        os.chmod(self.ca, 0o644)
+
+    def server_options(self, host, extra):
+        return (
+            f"-c listen_addresses={SUBNET}.{HOSTS[host]} -p {self.PORT} -c unix_socket_directories={self.socket_dir(host)}"
+            f" -c ssl=on -c ssl_cert_file={self.cert} -c ssl_key_file={self.key} -c max_connections=100 {extra}"
+        )
+
+    def start_server(self, host, extra):
+        self.as_postgres(
+            host, f"{self.binaries}/pg_ctl", "-D", self.data(host), "-l", os.path.join(self.socket_dir(host), "server.log"),
+            "-w", "-t", "60", "-o", self.server_options(host, extra), "start",
+        )
+
+    def start(self):
+        self.certificates()
+        for host in ("db-1", "db-2"):
+            os.makedirs(self.socket_dir(host))
+            os.chown(self.socket_dir(host), self.uid, self.gid)
+        superuser = os.path.join(self.dir, "superuser-password")
+        self.owned_file(superuser, secrets.token_hex(16))
+        self.as_postgres(
+            "db-1", f"{self.binaries}/initdb", "-D", self.data("db-1"), "-U", "postgres", f"--pwfile={superuser}", "--auth-local=trust",
+            "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync",
+        )
+        with open(os.path.join(self.data("db-1"), "pg_hba.conf"), "a") as f:
+            f.write(f"hostssl switchboard switchboard {SUBNET}.0/24 scram-sha-256\nhostssl replication replicator {SUBNET}.0/24 scram-sha-256\n")
+        self.start_server("db-1", "-c wal_level=replica -c max_wal_senders=5 -c synchronous_standby_names=db2 -c synchronous_commit=on")
+        with open(os.path.join(ROOT, "deploy/postgres/setup.sql")) as f:
+            self.psql("db-1", f.read())
+        self.psql("db-1", f"ALTER ROLE switchboard PASSWORD '{self.scram_verifier(self.password)}';\n"
+                  f"CREATE ROLE replicator REPLICATION LOGIN PASSWORD '{self.scram_verifier(self.replication_password)}';\n")
+        # The replica: a base backup over the LAN, then it follows db-1 as its synchronous standby.
+        passfile = os.path.join(self.dir, "replication.pgpass")
+        self.owned_file(passfile, f"*:{self.PORT}:*:replicator:{self.replication_password}\n")
+        conninfo = (
+            f"host=db-1.switchboard.test port={self.PORT} user=replicator passfile={passfile} sslmode=verify-full "
+            f"sslrootcert={self.ca} application_name=db2"
+        )
+        self.as_postgres(
+            "db-2", "/usr/bin/timeout", "-k", "5", "120", f"{self.binaries}/pg_basebackup", "-d", conninfo, "-D", self.data("db-2"),
+            "-X", "stream", "-c", "fast", "--no-sync",
+        )
+        with open(os.path.join(self.data("db-2"), "postgresql.auto.conf"), "a") as f:
+            f.write(f"primary_conninfo = '{conninfo}'\n")
+        self.owned_file(os.path.join(self.data("db-2"), "standby.signal"), "")
+        self.start_server("db-2", "-c hot_standby=on")
+        wait_until(
+            "db-2 streaming to db-1 as its synchronous standby",
+            lambda: self.psql("db-1", "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'db2'") == "sync", 60,
+        )
+
+    def broker_settings(self, host_dir):
+        """The broker's journal section; the password file is put in the broker host's directory."""
+        password_file = os.path.join(host_dir, "postgres-password")
+        with open(password_file, "w") as f:
+            f.write(self.password + "\n")
+        os.chmod(password_file, 0o600)
+        ca = os.path.join(host_dir, "postgres-ca.pem")
+        shutil.copy(self.ca, ca)
+        return {
+            "store": "postgres",
+            "postgres": {
+                "host": "db-1.switchboard.test,db-2.switchboard.test",
+                "port": self.PORT,
+                "database": "switchboard",
+                "user": "switchboard",
+                "password_file": password_file,
+                "tls": "verify-full",
+                "ca_file": ca,
+                "timeout": "5s",
+            },
+        }
+
+    def check_ins(self):
+        """(event_id, producer, producer_seq) of every check-in in the journal, from the primary."""
+        out = self.psql(self.primary, "SELECT event_id, producer, producer_seq FROM switchboard.events WHERE type = 'checkin.recorded'", "switchboard")
+        return [tuple(line.split("|")) for line in out.splitlines() if line]
+
+    def lease(self):
+        return self.psql(self.primary, "SELECT epoch, holder FROM switchboard.broker_lease", "switchboard")
+
+    def kill_primary(self):
+        """kill -9 of db-1's postmaster (no shutdown), then its backends are waited for."""
+        with open(os.path.join(self.data("db-1"), "postmaster.pid")) as f:
+            pid = int(f.readline())
+        os.kill(pid, signal.SIGKILL)
+        wait_until("db-1's postmaster gone", lambda: not os.path.exists(f"/proc/{pid}"), 20, interval=0.05)
+        wait_until(
+            "db-1's backends gone",
+            lambda: run("ip", "netns", "pids", self.topology.ns("db-1"), check=False).stdout.strip() == "", 30, interval=0.1,
+        )
+
+    def promote(self):
+        self.as_postgres("db-2", f"{self.binaries}/pg_ctl", "-D", self.data("db-2"), "-w", "-t", "60", "promote")
+        self.primary = "db-2"
+
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class Deployment:
     """What an administrator would hand each host: keys, a configuration file, an environment."""
 
@@ -274,7 +491,7 @@ class Deployment:
         """One key per principal and the broker's allow-list, then one bundle per host."""
         inventory = {
             "deployment": "netns-test",
-            "broker_host": "broker.switchboard.test",
+            "broker_host": self.broker_host,
             "hosts": {
                 "broker": {"programs": ["broker"]},
                 "backoffice": {"programs": ["auth"]},
@@ -396,9 +613,12 @@ def ready(url):
 
 
 class Stack:
-    def __init__(self, deployment, quick):
+    def __init__(self, deployment, quick, databases=None):
         self.d = deployment
         self.quick = quick
+        # --pair: two brokers on PostgreSQL; every client is given both (protocol section 1).
+        self.databases = databases
+        self.broker_host = ",".join(f"{host}.switchboard.test" for host in BROKERS)
         self.sent = 0
         self.batches = 0
         self.emulator = f"https://{SUBNET}.{HOSTS['backoffice']}:8480"
@@ -406,24 +626,26 @@ class Stack:
     def start(self):
         d = self.d
         # broker: binds every interface (the service endpoint by interface name, eth0), CURVE with
-        # the allow-list from its bundle.
-        broker_dir = d.host_dir("broker")
-        d.config(
-            "broker",
-            {
-                "broker": {
-                    "ingest": "tcp://0.0.0.0:5560",
-                    "fanout": "tcp://0.0.0.0:5561",
-                    "replay": "tcp://0.0.0.0:5562",
-                    "service": "tcp://eth0:5563",  # by interface name
-                    "groups": "tcp://0.0.0.0:5564",
-                    "data_dir": os.path.join(broker_dir, "state"),
-                    "admin": "0.0.0.0:9560",
-                    "security": {"key": d.bundle("broker", "broker.secret"), "certificates": d.bundle("broker", "allowed")},
-                    "groups.liveness": "3s",
-                }
-            },
-        )
+        # the allow-list from its bundle. With --pair, two of them, their journal on PostgreSQL.
+        if self.databases:
+            self.databases.start()
+        for host in BROKERS:
+            broker_dir = d.host_dir(host)
+            section = {
+                "ingest": "tcp://0.0.0.0:5560",
+                "fanout": "tcp://0.0.0.0:5561",
+                "replay": "tcp://0.0.0.0:5562",
+                "service": "tcp://eth0:5563",  # by interface name
+                "groups": "tcp://0.0.0.0:5564",
+                "data_dir": os.path.join(broker_dir, "state"),
+                "admin": "0.0.0.0:9560",
+                "security": {"key": d.bundle(host, "broker.secret"), "certificates": d.bundle(host, "allowed")},
+                "groups.liveness": "3s",
+            }
+            if self.databases:
+                section["journal"] = self.databases.broker_settings(broker_dir)
+                section["lease"] = {"holder": host}
+            d.config(host, {"broker": section})
         self.start_broker()
         # back office: the emulators (their certificate names the DNS name) and auth.
         office = d.host_dir("backoffice")
@@ -445,7 +667,7 @@ class Stack:
         d.config(
             "backoffice",
             {
-                "broker_host": "broker.switchboard.test",
+                "broker_host": self.broker_host,
                 "broker_key": d.bundle("backoffice", "broker.cert"),
                 "emulator": {
                     "host": "0.0.0.0",
@@ -477,7 +699,7 @@ class Stack:
             d.config(
                 host,
                 {
-                    "broker_host": "broker.switchboard.test",
+                    "broker_host": self.broker_host,
                     "broker_key": d.bundle(host, "broker.cert"),
                     "kiosk": {
                         "certificate": d.bundle(host, kiosk + ".secret"),
@@ -490,7 +712,7 @@ class Stack:
         d.config(
             "ops",
             {
-                "broker_host": "broker.switchboard.test",
+                "broker_host": self.broker_host,
                 "broker_key": d.bundle("ops", "broker.cert"),
                 "monitor": {"certificate": d.bundle("ops", "monitor.secret"), "listen": "0.0.0.0:9570"},
             },
@@ -514,9 +736,46 @@ class Stack:
         except Exception:
             return False
 
-    def start_broker(self):
-        self.d.start("broker", "broker", [])
-        wait_until("the broker", lambda: ready(f"http://{SUBNET}.{HOSTS['broker']}:9560/health/ready"), 30)
+    def start_broker(self, hosts=None):
+        """Starts the brokers (all, or those of `hosts`); waits until one of them serves and the
+        others started are live (a standby is live and not ready)."""
+        for host in hosts or BROKERS:
+            self.d.start(host, "broker", [])
+        wait_until("a broker serving", lambda: self.active_broker() is not None, 60)
+        for host in hosts or BROKERS:
+            wait_until(f"{host}'s broker live", lambda host=host: ready(f"http://{SUBNET}.{HOSTS[host]}:9560/health/live"), 60)
+
+    def inside(self, host, path):
+        """(status, body) of the host's admin endpoint over its own loopback, from inside its
+        namespace: answers while the host is cut off the network."""
+        probe = (
+            "import sys, urllib.request, urllib.error\n"
+            "try:\n"
+            f"    r = urllib.request.urlopen('http://127.0.0.1:9560{path}', timeout=5)\n"
+            "    print(r.status); sys.stdout.write(r.read().decode())\n"
+            "except urllib.error.HTTPError as e:\n"
+            "    print(e.code)\n"
+        )
+        result = run("ip", "netns", "exec", self.d.topology.ns(host), sys.executable, "-c", probe, check=False, timeout=30)
+        lines = result.stdout.splitlines()
+        if result.returncode != 0 or not lines:
+            return None, result.stderr.strip()[-300:]
+        return int(lines[0]), "\n".join(lines[1:])
+
+    def acks(self, host):
+        """How many EVENTs the host's broker has acknowledged since its process started (the
+        count of switchboard_broker_ack_seconds), read from inside its namespace."""
+        status, body = self.inside(host, "/metrics")
+        if status != 200:
+            raise Failure(f"{host}'s broker metrics cannot be read ({status}: {body})")
+        return int(sum(float(line.split()[-1]) for line in body.splitlines() if line.startswith("switchboard_broker_ack_seconds_count")))
+
+    def active_broker(self):
+        """The broker host whose broker is ready (serving), or None."""
+        for host in BROKERS:
+            if ready(f"http://{SUBNET}.{HOSTS[host]}:9560/health/ready"):
+                return host
+        return None
 
     def start_workers(self, host):
         d = self.d
@@ -533,7 +792,7 @@ class Stack:
         sections["filemaker"]["url"] = "https://backoffice.switchboard.test:8480"
         sections["eto"]["url"] = "https://backoffice.switchboard.test:8480/API"
         sections["directory"]["url"] = "https://backoffice.switchboard.test:8480/directory"
-        d.config(host, {"broker_host": "broker.switchboard.test", "broker_key": d.bundle(host, "broker.cert"), "ca_file": tls_ca, **sections})
+        d.config(host, {"broker_host": self.broker_host, "broker_key": d.bundle(host, "broker.cert"), "ca_file": tls_ca, **sections})
         for worker in WORKERS:
             d.start(host, worker, [])
 
@@ -582,7 +841,7 @@ class Stack:
         listing = subprocess.run(
             [
                 "ip", "netns", "exec", self.d.topology.ns("ops"), os.path.join(self.d.bin, "switchboard"), "groups", "list", "--json",
-                "--broker-host", "broker.switchboard.test", "--certificate", self.d.bundle("ops", "admin.secret"),
+                "--broker-host", self.broker_host, "--certificate", self.d.bundle("ops", "admin.secret"),
                 "--broker-key", self.d.bundle("ops", "broker.cert"), "--timeout", "2s",
             ],
             env={"PATH": "/usr/bin:/bin", "HOME": self.d.host_dir("ops")}, capture_output=True, text=True, timeout=30,
@@ -593,6 +852,8 @@ class Stack:
         return json.loads(listing.stdout).get("groups", [])
 
     def journal(self):
+        if self.databases:
+            return self.databases.check_ins()
         path = os.path.join(self.d.host_dir("broker"), "state", "journal.sqlite")
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
         try:
@@ -683,7 +944,7 @@ def scenario_exactly_once(stack, count):
             "ip", "netns", "exec", d.topology.ns("site-101"), os.path.join(d.bin, "switchboard-kiosk"), "checkin",
             "--first", "Ana", "--last", "Ortiz", "--site", "101", "--program", "792", "--wait", "5s", "--lookup-wait", "0s",
             "--certificate", os.path.join(foreign, "site-101-kiosk-1.secret"), "--broker-key", d.bundle("site-101", "broker.cert"),
-            "--outbox", outbox, "--broker-host", "broker.switchboard.test",
+            "--outbox", outbox, "--broker-host", stack.broker_host,
         ],
         env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60,
     )
@@ -833,6 +1094,73 @@ def scenario_key_refused_then_allowed(stack, count):
     stack.accounting(name, timeout=300)
 
 
+def scenario_active_broker_cut(stack, count):
+    """Issue 29: the active broker's whole host cut off the network, not killed."""
+    name = "scenario 5 (the active broker's host cut off the network; the standby takes over)"
+    d = stack.d
+    topology = d.topology
+    active = stack.active_broker()
+    if active is None:
+        raise Failure(f"{name}: no broker serves")
+    other = next(host for host in BROKERS if host != active)
+    standby_lines = lambda: d.read_log(active, "broker").count("standby: another broker holds the lease")
+    standby_before = standby_lines()
+    before = len(stack.journal())
+    for site in KIOSKS:
+        stack.record(site, count, "s5")
+    wait_until("the first of the batch journaled", lambda: len(stack.journal()) > before, 60, interval=0.05)
+    topology.cut(active)
+    cut_at = time.monotonic()
+    acks_at_cut = stack.acks(active)
+    log(f"{name}: {active} (active) cut off with {len(stack.journal()) - before} of {2 * count} check-ins journaled; it had sent {acks_at_cut} ACKs")
+    # It stops serving once its lease can no longer be renewed (its own deadline, lease.ttl).
+    wait_until(f"{active} to stop serving", lambda: stack.inside(active, "/health/ready")[0] == 503, 30, interval=0.05)
+    stopped = time.monotonic() - cut_at
+    acks_at_stop = stack.acks(active)
+    wait_until(f"{other} to serve", lambda: ready(f"http://{SUBNET}.{HOSTS[other]}:9560/health/ready"), 30, interval=0.05)
+    took_over = time.monotonic() - cut_at
+    log(
+        f"{name}: {active} stopped serving {stopped:.2f}s after the cut ({acks_at_stop - acks_at_cut} ACKs between the cut and then); "
+        f"{other} serves {took_over:.2f}s after the cut; lease {stack.databases.lease()}"
+    )
+    for site in KIOSKS:
+        stack.record(site, count, "s5-during")
+    stack.accounting(name, timeout=300)
+    topology.restore(active)
+    wait_until(f"{active}, back on the network, a standby", lambda: standby_lines() > standby_before, 60, interval=0.2)
+    acks_after = stack.acks(active)
+    if acks_after != acks_at_stop:
+        raise Failure(f"{name}: {active} acknowledged {acks_after - acks_at_stop} EVENTs after it stopped serving")
+    if stack.active_broker() != other:
+        raise Failure(f"{name}: {other} is not the one serving after {active} came back")
+    log(f"{name}: {active} is back as a standby: 0 ACKs from it since it stopped serving ({acks_after} in all)")
+
+
+def scenario_database_failover(stack, count):
+    """Issue 29: the PostgreSQL primary killed with -9 mid-run, its synchronous replica promoted."""
+    name = "scenario 6 (the PostgreSQL primary killed -9 mid-run; the replica promoted)"
+    databases = stack.databases
+    before = len(stack.journal())
+    for site in KIOSKS:
+        stack.record(site, count, "s6")
+    wait_until("the first of the batch journaled", lambda: len(stack.journal()) > before, 60, interval=0.05)
+    acknowledged = {row[0] for row in stack.journal()}
+    databases.kill_primary()
+    killed_at = time.monotonic()
+    databases.promote()
+    log(
+        f"{name}: db-1 killed with {len(acknowledged) - before} of {2 * count} check-ins journaled; "
+        f"db-2 promoted {time.monotonic() - killed_at:.2f}s later"
+    )
+    for site in KIOSKS:
+        stack.record(site, count, "s6-after")
+    stack.accounting(name, timeout=300)
+    lost = acknowledged - {row[0] for row in stack.journal()}
+    if lost:
+        raise Failure(f"{name}: {len(lost)} check-ins journaled on db-1 before its kill are not on db-2")
+    log(f"{name}: every check-in journaled before the kill is on the promoted replica; lease {databases.lease()}")
+
+
 def main():
     global SUBNET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -841,13 +1169,25 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, journal, state)")
     parser.add_argument("--limit", type=int, default=1200, help="seconds before the whole run gives up")
     parser.add_argument(
-        "--scenarios", default="1,2,3,4",
-        help="which scenarios to run (default 1,2,3,4)")
+        "--pair", action="store_true",
+        help="two brokers on PostgreSQL (a primary and its synchronous replica, on hosts of their own): scenarios 1, 5 and 6")
+    parser.add_argument(
+        "--scenarios", default=None,
+        help="which scenarios to run (default 1,2,3,4; with --pair 1,5,6)")
     parser.add_argument(
         "--subnet", default=SUBNET,
         help=f"the hosts' /24, as its first three octets (default {SUBNET}; two runs at once need two subnets)")
     args = parser.parse_args()
     SUBNET = args.subnet
+    chosen = {part.strip() for part in (args.scenarios or ("1,5,6" if args.pair else "1,2,3,4")).split(",")}
+    single, paired = {"2", "3", "4"}, {"5", "6"}
+    if args.pair and chosen & single or not args.pair and chosen & paired:
+        parser.error("scenarios 2, 3 and 4 run on one broker, 5 and 6 with --pair (1 with either)")
+    if args.pair:
+        HOSTS.update(PAIR_HOSTS)
+        SHORT.update(PAIR_SHORT)
+        NAMES.update(PAIR_NAMES)
+        BROKERS.append("broker-b")
     if os.geteuid() != 0 or shutil.which("ip") is None or run("ip", "netns", "list", check=False).returncode != 0:
         print("netns: SKIPPED: needs root and `ip netns` (iproute2)")
         return 0
@@ -859,6 +1199,7 @@ def main():
     deployment = Deployment(topology, work, args.bin)
     started = time.monotonic()
     status = 1
+    databases = None
     try:
         try:
             topology.build()
@@ -870,10 +1211,14 @@ def main():
             return 0
         log(f"{len(HOSTS)} hosts on {SUBNET}.0/24 (work directory {work})")
         log(f"keys: {deployment.keys()}")
-        stack = Stack(deployment, args.quick)
+        if args.pair:
+            # The pair is one principal: the second broker host gets the first one's bundle
+            # (deploy/postgres/README.md), key and allow-list alike.
+            shutil.copytree(os.path.join(deployment.bundles, "broker"), os.path.join(deployment.bundles, "broker-b"))
+            databases = Databases(topology, work)
+        stack = Stack(deployment, args.quick, databases)
         stack.start()
         log("every program is ready")
-        chosen = {part.strip() for part in args.scenarios.split(",")}
         if "1" in chosen:
             scenario_exactly_once(stack, 100 if args.quick else 1000)
         if "2" in chosen:
@@ -882,6 +1227,10 @@ def main():
             scenario_broker_kill_and_worker_cut(stack, 50 if args.quick else 200)
         if "4" in chosen:
             scenario_key_refused_then_allowed(stack, 30 if args.quick else 100)
+        if "5" in chosen:
+            scenario_active_broker_cut(stack, 50 if args.quick else 200)
+        if "6" in chosen:
+            scenario_database_failover(stack, 50 if args.quick else 200)
         log(f"all scenarios passed in {time.monotonic() - started:.0f}s")
         status = 0
     except Failure as failure:
@@ -892,6 +1241,11 @@ def main():
         signal.alarm(0)
         deployment.stop_all()
         topology.teardown()
+        if databases:
+            if status != 0 or args.keep:
+                log(f"database servers' logs kept in {databases.dir}/db-*/server.log")
+            else:
+                databases.remove()
         if status != 0 or args.keep:
             log(f"logs kept in {work}/hosts/*/*.log")
         else:
