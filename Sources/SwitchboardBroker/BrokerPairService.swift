@@ -109,10 +109,8 @@ public final class BrokerPairService: Service, Sendable {
                 if let failure = broker.failure { throw BrokerService.Failure(description: failure) }
                 logger.notice("stopped; the lease is released for the standby", metadata: ["epoch": "\(term.epoch)"])
                 return
-            case .lost(let reason):
-                logger.error(
-                    "lease lost: stopped serving, now a standby (another broker may be active)",
-                    metadata: ["epoch": "\(term.epoch)", "reason": "\(reason)"])
+            case .lost:
+                logger.notice("stopped after losing the lease; now a standby", metadata: ["epoch": "\(term.epoch)"])
             }
         }
     }
@@ -218,9 +216,18 @@ public final class BrokerPairService: Service, Sendable {
                 outcome = next
                 break
             }
-            // Lost (while starting or serving): the broker stops; the group then waits for the
-            // starting and serving task, so nothing of this term runs on into the next.
-            if case .lost = outcome { broker.requestStop() }
+            // Lost (while starting or serving): no longer serving from this moment (its commits
+            // are refused by the epoch check from now on, so it acknowledges nothing more; its
+            // readiness says so at once, not once the commit in hand has given up), and the
+            // broker stops; the group then waits for the starting and serving task, so nothing
+            // of this term runs on into the next.
+            if case .lost(let reason) = outcome {
+                current.withLock { $0 = nil }
+                logger.error(
+                    "lease lost: stopped serving (another broker may be active)",
+                    metadata: ["epoch": "\(first.epoch)", "reason": "\(reason)"])
+                broker.requestStop()
+            }
             group.cancelAll()
             while await group.next() != nil {}
             return outcome

@@ -61,3 +61,7 @@ bench/chaos/run.sh --quick --bin "$(swift build --show-bin-path)"
 # Needs root and `ip netns`; prints SKIPPED otherwise. The short form (--quick: 100 check-ins
 # per site, a 10 s cut), every scenario.
 deploy/netns/run.sh --quick --scenarios 1,2,3,4 --bin "$(swift build --show-bin-path)"
+# The same hosts with a broker pair on PostgreSQL (a primary and its synchronous replica on hosts
+# of their own): the active broker's host cut off, then the primary killed and the replica
+# promoted (issue 29). About 100 s; it needs PostgreSQL's server (.ci/run installs it).
+deploy/netns/run.sh --quick --pair --bin "$(swift build --show-bin-path)"

@@ -399,7 +399,8 @@ class Databases:
         )
         with open(os.path.join(self.data("db-1"), "pg_hba.conf"), "a") as f:
             f.write(f"hostssl switchboard switchboard {SUBNET}.0/24 scram-sha-256\nhostssl replication replicator {SUBNET}.0/24 scram-sha-256\n")
-        self.start_server("db-1", "-c wal_level=replica -c max_wal_senders=5 -c synchronous_standby_names=db2 -c synchronous_commit=on")
+        # Synchronous only once the replica is there: until then every commit would wait for it.
+        self.start_server("db-1", "-c wal_level=replica -c max_wal_senders=5 -c synchronous_commit=on")
         with open(os.path.join(ROOT, "deploy/postgres/setup.sql")) as f:
             self.psql("db-1", f.read())
         self.psql("db-1", f"ALTER ROLE switchboard PASSWORD '{self.scram_verifier(self.password)}';\n"
@@ -419,6 +420,7 @@ class Databases:
             f.write(f"primary_conninfo = '{conninfo}'\n")
         self.owned_file(os.path.join(self.data("db-2"), "standby.signal"), "")
         self.start_server("db-2", "-c hot_standby=on")
+        self.psql("db-1", "ALTER SYSTEM SET synchronous_standby_names = 'db2';\nSELECT pg_reload_conf();\n")
         wait_until(
             "db-2 streaming to db-1 as its synchronous standby",
             lambda: self.psql("db-1", "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'db2'") == "sync", 60,
@@ -491,7 +493,7 @@ class Deployment:
         """One key per principal and the broker's allow-list, then one bundle per host."""
         inventory = {
             "deployment": "netns-test",
-            "broker_host": self.broker_host,
+            "broker_host": "broker.switchboard.test",
             "hosts": {
                 "broker": {"programs": ["broker"]},
                 "backoffice": {"programs": ["auth"]},
@@ -1113,12 +1115,20 @@ def scenario_active_broker_cut(stack, count):
     cut_at = time.monotonic()
     acks_at_cut = stack.acks(active)
     log(f"{name}: {active} (active) cut off with {len(stack.journal()) - before} of {2 * count} check-ins journaled; it had sent {acks_at_cut} ACKs")
-    # It stops serving once its lease can no longer be renewed (its own deadline, lease.ttl).
-    wait_until(f"{active} to stop serving", lambda: stack.inside(active, "/health/ready")[0] == 503, 30, interval=0.05)
-    stopped = time.monotonic() - cut_at
-    acks_at_stop = stack.acks(active)
-    wait_until(f"{other} to serve", lambda: ready(f"http://{SUBNET}.{HOSTS[other]}:9560/health/ready"), 30, interval=0.05)
-    took_over = time.monotonic() - cut_at
+    # It stops serving once its lease can no longer be renewed (its own deadline, lease.ttl);
+    # the other takes over once the lease has ended. Both watched at once, each timed on its own.
+    seen = {}
+
+    def watch():
+        if "stopped" not in seen and stack.inside(active, "/health/ready")[0] == 503:
+            seen["stopped"] = time.monotonic() - cut_at
+            seen["acks"] = stack.acks(active)
+        if "took_over" not in seen and ready(f"http://{SUBNET}.{HOSTS[other]}:9560/health/ready"):
+            seen["took_over"] = time.monotonic() - cut_at
+        return "stopped" in seen and "took_over" in seen
+
+    wait_until(f"{active} to stop serving and {other} to serve", watch, 30, interval=0.05)
+    stopped, took_over, acks_at_stop = seen["stopped"], seen["took_over"], seen["acks"]
     log(
         f"{name}: {active} stopped serving {stopped:.2f}s after the cut ({acks_at_stop - acks_at_cut} ACKs between the cut and then); "
         f"{other} serves {took_over:.2f}s after the cut; lease {stack.databases.lease()}"
