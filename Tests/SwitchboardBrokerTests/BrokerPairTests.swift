@@ -57,25 +57,34 @@ extension PostgresSuites {
         )
         func leaseOneAtATime() async throws {
             let database = try await Self.database()
-            // 5 s, not less: b's first ask (its first connection, SCRAM in a debug build) and a's
-            // renewal must come before a's lease ends. Beside other suites starting PostgreSQL
-            // servers, b's first ask took 2.4 s once and 600 ms failed (b granted at its first ask).
-            let a = try Self.lease(database, "broker-a", ttl: .seconds(5))
-            let b = try Self.lease(database, "broker-b", ttl: .seconds(5))
+            // Long leases while b is refused: b's first ask (its first connection) beside other
+            // suites took more than a 5 s lease once, and b was granted at its first ask.
+            let a = try Self.lease(database, "broker-a", ttl: .seconds(60))
+            let b = try Self.lease(database, "broker-b", ttl: .seconds(60))
+            let short = try Self.lease(database, "broker-a", ttl: .seconds(2))
             guard case .acquired(let first) = try await a.acquire() else { Issue.record("the first ask was refused"); return }
             guard case .held(let holder, let remaining) = try await b.acquire() else {
                 Issue.record("two brokers hold the lease")
                 return
             }
-            #expect(holder == "broker-a" && remaining > .zero && remaining <= .seconds(5))
+            #expect(holder == "broker-a" && remaining > .zero && remaining <= .seconds(60))
             let renewed = try #require(try await a.renew(first))
             #expect(renewed.epoch == first.epoch && renewed.deadline > first.deadline)
-            // a stops renewing (killed): b gets it once it has ended, never before.
+            // a's last renewal is for 2 s (a lease of a's with that ttl); then a stops renewing
+            // (killed): b gets the lease once it has ended, never before.
+            let sent = ContinuousClock.now
+            let last = try #require(try await short.renew(renewed))
+            #expect(last.epoch == first.epoch)
             var taken: BrokerLease.Term?
+            var grantedAt = sent
             try await waitUntil("b takes the lease once a's has ended", timeout: .seconds(30)) {
-                if case .acquired(let term) = try await b.acquire() { taken = term }
+                if case .acquired(let term) = try await b.acquire() {
+                    taken = term
+                    grantedAt = .now
+                }
                 return taken != nil
             }
+            #expect(grantedAt >= sent + .seconds(2), "granted \(sent.duration(to: grantedAt)) after a's last renewal of 2 s was sent")
             let second = try #require(taken)
             #expect(second.epoch == first.epoch + 1)
             // Refused (nil) or not answered in time (a throw: its own deadline has passed, so the
@@ -88,6 +97,7 @@ extension PostgresSuites {
             #expect(third.epoch == second.epoch + 1)
             await a.close()
             await b.close()
+            await short.close()
         }
 
         @Test("a store whose epoch was taken over commits nothing (notLeaseholder); the new holder's store continues bus_seq with no gap")

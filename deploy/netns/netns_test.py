@@ -386,9 +386,10 @@ class Databases:
             "-w", "-t", "60", "-o", self.server_options(host, extra), "start",
         )
 
-    def start(self):
+    def start(self, replica=True):
+        """The primary, and (with `replica`) its synchronous replica on db-2."""
         self.certificates()
-        for host in ("db-1", "db-2"):
+        for host in ("db-1", "db-2") if replica else ("db-1",):
             os.makedirs(self.socket_dir(host))
             os.chown(self.socket_dir(host), self.uid, self.gid)
         superuser = os.path.join(self.dir, "superuser-password")
@@ -398,14 +399,20 @@ class Databases:
             "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync",
         )
         with open(os.path.join(self.data("db-1"), "pg_hba.conf"), "a") as f:
-            f.write(f"hostssl switchboard switchboard {SUBNET}.0/24 scram-sha-256\nhostssl replication replicator {SUBNET}.0/24 scram-sha-256\n")
+            # The role reaches only the databases it may connect to (setup.sql's, or the bench's).
+            f.write(f"hostssl all switchboard {SUBNET}.0/24 scram-sha-256\nhostssl replication replicator {SUBNET}.0/24 scram-sha-256\n")
         # Synchronous only once the replica is there: until then every commit would wait for it.
         self.start_server("db-1", "-c wal_level=replica -c max_wal_senders=5 -c synchronous_commit=on")
         with open(os.path.join(ROOT, "deploy/postgres/setup.sql")) as f:
             self.psql("db-1", f.read())
         self.psql("db-1", f"ALTER ROLE switchboard PASSWORD '{self.scram_verifier(self.password)}';\n"
                   f"CREATE ROLE replicator REPLICATION LOGIN PASSWORD '{self.scram_verifier(self.replication_password)}';\n")
-        # The replica: a base backup over the LAN, then it follows db-1 as its synchronous standby.
+        if replica:
+            self.start_replica()
+
+    def start_replica(self):
+        """db-2: a base backup of db-1 over the LAN, then it follows db-1 as its synchronous
+        standby; db-1 is made to wait for it from then on."""
         passfile = os.path.join(self.dir, "replication.pgpass")
         self.owned_file(passfile, f"*:{self.PORT}:*:replicator:{self.replication_password}\n")
         conninfo = (
