@@ -60,7 +60,8 @@ struct GroupBook {
             }
             groups[stored.name] = GroupRuntime(
                 name: stored.name, topics: stored.topics, createdAt: stored.createdAt, start: stored.start,
-                state: ConsumerGroupState(name: stored.name, settings: settings, restoring: snapshot, reclaim: reclaim))
+                state: ConsumerGroupState(
+                    name: stored.name, settings: settings, restoring: snapshot, reclaim: reclaim, earlierThrough: reclaim.through))
         }
     }
 
@@ -386,7 +387,8 @@ extension BrokerCore {
                 let deadlineText = Timestamp.format(wallNow.addingTimeInterval(Double(now.duration(to: deadline).milliseconds) / 1000))
                 let header = DeliverHeader(
                     group: group, busSeq: busSeq, attempt: attempt, deadline: deadlineText,
-                    ackWaitMilliseconds: groups.settings.ackWait.milliseconds)
+                    ackWaitMilliseconds: groups.settings.ackWait.milliseconds,
+                    first: groups.groups[group]?.state.isFirstDelivery(busSeq, attempt: attempt) ?? false)
                 let envelope = Envelope(
                     command: .deliver, header: header.wireJSON(), parent: event.header, metadata: event.metadata,
                     content: event.content)

@@ -18,6 +18,10 @@ public struct GroupDelivery: Sendable {
     public let busSeq: Int64
     /// 1 for the first delivery of this event to the group.
     public let attempt: Int
+    /// The broker knows no member was given this event before (DELIVER's `first`). False says
+    /// nothing: attempt 1 can follow an earlier delivery (a replay, a reset, a broker crash that
+    /// lost the count).
+    public let first: Bool
     /// When the broker takes the event back if it is not settled (broker clock).
     public let deadline: String
     /// How long the broker waits for a settle, counted from receipt: a member whose work may take
@@ -374,7 +378,8 @@ public final class GroupConsumer: Sendable {
                 current.withLock { $0.session.delivered(busSeq: header.busSeq, attempt: header.attempt) }
                 deliveryInput.yield(
                     GroupDelivery(
-                        group: header.group, busSeq: header.busSeq, attempt: header.attempt, deadline: header.deadline,
+                        group: header.group, busSeq: header.busSeq, attempt: header.attempt, first: header.first,
+                        deadline: header.deadline,
                         ackWait: .milliseconds(max(0, header.ackWaitMilliseconds)), header: event,
                         rawHeader: envelope.parent, metadata: envelope.metadata, content: envelope.content, consumer: self,
                         connection: connection))

@@ -224,17 +224,43 @@ public struct DeliverHeader: Codable, Sendable, Hashable {
     /// When the broker takes the event back if it is not settled (broker clock, RFC 3339).
     public var deadline: String
     public var ackWaitMilliseconds: Int64
+    /// The broker knows that no member of the group was given this event before (section 15.2,
+    /// DELIVER's `first`). False, or absent on the wire, says nothing: an earlier delivery may
+    /// have been made and its effect may have happened.
+    public var first: Bool
 
     enum CodingKeys: String, CodingKey {
-        case group, busSeq = "bus_seq", attempt, deadline, ackWaitMilliseconds = "ack_wait_ms"
+        case group, busSeq = "bus_seq", attempt, deadline, ackWaitMilliseconds = "ack_wait_ms", first
     }
 
-    public init(group: String, busSeq: Int64, attempt: Int, deadline: String, ackWaitMilliseconds: Int64) {
+    public init(group: String, busSeq: Int64, attempt: Int, deadline: String, ackWaitMilliseconds: Int64, first: Bool = false) {
         self.group = group
         self.busSeq = busSeq
         self.attempt = attempt
         self.deadline = deadline
         self.ackWaitMilliseconds = ackWaitMilliseconds
+        self.first = first
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        group = try container.decode(String.self, forKey: .group)
+        busSeq = try container.decode(Int64.self, forKey: .busSeq)
+        attempt = try container.decode(Int.self, forKey: .attempt)
+        deadline = try container.decode(String.self, forKey: .deadline)
+        ackWaitMilliseconds = try container.decode(Int64.self, forKey: .ackWaitMilliseconds)
+        // A broker from before `first` sends none: nothing is known.
+        first = try container.decodeIfPresent(Bool.self, forKey: .first) ?? false
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(group, forKey: .group)
+        try container.encode(busSeq, forKey: .busSeq)
+        try container.encode(attempt, forKey: .attempt)
+        try container.encode(deadline, forKey: .deadline)
+        try container.encode(ackWaitMilliseconds, forKey: .ackWaitMilliseconds)
+        if first { try container.encode(true, forKey: .first) }
     }
 
     /// The header frame, as the broker sends it with every delivery (without a JSONEncoder:
@@ -251,6 +277,10 @@ public struct DeliverHeader: Codable, Sendable, Hashable {
         writer.integer(busSeq)
         writer.key("deadline")
         writer.string(deadline)
+        if first {
+            writer.key("first")
+            writer.raw("true")
+        }
         writer.key("group")
         writer.string(group)
         writer.raw("}")

@@ -220,6 +220,84 @@ struct ETOFrontDeskProcessTests {
         }
     }
 
+    /// The event ids in subject 5000's (Ana's) responses to TouchPoint 54.
+    func anaEventIDs(_ base: String) async throws -> [String] {
+        let http = try SwitchboardHTTPClient(logger: Logger(label: "reader"))
+        let client = ETOClient(http: http, baseURL: base + "/API", logger: Logger(label: "reader"))
+        do {
+            let session = CredentialSource<ETO.SiteSession>.fixed(
+                try await client.logIn(
+                    ETO.Account(email: WorkerProcessTests.etoEmail, password: WorkerProcessTests.etoPassword, siteID: 101)))
+            let responses = try await client.touchPointResponses(subjectID: 5000, touchPointID: 54, auth: session)
+            try await http.shutdown()
+            return responses.flatMap { $0.elements.filter { $0.elementID == 822 }.compactMap(\.value) }
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+    }
+
+    @Test(
+        "through the broker, a check-in's first delivery is written without listing the participant's responses; a worker killed -9 mid-write leaves one response, found by the redelivery's look"
+    )
+    func firstDeliveryAndKilledWrite() async throws {
+        let directory = try TemporaryDirectory("eto-first-delivery")
+        defer { directory.remove() }
+        let stack = try await WorkerProcessTests().stack(directory)
+        let programs = stack.programs
+        defer { stack.stop() }
+        var eto = try stack.eto("eto-1.log")
+        func listCalls() async throws -> Int {
+            try await stack.requests("eto").filter { (($0["path"] as? String) ?? "").contains("ListTouchPointResponses") }.count
+        }
+        func recorded(_ id: String) -> [[String: Any]] {
+            journal(directory, "eto.response.recorded").filter { $0["event_id"] as? String == id }
+        }
+        // The group is made by the worker's JOIN: an event journaled before it could have been
+        // delivered by an earlier group of that name, so only events after it are `first`.
+        try await waitUntil("the worker has joined its group", timeout: .seconds(60), interval: .milliseconds(50)) {
+            guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-1.log"))") }
+            return programs.read("eto-1.log").contains("joined the group")
+        }
+        var ana = CheckIn(
+            participant: .init(etoParticipantID: 1000), siteID: 101, programID: 792, kioskID: "desk-1", checkedInAt: "2026-11-22T21:04:00Z")
+        let first = try await publish([ana], as: "desk-1", directory: directory, ingest: stack.endpoints.ingest)
+        try await waitUntil("the check-in is recorded", timeout: .seconds(60), interval: .milliseconds(100)) {
+            guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-1.log"))") }
+            return !recorded(first[0]).isEmpty
+        }
+        let paths = try await stack.requests("eto").map { ($0["path"] as? String) ?? "" }
+        #expect(try await listCalls() == 0, "the first delivery (DELIVER first: true) does not list Ana's responses: \(paths)")
+        #expect(recorded(first[0]).first?["created"] as? Bool == true)
+
+        // The next write is held up 1.5 s in the emulator, which lands it all the same; the
+        // worker is killed -9 once the emulator holds it, before its answer (and before the
+        // worker remembers the response). The broker gives the event to the restarted worker
+        // after the liveness (3 s), as attempt 2: it looks, and finds the write.
+        try await stack.fault(
+            #"{"api": "eto", "method": "POST", "path": "/*TouchPointResponseAdd*", "kind": "latency", "latency_ms": 1500, "count": 1}"#)
+        ana.checkedInAt = "2026-11-23T21:04:00Z"
+        let second = try await publish([ana], as: "desk-2", directory: directory, ingest: stack.endpoints.ingest)
+        try await waitUntil("the emulator holds the write", timeout: .seconds(60), interval: .milliseconds(10)) {
+            guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-1.log"))") }
+            let rules = try JSONSerialization.jsonObject(with: try await stack.control(.get, "faults")) as? [[String: Any]] ?? []
+            return rules.contains { ($0["injected"] as? Int ?? 0) >= 1 }
+        }
+        eto.signal(SIGKILL)
+        #expect(await eto.waitForExit(timeout: .seconds(10)) != nil)
+        eto = try stack.eto("eto-2.log")
+        try await waitUntil("the second check-in is recorded", timeout: .seconds(90), interval: .milliseconds(250)) {
+            guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-2.log"))") }
+            return !recorded(second[0]).isEmpty
+        }
+        #expect(try await listCalls() >= 1, "the redelivery (attempt 2) looked")
+        #expect(recorded(second[0]).first?["created"] as? Bool == false, "the look found the write the killed worker sent")
+        let ids = try await anaEventIDs(stack.base)
+        #expect(ids.filter { $0 == first[0] }.count == 1 && ids.filter { $0 == second[0] }.count == 1, "\(ids)")
+        eto.signal(SIGTERM)
+        #expect(await eto.waitForExit(timeout: .seconds(20)) == 0, "\(programs.read("eto-2.log"))")
+    }
+
     @Test(
         "participants.list through the service plane: stable pages, next absent on the last, a mark that yields only later changes, 400s naming the field"
     )

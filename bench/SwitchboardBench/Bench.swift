@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -48,6 +48,10 @@ struct Bench {
         }
         if CommandLine.arguments.contains("--journal") {
             try await journalStoreBench(quick: quick)
+            return
+        }
+        if CommandLine.arguments.contains("--eto-calls") {
+            try await etoCallsBench(quick: quick)
             return
         }
         if CommandLine.arguments.contains("--codec") {

@@ -314,6 +314,7 @@ extension ConsumerGroupState {
             return []
         }
         entries[busSeq] = Entry(busSeq: busSeq, key: key, isReplay: isReplay, attempts: 0, lastFailure: nil)
+        entries[busSeq]!.reopened = true
         changed.insert(busSeq)
         if let key {
             var queue = keys.removeValue(forKey: key) ?? KeyQueue()

@@ -62,6 +62,9 @@ struct ConsumerGroupState: Sendable {
         /// Journaled before a broker restart and held back (`backingOff` until `reclaim.until`)
         /// so a member still working on it can claim it when it rejoins.
         var awaitsReclaim = false
+        /// Reopened by an operator (a dead letter replayed above the cursor): its count starts
+        /// again at 0, but it was delivered before.
+        var reopened = false
     }
 
     /// A member and what it holds.
@@ -136,6 +139,12 @@ struct ConsumerGroupState: Sendable {
     var claims: [Int64: (member: GroupMemberID, attempt: Int)] = [:]
     var reclaimed = 0
 
+    /// Events up to here were journaled before this machine was made (the broker's start, the
+    /// group's creation or its reset): an earlier broker, or an earlier life of the group, may
+    /// have delivered them without a count on disk to show it. Their attempt 1 is not known to
+    /// be their first delivery (`isFirstDelivery`).
+    let earlierThrough: Int64
+
     var members: [GroupMemberID: Member] = [:]
     var memberSerial: UInt64 = 0
     var deliveryCounter: UInt64 = 0
@@ -170,9 +179,12 @@ struct ConsumerGroupState: Sendable {
     /// on one can rejoin and claim it (`join(…holding:)`) rather than see it go to another member
     /// at the same time; unclaimed ones are delivered when it passes. The count on disk cannot
     /// tell which were delivered: one made within a commit interval of a crash has none.
+    ///
+    /// `earlierThrough` is the journal's head when the machine is made; events up to it are never
+    /// called a first delivery (default: none is).
     init(
         name: String, settings: ConsumerGroupSettings = ConsumerGroupSettings(), restoring snapshot: GroupSnapshot = GroupSnapshot(),
-        reclaim: (until: Instant, through: Int64)? = nil
+        reclaim: (until: Instant, through: Int64)? = nil, earlierThrough: Int64 = .max
     ) {
         precondition(settings.maxDeliver >= 1, "maxDeliver must be at least 1")
         precondition(settings.bufferLimit >= 1, "bufferLimit must be at least 1")
@@ -184,6 +196,7 @@ struct ConsumerGroupState: Sendable {
         readThrough = snapshot.cursor
         persistedCursor = snapshot.cursor
         self.reclaim = reclaim
+        self.earlierThrough = earlierThrough
 
         settledAbove = snapshot.settled.filter { $0 > snapshot.cursor }
         order = Heap(settledAbove)
@@ -253,6 +266,15 @@ struct ConsumerGroupState: Sendable {
             pending: inFlightCount, waiting: backingOffCount, ready: entries.count - inFlightCount - backingOffCount,
             replays: replayCount, cursor: cursor, readThrough: readThrough, redeliveries: redeliveries, deadLetters: deadLetters,
             reclaimed: reclaimed)
+    }
+
+    /// Whether delivery `attempt` of `busSeq` is surely the event's first to any member (DELIVER's
+    /// `first`, protocol section 15.2): attempt 1, neither replayed nor reopened, and journaled
+    /// after this machine was made. Attempt numbers alone cannot say it: a crash can lose a
+    /// delivery's count, and a replay, a reset or a group made again counts from 1 anew.
+    func isFirstDelivery(_ busSeq: Int64, attempt: Int) -> Bool {
+        guard attempt == 1, busSeq > earlierThrough, let entry = entries[busSeq] else { return false }
+        return !entry.isReplay && !entry.reopened
     }
 
     /// The unsettled events, buffered and replayed, lowest first. For status and tests: O(n).

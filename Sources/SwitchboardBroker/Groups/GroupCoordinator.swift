@@ -119,7 +119,8 @@ struct GroupCoordinator {
             }
             var fresh = runtime
             fresh.state = ConsumerGroupState(
-                name: name, settings: book.settings, restoring: GroupSnapshot(cursor: cursor, attempts: inFlight))
+                name: name, settings: book.settings, restoring: GroupSnapshot(cursor: cursor, attempts: inFlight),
+                earlierThrough: journal.head)
             fresh.start = start.description
             var deliveries: [GroupAction] = []
             // Members stay: they join the new machine with their credit; what they held is stale.
@@ -299,7 +300,8 @@ extension GroupBook {
         let createdAt = Int64(Date().timeIntervalSince1970 * 1000)
         groups[name] = GroupRuntime(
             name: name, topics: topics, createdAt: createdAt, start: start.description,
-            state: ConsumerGroupState(name: name, settings: settings, restoring: GroupSnapshot(cursor: cursor)))
+            state: ConsumerGroupState(
+                name: name, settings: settings, restoring: GroupSnapshot(cursor: cursor), earlierThrough: journal.head))
         writes.append(.create(name: name, topics: topics, cursor: cursor, createdAt: createdAt, start: start.description))
     }
 }

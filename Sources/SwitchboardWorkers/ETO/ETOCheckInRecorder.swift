@@ -6,14 +6,25 @@
 //    check-in is never recorded against a guessed person. The reason never repeats the name or
 //    date of birth: dead letters are logged and listed to operators (protocol section 15.4), and
 //    the words a person typed stay in the event, which only `dlq show` reveals.
-// 2. Look: list the participant's responses to the TouchPoint; one holding this event id in the
-//    event-id element means an earlier delivery recorded it (its ACK was lost): done.
-// 3. Write, once. A write is never sent twice blindly: when ETO answers with its log-in page the
-//    HTTP layer refreshes the session and reports `notResent`, and this recorder looks again
-//    (step 2) before writing.
-// 4. Remember (event id → response, in `eto.sqlite`), then publish `eto.response.recorded`
-//    through the outbox; only then is the event acknowledged. A crash anywhere before makes the
-//    event come again, find its response (step 2), and publish with `created: false`.
+// 2. Look, only when an earlier attempt may have written: list the participant's responses to
+//    the TouchPoint; one holding this event id in the event-id element means an earlier
+//    delivery recorded it (its ACK was lost): done. The list is the subject's whole history, so
+//    it is skipped when nothing can have written yet: the broker says this is the event's first
+//    delivery to any member (DELIVER's `first`, protocol section 15.2: attempt 1, not a replay,
+//    journaled since the broker started and the group was made or reset), and `eto.sqlite`
+//    holds neither its response nor a note that its write started. Without `eto.sqlite` every
+//    delivery looks. So a check-in on the normal path costs the same calls (the participant, the
+//    write) whatever the participant's history; a redelivery, a replay, or a worker restarted
+//    after sending pays the look.
+// 3. Write, once: note in `eto.sqlite` that the write starts (on disk first), ask the fence, then
+//    send. A write is never sent twice blindly: when ETO answers with its log-in page the HTTP
+//    layer refreshes the session and reports `notResent`, and this recorder looks again (step 2)
+//    before writing.
+// 4. Remember (event id → response, in `eto.sqlite`, which forgets the note), then publish
+//    `eto.response.recorded` through the outbox; only then is the event acknowledged. A crash
+//    anywhere before makes the event come again, find its response (this worker's `eto.sqlite`,
+//    or step 2: a redelivery is never `first`, and a note left by a crash makes this worker
+//    look), and publish with `created: false`.
 //
 // A walk-in (`participant.new: true`) is looked for first among all the site's participants (not
 // only the program's) with the same first name, last name and date of birth: one is used (and
@@ -162,7 +173,9 @@ public struct ETOCheckInRecorder: EventHandler {
                     "check-in was voided before it came; not recorded", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
                 return .done
             }
-            if let store, let void = try await storing({ try await store.response(of: event.eventID)?.voidEventID }) {
+            var stored: ETOCheckInStore.Recorded?
+            if let store { stored = try await storing({ try await store.response(of: event.eventID) }) }
+            if let void = stored?.voidEventID {
                 // Recorded, then voided (its response deleted): a redelivery must not record it again.
                 logger.info(
                     "check-in was recorded and voided; not recorded again", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
@@ -194,9 +207,18 @@ public struct ETOCheckInRecorder: EventHandler {
                 return .deadLetter(code: "participant-unmatched", message: "participant \(participant.id) has no SubjectID in ETO")
             }
             let outcome: (id: Int64, created: Bool)
-            if let existing = try await recorded(event.eventID, subject: subject, auth: auth) {
+            if let stored, stored.subjectID == subject, stored.touchPointID == configuration.touchPointID {
+                // This worker wrote it and remembered it; the settle was lost.
+                outcome = (stored.responseID, false)
+            } else if try await mayHaveWritten(event, stored: stored),
+                let existing = try await recorded(event.eventID, subject: subject, auth: auth)
+            {
                 outcome = (existing, false)
             } else {
+                if let store {
+                    let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+                    try await storing { try await store.writing(event.eventID, at: now) }
+                }
                 try await Self.fence(event)
                 let response = ETO.TouchPointResponse(
                     touchPointID: configuration.touchPointID, subjectID: subject, programID: program,
@@ -242,6 +264,15 @@ public struct ETOCheckInRecorder: EventHandler {
             message:
                 "the broker may have given delivery \(event.attempt) to another member while this worker could not reach it; nothing written"
         )
+    }
+
+    /// Whether an earlier attempt may have written this check-in's response, so that ETO must be
+    /// looked at before writing (step 2). False only when the broker says no member was given the
+    /// event before (`firstDelivery`, attempt 1) and `eto.sqlite` holds neither the event's
+    /// response nor a note that its write started; always true without `eto.sqlite`.
+    func mayHaveWritten(_ event: WorkerEvent, stored: ETOCheckInStore.Recorded?) async throws(Local) -> Bool {
+        guard event.firstDelivery, event.attempt == 1, stored == nil, let store else { return true }
+        return try await storing { try await store.writeStarted(event.eventID) }
     }
 
     /// Adds the response; `created` is false when a look after an unclear rejection found it

@@ -5,6 +5,10 @@
 // A void names only the check-in's event id, and ETO can list responses only per subject: this
 // record is how a void finds its response. A void that finds no record is remembered, so that a
 // check-in arriving after it (replayed from the dead letters) is not recorded.
+//
+// A write started (`writes`) is noted, durably, before the response is sent to ETO and forgotten
+// in the transaction that remembers its response: a check-in that finds the note here may be in
+// ETO already (the worker stopped after sending), and is looked for before it is written again.
 
 import Foundation
 import GRDB
@@ -49,10 +53,15 @@ public final class ETOCheckInStore: Sendable {
                 // that finds no one waits before adding, in case the add still lands.
                 try db.execute(sql: "CREATE TABLE adds (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
             }
+            migrator.registerMigration("v3") { db in
+                // A response write sent (or about to be) whose response is not in `responses` yet.
+                try db.execute(sql: "CREATE TABLE writes (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
+            }
         }
     }
 
-    /// Remembers the response a check-in became (again: the same row is kept).
+    /// Remembers the response a check-in became (again: the same row is kept), and forgets that
+    /// its write was started, in one transaction.
     public func recorded(_ r: Recorded) async throws {
         try await queue.write { db in
             try db.execute(
@@ -61,6 +70,25 @@ public final class ETOCheckInStore: Sendable {
                     VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (checkin_event_id) DO NOTHING
                     """,
                 arguments: [r.checkInEventID, r.siteID, r.subjectID, r.participantID, r.touchPointID, r.responseID])
+            try db.execute(sql: "DELETE FROM writes WHERE checkin_event_id = ?", arguments: [r.checkInEventID])
+        }
+    }
+
+    /// Notes, on disk before it returns, that this check-in's response write is about to be sent
+    /// (now, in ms since 1970). `recorded` forgets it.
+    public func writing(_ checkInEventID: String, at milliseconds: Int64) async throws {
+        try await queue.write { db in
+            try db.execute(
+                sql: "INSERT INTO writes (checkin_event_id, at_ms) VALUES (?, ?) ON CONFLICT DO UPDATE SET at_ms = excluded.at_ms",
+                arguments: [checkInEventID, milliseconds])
+        }
+    }
+
+    /// Whether a response write for this check-in was started here and its response not
+    /// remembered: ETO may hold it.
+    public func writeStarted(_ checkInEventID: String) async throws -> Bool {
+        try await queue.read { db in
+            try Int64.fetchOne(db, sql: "SELECT at_ms FROM writes WHERE checkin_event_id = ?", arguments: [checkInEventID]) != nil
         }
     }
 

@@ -98,7 +98,7 @@ public final class GroupWorker: Service, Sendable {
         }
         let consumer = consumer
         let event = WorkerEvent(
-            header: delivery.header, content: delivery.content, attempt: delivery.attempt,
+            header: delivery.header, content: delivery.content, attempt: delivery.attempt, firstDelivery: delivery.first,
             mayAct: { await consumer.mayAct(on: delivery) })
         let started = ContinuousClock.now
         let settlement = await withTaskGroup(of: Settlement?.self) { group in

@@ -14,6 +14,11 @@ public struct WorkerEvent: Sendable {
     public var content: Data
     /// 1 for the first delivery of this event to the group.
     public var attempt: Int
+    /// The broker knows that no member was given this event before (DELIVER's `first`, protocol
+    /// section 15.2). False, the default, says nothing: attempt 1 can follow an earlier
+    /// delivery (a replay, a group reset, a broker crash that lost the count), so a handler
+    /// whose effect the back end cannot refuse twice looks before it acts.
+    public var firstDelivery: Bool
     /// Asked right before an effect that must not happen twice and that the back end itself
     /// cannot refuse twice (an ETO write): true while the broker surely counts the delivery as
     /// this worker's; false when it may have gone to another member (then write nothing and
@@ -21,10 +26,14 @@ public struct WorkerEvent: Sendable {
     /// for an event handled outside a group.
     public var mayAct: @Sendable () async -> Bool
 
-    public init(header: EventHeader, content: Data, attempt: Int = 1, mayAct: @escaping @Sendable () async -> Bool = { true }) {
+    public init(
+        header: EventHeader, content: Data, attempt: Int = 1, firstDelivery: Bool = false,
+        mayAct: @escaping @Sendable () async -> Bool = { true }
+    ) {
         self.header = header
         self.content = content
         self.attempt = attempt
+        self.firstDelivery = firstDelivery
         self.mayAct = mayAct
     }
 
