@@ -1158,15 +1158,17 @@ def scenario_database_failover(stack, count):
     name = "scenario 6 (the PostgreSQL primary killed -9 mid-run; the replica promoted)"
     databases = stack.databases
     before = len(stack.journal())
+    # A batch four times the scenario's size, so the kill comes while it flows (the kiosks send
+    # a small batch whole before the first look at the journal sees it).
     for site in KIOSKS:
-        stack.record(site, count, "s6")
+        stack.record(site, 4 * count, "s6")
     wait_until("the first of the batch journaled", lambda: len(stack.journal()) > before, 60, interval=0.05)
     acknowledged = {row[0] for row in stack.journal()}
     databases.kill_primary()
     killed_at = time.monotonic()
     databases.promote()
     log(
-        f"{name}: db-1 killed with {len(acknowledged) - before} of {2 * count} check-ins journaled; "
+        f"{name}: db-1 killed with {len(acknowledged) - before} of {8 * count} check-ins journaled; "
         f"db-2 promoted {time.monotonic() - killed_at:.2f}s later"
     )
     for site in KIOSKS:
