@@ -2,7 +2,8 @@
 // ends: while cut, nothing passes either way and nothing is refused or reset (bytes wait in
 // the kernels' buffers, new connections are accepted and held); once restored, what waited
 // flows on. A test points one client (a broker of a pair) at `port` instead of the server's,
-// and cuts that client off alone.
+// and cuts that client off alone. It can also hold the server's answers back for a while
+// (`delayAnswers`), as a slow server or a slow path looks to the client.
 
 import Foundation
 import Synchronization
@@ -17,6 +18,7 @@ public final class CuttableLink: Sendable {
     private struct State {
         var cut = false
         var stopped = false
+        var answerDelay: Duration = .zero
         var sockets: [Int32] = []
     }
 
@@ -57,6 +59,10 @@ public final class CuttableLink: Sendable {
     /// What waited flows on.
     public func restore() { state.withLock { $0.cut = false } }
 
+    /// From now on, every byte from the server reaches the client `delay` after it came (in
+    /// order); `.zero` ends that for what comes next.
+    public func delayAnswers(by delay: Duration) { state.withLock { $0.answerDelay = delay } }
+
     /// Closes every connection and stops listening.
     public func stop() {
         state.withLock { state in
@@ -69,6 +75,7 @@ public final class CuttableLink: Sendable {
     }
 
     private var isCut: Bool { state.withLock { $0.cut } }
+    private var answerDelay: Duration { state.withLock { $0.answerDelay } }
     private var isStopped: Bool { state.withLock { $0.stopped } }
 
     private func acceptLoop() {
@@ -115,25 +122,47 @@ public final class CuttableLink: Sendable {
         }
     }
 
-    /// Copies both ways until either end closes; while cut, reads nothing (the bytes wait).
+    /// Copies both ways until either end closes; while cut, reads nothing (the bytes wait). What
+    /// comes from the server (`b`) while answers are delayed is held, in order, until it is due.
     private func pump(_ a: Int32, _ b: Int32) {
         var buffer = [UInt8](repeating: 0, count: 65_536)
+        var held: [(due: ContinuousClock.Instant, bytes: [UInt8])] = []
+        func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32) -> Bool {
+            var sent = 0
+            while sent < bytes.count {
+                let written = write(fd, bytes.baseAddress! + sent, bytes.count - sent)
+                guard written > 0 else { return false }
+                sent += written
+            }
+            return true
+        }
         while !isStopped {
             if isCut {
                 usleep(20_000)
                 continue
             }
+            while let first = held.first, first.due <= .now {
+                guard first.bytes.withUnsafeBytes({ writeAll($0, to: a) }) else { return }
+                held.removeFirst()
+            }
+            let wait =
+                held.first.map { first -> Int32 in
+                    let left = ContinuousClock.now.duration(to: first.due).components
+                    return max(0, min(50, Int32(clamping: left.seconds * 1000 + left.attoseconds / 1_000_000_000_000_000) + 1))
+                } ?? 50
             var fds = [pollfd(fd: a, events: Int16(POLLIN), revents: 0), pollfd(fd: b, events: Int16(POLLIN), revents: 0)]
-            guard poll(&fds, 2, 50) > 0 else { continue }
+            guard poll(&fds, 2, wait) > 0 else { continue }
             for (index, (from, to)) in [(a, b), (b, a)].enumerated() where fds[index].revents != 0 {
                 let count = read(from, &buffer, buffer.count)
                 guard count > 0 else { return }
-                var sent = 0
-                while sent < count {
-                    let written = buffer.withUnsafeBytes { write(to, $0.baseAddress! + sent, count - sent) }
-                    guard written > 0 else { return }
-                    sent += written
+                let delay = from == b ? answerDelay : .zero
+                if delay > .zero || (from == b && !held.isEmpty) {
+                    // Behind what is held already, whatever the delay is now: order is kept.
+                    let due = max(ContinuousClock.now + delay, held.last?.due ?? .now)
+                    held.append((due, Array(buffer[0..<count])))
+                    continue
                 }
+                guard buffer.withUnsafeBytes({ writeAll(UnsafeRawBufferPointer(rebasing: $0[0..<count]), to: to) }) else { return }
             }
         }
     }

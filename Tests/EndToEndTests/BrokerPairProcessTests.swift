@@ -11,7 +11,10 @@ import Testing
 
 @Suite("Broker pair (processes)")
 struct BrokerPairProcessTests {
-    static let total = 5_000
+    // 1,000: the take-over and the accounting are the same at 5,000, which kept four processes
+    // busy for a minute at the start of the whole run and starved timed tests beside it. The
+    // 10,000 check-in figure of issue 29 is bench/chaos --pair's (bench/RESULTS.md).
+    static let total = 1_000
 
     /// The flags of a broker of the pair on `database`, on fixed ports from `port`.
     static func flags(_ server: PostgresServer, database: String, port: Int, name: String, directory: TemporaryDirectory) -> [String] {

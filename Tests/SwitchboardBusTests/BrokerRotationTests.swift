@@ -143,4 +143,35 @@ struct BrokerRotationTests {
         await second.stop()
         secondDirectory.remove()
     }
+
+    @Test(
+        "a broker that is only slow (its answers 1.5 s late, five resend periods) is not left for good: after a round of the list with nothing heard the producer waits longer, and every event is ACKed"
+    )
+    func slowBrokerIsWaitedFor() async throws {
+        let fixture = try await BrokerFixture.start()
+        let port = try #require(Int(fixture.endpoints.ingest.split(separator: ":").last ?? ""))
+        let link = try CuttableLink(to: "127.0.0.1", port: port)
+        defer { link.stop() }
+        link.delayAnswers(by: .milliseconds(1500))
+        // The second broker of the list does not listen (a standby).
+        let standby = try freePort()
+        var logger = Logger(label: "test-rotation")
+        logger.logLevel = .critical
+        let outbox = try fixture.outbox("riverside-1")
+        var settings = OutboxSender.Settings()
+        settings.resendAfter = .milliseconds(300)
+        settings.heartbeat = .milliseconds(300)
+        let sender = OutboxSender(
+            outbox: outbox, io: fixture.io, endpoint: "tcp://127.0.0.1:\(link.port),tcp://127.0.0.1:\(standby)", settings: settings,
+            logger: logger)
+        let running = Task { try await sender.deliver(keepWaiting: { true }) }
+        try await outbox.enqueue((0..<20).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
+        // With the silences fixed at two resend periods (600 ms), the producer left the slow
+        // broker before each answer came, and the standby after it, round and round.
+        try await waitUntil("the slow broker's ACKs are heard", timeout: .seconds(60)) { try await outbox.counts().pending == 0 }
+        #expect(try fixture.journalRows().filter { $0.producer == "riverside-1" }.count == 20)
+        running.cancel()
+        _ = try? await running.value
+        await fixture.stop()
+    }
 }

@@ -153,6 +153,13 @@ public final class OutboxSender: Sendable {
         // never reconnects a connection whose handshake the broker refused (a key revoked, then
         // allowed again), so only a new socket gets in; after a long outage it also leaves behind
         // the resends that piled up in the old socket's pipe.
+        //
+        // With several brokers, a socket left for the next broker before it heard anything
+        // counts; after a whole round of the list with none heard, the silence that moves the
+        // sender on doubles (up to 16 times): a broker that is only slow (a loaded machine, a
+        // long commit) answers after the sender has left, and a fixed limit would leave every
+        // broker in turn, forever. Anything heard starts again at once.
+        var unheard = 0
         while true {
             let endpoint = brokers.current
             let socket = try await io.open(.dealer, linger: 0, inboxCapacity: window * 2) {
@@ -172,14 +179,17 @@ public final class OutboxSender: Sendable {
                 try socket.connect(endpoint)
             }
             let ending: RunEnding
+            let patience = 1 << min(unheard / brokers.endpoints.count, 4)
             do {
-                ending = try await run(socket: socket, delivery: &delivery, keepWaiting: keepWaiting, progress: progress)
+                ending = try await run(
+                    socket: socket, delivery: &delivery, patience: patience, keepWaiting: keepWaiting, progress: progress)
             } catch {
                 await socket.close()
                 throw error
             }
             await socket.close()
-            guard ending == .blocked else { break }
+            guard case .blocked(let heard) = ending else { break }
+            unheard = heard ? 0 : unheard + 1
             // With several brokers, the fresh socket connects to the next.
             let next = brokers.failed(endpoint)
             logger.debug("sends stayed blocked; going on with a fresh socket", metadata: ["endpoint": "\(endpoint)", "next": "\(next)"])
@@ -190,19 +200,26 @@ public final class OutboxSender: Sendable {
     }
 
     /// How one socket's part of a run ended.
-    private enum RunEnding { case finished, blocked }
+    private enum RunEnding {
+        case finished
+        /// Sends stayed blocked, or (several brokers) the broker fell silent; `heard`: whether
+        /// this socket heard the broker at all.
+        case blocked(heard: Bool)
+    }
 
     /// The I/O of a run on one socket: loads, sends and receives, and carries out what `delivery`
     /// decides, until the run is over (`finished`) or sends stay blocked while the socket hears
-    /// nothing for two resend periods (`blocked`: the caller goes on with a fresh socket).
+    /// nothing for two resend periods (`blocked`: the caller goes on with a fresh socket). With
+    /// several brokers, the silences that move it on are `patience` times the settings'.
     private func run(
-        socket: AsyncSocket, delivery: inout OutboxDelivery, keepWaiting: @Sendable () -> Bool,
+        socket: AsyncSocket, delivery: inout OutboxDelivery, patience: Int, keepWaiting: @Sendable () -> Bool,
         progress: (@Sendable (DeliveryReport) -> Void)?
     ) async throws -> RunEnding {
         let versionFrame = Envelope.versionFrame()
         // When this socket last heard the broker (or was opened): a blocked send on a socket that
         // still hears ACKs is a busy broker, not a dead connection.
         var heardHere = ContinuousClock.now
+        var heard = false
         func frames(_ entry: OutboxEntry) -> [Data] {
             [versionFrame, Data("EVENT".utf8), entry.header, Data("{}".utf8), Data("{}".utf8), entry.content]
         }
@@ -240,23 +257,26 @@ public final class OutboxSender: Sendable {
             // resend periods: its connection is gone (or was refused, which libzmq never
             // retries). Not sooner: a broker starved of CPU for seconds is not gone, and a fresh
             // socket would drop the ACKs on their way and make it resend everything in flight.
-            if blocked && heardHere.duration(to: .now) >= max(settings.resendAfter * 2, settings.heartbeat * 3) { return .blocked }
+            if blocked && heardHere.duration(to: .now) >= max(settings.resendAfter * 2, settings.heartbeat * 3) {
+                return .blocked(heard: heard)
+            }
             // With several brokers (a pair), events waiting for an answer while this socket has
             // heard nothing for two resend periods mean the broker is gone (killed, deposed, cut
             // off): its sends do not block (they wait in the pipe for a reconnect), so the rule
             // above would wait for a full pipe. Move on to the next broker now.
-            if brokers.rotates && !delivery.inFlight.isEmpty && heardHere.duration(to: .now) >= settings.resendAfter * 2 {
-                return .blocked
+            if brokers.rotates && !delivery.inFlight.isEmpty && heardHere.duration(to: .now) >= settings.resendAfter * 2 * patience {
+                return .blocked(heard: heard)
             }
             // Idle, with several brokers: heartbeats unanswered for three heartbeats (HEAD answers
             // each) mean a standby or a dead broker; the program would report itself unready
             // until it had something to send.
-            if brokers.rotates && heardHere.duration(to: .now) >= settings.heartbeat * 3 { return .blocked }
+            if brokers.rotates && heardHere.duration(to: .now) >= settings.heartbeat * 3 * patience { return .blocked(heard: heard) }
 
             guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
             var messages = [first]
             while messages.count < settings.window * 2, let more = socket.tryReceive() { messages.append(more) }
             heardHere = .now
+            heard = true
             contact.withLock { $0.heard = heardHere }
             let actions = delivery.received(messages.map(decode), at: .now)
             try await carryOut(actions)
