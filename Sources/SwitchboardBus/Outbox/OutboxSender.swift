@@ -219,7 +219,7 @@ public final class OutboxSender: Sendable {
         // When this socket last heard the broker (or was opened): a blocked send on a socket that
         // still hears ACKs is a busy broker, not a dead connection.
         var heardHere = ContinuousClock.now
-        var heard = false
+        var heardAny = false
         func frames(_ entry: OutboxEntry) -> [Data] {
             [versionFrame, Data("EVENT".utf8), entry.header, Data("{}".utf8), Data("{}".utf8), entry.content]
         }
@@ -252,31 +252,43 @@ public final class OutboxSender: Sendable {
                 // The count of sends only informs people; a full disk must not stop delivery.
                 logger.warning("could not count the sends in the outbox", metadata: ["error": "\(error)"])
             }
+            // What came while this task waited for its turn is heard before any silence is
+            // judged: on a starved pool the answers can sit in the inbox longer than the limits
+            // below, and the socket would be left with them unread.
+            if let early = socket.tryReceive() {
+                try await heard(early)
+                continue
+            }
             // Nothing heard on this socket while sends stay blocked, for as long as the kiosk
             // calls the broker unreachable (three heartbeats; HEAD answers each) and at least two
             // resend periods: its connection is gone (or was refused, which libzmq never
             // retries). Not sooner: a broker starved of CPU for seconds is not gone, and a fresh
             // socket would drop the ACKs on their way and make it resend everything in flight.
             if blocked && heardHere.duration(to: .now) >= max(settings.resendAfter * 2, settings.heartbeat * 3) {
-                return .blocked(heard: heard)
+                return .blocked(heard: heardAny)
             }
             // With several brokers (a pair), events waiting for an answer while this socket has
             // heard nothing for two resend periods mean the broker is gone (killed, deposed, cut
             // off): its sends do not block (they wait in the pipe for a reconnect), so the rule
             // above would wait for a full pipe. Move on to the next broker now.
             if brokers.rotates && !delivery.inFlight.isEmpty && heardHere.duration(to: .now) >= settings.resendAfter * 2 * patience {
-                return .blocked(heard: heard)
+                return .blocked(heard: heardAny)
             }
             // Idle, with several brokers: heartbeats unanswered for three heartbeats (HEAD answers
             // each) mean a standby or a dead broker; the program would report itself unready
             // until it had something to send.
-            if brokers.rotates && heardHere.duration(to: .now) >= settings.heartbeat * 3 * patience { return .blocked(heard: heard) }
+            if brokers.rotates && heardHere.duration(to: .now) >= settings.heartbeat * 3 * patience { return .blocked(heard: heardAny) }
 
             guard let first = try await socket.receive(timeout: delivery.wait(at: .now)) else { continue }
+            try await heard(first)
+        }
+
+        /// `first` and whatever else is waiting: the broker is heard; its answers are carried out.
+        func heard(_ first: Message) async throws {
             var messages = [first]
             while messages.count < settings.window * 2, let more = socket.tryReceive() { messages.append(more) }
             heardHere = .now
-            heard = true
+            heardAny = true
             contact.withLock { $0.heard = heardHere }
             let actions = delivery.received(messages.map(decode), at: .now)
             try await carryOut(actions)
