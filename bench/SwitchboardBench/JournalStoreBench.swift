@@ -94,7 +94,7 @@ func journalStoreBench(quick: Bool) async throws {
     func rates(_ runs: [Measured]) -> String { runs.map { String(format: "%.0f", $0.perSecond) }.joined(separator: ", ") }
     func best(_ runs: [Measured]) -> Double { runs.map(\.perSecond).max() ?? 0 }
     func line(_ label: String, _ runs: [Measured]) {
-        print(label.padding(toLength: 52, withPad: " ", startingAt: 0) + String(format: " %10.0f/s  runs: ", best(runs)) + rates(runs))
+        print(label.padding(toLength: 58, withPad: " ", startingAt: 0) + String(format: " %10.0f/s  runs: ", best(runs)) + rates(runs))
     }
     print("durable-acked ingest, 4 producers, window 1000 each, \(100_000 / scale) events per run")
     line("SQLite (journal.sqlite, synchronous=FULL)", sqlite)
