@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Durable-acked ingest against Redis Streams, in the same run (issue 30, item 1: peers in the
-bench; the Redis part).
+"""Switchboard against the peers a user would pick instead, in the same run (issue 30, item 1).
 
+Redis Streams (durable-acked appends):
 Starts its own redis-server (Debian's package; `apt-get install redis-server`) on a free
 loopback port with an append-only file fsynced on every write (`appendonly yes`,
 `appendfsync always`, no RDB snapshots), and times XADD of the same bytes an EVENT carries (the
@@ -10,8 +10,14 @@ unpipelined. Between two Redis rounds it runs `switchboard-bench --journal` (4 p
 window of 1000 each against the real switchboard-broker on SQLite, synchronous=FULL; and on
 PostgreSQL) and prints the ratios of the best figures.
 
+Majordomo (request/reply through a broker): majortomo (PyPI, installed into a virtual
+environment of its own under ~/.cache/switchboard-bench) with its own broker, 4 of its echo
+workers and 8 client processes written with its own Client, each making one round trip at a
+time with a body of the bench's size; against `switchboard-bench --service` (the same shape
+through switchboard-broker: 8 clients, 4 workers), run right after it.
+
     SWITCHBOARD_BENCH=1 swift build -c release
-    python3 bench/peers.py [--bin .build/release] [--events 100000]
+    python3 bench/peers.py [--bin .build/release] [--events 100000] [--only redis|majordomo]
 """
 
 import argparse
@@ -67,19 +73,107 @@ def redis_round(port, events, pipeline):
     return float(rows[-1].rsplit(",", 7)[1].strip('"'))
 
 
+MAJORTOMO_CLIENT = r"""
+import sys, time
+from majortomo import Client
+url, count, header, content = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4].encode()
+with Client(url) as client:
+    client.send(b"mdp-echo", header, content)
+    client.recv_all_as_list(timeout=30)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    sys.stdin.readline()
+    start = time.perf_counter()
+    for _ in range(count):
+        client.send(b"mdp-echo", header, content)
+        client.recv_all_as_list(timeout=30)
+    print(time.perf_counter() - start)
+"""
+
+
+def majortomo_python():
+    """The virtual environment's python with majortomo installed (made once)."""
+    home = os.path.join(os.path.expanduser("~"), ".cache", "switchboard-bench", "majortomo")
+    python = os.path.join(home, "bin", "python")
+    if not os.path.exists(python):
+        subprocess.run([sys.executable, "-m", "venv", home], check=True)
+    if subprocess.run([python, "-c", "import majortomo"], capture_output=True).returncode != 0:
+        subprocess.run([python, "-m", "pip", "install", "-q", "majortomo"], check=True, timeout=600)
+    return python
+
+
+def majortomo_round(python, clients, per_client):
+    """Round trips per second through majortomo's broker with 4 of its echo workers."""
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    processes = [subprocess.Popen([python, "-m", "majortomo.broker", "-b", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(4):
+            processes.append(
+                subprocess.Popen([python, "-m", "majortomo.echo", "-b", url, "worker"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        drivers = [
+            subprocess.Popen(
+                [python, "-c", MAJORTOMO_CLIENT, url, str(per_client), HEADER, CONTENT],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )
+            for _ in range(clients)
+        ]
+        processes += drivers
+        for driver in drivers:
+            if driver.stdout.readline().strip() != "ready":
+                raise SystemExit("peers: a majortomo client did not get its first reply")
+        for driver in drivers:
+            driver.stdin.write("go\n")
+            driver.stdin.flush()
+        elapsed = [float(driver.communicate(timeout=600)[0].strip()) for driver in drivers]
+        return clients * per_client / max(elapsed)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def majordomo(bench):
+    python = majortomo_python()
+    rounds = [majortomo_round(python, 8, 2_000) for _ in range(2)]
+    ours = subprocess.run([bench, "--service"], capture_output=True, text=True, timeout=1800, env={**os.environ, "SWITCHBOARD_BENCH": "1"})
+    print(ours.stdout.strip())
+    rounds.append(majortomo_round(python, 8, 2_000))
+    match = re.search(r"^through the broker, MDP/0\.2, 4 workers, 8 clients\s+([0-9]+)/s", ours.stdout, re.M)
+    if ours.returncode != 0 or not match:
+        raise SystemExit(f"peers: switchboard-bench --service failed ({ours.returncode}): {ours.stderr[-400:]}")
+    switchboard = float(match.group(1))
+    print()
+    print("Majordomo round trips, 8 clients, 4 echo workers, best of the run")
+    print(f"  majortomo (its broker, workers and client)  {max(rounds):>10,.0f}/s  rounds: {', '.join(f'{r:,.0f}' for r in rounds)}")
+    print(f"  switchboard-broker (MDP/0.2)                {switchboard:>10,.0f}/s")
+    print(f"  Switchboard / majortomo:                    {switchboard / max(rounds):.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", default=os.path.join(ROOT, ".build", "release"))
     parser.add_argument("--events", type=int, default=100_000, help="XADDs per Redis round (default 100,000)")
+    parser.add_argument("--only", choices=["redis", "majordomo"], help="one of the two comparisons")
     args = parser.parse_args()
-    for tool in ("redis-server", "redis-benchmark"):
-        if shutil.which(tool) is None:
-            print(f"peers: {tool} is missing: apt-get install redis-server")
-            return 1
     bench = os.path.join(args.bin, "switchboard-bench")
     if not os.access(bench, os.X_OK):
         print(f"peers: no {bench}: build it first (SWITCHBOARD_BENCH=1 swift build -c release)")
         return 1
+    if args.only != "redis":
+        majordomo(bench)
+        if args.only == "majordomo":
+            return 0
+        print()
+    for tool in ("redis-server", "redis-benchmark"):
+        if shutil.which(tool) is None:
+            print(f"peers: {tool} is missing: apt-get install redis-server")
+            return 1
     work = tempfile.mkdtemp(prefix="switchboard-peers-")
     port = free_port()
     server = subprocess.Popen(

@@ -246,22 +246,28 @@ extension PostgresSuites {
             }
             let producer = Producer(try await fixture.producer())
             let total = 200
-            var failover: Task<(before: [String: Int64], after: Int), any Error>?
+            var promotion: Task<Void, any Error>?
+            var ackedBeforeKill: [String: Int64] = [:]
+            var ackedWhenKilled = 0
             for seq in 1...total {
                 if seq == 31 {
-                    // Mid-stream: 30 are ACKed, and the producer goes on sending while the primary is
-                    // killed and the replica promoted.
-                    failover = Task {
-                        let before = producer.acked.withLock { $0 }
-                        try await pair.killPrimary()
-                        let after = producer.ackedCount
+                    // Mid-stream: 30 are ACKed; the primary is killed. Until the replica is promoted
+                    // no server takes writes, so the broker refuses event 31 (NACK, or no answer);
+                    // the promotion comes once it has. (Promoted at once instead, a loaded machine
+                    // could let the broker find the new primary before the producer sent again.)
+                    ackedBeforeKill = producer.acked.withLock { $0 }
+                    try await pair.killPrimary()
+                    ackedWhenKilled = producer.ackedCount
+                    promotion = Task {
+                        try await waitUntil("the broker refuses an event while no server takes writes", timeout: .seconds(60)) {
+                            producer.nacked.withLock { $0 } + producer.silent.withLock { $0 } > 0
+                        }
                         try await pair.promote()
-                        return (before, after)
                     }
                 }
                 try await producer.publish(Int64(seq), timeout: .seconds(90))
             }
-            let (ackedBeforeKill, ackedWhenKilled) = try #require(try await failover?.value)
+            try await promotion?.value
             await fixture.stop()
 
             #expect(try await pair.replicaInRecovery() == false)

@@ -148,13 +148,13 @@ struct OutboxTests {
             try FileManager.default.copyItem(atPath: live + suffix, toPath: backup + "/outbox.sqlite" + suffix)
         }
         try await outbox.enqueue([checkIn(2), checkIn(3), checkIn(4)])
-        #expect(try await fixture.sender(outbox).deliver(until: .now + .seconds(10)).delivered == 5)
+        #expect(try await fixture.sender(outbox).deliver(until: .now + .seconds(60)).delivered == 5)
 
         // The backup put back: its two entries again, its counter at 3 (3, 4 and 5 are journaled).
         let restored = try Outbox(path: backup + "/outbox.sqlite", producer: "kiosk-b")
         let after = try await restored.enqueue([checkIn(5), checkIn(6)])
         #expect(after.map(\.producerSeq) == [3, 4])
-        let report = try await fixture.sender(restored).deliver(until: .now + .seconds(10))
+        let report = try await fixture.sender(restored).deliver(until: .now + .seconds(60))
         #expect(report.duplicates == 2)
         #expect(report.delivered == 2)
         #expect(report.renumbered == 2)
@@ -169,7 +169,7 @@ struct OutboxTests {
         // The counter went past the journal's numbers: the next check-in is accepted at once.
         let next = try await restored.enqueue([checkIn(7)])
         #expect(next[0].producerSeq == 8)
-        let last = try await fixture.sender(restored).deliver(until: .now + .seconds(10))
+        let last = try await fixture.sender(restored).deliver(until: .now + .seconds(60))
         #expect(last.delivered == 1 && last.renumbered == 0)
         // Numbering an entry that is gone, or already numbered again, does nothing.
         #expect(try await restored.renumber(3, eventID: after[0].eventID, above: 5) == nil)
