@@ -98,7 +98,8 @@ def majortomo_python():
     if not os.path.exists(python):
         subprocess.run([sys.executable, "-m", "venv", home], check=True)
     if subprocess.run([python, "-c", "import majortomo"], capture_output=True).returncode != 0:
-        subprocess.run([python, "-m", "pip", "install", "-q", "majortomo"], check=True, timeout=600)
+        # six: majortomo imports it without declaring it.
+        subprocess.run([python, "-m", "pip", "install", "-q", "majortomo", "six"], check=True, timeout=600)
     return python
 
 
