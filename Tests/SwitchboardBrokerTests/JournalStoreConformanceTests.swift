@@ -422,20 +422,8 @@ extension PostgresSuites {
 
         @Test("a server that accepts the connection and never answers is a fault within the time-out, not a hang")
         func silentServer() throws {
-            // A listening socket nobody serves: TCP connects (the kernel's backlog), PostgreSQL's
-            // start-up message is never answered.
-            let port = try freePort()
-            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            try #require(listener >= 0)
+            let (port, listener) = try PostgresSuites.silentListener()
             defer { close(listener) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            try #require(bound == 0 && listen(listener, 8) == 0)
             var settings = PostgresJournalSettings()
             settings.port = port
             settings.tls = .disable

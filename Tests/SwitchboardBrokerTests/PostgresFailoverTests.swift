@@ -90,19 +90,8 @@ extension PostgresSuites {
                 try skipWithoutPostgres()
                 throw PostgresUnavailable()
             }
-            // A listening socket nobody serves: TCP connects, the start-up message is never answered.
-            let port = try freePort()
-            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            try #require(listener >= 0)
+            let (port, listener) = try PostgresSuites.silentListener()
             defer { close(listener) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            try #require(bound == 0 && listen(listener, 8) == 0)
             var settings = StoreUnderTest.settings(server, database: try await server.makeDatabase())
             settings.host = "127.0.0.1:\(port),\(server.host):\(server.port)"
             settings.timeout = .milliseconds(500)

@@ -6,7 +6,30 @@
 // seconds at a stretch, and every other suite's timers and sockets waited: pair brokers did not
 // serve within 30 s, service requests timed out at 5 s. One at a time, they hold at most one.
 
+import Foundation
+import SwitchboardTesting
 import Testing
 
 @Suite("PostgreSQL", .serialized)
 enum PostgresSuites {}
+
+extension PostgresSuites {
+    /// A socket on a free loopback port that listens and is never served: TCP connects (the
+    /// kernel's backlog), PostgreSQL's start-up message is never answered. The caller closes it.
+    static func silentListener() throws -> (port: Int, descriptor: Int32) {
+        let port = try freePort()
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(listener >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        let listening = bound == 0 && listen(listener, 8) == 0
+        if !listening { close(listener) }
+        try #require(listening, "bind and listen on 127.0.0.1:\(port)")
+        return (port, listener)
+    }
+}
