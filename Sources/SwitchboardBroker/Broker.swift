@@ -6,7 +6,9 @@
 // correct. Throughput comes from group commit: every wake-up drains up to `batch_limit`
 // waiting EVENTs, journals them in one transaction (one fsync), and only then ACKs them and
 // publishes them. A slow subscriber can never stall ingest: the fan-out drops for it at its
-// high-water mark, and it recovers through HEAD and replay like any late joiner.
+// high-water mark, and it recovers through HEAD and replay like any late joiner. The checks of
+// the next batch (envelope, JSON, schema, role) run on a second thread meanwhile
+// (IngestValidation.swift): the sockets and the journal stay on the broker thread.
 
 public import CoreMetrics
 import Foundation

@@ -8,64 +8,53 @@ import ZeroMQ
 
 extension BrokerCore {
 
+    /// One step of ingest (see IngestValidation.swift): receives what is waiting (up to
+    /// `batch_limit` messages) and hands it to the checker's thread, commits the batch checked
+    /// at the step before meanwhile, then keeps the new batch, checked, for the next step. With
+    /// nothing checked in hand, the new batch is checked here and committed at the next step,
+    /// which the loop runs without waiting (`hasCheckedIngest`).
     func serveIngest() throws {
+        var messages: [Message] = []
+        while messages.count < configuration.batchLimit, let message = try ingest.receive(dontWait: true) {
+            messages.append(message)
+        }
+        let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let inHand = checkedIngest
+        checkedIngest = []
+        if inHand.isEmpty {
+            checkedIngest = messages.compactMap { ingestCheck($0, receivedAt: receivedAt) }
+            return
+        }
+        if !messages.isEmpty { ingestChecker.submit(messages, receivedAt: receivedAt) }
+        commit(inHand)
+        if !messages.isEmpty { checkedIngest = ingestChecker.collect() }
+    }
+
+    /// Whether a checked batch waits for its commit (the loop then polls without waiting).
+    var hasCheckedIngest: Bool { !checkedIngest.isEmpty }
+
+    /// Answers what was refused and the heartbeats, in order, then journals the events in one
+    /// transaction and answers them.
+    func commit(_ items: [IngestItem]) {
+        let started = ContinuousClock.now
         var batch: [PendingEvent] = []
         var senders: [Data] = []
-        batch.reserveCapacity(64)
-        let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        let started = ContinuousClock.now
-        while batch.count < configuration.batchLimit, let message = try ingest.receive(dontWait: true) {
-            let frames = message.frames
-            guard frames.count >= 2 else {
-                // A routing frame alone: an empty message, nothing to answer with sense.
-                if let identity = frames.first {
-                    refuse(identity, ProtocolError(.malformed, "empty message: no frames"), command: nil, ref: nil)
-                }
-                continue
-            }
-            let identity = frames[0]
-            var command = Envelope.readableCommand(frames.dropFirst())
-            var ref: String?
-            do {
-                let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion)
-                command = envelope.command.rawValue
-                guard envelope.command == .event || envelope.command == .heartbeat else {
-                    throw ProtocolError(
-                        .unknownCommand,
-                        "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
-                }
-                let parsed = try envelope.parsed(reference: &ref)
-                switch envelope.command {
-                case .event:
-                    let header = try parsed.checkedPublishedEvent()
-                    if let security = broker.security {
-                        // Per message, by the principal ZAP gave this connection (no spoofing).
-                        guard let role = security.role(of: message.userID) else {
-                            security.refused(
-                                "revoked", principal: message.userID, endpoint: .ingest, reason: "principal is no longer allowed")
-                            throw ProtocolError(.forbidden, "principal '\(message.userID ?? "?")' is no longer allowed")
-                        }
-                        if let reason = Policy.publish(
-                            principal: message.userID ?? "", role: role, type: header.type, producer: header.producer)
-                        {
-                            security.refused("publish", principal: message.userID, endpoint: .ingest, reason: reason)
-                            throw ProtocolError(.forbidden, reason)
-                        }
-                    }
-                    batch.append(
-                        PendingEvent(
-                            header: header, headerFields: parsed.header, rawHeader: envelope.header, parent: envelope.parent,
-                            metadata: envelope.metadata,
-                            content: envelope.content, receivedAt: receivedAt))
-                    senders.append(identity)
-                case .heartbeat:
-                    try heartbeat(HeartbeatHeader(wire: parsed.header), principal: message.userID)
+        batch.reserveCapacity(items.count)
+        senders.reserveCapacity(items.count)
+        for item in items {
+            switch item {
+            case .event(let identity, let event):
+                batch.append(event)
+                senders.append(identity)
+            case .heartbeat(let identity, let report, let principal, let ref):
+                do {
+                    try heartbeat(report, principal: principal)
                     let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
-                    reply(identity, try Envelope(command: .head, header: head))
-                default:
-                    break
+                    if let envelope = try? Envelope(command: .head, header: head) { reply(identity, envelope) }
+                } catch {
+                    refuse(identity, error, command: Command.heartbeat.rawValue, ref: ref)
                 }
-            } catch let error as ProtocolError {
+            case .refused(let identity, let error, let command, let ref):
                 refuse(identity, error, command: command, ref: ref)
             }
         }

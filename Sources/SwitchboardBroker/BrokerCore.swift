@@ -53,6 +53,11 @@ final class BrokerCore {
     /// Fan-out subscriptions held now (XPUB_VERBOSER passes every one up, and the
     /// unsubscriptions of a subscriber that goes).
     var subscriptionCount = 0
+    /// Ingest's checks, and the thread that runs them beside this one (IngestValidation.swift).
+    let ingestCheck: IngestCheck
+    let ingestChecker: IngestChecker
+    /// The batch checked at the last ingest step, committed at the next.
+    var checkedIngest: [IngestItem] = []
 
     init(broker: Broker, serviceEndpoint: String) throws {
         self.broker = broker
@@ -61,6 +66,7 @@ final class BrokerCore {
         self.metrics = BrokerMetrics(factory: broker.metricsFactory)
         let context = broker.contextForCore
         journal = try configuration.openJournal(logger: logger)
+        ingestCheck = IngestCheck(minimumVersion: configuration.minimumVersion, security: broker.security)
         let hwm = configuration.highWaterMark
         let common: [SocketOption] = [
             .sendHighWaterMark(hwm), .receiveHighWaterMark(hwm), .maxMessageSize(configuration.maxFrameBytes),
@@ -102,6 +108,7 @@ final class BrokerCore {
         poller.add(fanout)
         groupIndex = poller.add(groupSocket)
         connectionIndices = connections.add(to: poller)
+        ingestChecker = IngestChecker(check: ingestCheck)
         broker.update {
             $0.head = journal.head
             $0.first = journal.first
@@ -145,7 +152,7 @@ final class BrokerCore {
             }
             // +1: never poll for 0 ms just before a timer is due (that would spin).
             let due = [nextHeartbeat, nextRetention, groups.nextDeadline, nextGroupCommit].compactMap { $0 }.min() ?? nextHeartbeat
-            let wait = max(0, ContinuousClock.now.duration(to: due).milliseconds + 1)
+            let wait = hasCheckedIngest ? 0 : max(0, ContinuousClock.now.duration(to: due).milliseconds + 1)
             do {
                 try poller.poll(timeout: Int(wait))
             } catch {
@@ -162,7 +169,7 @@ final class BrokerCore {
             }
             if let notices = broker.security?.takeNotices(), !notices.isEmpty { journal(notices) }
             do {
-                if poller.returned(1).contains(.readable) { try serveIngest() }
+                if hasCheckedIngest || poller.returned(1).contains(.readable) { try serveIngest() }
                 if poller.returned(2).contains(.readable) { serveReplay() }
                 if poller.returned(3).contains(.readable) { drainSubscriptions() }
                 if poller.returned(groupIndex).contains(.readable) { serveGroups() }
@@ -176,6 +183,10 @@ final class BrokerCore {
                 break
             }
         }
+        // Checked, not journaled: answered "shutting down" (their producers send them again).
+        commit(checkedIngest)
+        checkedIngest = []
+        ingestChecker.stop()
         if groups.hasUncommitted {
             do {
                 try flushGroups()

@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N | --service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -52,6 +52,19 @@ struct Bench {
         }
         if CommandLine.arguments.contains("--eto-calls") {
             try await etoCallsBench(quick: quick)
+            return
+        }
+        if let flag = CommandLine.arguments.firstIndex(of: "--ingest-only") {
+            // One broker, one run of 4 producers, nothing else: for A/B runs of two builds.
+            guard flag + 1 < CommandLine.arguments.count, let count = Int(CommandLine.arguments[flag + 1]), count >= 4 else {
+                throw BenchFailure(description: "--ingest-only needs a count of events, at least 4")
+            }
+            let directory = try TemporaryDirectory("bench-ingest-only")
+            defer { directory.remove() }
+            let broker = try await BrokerProcess.start(directory: directory.path("ingest"))
+            let measured = try await ingest(broker: broker.endpoints, producers: 4, perProducer: count / 4, window: 1000)
+            await broker.stop()
+            print("ingested \(measured.count) events at \(rate(measured))")
             return
         }
         if CommandLine.arguments.contains("--codec") {

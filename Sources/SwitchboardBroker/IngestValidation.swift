@@ -1,0 +1,149 @@
+// Ingest on two cores: the broker thread journals one batch while a second thread checks the
+// next.
+//
+// Checking an EVENT (envelope, JSON frames, header rules, the content's schema, the sender's
+// role) is about half of what the broker thread spends per event, and none of it needs the
+// journal or a socket: it is a pure function of the message. So the broker thread, which owns
+// the sockets and the journal, receives a batch, hands it to `IngestChecker`'s thread, commits
+// the batch checked before (one transaction, ACKs, fan-out), and then collects the checked
+// batch. Batches stay in order, events within a batch stay in order, and nothing is ACKed before
+// it is journaled: only the checking moved. A batch with nothing to overlap (the broker was
+// idle) is checked on the broker thread itself, so a lone event pays no hand-off.
+
+import Dispatch
+import Foundation
+import SwitchboardProtocol
+import SwitchboardSecurity
+import Synchronization
+import ZeroMQ
+
+/// One ingest message after its checks: what the broker thread does with it.
+enum IngestItem: Sendable {
+    /// A valid EVENT, to journal, then ACK.
+    case event(identity: Data, PendingEvent)
+    /// A valid HEARTBEAT, to record, then answer with HEAD.
+    case heartbeat(identity: Data, HeartbeatHeader, principal: String?, ref: String?)
+    /// A message refused with ERROR.
+    case refused(identity: Data, ProtocolError, command: String?, ref: String?)
+
+    /// Whether this item is an event (what `batch_limit` counts).
+    var isEvent: Bool {
+        if case .event = self { return true }
+        return false
+    }
+}
+
+/// The checks of one received ingest message, in the order section 2 gives; the same function
+/// runs on the broker thread and on the checker's thread.
+struct IngestCheck: Sendable {
+    let minimumVersion: ProtocolVersion
+    let security: BrokerSecurity?
+
+    /// - Returns: nil for a message with no frame at all (nothing to answer).
+    func callAsFunction(_ message: Message, receivedAt: Int64) -> IngestItem? {
+        let frames = message.frames
+        guard let identity = frames.first else { return nil }
+        guard frames.count >= 2 else {
+            // A routing frame alone: an empty message, nothing to answer with sense.
+            return .refused(identity: identity, ProtocolError(.malformed, "empty message: no frames"), command: nil, ref: nil)
+        }
+        var command = Envelope.readableCommand(frames.dropFirst())
+        var ref: String?
+        do throws(ProtocolError) {
+            let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: minimumVersion)
+            command = envelope.command.rawValue
+            guard envelope.command == .event || envelope.command == .heartbeat else {
+                throw ProtocolError(
+                    .unknownCommand, "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
+            }
+            let parsed = try envelope.parsed(reference: &ref)
+            guard envelope.command == .event else {
+                return .heartbeat(identity: identity, try HeartbeatHeader(wire: parsed.header), principal: message.userID, ref: ref)
+            }
+            let header = try parsed.checkedPublishedEvent()
+            if let security {
+                // Per message, by the principal ZAP gave this connection (no spoofing).
+                guard let role = security.role(of: message.userID) else {
+                    security.refused("revoked", principal: message.userID, endpoint: .ingest, reason: "principal is no longer allowed")
+                    throw ProtocolError(.forbidden, "principal '\(message.userID ?? "?")' is no longer allowed")
+                }
+                if let reason = Policy.publish(principal: message.userID ?? "", role: role, type: header.type, producer: header.producer) {
+                    security.refused("publish", principal: message.userID, endpoint: .ingest, reason: reason)
+                    throw ProtocolError(.forbidden, reason)
+                }
+            }
+            return .event(
+                identity: identity,
+                PendingEvent(
+                    header: header, headerFields: parsed.header, rawHeader: envelope.header, parent: envelope.parent,
+                    metadata: envelope.metadata, content: envelope.content, receivedAt: receivedAt))
+        } catch {
+            return .refused(identity: identity, error, command: command, ref: ref)
+        }
+    }
+}
+
+/// A thread that runs `IngestCheck` on one batch at a time for the broker thread. Only the
+/// broker thread calls `submit` and `collect`, strictly in turn.
+final class IngestChecker: Sendable {
+    private let check: IngestCheck
+    private let work = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let slot = Mutex(Slot())
+
+    private struct Slot {
+        var messages: [Message] = []
+        var receivedAt: Int64 = 0
+        var items: [IngestItem] = []
+        var stop = false
+    }
+
+    init(check: IngestCheck) {
+        self.check = check
+        let thread = Thread { [self] in serve() }
+        thread.name = "broker-ingest-check"
+        thread.start()
+    }
+
+    /// Hands a batch to the checker's thread; `collect()` returns its items.
+    func submit(_ messages: [Message], receivedAt: Int64) {
+        slot.withLock {
+            $0.messages = messages
+            $0.receivedAt = receivedAt
+        }
+        work.signal()
+    }
+
+    /// Waits for the batch last submitted, checked.
+    func collect() -> [IngestItem] {
+        done.wait()
+        return slot.withLock { slot in
+            defer { slot.items = [] }
+            return slot.items
+        }
+    }
+
+    /// Ends the thread (after the batch in hand, if any). Call once, after the last `collect`.
+    func stop() {
+        slot.withLock { $0.stop = true }
+        work.signal()
+    }
+
+    private func serve() {
+        while true {
+            work.wait()
+            let (messages, receivedAt, stop) = slot.withLock { slot in
+                defer { slot.messages = [] }
+                return (slot.messages, slot.receivedAt, slot.stop)
+            }
+            if stop { return }
+            var items: [IngestItem] = []
+            items.reserveCapacity(messages.count)
+            for message in messages {
+                if let item = check(message, receivedAt: receivedAt) { items.append(item) }
+            }
+            slot.withLock { $0.items = items }
+            done.signal()
+        }
+    }
+}

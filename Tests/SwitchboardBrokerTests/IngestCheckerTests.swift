@@ -1,0 +1,54 @@
+import Foundation
+import SwitchboardProtocol
+import SwitchboardTesting
+import Testing
+import ZeroMQ
+
+@testable import SwitchboardBroker
+
+@Suite("Ingest checks on their own thread")
+struct IngestCheckerTests {
+    /// What an item says, comparable: its kind, its sender, and its event id or error code.
+    static func summary(_ item: IngestItem) -> String {
+        switch item {
+        case .event(let identity, let event):
+            "event \(String(decoding: identity, as: UTF8.self)) \(event.header.eventID) \(event.header.producerSeq)"
+        case .heartbeat(let identity, let report, _, _): "heartbeat \(String(decoding: identity, as: UTF8.self)) \(report.producer ?? "-")"
+        case .refused(let identity, let error, let command, let ref):
+            "refused \(String(decoding: identity, as: UTF8.self)) \(error.code.rawValue) \(command ?? "-") \(ref ?? "-") \(error.message)"
+        }
+    }
+
+    @Test(
+        "every envelope vector and good events, in batches on the checker's thread, come back in order as the broker thread's own check makes them"
+    )
+    func sameAnswersInOrder() throws {
+        var messages: [Message] = []
+        for (index, vector) in try Vectors.envelopes().enumerated() {
+            messages.append(Message(frames: [Data("v\(index)".utf8)] + vector.frames))
+            let (_, frames) = try Events.frames(seq: Int64(index + 1))
+            messages.append(Message(frames: [Data("good".utf8)] + frames))
+        }
+        // A routing frame alone, and a message with no frame at all (nothing to answer).
+        messages.append(Message(frames: [Data("alone".utf8)]))
+        messages.append(Message(frames: []))
+        let check = IngestCheck(minimumVersion: .current, security: nil)
+        let expected = messages.compactMap { check($0, receivedAt: 1) }.map(Self.summary)
+        #expect(expected.count == messages.count - 1)
+        #expect(expected.filter { $0.hasPrefix("event good") }.count == messages.count / 2 - 1)
+        #expect(expected.contains { $0.hasPrefix("refused") })
+
+        let checker = IngestChecker(check: check)
+        var got: [String] = []
+        var start = 0
+        for size in [1, 7, 64, 3] + Array(repeating: 50, count: messages.count / 50 + 1) where start < messages.count {
+            let batch = Array(messages[start..<min(start + size, messages.count)])
+            start += batch.count
+            checker.submit(batch, receivedAt: 1)
+            got += checker.collect().map(Self.summary)
+        }
+        checker.stop()
+        #expect(start == messages.count)
+        #expect(got == expected)
+    }
+}
