@@ -139,6 +139,23 @@ for path in sorted((root / "vectors" / "groups").glob("*.json")) + sorted((root 
         if not expect["valid"] and not errors:
             failures.append(f"{path.name}: invalid content passes {vector['schema']}")
 
+# ACKS (section 6, protocol 1.1): header and content vectors against $defs acks and acks-content.
+for path in sorted((root / "vectors" / "acks").glob("*.json")):
+    vector = json.loads(path.read_text())
+    expect = vector["expect"]
+    count += 1
+    errors = []
+    for part, definition in (("header", "acks"), ("content", "acks-content")):
+        schema = dict(commands, **{"$ref": f"#/$defs/{definition}"})
+        errors += list(jsonschema.Draft202012Validator(schema).iter_errors(vector[part]))
+    if expect["valid"] and errors:
+        failures.append(f"{path.name}: valid ACKS fails its schema: {errors[0].message}")
+    if not expect["valid"]:
+        if not errors:
+            failures.append(f"{path.name}: invalid ACKS passes its schema")
+        elif not any(names_field(error, expect["field"]) for error in errors):
+            failures.append(f"{path.name}: no schema error is about '{expect['field']}': {errors[0].message}")
+
 # Date-times (section 6): accepted ones match the header schema's pattern, are real calendar
 # instants, and carry the instant Python computes; refused ones fail the pattern or the calendar.
 time_pattern = re.compile(schemas["event.header.v1.json"]["properties"]["time"]["pattern"])

@@ -88,6 +88,7 @@ extension BrokerCore {
         // Per batch, not per event: a batch is mostly a few producers' events of a few types.
         var types: [String: Int] = [:]
         var producersSeen: Set<String> = []
+        var batched = BatchedAcks()
         for (index, outcome) in outcomes.enumerated() {
             let event = batch[index]
             let h = event.header
@@ -96,11 +97,19 @@ extension BrokerCore {
                 journaled += 1
                 types[h.type, default: 0] += 1
                 producersSeen.insert(h.producer)
-                ack(senders[index], h, busSeq: busSeq, duplicate: false)
+                if event.batchedAck {
+                    batched.add(senders[index], h, busSeq: busSeq, duplicate: false)
+                } else {
+                    ack(senders[index], h, busSeq: busSeq, duplicate: false)
+                }
                 publish(type: h.type, header: header, event: event)
             case .duplicate(let busSeq):
                 duplicates += 1
-                ack(senders[index], h, busSeq: busSeq, duplicate: true)
+                if event.batchedAck {
+                    batched.add(senders[index], h, busSeq: busSeq, duplicate: true)
+                } else {
+                    ack(senders[index], h, busSeq: busSeq, duplicate: true)
+                }
             case .conflict(let existing, let head):
                 conflicts += 1
                 nack(
@@ -109,6 +118,7 @@ extension BrokerCore {
                     retryable: false, producerHead: head)
             }
         }
+        for (identity, acks) in batched.all { reply(identity, acks.envelope()) }
         let wallNow = Date()
         for producer in producersSeen { producers.sawEvents(producer, at: wallNow) }
         for (type, count) in types { metrics.journaled(type: type, count: count) }
@@ -125,6 +135,31 @@ extension BrokerCore {
             $0.head = journal.head
             $0.journalCount = journal.count
             $0.journalBytes = journal.storedBytes
+        }
+    }
+
+    /// One ACKS per connection and producer of a commit, for the events sent as 1.1 (section 6),
+    /// and another for each further `limit` of them.
+    struct BatchedAcks {
+        static let limit = 4096
+
+        private var index: [Key: Int] = [:]
+        private(set) var all: [(identity: Data, acks: Acks)] = []
+
+        private struct Key: Hashable {
+            var identity: Data
+            var producer: String
+        }
+
+        mutating func add(_ identity: Data, _ header: EventHeader, busSeq: Int64, duplicate: Bool) {
+            let entry = Acknowledgement(producerSeq: header.producerSeq, busSeq: busSeq, duplicate: duplicate)
+            let key = Key(identity: identity, producer: header.producer)
+            if let position = index[key], all[position].acks.entries.count < Self.limit {
+                all[position].acks.entries.append(entry)
+            } else {
+                index[key] = all.count
+                all.append((identity, Acks(producer: header.producer, entries: [entry])))
+            }
         }
     }
 

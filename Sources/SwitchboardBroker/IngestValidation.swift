@@ -76,7 +76,8 @@ struct IngestCheck: Sendable {
                 identity: identity,
                 PendingEvent(
                     header: header, headerFields: parsed.header, rawHeader: envelope.header, parent: envelope.parent,
-                    metadata: envelope.metadata, content: envelope.content, receivedAt: receivedAt))
+                    metadata: envelope.metadata, content: envelope.content, receivedAt: receivedAt,
+                    batchedAck: envelope.version >= .batchedAcks))
         } catch {
             return .refused(identity: identity, error, command: command, ref: ref)
         }

@@ -21,6 +21,8 @@ struct PendingEvent {
     var content: Data
     /// Broker clock, Unix milliseconds.
     var receivedAt: Int64
+    /// The producer sent it as 1.1 or later: it reads ACKS, so it is answered in its commit's ACKS.
+    var batchedAck = false
 }
 
 /// What happened to one event of a batch.

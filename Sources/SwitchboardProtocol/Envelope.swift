@@ -34,6 +34,8 @@ public struct ProtocolVersion: Sendable, Hashable, Comparable, CustomStringConve
 public enum Command: String, Sendable, Hashable, CaseIterable {
     case event = "EVENT"
     case ack = "ACK"
+    /// Protocol 1.1: one commit's ACKs for one producer (`Acks`).
+    case acks = "ACKS"
     case nack = "NACK"
     case error = "ERROR"
     case heartbeat = "HEARTBEAT"

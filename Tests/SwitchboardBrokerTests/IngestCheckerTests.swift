@@ -52,3 +52,29 @@ struct IngestCheckerTests {
         #expect(got == expected)
     }
 }
+
+@Suite("ACKS of one commit")
+struct BatchedAcksTests {
+    @Test("one ACKS per connection and producer, in the order sent, and a new one after every 4096 events")
+    func splitAtTheLimit() {
+        var batched = BrokerCore.BatchedAcks()
+        let a = Data("a".utf8)
+        let b = Data("b".utf8)
+        func header(_ producer: String, _ seq: Int64) -> EventHeader {
+            EventHeader(
+                eventID: UUIDv7.string(), type: CheckIn.type, producer: producer, producerSeq: seq, schema: CheckIn.schema, session: "s")
+        }
+        for seq in Int64(1)...5000 {
+            batched.add(a, header("kiosk-1", seq), busSeq: seq * 2, duplicate: false)
+            if seq <= 3 { batched.add(b, header("kiosk-2", seq), busSeq: seq * 2 + 1, duplicate: seq == 2) }
+        }
+        batched.add(a, header("kiosk-3", 1), busSeq: 20_001, duplicate: false)
+        let shapes = batched.all.map { ($0.identity, $0.acks.producer, $0.acks.entries.count) }
+        #expect(shapes.map(\.0) == [a, b, a, a])
+        #expect(shapes.map(\.1) == ["kiosk-1", "kiosk-2", "kiosk-1", "kiosk-3"])
+        #expect(shapes.map(\.2) == [4096, 3, 904, 1])
+        let kiosk1 = batched.all.filter { $0.acks.producer == "kiosk-1" }.flatMap(\.acks.entries)
+        #expect(kiosk1.map(\.producerSeq) == Array(1...5000))
+        #expect(batched.all[1].acks.entries.map(\.duplicate) == [false, true, false])
+    }
+}

@@ -164,6 +164,55 @@ struct IngestTests {
         await fixture.stop()
     }
 
+    @Test(
+        "a producer that sends 1.1 reads ACKS: each event once, in order, resends in duplicates with their first bus_seq; a 1.0 producer beside it gets an ACK per event"
+    )
+    func batchedAcks() async throws {
+        let fixture = try await BrokerFixture.start()
+        let newer = try await fixture.producer()
+        let older = try await fixture.producer()
+        let total: Int64 = 300
+        var sent: [[Data]] = []
+        for seq in 1...total {
+            var frames = try Events.frames(producer: "kiosk-11", seq: seq).1
+            frames[0] = Envelope.versionFrame(.batchedAcks)
+            sent.append(frames)
+            try await newer.send(frames)
+        }
+        var acked: [Acknowledgement] = []
+        var messages = 0
+        func read(until count: Int) async throws {
+            while acked.count < count {
+                guard let answer = try await newer.receive(timeout: .seconds(30)) else { throw WaitTimedOut(description: "ACKS") }
+                let envelope = try Envelope.decode(answer.frames)
+                #expect(envelope.command == .acks, "\(envelope.command)")
+                #expect(envelope.version == .batchedAcks, "ACKS is a 1.1 command")
+                let acks = try Acks(envelope: envelope)
+                #expect(acks.producer == "kiosk-11")
+                acked += acks.entries
+                messages += 1
+            }
+        }
+        try await read(until: Int(total))
+        #expect(acked.map(\.producerSeq) == Array(1...total))
+        #expect(acked.allSatisfy { !$0.duplicate })
+        #expect(acked.map(\.busSeq) == acked.map(\.busSeq).sorted())
+        // Resends of the first ten: duplicates, with the bus_seq each got the first time.
+        for frames in sent.prefix(10) { try await newer.send(frames) }
+        try await read(until: Int(total) + 10)
+        #expect(acked.suffix(10).map(\.producerSeq) == Array(1...10))
+        #expect(acked.suffix(10).allSatisfy { $0.duplicate })
+        #expect(acked.suffix(10).map(\.busSeq) == acked.prefix(10).map(\.busSeq))
+        // 1.0 is answered as before.
+        let answer = try await Events.exchange(older, try Events.frames(producer: "kiosk-12", seq: 1).1)
+        #expect(answer.command == .ack)
+        #expect(try answer.decodeHeader(AckHeader.self).busSeq == total + 1)
+        #expect(try fixture.journalRows().count == Int(total) + 1)
+        await newer.close()
+        await older.close()
+        await fixture.stop()
+    }
+
     @Test("HEARTBEAT on ingest answers with the journal head")
     func heartbeat() async throws {
         let fixture = try await BrokerFixture.start()

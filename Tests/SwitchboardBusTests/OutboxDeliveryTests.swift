@@ -165,6 +165,29 @@ struct OutboxDeliveryTests {
         #expect(delivery.report.duplicates == 2 && delivery.report.delivered == 1)
     }
 
+    @Test("one ACKS answers each entry it lists as an ACK would: deletes it, counts duplicates apart, keeps the highest bus_seq")
+    func batchedAcks() {
+        var delivery = machine()
+        round(&delivery, loading: entries(1...4), at: at(0))
+        let acks = Acks(
+            producer: "kiosk-1",
+            entries: [
+                Acknowledgement(producerSeq: 1, busSeq: 20, duplicate: false),
+                Acknowledgement(producerSeq: 3, busSeq: 22, duplicate: false),
+                Acknowledgement(producerSeq: 2, busSeq: 7, duplicate: true),
+            ])
+        let actions = delivery.received([.acks(acks)], at: at(10))
+        #expect(actions.acknowledge == [1, 3, 2])
+        #expect(delivery.inFlight.keys.sorted() == [4])
+        #expect(delivery.report.delivered == 2 && delivery.report.duplicates == 1)
+        #expect(delivery.report.lastBusSeq == 22)
+        #expect(delivery.report.brokerAnswered)
+        // An ACKS and an ACK in one batch of answers (a broker pair: one of each version).
+        let more = delivery.received([ack(4, busSeq: 23), .acks(Acks(producer: "kiosk-1", entries: []))], at: at(20))
+        #expect(more.acknowledge == [4])
+        #expect(delivery.inFlight.isEmpty)
+    }
+
     @Test("lastBusSeq is the highest bus_seq ACKed, whatever order the ACKs come in")
     func lastBusSeqIsTheMax() {
         var delivery = machine()

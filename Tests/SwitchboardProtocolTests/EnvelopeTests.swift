@@ -17,7 +17,8 @@ func ingestVerdict(_ vector: Vectors.Envelope) -> (reply: String, error: Protoco
         switch parsed.envelope.command {
         case .event:
             _ = try parsed.checkedPublishedEvent()
-            return ("ACK", nil)
+            // A producer that sends 1.1 or later reads ACKS (section 6).
+            return (envelope.version >= .batchedAcks ? "ACKS" : "ACK", nil)
         case .heartbeat:
             return ("HEAD", nil)
         default:

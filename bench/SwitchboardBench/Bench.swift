@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N | --service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N [--single-acks] | --service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -62,7 +62,8 @@ struct Bench {
             let directory = try TemporaryDirectory("bench-ingest-only")
             defer { directory.remove() }
             let broker = try await BrokerProcess.start(directory: directory.path("ingest"))
-            let measured = try await ingest(broker: broker.endpoints, producers: 4, perProducer: count / 4, window: 1000)
+            let version: ProtocolVersion = CommandLine.arguments.contains("--single-acks") ? .current : .batchedAcks
+            let measured = try await ingest(broker: broker.endpoints, producers: 4, perProducer: count / 4, window: 1000, version: version)
             await broker.stop()
             print("ingested \(measured.count) events at \(rate(measured))")
             return
@@ -99,12 +100,16 @@ struct Bench {
         let cpuAfter = broker.cpuSeconds()
         let userPerEvent = (cpuAfter.user - cpuBefore.user) / Double(four.count) * 1e6
         let systemPerEvent = (cpuAfter.system - cpuBefore.system) / Double(four.count) * 1e6
-        row("durable-acked ingest, 4 producers, window 1000 each", rate(four), ratio(four, raw) + " of raw")
+        row("durable-acked ingest, 4 producers, window 1000 each (ACKS, 1.1)", rate(four), ratio(four, raw) + " of raw")
         row(
             "broker CPU per event in that run (all its threads)", String(format: "%.1f µs", userPerEvent + systemPerEvent),
             String(
                 format: "%.1f µs user + %.1f µs system; one free core would allow about %.0f/s", userPerEvent, systemPerEvent,
                 1e6 / (userPerEvent + systemPerEvent)))
+        let single = try await ingest(
+            broker: broker.endpoints, producers: 4, perProducer: 60_000 / scale, window: 1000, prefix: "r", version: .current)
+        row("durable-acked ingest, 4 producers, an ACK per event (1.0)", rate(single), ratio(single, raw) + " of raw")
+        row("ACKS against an ACK per event, same broker, same run", ratio(four, single))
         await broker.stop()
 
         for subscribers in [1, 4] {
@@ -149,11 +154,12 @@ enum Sample {
         return try! WireJSON.encode(checkIn)
     }()
 
-    static func event(producer: String, seq: Int64) -> [Data] {
+    /// - Parameter version: 1.1 (the default) reads one ACKS per commit; 1.0 an ACK per event.
+    static func event(producer: String, seq: Int64, version: ProtocolVersion = .batchedAcks) -> [Data] {
         let header = """
             {"event_id":"\(UUIDv7.string())","producer":"\(producer)","producer_seq":\(seq),"schema":"checkin.recorded/1","session":"bench","time":"2026-11-22T21:04:00.120Z","type":"checkin.recorded"}
             """
-        return [Envelope.versionFrame(), Data("EVENT".utf8), Data(header.utf8), Data("{}".utf8), Data("{}".utf8), content]
+        return [Envelope.versionFrame(version), Data("EVENT".utf8), Data(header.utf8), Data("{}".utf8), Data("{}".utf8), content]
     }
 }
 
@@ -227,10 +233,12 @@ func rawPubSub(messages: Int, frames: [Data]) throws -> Measured {
 /// `producers` threads, each keeping up to `window` EVENTs unACKed, against the broker.
 func ingest(
     broker: BrokerEndpointsFile, producers: Int, perProducer: Int, window: Int, prefix: String = "p",
-    options: @escaping @Sendable (Int) -> [SocketOption] = { _ in [] }
+    version: ProtocolVersion = .batchedAcks, options: @escaping @Sendable (Int) -> [SocketOption] = { _ in [] }
 ) async throws -> Measured {
     let context = try Context()
-    let batches = (0..<producers).map { p in (1...perProducer).map { Sample.event(producer: "\(prefix)\(p)", seq: Int64($0)) } }
+    let batches = (0..<producers).map { p in
+        (1...perProducer).map { Sample.event(producer: "\(prefix)\(p)", seq: Int64($0), version: version) }
+    }
     let start = ContinuousClock.now
     let counts = try await withThrowingTaskGroup(of: Int.self) { group in
         for (index, batch) in batches.enumerated() {
@@ -249,6 +257,10 @@ func ingest(
                         var answer = try dealer.receive()
                         while let reply = answer {
                             if reply.frames.count > 1 && reply.frames[1] == Data("ACK".utf8) { acked += 1 }
+                            if reply.frames.count > 1 && reply.frames[1] == Data("ACKS".utf8) {
+                                // What a producer does with it: read every pair.
+                                acked += try Acks(envelope: Envelope.decode(reply.frames)).entries.count
+                            }
                             answer = try dealer.receive(dontWait: true)
                         }
                     }

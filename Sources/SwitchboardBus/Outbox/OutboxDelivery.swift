@@ -47,6 +47,8 @@ struct OutboxDelivery: Sendable {
     /// An answer from the broker, decoded by the caller.
     enum Answer: Sendable, Hashable {
         case ack(AckHeader)
+        /// One commit's ACKs (protocol 1.1).
+        case acks(Acks)
         case nack(NackHeader)
         case error(ErrorHeader)
         /// A HEAD, or anything the caller could not read: it shows only that the broker is there.
@@ -237,13 +239,11 @@ struct OutboxDelivery: Sendable {
             report.brokerAnswered = true
             switch answer {
             case .ack(let ack):
-                // Every ACK deletes its entry, even one no longer in flight here (an answer to a
-                // send made before a restart, or to a resend).
-                actions.acknowledge.append(ack.producerSeq)
-                inFlight[ack.producerSeq] = nil
-                if ack.duplicate { report.duplicates += 1 } else { report.delivered += 1 }
-                report.retryReason = nil
-                report.lastBusSeq = max(report.lastBusSeq ?? ack.busSeq, ack.busSeq)
+                acknowledged(ack.producerSeq, busSeq: ack.busSeq, duplicate: ack.duplicate, into: &actions)
+            case .acks(let acks):
+                for entry in acks.entries {
+                    acknowledged(entry.producerSeq, busSeq: entry.busSeq, duplicate: entry.duplicate, into: &actions)
+                }
             case .nack(let nack):
                 let refusal = Refusal(
                     producerSeq: nack.producerSeq, eventID: nack.eventID, code: nack.code.rawValue, detail: nack.reason)
@@ -280,5 +280,15 @@ struct OutboxDelivery: Sendable {
             }
         }
         return actions
+    }
+
+    /// Every ACK deletes its entry, even one no longer in flight here (an answer to a send made
+    /// before a restart, or to a resend).
+    private mutating func acknowledged(_ producerSeq: Int64, busSeq: Int64, duplicate: Bool, into actions: inout Actions) {
+        actions.acknowledge.append(producerSeq)
+        inFlight[producerSeq] = nil
+        if duplicate { report.duplicates += 1 } else { report.delivered += 1 }
+        report.retryReason = nil
+        report.lastBusSeq = max(report.lastBusSeq ?? busSeq, busSeq)
     }
 }

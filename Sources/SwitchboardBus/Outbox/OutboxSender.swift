@@ -215,7 +215,8 @@ public final class OutboxSender: Sendable {
         socket: AsyncSocket, delivery: inout OutboxDelivery, patience: Int, keepWaiting: @Sendable () -> Bool,
         progress: (@Sendable (DeliveryReport) -> Void)?
     ) async throws -> RunEnding {
-        let versionFrame = Envelope.versionFrame()
+        // 1.1: this sender reads ACKS, one per commit, instead of an ACK per event (section 6).
+        let versionFrame = Envelope.versionFrame(.batchedAcks)
         // When this socket last heard the broker (or was opened): a blocked send on a socket that
         // still hears ACKs is a busy broker, not a dead connection.
         var heardHere = ContinuousClock.now
@@ -366,6 +367,13 @@ public final class OutboxSender: Sendable {
         }
         switch envelope.command {
         case .ack: return (try? envelope.decodeHeader(AckHeader.self)).map { .ack($0) } ?? .other
+        case .acks:
+            do {
+                return .acks(try Acks(envelope: envelope))
+            } catch {
+                logger.warning("unreadable answer from the broker", metadata: ["error": "\(error)"])
+                return .other
+            }
         case .nack: return (try? envelope.decodeHeader(NackHeader.self)).map { .nack($0) } ?? .other
         case .error: return (try? envelope.decodeHeader(ErrorHeader.self)).map { .error($0) } ?? .other
         default: return .other
