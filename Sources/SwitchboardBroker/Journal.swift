@@ -121,7 +121,7 @@ public final class Journal: JournalStore {
                     }
                 }
                 nextSeq += 1
-                let headerData = Self.storedHeader(raw: event.rawHeader, fields: event.headerFields, busSeq: nextSeq)
+                let headerData = event.storedHeader(busSeq: nextSeq)
                 let size = Int64(headerData.count + event.parent.count + event.metadata.count + event.content.count)
                 // OR IGNORE: a uniqueness clash is an answer, not an error (a failed statement
                 // would also leave GRDB's cached statement reporting the error on its next use).
@@ -165,15 +165,29 @@ public final class Journal: JournalStore {
     /// whose `producer_seq` was written as an integral float (`54.0`): subscribers receive the
     /// integer `54` (section 2).
     static func storedHeader(raw: Data, fields: [String: JSONValue], busSeq: Int64) -> Data {
-        let floatSequence: Bool
-        if case .double? = fields["producer_seq"] { floatSequence = true } else { floatSequence = false }
-        if fields["bus_seq"] == nil, !floatSequence, !fields.isEmpty,
-            let brace = raw.firstIndex(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }), raw[brace] == UInt8(ascii: "{")
-        {
-            var stored = Data("{\"bus_seq\":\(busSeq),".utf8)
-            stored.append(raw[raw.index(after: brace)...])
-            return stored
-        }
+        keepsProducerBytes(raw: raw, fields: fields) ? prefixed(raw: raw, busSeq: busSeq) : rewrittenHeader(fields, busSeq: busSeq)
+    }
+
+    /// Whether the stored header is the producer's bytes with `bus_seq` put first.
+    static func keepsProducerBytes(raw: Data, fields: [String: JSONValue]) -> Bool {
+        if case .double? = fields["producer_seq"] { return false }
+        guard fields["bus_seq"] == nil, !fields.isEmpty,
+            let brace = raw.firstIndex(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D })
+        else { return false }
+        return raw[brace] == UInt8(ascii: "{")
+    }
+
+    /// `raw` with `"bus_seq":N,` after its opening brace (`keepsProducerBytes` said it may).
+    static func prefixed(raw: Data, busSeq: Int64) -> Data {
+        guard let brace = raw.firstIndex(of: UInt8(ascii: "{")) else { return raw }
+        var stored = Data("{\"bus_seq\":\(busSeq),".utf8)
+        stored.append(raw[raw.index(after: brace)...])
+        return stored
+    }
+
+    /// The header written anew from its fields, with the broker's `bus_seq` and an integral
+    /// `producer_seq`.
+    static func rewrittenHeader(_ fields: [String: JSONValue], busSeq: Int64) -> Data {
         var rewritten = fields
         rewritten["bus_seq"] = .integer(busSeq)
         if case .double(let number)? = fields["producer_seq"] { rewritten["producer_seq"] = .integer(Int64(number)) }

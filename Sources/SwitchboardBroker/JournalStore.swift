@@ -11,9 +11,10 @@ import SwitchboardStorage
 /// An event the ingest path has checked and wants journaled.
 struct PendingEvent {
     var header: EventHeader
-    /// The header as the producer sent it, unknown fields included: the journal stores and
-    /// forwards these with `bus_seq` added.
-    var headerFields: [String: JSONValue]
+    /// The header's parsed fields, kept only when the stored header must be written anew (see
+    /// `Journal.storedHeader`); nil when it is the producer's bytes with `bus_seq` put first.
+    /// (Made on the checking thread, so the broker thread neither keeps nor frees the fields.)
+    var rewrite: [String: JSONValue]?
     /// The header frame's bytes as received.
     var rawHeader: Data
     var parent: Data
@@ -22,7 +23,29 @@ struct PendingEvent {
     /// Broker clock, Unix milliseconds.
     var receivedAt: Int64
     /// The producer sent it as 1.1 or later: it reads ACKS, so it is answered in its commit's ACKS.
-    var batchedAck = false
+    var batchedAck: Bool
+
+    /// - Parameter headerFields: the header as the producer sent it, unknown fields included:
+    ///   the journal stores and forwards these with `bus_seq` added.
+    init(
+        header: EventHeader, headerFields: [String: JSONValue], rawHeader: Data, parent: Data, metadata: Data, content: Data,
+        receivedAt: Int64, batchedAck: Bool = false
+    ) {
+        self.header = header
+        self.rewrite = Journal.keepsProducerBytes(raw: rawHeader, fields: headerFields) ? nil : headerFields
+        self.rawHeader = rawHeader
+        self.parent = parent
+        self.metadata = metadata
+        self.content = content
+        self.receivedAt = receivedAt
+        self.batchedAck = batchedAck
+    }
+
+    /// The header to journal and forward under `busSeq`.
+    func storedHeader(busSeq: Int64) -> Data {
+        if let rewrite { return Journal.rewrittenHeader(rewrite, busSeq: busSeq) }
+        return Journal.prefixed(raw: rawHeader, busSeq: busSeq)
+    }
 }
 
 /// What happened to one event of a batch.

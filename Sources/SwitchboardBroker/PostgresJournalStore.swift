@@ -748,7 +748,7 @@ final class PostgresJournalStore: JournalStore {
                         continue
                     }
                     nextSeq += 1
-                    let header = Journal.storedHeader(raw: event.rawHeader, fields: event.headerFields, busSeq: nextSeq)
+                    let header = event.storedHeader(busSeq: nextSeq)
                     let size = Int64(header.count + event.parent.count + event.metadata.count + event.content.count)
                     rows.append(busSeq: nextSeq, event: event, header: header, size: size)
                     seen.stored(h, busSeq: nextSeq)

@@ -90,7 +90,7 @@ extension PostgresSuites {
             let storage = try await StoreUnderTest(kind)
             let journal = try storage.open()
             let first = Self.event("k1", 1)
-            let firstHeader = Journal.storedHeader(raw: first.rawHeader, fields: first.headerFields, busSeq: 1)
+            let firstHeader = first.storedHeader(busSeq: 1)
             #expect(try journal.append([first]) == [.stored(busSeq: 1, header: firstHeader)])
 
             let reusedID = Self.event("k1", 2, id: first.header.eventID)
@@ -99,7 +99,7 @@ extension PostgresSuites {
             let outcomes = try journal.append([reusedID, fresh, first, reusedSeq, fresh])
             #expect(outcomes[0] == .duplicate(busSeq: 1))
             #expect(
-                outcomes[1] == .stored(busSeq: 2, header: Journal.storedHeader(raw: fresh.rawHeader, fields: fresh.headerFields, busSeq: 2))
+                outcomes[1] == .stored(busSeq: 2, header: fresh.storedHeader(busSeq: 2))
             )
             #expect(outcomes[2] == .duplicate(busSeq: 1))
             #expect(outcomes[3] == .conflict(existingEventID: first.header.eventID, producerHead: 3))

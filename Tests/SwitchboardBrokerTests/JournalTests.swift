@@ -126,6 +126,6 @@ struct JournalTests {
     }
 
     func storedHeader(_ event: PendingEvent, _ busSeq: Int64) throws -> Data {
-        Journal.storedHeader(raw: event.rawHeader, fields: event.headerFields, busSeq: busSeq)
+        event.storedHeader(busSeq: busSeq)
     }
 }
