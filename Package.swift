@@ -129,7 +129,7 @@ var targets: [Target] = [
         dependencies: [
             .product(name: "Configuration", package: "swift-configuration"),
             "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardSecurity", "SwitchboardStorage", "CMalloc",
-            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

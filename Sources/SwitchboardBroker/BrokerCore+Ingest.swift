@@ -25,8 +25,13 @@ extension BrokerCore {
             checkedIngest = messages.compactMap { ingestCheck($0, receivedAt: receivedAt) }
             return
         }
-        if !messages.isEmpty { ingestChecker.submit(messages, receivedAt: receivedAt) }
+        if !messages.isEmpty {
+            ingestChecker.submit(messages, receivedAt: receivedAt, spent: spentIngest)
+            spentIngest = []
+        }
         commit(inHand)
+        // Freed by the checker's thread with the next batch it is given.
+        spentIngest = inHand
         if !messages.isEmpty { checkedIngest = ingestChecker.collect() }
     }
 

@@ -58,6 +58,8 @@ final class BrokerCore {
     let ingestChecker: IngestChecker
     /// The batch checked at the last ingest step, committed at the next.
     var checkedIngest: [IngestItem] = []
+    /// The batch committed last, for the checker's thread to free.
+    var spentIngest: [IngestItem] = []
 
     init(broker: Broker, serviceEndpoint: String) throws {
         self.broker = broker

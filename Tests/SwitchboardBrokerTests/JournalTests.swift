@@ -123,6 +123,9 @@ struct JournalTests {
         let spoofed = Data(#"{"bus_seq":7,"event_id":"x"}"#.utf8)
         let fixed = Journal.storedHeader(raw: spoofed, fields: JSONValue.parse(spoofed)!.object!, busSeq: 42)
         #expect(JSONValue.parse(fixed) == .object(["bus_seq": .integer(42), "event_id": .string("x")]))
+        for busSeq: Int64 in [1, 9, 10, 99, 1_000_000, .max] {
+            #expect(Journal.prefixed(raw: Data(#" {"a":1}"#.utf8), busSeq: busSeq) == Data(#"{"bus_seq":\#(busSeq),"a":1}"#.utf8))
+        }
     }
 
     func storedHeader(_ event: PendingEvent, _ busSeq: Int64) throws -> Data {
