@@ -8,35 +8,37 @@ import ZeroMQ
 
 extension BrokerCore {
 
-    /// One step of ingest (see IngestValidation.swift): receives what is waiting (up to
-    /// `batch_limit` messages) and hands it to the checker's thread, commits the batch checked
-    /// at the step before meanwhile, then keeps the new batch, checked, for the next step. With
-    /// nothing checked in hand, the new batch is checked here and committed at the next step,
-    /// which the loop runs without waiting (`hasCheckedIngest`).
+    /// One step of ingest (see IngestValidation.swift). It receives what is waiting (up to
+    /// `batch_limit` messages), takes back the batch the checker's thread was given at the step
+    /// before, hands it the new one, and commits the batch taken back meanwhile. A few messages
+    /// with nothing to overlap (an idle broker's lone event) are checked and committed at once
+    /// instead, without a hand-off. While the checker holds a batch, the loop runs the next
+    /// step without waiting (`ingestChecking`).
     func serveIngest() throws {
         var messages: [Message] = []
         while messages.count < configuration.batchLimit, let message = try ingest.receive(dontWait: true) {
             messages.append(message)
         }
         let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        let inHand = checkedIngest
-        checkedIngest = []
-        if inHand.isEmpty {
-            checkedIngest = messages.compactMap { ingestCheck($0, receivedAt: receivedAt) }
-            return
-        }
+        var inHand = ingestChecking ? ingestChecker.collect() : []
+        ingestChecking = false
         if !messages.isEmpty {
-            ingestChecker.submit(messages, receivedAt: receivedAt, spent: spentIngest)
-            spentIngest = []
+            if inHand.isEmpty && messages.count <= Self.checkedInline {
+                inHand = messages.compactMap { ingestCheck($0, receivedAt: receivedAt) }
+            } else {
+                ingestChecker.submit(messages, receivedAt: receivedAt, spent: spentIngest)
+                spentIngest = []
+                ingestChecking = true
+            }
         }
+        guard !inHand.isEmpty else { return }
         commit(inHand)
         // Freed by the checker's thread with the next batch it is given.
         spentIngest = inHand
-        if !messages.isEmpty { checkedIngest = ingestChecker.collect() }
     }
 
-    /// Whether a checked batch waits for its commit (the loop then polls without waiting).
-    var hasCheckedIngest: Bool { !checkedIngest.isEmpty }
+    /// At most this many messages, with nothing else to commit, are checked on the broker thread.
+    static let checkedInline = 16
 
     /// Answers what was refused and the heartbeats, in order, then journals the events in one
     /// transaction and answers them.

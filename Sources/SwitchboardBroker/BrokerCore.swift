@@ -56,8 +56,8 @@ final class BrokerCore {
     /// Ingest's checks, and the thread that runs them beside this one (IngestValidation.swift).
     let ingestCheck: IngestCheck
     let ingestChecker: IngestChecker
-    /// The batch checked at the last ingest step, committed at the next.
-    var checkedIngest: [IngestItem] = []
+    /// The checker's thread holds the batch received at the last ingest step.
+    var ingestChecking = false
     /// The batch committed last, for the checker's thread to free.
     var spentIngest: [IngestItem] = []
 
@@ -154,7 +154,7 @@ final class BrokerCore {
             }
             // +1: never poll for 0 ms just before a timer is due (that would spin).
             let due = [nextHeartbeat, nextRetention, groups.nextDeadline, nextGroupCommit].compactMap { $0 }.min() ?? nextHeartbeat
-            let wait = hasCheckedIngest ? 0 : max(0, ContinuousClock.now.duration(to: due).milliseconds + 1)
+            let wait = ingestChecking ? 0 : max(0, ContinuousClock.now.duration(to: due).milliseconds + 1)
             do {
                 try poller.poll(timeout: Int(wait))
             } catch {
@@ -171,7 +171,7 @@ final class BrokerCore {
             }
             if let notices = broker.security?.takeNotices(), !notices.isEmpty { journal(notices) }
             do {
-                if hasCheckedIngest || poller.returned(1).contains(.readable) { try serveIngest() }
+                if ingestChecking || poller.returned(1).contains(.readable) { try serveIngest() }
                 if poller.returned(2).contains(.readable) { serveReplay() }
                 if poller.returned(3).contains(.readable) { drainSubscriptions() }
                 if poller.returned(groupIndex).contains(.readable) { serveGroups() }
@@ -186,8 +186,10 @@ final class BrokerCore {
             }
         }
         // Checked, not journaled: answered "shutting down" (their producers send them again).
-        commit(checkedIngest)
-        checkedIngest = []
+        if ingestChecking {
+            commit(ingestChecker.collect())
+            ingestChecking = false
+        }
         ingestChecker.stop()
         if groups.hasUncommitted {
             do {

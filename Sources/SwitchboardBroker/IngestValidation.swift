@@ -4,11 +4,12 @@
 // Checking an EVENT (envelope, JSON frames, header rules, the content's schema, the sender's
 // role) is about half of what the broker thread spends per event, and none of it needs the
 // journal or a socket: it is a pure function of the message. So the broker thread, which owns
-// the sockets and the journal, receives a batch, hands it to `IngestChecker`'s thread, commits
-// the batch checked before (one transaction, ACKs, fan-out), and then collects the checked
-// batch. Batches stay in order, events within a batch stay in order, and nothing is ACKed before
-// it is journaled: only the checking moved. A batch with nothing to overlap (the broker was
-// idle) is checked on the broker thread itself, so a lone event pays no hand-off.
+// the sockets and the journal, receives a batch, takes back the batch it handed over at the step
+// before (checked), hands over the new one, and commits the one taken back meanwhile. Batches
+// stay in order, events within a batch stay in order, and nothing is ACKed before it is
+// journaled: only the checking moved. A few messages with nothing to overlap (an idle broker's
+// lone event) are checked on the broker thread itself and committed at once, so they pay no
+// hand-off. The checker's thread also frees each committed batch (thousands of buffers).
 
 import Dispatch
 import Foundation
