@@ -6,7 +6,13 @@ import SwitchboardSecurity
 import ZeroMQ
 
 extension BrokerCore {
-    func publish(type: String, header: Data, event: PendingEvent) {
+    /// Sends a journaled event to the fan-out's subscribers, and keeps it for the groups
+    /// (`RecentEvents`). Called for every event journaled, in `bus_seq` order.
+    func publish(type: String, busSeq: Int64, header: Data, event: PendingEvent) {
+        recentEvents.append(
+            JournaledEvent(
+                busSeq: busSeq, type: type, header: header, parent: event.parent, metadata: event.metadata, content: event.content),
+            key: event.header.key)
         let frames = [Data(type.utf8), versionFrame, Data("EVENT".utf8), header, event.parent, event.metadata, event.content]
         do {
             try fanout.send(frames, dontWait: true)

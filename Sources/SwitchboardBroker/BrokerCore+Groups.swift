@@ -285,12 +285,27 @@ extension BrokerCore {
                         "retention removed events a group had not read (journal size limit)",
                         metadata: withSuppressed(suppressed, ["group": "\(name)", "from": "\(from)", "first": "\(journal.first)"]))
                 }
-                let (events, through) = try journal.read(from: from, to: nil, topics: topics, limit: max(1, min(1000, room)))
+                let limit = max(1, min(1000, room))
                 var candidates: [GroupCandidate] = []
-                candidates.reserveCapacity(events.count)
-                for event in events {
-                    candidates.append(GroupCandidate(busSeq: event.busSeq, key: Self.orderingKey(event.header)))
-                    if !groups.cache.isFull { groups.cache[event.busSeq] = event }
+                let through: Int64
+                if let (entries, covered) = recentEvents.read(
+                    from: from, topics: topics, limit: limit, head: journal.head, journalFirst: journal.first)
+                {
+                    // Just journaled: from memory, with the key the producer sent.
+                    through = covered
+                    candidates.reserveCapacity(entries.count)
+                    for entry in entries {
+                        candidates.append(GroupCandidate(busSeq: entry.event.busSeq, key: entry.key))
+                        if !groups.cache.isFull { groups.cache[entry.event.busSeq] = entry.event }
+                    }
+                } else {
+                    let (events, covered) = try journal.read(from: from, to: nil, topics: topics, limit: limit)
+                    through = covered
+                    candidates.reserveCapacity(events.count)
+                    for event in events {
+                        candidates.append(GroupCandidate(busSeq: event.busSeq, key: Self.orderingKey(event.header)))
+                        if !groups.cache.isFull { groups.cache[event.busSeq] = event }
+                    }
                 }
                 let actions = groups.withGroup(name) { $0.state.offer(candidates, through: max(through, from - 1), now: now) } ?? []
                 try perform(actions, group: name, now: now)
@@ -326,7 +341,9 @@ extension BrokerCore {
         groups.letters = []
         groups.audits = []
         for (index, outcome) in outcomes.enumerated() {
-            if case .stored(_, let header) = outcome { publish(type: events[index].header.type, header: header, event: events[index]) }
+            if case .stored(let busSeq, let header) = outcome {
+                publish(type: events[index].header.type, busSeq: busSeq, header: header, event: events[index])
+            }
         }
         groups.trimCache()
         broker.update {

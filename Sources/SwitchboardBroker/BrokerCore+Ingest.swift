@@ -109,7 +109,7 @@ extension BrokerCore {
                 } else {
                     ack(senders[index], h, busSeq: busSeq, duplicate: false)
                 }
-                publish(type: h.type, header: header, event: event)
+                publish(type: h.type, busSeq: busSeq, header: header, event: event)
             case .duplicate(let busSeq):
                 duplicates += 1
                 if event.batchedAck {

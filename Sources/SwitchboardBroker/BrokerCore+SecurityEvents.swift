@@ -33,7 +33,9 @@ extension BrokerCore {
         }
         do {
             for (index, outcome) in try journal.append(batch).enumerated() {
-                if case .stored(_, let stored) = outcome { publish(type: "security.refused", header: stored, event: batch[index]) }
+                if case .stored(let busSeq, let stored) = outcome {
+                    publish(type: "security.refused", busSeq: busSeq, header: stored, event: batch[index])
+                }
             }
         } catch {
             logger.error("security events not journaled", metadata: ["events": "\(batch.count)", "error": "\(error)"])

@@ -56,6 +56,8 @@ final class BrokerCore {
     /// Ingest's checks, and the thread that runs them beside this one (IngestValidation.swift).
     let ingestCheck: IngestCheck
     let ingestChecker: IngestChecker
+    /// The events journaled last, for the groups to read from memory.
+    var recentEvents = RecentEvents()
     /// The checker's thread holds the batch received at the last ingest step.
     var ingestChecking = false
     /// The batch committed last, for the checker's thread to free.
