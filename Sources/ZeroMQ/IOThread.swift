@@ -504,32 +504,46 @@ public final class IOThread: Service, Sendable {
         let poller = Poller()
         /// Messages read per socket per wake-up, so one busy socket cannot starve the others.
         let readBatch = 256
+        /// Kept between wake-ups so that none allocates: the commands taken from the shared
+        /// state (swapped with its empty buffer), and the socket of each poll item.
+        var commands: [Command] = []
+        var order: [Int] = []
+
+        static func earlier(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+            guard let a else { return b }
+            guard let b else { return a }
+            return min(a, b)
+        }
 
         init(owner: IOThread) { self.owner = owner }
 
         func run() {
             while true {
-                let (commands, stopping, paused, earliest) = owner.shared.withLock { state in
-                    defer { state.commands.removeAll(keepingCapacity: true) }
+                // The two command buffers swap places: no array is made per wake-up.
+                let (stopping, paused, earliest) = owner.shared.withLock { state in
+                    swap(&state.commands, &commands)
                     // From here on a change needs a signal of its own (see `needsWakeUp`).
                     state.wakePending = false
                     var paused: Set<Int> = []
                     for (id, inbox) in state.inboxes where inbox.paused { paused.insert(id) }
                     let waiter = state.timedWaiters > 0 ? Self.earliestDeadline(state.inboxes) : nil
-                    let earliest = [waiter, state.earliestTimer()].compactMap { $0 }.min()
+                    let earliest = Self.earlier(waiter, state.earliestTimer())
                     state.sleepUntil = earliest
-                    return (state.commands, state.stopping, paused, earliest)
+                    return (state.stopping, paused, earliest)
                 }
                 for command in commands { handle(command) }
+                commands.removeAll(keepingCapacity: true)
                 if stopping {
                     closeAll()
                     return
                 }
-                for id in Array(pendingSends.keys) { flushSends(id) }
+                if !pendingSends.isEmpty {
+                    for id in Array(pendingSends.keys) { flushSends(id) }
+                }
 
                 poller.removeAll()
                 poller.add(fileDescriptor: owner.wakeUp.fileDescriptor)
-                var order: [Int] = []
+                order.removeAll(keepingCapacity: true)
                 for (id, socket) in sockets {
                     var events: PollEvents = []
                     if !paused.contains(id) && socket.type != .publisher && socket.type != .push { events.insert(.readable) }
@@ -539,7 +553,7 @@ public final class IOThread: Service, Sendable {
                 }
                 var timeout = -1
                 let sendDeadline = earliestSendDeadline()
-                if let earliest = [earliest, sendDeadline].compactMap({ $0 }).min() {
+                if let earliest = Self.earlier(earliest, sendDeadline) {
                     // Rounded up, so the wait never ends just before the deadline.
                     let (seconds, attoseconds) = (earliest - .now).components
                     timeout = max(0, Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
