@@ -46,6 +46,41 @@ public struct RequestHeader: Codable, Sendable, Hashable {
     }
 }
 
+extension RequestHeader {
+    /// The header as every client writes it, read from its parsed fields: a valid `request_id`
+    /// and `operation` (so plain ASCII, spelled as `JSONDecoder` would read them), an integer
+    /// `timeout_ms`, and `idempotent` a boolean or absent. Anything else is nil, and the frame
+    /// is read by `JSONDecoder` as before, with the same errors.
+    init?(plain fields: [String: JSONValue]) {
+        guard case .string(let requestID)? = fields["request_id"], UUIDv7.isValid(requestID),
+            case .string(let operation)? = fields["operation"], Operation.isValid(operation),
+            case .integer(let timeout)? = fields["timeout_ms"]
+        else { return nil }
+        var idempotent: Bool?
+        switch fields["idempotent"] {
+        case nil: idempotent = nil
+        case .bool(let value)?: idempotent = value
+        default: return nil
+        }
+        self.init(requestID: requestID, operation: operation, timeoutMilliseconds: timeout, idempotent: idempotent)
+    }
+}
+
+extension ReplyHeader {
+    /// A successful reply's header read from its parsed fields: a valid `request_id` (or none),
+    /// an integer `status`, no `error`. Anything else is nil, for `JSONDecoder` as before.
+    init?(plain fields: [String: JSONValue]) {
+        guard case .integer(let status)? = fields["status"], let status = Int(exactly: status), fields["error"] == nil else {
+            return nil
+        }
+        switch fields["request_id"] {
+        case nil: self.init(requestID: nil, status: status)
+        case .string(let requestID)? where UUIDv7.isValid(requestID): self.init(requestID: requestID, status: status)
+        default: return nil
+        }
+    }
+}
+
 /// Operation names: like event types, but one segment is enough (`ping`).
 public enum Operation {
     public static func isValid(_ name: String) -> Bool {
@@ -158,7 +193,8 @@ public enum ServiceBody {
         guard envelope.command == .request else {
             throw ProtocolError(.unknownCommand, "a service request body must be a REQUEST, got \(envelope.command.rawValue)")
         }
-        let header = try envelope.decodeHeader(RequestHeader.self)
+        let header = try WireJSON.decode(
+            RequestHeader.self, from: envelope.header, frame: "header", code: .invalidHeader, plain: RequestHeader.init(plain:))
         try header.validate()
         return (header, envelope)
     }
@@ -169,7 +205,8 @@ public enum ServiceBody {
         guard envelope.command == .reply else {
             throw ProtocolError(.unknownCommand, "a service reply body must be a REPLY, got \(envelope.command.rawValue)")
         }
-        let header = try envelope.decodeHeader(ReplyHeader.self)
+        let header = try WireJSON.decode(
+            ReplyHeader.self, from: envelope.header, frame: "header", code: .invalidHeader, plain: ReplyHeader.init(plain:))
         try header.validate()
         return (header, envelope)
     }

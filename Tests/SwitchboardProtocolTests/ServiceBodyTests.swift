@@ -22,6 +22,43 @@ struct ServiceBodyTests {
         }
     }
 
+    @Test(
+        "reading a body gives each header vector the same verdict as JSONDecoder, and plain headers (read without it) the same value",
+        arguments: try Vectors.serviceHeaders())
+    func bodyAgreesWithDecoder(_ vector: Vectors.ServiceHeader) throws {
+        let frame0 = try ServiceBody.requestBody(RequestHeader(operation: "ping", timeoutMilliseconds: 1), content: Data("{}".utf8))[0]
+        func body(_ header: Data) -> [Data] {
+            [
+                frame0, Data((vector.kind == "request" ? "REQUEST" : "REPLY").utf8), header, Data("{}".utf8), Data("{}".utf8),
+                Data("{}".utf8),
+            ]
+        }
+        // The vector itself, then variants with a repeated key and with an unknown field.
+        var texts = [vector.header]
+        if let text = String(data: vector.header, encoding: .utf8), text.hasPrefix("{"), text.count > 2 {
+            texts.append(Data(("{\"x_unknown\":[1,{\"a\":null}]," + text.dropFirst()).utf8))
+        }
+        for text in texts {
+            if vector.kind == "request" {
+                let slow = Result { () throws(ProtocolError) in
+                    let header = try WireJSON.decode(RequestHeader.self, from: text, frame: "header", code: .invalidHeader)
+                    try header.validate()
+                    return header
+                }
+                let fast = Result { () throws(ProtocolError) in try ServiceBody.request(body(text)).0 }
+                #expect(fast == slow, "\(vector.name)")
+            } else {
+                let slow = Result { () throws(ProtocolError) in
+                    let header = try WireJSON.decode(ReplyHeader.self, from: text, frame: "header", code: .invalidHeader)
+                    try header.validate()
+                    return header
+                }
+                let fast = Result { () throws(ProtocolError) in try ServiceBody.reply(body(text)).0 }
+                #expect(fast == slow, "\(vector.name)")
+            }
+        }
+    }
+
     @Test("a REQUEST and its REPLY round-trip through their bodies")
     func roundTrip() throws {
         let header = RequestHeader(operation: "programs.list", timeoutMilliseconds: 5000, idempotent: true)
