@@ -18,23 +18,12 @@ public enum WireJSON {
     public static func decode<T: Decodable>(
         _ type: T.Type, from data: Data, frame: String, code: ProtocolError.Code
     ) throws(ProtocolError) -> T {
-        try decode(type, from: data, frame: frame, code: code, plain: { _ in nil })
-    }
-
-    /// Decodes `T`, first with `plain`: the value built straight from the parsed fields, or nil
-    /// when they are not all of the plain form `plain` knows (then `JSONDecoder` reads the frame
-    /// and its errors name the field, exactly as without `plain`). For headers read per message,
-    /// where the second parse of `JSONDecoder` was most of the cost.
-    static func decode<T: Decodable>(
-        _ type: T.Type, from data: Data, frame: String, code: ProtocolError.Code, plain: ([String: JSONValue]) -> T?
-    ) throws(ProtocolError) -> T {
         guard let (value, notes) = JSONValue.parse(data, keepingHugeNumbers: true) else {
             throw ProtocolError(.invalidJSON, "\(frame) frame is not valid JSON")
         }
         if notes.hugeNumbers, case .object(let fields) = value {
             try WireObject.refuseHugeNumbers(fields, frame: frame, code: code)
         }
-        if !notes.hugeNumbers, case .object(let fields) = value, let decoded = plain(fields) { return decoded }
         // Rewritten only when a key repeats: what `JSONWriter` writes holds each key once, with
         // its last value. The common frame is decoded as it came.
         let input = notes.duplicateKeys ? value.compactData : data

@@ -59,6 +59,31 @@ struct ServiceBodyTests {
         }
     }
 
+    @Test("request and reply bodies carry the header bytes JSONEncoder writes (sorted keys, nil left out), plain or not")
+    func headerBytes() throws {
+        let id = UUIDv7.string()
+        let requests = [
+            RequestHeader(requestID: id, operation: "programs.list", timeoutMilliseconds: 5000),
+            RequestHeader(requestID: id, operation: "ping", timeoutMilliseconds: 1, idempotent: true),
+            RequestHeader(requestID: id, operation: "token.get", timeoutMilliseconds: 3_600_000, idempotent: false),
+            RequestHeader(requestID: "not \"plain\" / é", operation: "a/b\n", timeoutMilliseconds: -3),
+        ]
+        for header in requests {
+            #expect(try ServiceBody.requestBody(header, content: Data("{}".utf8))[2] == WireJSON.encode(header))
+        }
+        let replies = [
+            ReplyHeader(requestID: id),
+            ReplyHeader(requestID: nil, status: 503, error: ServiceFailure(code: "no-worker", message: "no worker for 'eto'")),
+            ReplyHeader(requestID: id, status: 404, error: ServiceFailure(code: "not-found", message: "no site 12", retryable: false)),
+            ReplyHeader(requestID: id, status: 504, error: ServiceFailure(code: "x", message: "ran out", retryable: true)),
+            ReplyHeader(requestID: id, status: 500, error: ServiceFailure(code: "internal", message: "a \"quote\", a \\ and\tmore é")),
+            ReplyHeader(requestID: nil, status: 200),
+        ]
+        for header in replies {
+            #expect(ServiceBody.replyBody(header)[2] == (try WireJSON.encode(header)))
+        }
+    }
+
     @Test("a REQUEST and its REPLY round-trip through their bodies")
     func roundTrip() throws {
         let header = RequestHeader(operation: "programs.list", timeoutMilliseconds: 5000, idempotent: true)
