@@ -111,6 +111,8 @@ public final class ServiceClient: Sendable {
             var waiter: CheckedContinuation<Void, Never>?
             /// The attempt's time-out on the I/O thread, cancelled when the attempt ends first.
             var timer: IOThread.TimerID?
+            /// The attempt's message, withdrawn if the task is cancelled before a peer took it.
+            var posted: AsyncSocket.PostedSend?
 
             /// Whether the attempt in hand has ended; then its waiter, if any, is to be resumed.
             var attemptEnded: Bool {
@@ -210,7 +212,7 @@ public final class ServiceClient: Sendable {
                         continuation.resume()
                         return
                     }
-                    socket.post(frames, deadline: sendDeadline) { [self] result in
+                    let posted = socket.post(frames, deadline: sendDeadline) { [self] result in
                         let waiter = progress.withLock { progress -> CheckedContinuation<Void, Never>? in
                             switch result {
                             case .success(true): progress.send = .taken
@@ -228,13 +230,19 @@ public final class ServiceClient: Sendable {
                         }
                         waiter?.resume()
                     }
-                    progress.withLock { $0.timer = id }
+                    progress.withLock { progress in
+                        progress.timer = id
+                        progress.posted = posted
+                    }
                 }
             } onCancel: {
-                let waiter = progress.withLock { progress -> CheckedContinuation<Void, Never>? in
+                let (waiter, unsent) = progress.withLock { progress -> (CheckedContinuation<Void, Never>?, AsyncSocket.PostedSend?) in
                     progress.cancelled = true
-                    return progress.takeWaiterIfEnded()
+                    if case .pending = progress.send { return (progress.takeWaiterIfEnded(), progress.posted) }
+                    return (progress.takeWaiterIfEnded(), nil)
                 }
+                // As an awaited send was: a request cancelled before any peer took it never goes.
+                if let unsent { socket.withdraw(unsent) }
                 waiter?.resume()
             }
             return progress.withLock { progress in

@@ -385,19 +385,20 @@ public final class IOThread: Service, Sendable {
     /// the caller's thread, when the thread has shut down).
     fileprivate func post(
         id: Int, frames: [Data], deadline: ContinuousClock.Instant?, completion: @escaping @Sendable (Result<Void, any Error>) -> Void
-    ) {
-        let signal = shared.withLock { state -> Bool? in
+    ) -> Int {
+        let posted = shared.withLock { state -> (sendID: Int, signal: Bool)? in
             guard !state.stopping else { return nil }
             state.nextWaiterID += 1
             state.commands.append(
                 .send(id: id, sendID: state.nextWaiterID, frames: frames, deadline: deadline, done: .callback(completion)))
-            return state.needsWakeUp()
+            return (state.nextWaiterID, state.needsWakeUp())
         }
-        switch signal {
-        case true?: wakeUp.signal()
-        case false?: break
-        case nil: Self.refuse(.send(id: id, sendID: 0, frames: frames, deadline: deadline, done: .callback(completion)))
+        guard let posted else {
+            Self.refuse(.send(id: id, sendID: 0, frames: frames, deadline: deadline, done: .callback(completion)))
+            return 0
         }
+        if posted.signal { wakeUp.signal() }
+        return posted.sendID
     }
 
     fileprivate func receive(id: Int, deadline: ContinuousClock.Instant?) async throws -> Message? {
@@ -869,17 +870,32 @@ public struct AsyncSocket: Sendable, Hashable {
     /// something else anyway (a reply), so the send costs it no wake-up of its own. There is no
     /// back-pressure: the caller bounds what it posts. `completion` must return quickly (see
     /// `IOThread.ReceiveHandler`).
+    ///
+    /// - Returns: the send, for `withdraw(_:)`.
+    @discardableResult
     public func post(
         _ frames: [Data], deadline: ContinuousClock.Instant? = nil,
         completion: @escaping @Sendable (Result<Bool, any Error>) -> Void = { _ in }
-    ) {
-        thread.post(id: id, frames: frames, deadline: deadline) { result in
+    ) -> PostedSend {
+        let sendID = thread.post(id: id, frames: frames, deadline: deadline) { result in
             switch result {
             case .success: completion(.success(true))
             case .failure(let error) where error is IOThread.SendTimedOut: completion(.success(false))
             case .failure(let error): completion(.failure(error))
             }
         }
+        return PostedSend(sendID: sendID)
+    }
+
+    /// A send made by `post`.
+    public struct PostedSend: Sendable, Hashable {
+        fileprivate let sendID: Int
+    }
+
+    /// Withdraws a posted send that no peer has taken yet: its completion gets a
+    /// `CancellationError`, and it is never sent. One already taken is left alone.
+    public func withdraw(_ send: PostedSend) {
+        thread.post(.cancelSend(id: id, sendID: send.sendID))
     }
 
     /// Receives the next message, suspending until one arrives. Cancellable.
