@@ -130,7 +130,13 @@ extension DeploymentKeys {
                 }
             }
 
-            func release() { close(descriptor) }
+            /// Unlocks before closing: a process another thread is spawning at that moment holds
+            /// a copy of the descriptor until its `exec` closes it, and `close` alone would leave
+            /// the lock held by that copy (a `keys` command right after would be refused as busy).
+            func release() {
+                flock(descriptor, LOCK_UN)
+                close(descriptor)
+            }
         }
     }
 }
