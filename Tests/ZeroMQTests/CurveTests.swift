@@ -120,7 +120,7 @@ struct CurveTests {
 @Suite("A refused CURVE client")
 struct RefusedClientTests {
     @Test(
-        "once the server has refused its key, a socket never becomes writable again: send(timeout:) gives up, and a fresh socket gets in once the key is allowed"
+        "once the server has refused its key, a send on that socket ends (libzmq has dropped the connection, and almost never makes it again), and a fresh socket gets in once the key is allowed"
     )
     func refusedSocketStaysShut() async throws {
         let context = try Context()
@@ -153,12 +153,19 @@ struct RefusedClientTests {
             if event.kind == .handshakeFailedAuth { break }
         }
         allowed.withLock { $0 = true }
-        // The key is allowed now, but libzmq dropped that connection for good: nothing takes
-        // the message, and the send ends instead of waiting forever.
-        #expect(try await refused.send([Data(frame: "still refused")], timeout: .milliseconds(300)) == false)
-        #expect(try await router.receive(timeout: .milliseconds(100)) == nil)
+        // The key is allowed now, but libzmq has dropped that connection: nothing takes the
+        // message, and the send ends instead of waiting forever. Almost always for good; once
+        // in a clean-clone CI run (of hundreds of runs) libzmq 4.3.4 connected that socket
+        // again and the new handshake passed, so the message went out. Either way the send
+        // ends, which is what clients rely on (they leave such a socket for a fresh one).
+        if try await refused.send([Data(frame: "still refused")], timeout: .milliseconds(300)) {
+            let late = try #require(try await router.receive(timeout: .seconds(10)))
+            #expect(late.frames.last == Data(frame: "still refused"))
+        } else {
+            #expect(try await router.receive(timeout: .milliseconds(100)) == nil)
+        }
 
-        // A fresh socket handshakes again and gets in; the withdrawn message never went out.
+        // A fresh socket handshakes again and gets in; a withdrawn message never goes out later.
         let fresh = try await io.open(.dealer, linger: 0) { socket in
             try socket.set(clientOptions)
             try socket.connect(endpoint)
