@@ -286,26 +286,15 @@ extension BrokerCore {
                         metadata: withSuppressed(suppressed, ["group": "\(name)", "from": "\(from)", "first": "\(journal.first)"]))
                 }
                 let limit = max(1, min(1000, room))
+                // Just journaled: from memory, with the key the producer sent; else the journal.
+                let (entries, through) =
+                    try recentEvents.read(from: from, topics: topics, limit: limit, head: journal.head, journalFirst: journal.first)
+                    ?? Self.entries(journal.read(from: from, to: nil, topics: topics, limit: limit))
                 var candidates: [GroupCandidate] = []
-                let through: Int64
-                if let (entries, covered) = recentEvents.read(
-                    from: from, topics: topics, limit: limit, head: journal.head, journalFirst: journal.first)
-                {
-                    // Just journaled: from memory, with the key the producer sent.
-                    through = covered
-                    candidates.reserveCapacity(entries.count)
-                    for entry in entries {
-                        candidates.append(GroupCandidate(busSeq: entry.event.busSeq, key: entry.key))
-                        if !groups.cache.isFull { groups.cache[entry.event.busSeq] = entry.event }
-                    }
-                } else {
-                    let (events, covered) = try journal.read(from: from, to: nil, topics: topics, limit: limit)
-                    through = covered
-                    candidates.reserveCapacity(events.count)
-                    for event in events {
-                        candidates.append(GroupCandidate(busSeq: event.busSeq, key: Self.orderingKey(event.header)))
-                        if !groups.cache.isFull { groups.cache[event.busSeq] = event }
-                    }
+                candidates.reserveCapacity(entries.count)
+                for entry in entries {
+                    candidates.append(GroupCandidate(busSeq: entry.event.busSeq, key: entry.key))
+                    if !groups.cache.isFull { groups.cache[entry.event.busSeq] = entry.event }
                 }
                 let actions = groups.withGroup(name) { $0.state.offer(candidates, through: max(through, from - 1), now: now) } ?? []
                 try perform(actions, group: name, now: now)
@@ -464,6 +453,13 @@ extension BrokerCore {
         return PendingEvent(
             header: header, headerFields: fields, rawHeader: raw, parent: Envelope.emptyObject, metadata: Envelope.emptyObject,
             content: JSONValue.object(content).compactData, receivedAt: now)
+    }
+
+    /// A journal read as `RecentEvents` answers one: each event with its header's ordering key.
+    static func entries(
+        _ read: (events: [JournaledEvent], through: Int64)
+    ) -> (events: [RecentEvents.Entry], through: Int64) {
+        (read.events.map { RecentEvents.Entry(event: $0, key: orderingKey($0.header)) }, read.through)
     }
 
     static func orderingKey(_ header: Data) -> String? {

@@ -26,12 +26,6 @@ enum IngestItem: Sendable {
     case heartbeat(identity: Data, HeartbeatHeader, principal: String?, ref: String?)
     /// A message refused with ERROR.
     case refused(identity: Data, ProtocolError, command: String?, ref: String?)
-
-    /// Whether this item is an event (what `batch_limit` counts).
-    var isEvent: Bool {
-        if case .event = self { return true }
-        return false
-    }
 }
 
 /// The checks of one received ingest message, in the order section 2 gives; the same function

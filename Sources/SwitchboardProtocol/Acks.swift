@@ -69,15 +69,13 @@ public struct Acks: Sendable, Hashable {
         Envelope(command: .acks, header: headerJSON(), content: contentJSON(), version: version)
     }
 
-    /// Reads an ACKS from its envelope (already checked by `Envelope.decode`).
+    /// Reads an ACKS from its parsed envelope (`Envelope.parse`: the JSON frames are parsed
+    /// once, there).
     /// - Throws: `invalid-header` for a header without `producer`, `schema-violation` for content
     ///   that is not two arrays of `[producer_seq, bus_seq]` pairs of integers ≥ 1.
-    public init(envelope: Envelope) throws(ProtocolError) {
-        guard case .object(let header)? = JSONValue.parse(envelope.header) else {
-            throw ProtocolError(.invalidJSON, "header frame must be a JSON object")
-        }
-        let producer = try WireObject(fields: header, frame: "header", code: .invalidHeader).string("producer")
-        guard case .object(let content)? = JSONValue.parse(envelope.content) else {
+    public init(_ parsed: ParsedEnvelope) throws(ProtocolError) {
+        let producer = try WireObject(fields: parsed.header, frame: "header", code: .invalidHeader).string("producer")
+        guard case .object(let content) = parsed.content else {
             throw ProtocolError(.schemaViolation, "content must be a JSON object")
         }
         var entries: [Acknowledgement] = []

@@ -30,7 +30,7 @@ struct AcksTests {
     func vector(_ vector: Vector) {
         let envelope = Envelope(command: .acks, header: vector.header, content: vector.content, version: .batchedAcks)
         do {
-            let acks = try Acks(envelope: envelope)
+            let acks = try Acks(Envelope.parse(envelope.frames()))
             #expect(vector.valid, "\(vector.name) was read: \(acks)")
         } catch {
             #expect(!vector.valid, "\(vector.name): \(error)")
@@ -46,7 +46,7 @@ struct AcksTests {
         let acks = Acks(producer: "riverside-1", entries: entries)
         let frames = acks.envelope().frames()
         #expect(frames[0] == Envelope.versionFrame(.batchedAcks))
-        let read = try Acks(envelope: try Envelope.decode(frames))
+        let read = try Acks(Envelope.parse(frames))
         #expect(read.producer == "riverside-1")
         #expect(read.entries.filter { !$0.duplicate } == entries.filter { !$0.duplicate })
         #expect(read.entries.filter { $0.duplicate } == entries.filter { $0.duplicate })

@@ -259,7 +259,7 @@ func ingest(
                             if reply.frames.count > 1 && reply.frames[1] == Data("ACK".utf8) { acked += 1 }
                             if reply.frames.count > 1 && reply.frames[1] == Data("ACKS".utf8) {
                                 // What a producer does with it: read every pair.
-                                acked += try Acks(envelope: Envelope.decode(reply.frames)).entries.count
+                                acked += try Acks(Envelope.parse(reply.frames)).entries.count
                             }
                             answer = try dealer.receive(dontWait: true)
                         }

@@ -358,18 +358,19 @@ public final class OutboxSender: Sendable {
 
     /// An answer as the delivery rules take it; one it cannot read only shows the broker is there.
     private func decode(_ message: Message) -> OutboxDelivery.Answer {
-        let envelope: Envelope
+        let parsed: ParsedEnvelope
         do {
-            envelope = try Envelope.decode(message.frames)
+            parsed = try Envelope.parse(message.frames)
         } catch {
             logger.warning("unreadable answer from the broker", metadata: ["error": "\(error)"])
             return .other
         }
+        let envelope = parsed.envelope
         switch envelope.command {
         case .ack: return (try? envelope.decodeHeader(AckHeader.self)).map { .ack($0) } ?? .other
         case .acks:
             do {
-                return .acks(try Acks(envelope: envelope))
+                return .acks(try Acks(parsed))
             } catch {
                 logger.warning("unreadable answer from the broker", metadata: ["error": "\(error)"])
                 return .other
