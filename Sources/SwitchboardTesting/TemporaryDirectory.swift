@@ -36,3 +36,24 @@ public struct WaitTimedOut: Error, CustomStringConvertible {
     public var description: String
     public init(description: String) { self.description = description }
 }
+
+/// Runs `body`, cancelling it and throwing `WaitTimedOut` naming `what` if it has not finished
+/// within `timeout`: for a test loop that waits on a stream with no end of its own, so a lost
+/// item fails the test instead of hanging the whole run. `body` must end when cancelled.
+public func within<T: Sendable>(
+    _ timeout: Duration, _ what: @autoclosure () -> String, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let description = what()
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+            throw WaitTimedOut(description: "timed out after \(timeout): \(description)")
+        }
+        return value
+    }
+}

@@ -152,8 +152,10 @@ struct HTTPClientTests {
     }
 
     @Test func connectionRefusedIsRetriedThenTyped() async throws {
-        // Bind a server, learn its port, stop it: nothing listens there any more.
-        let port = try await withServer(Router()) { port in port }
+        // A port bound and held, never listening: connecting is refused, and no other test's
+        // server can take it meanwhile.
+        let refusing = try RefusingPort()
+        let port = refusing.port
         try await withClient { client, recorder in
             let error = try await #require(throws: OutError.self) {
                 try await client.execute(OutRequest(.get, base(port), path: ["x"], api: .generic("t"), operation: "refused"))
@@ -163,6 +165,7 @@ struct HTTPClientTests {
             #expect(error.attempts == 3)
             #expect(recorder.recorded.count == 2)
         }
+        withExtendedLifetime(refusing) {}
     }
 
     @Test func attemptTimeoutIsTyped() async throws {

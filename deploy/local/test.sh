@@ -28,15 +28,28 @@ grep -q "Build complete" "$log" || { echo "test: the build failed" >&2; tail -40
 # minutes; the suite takes well under one) and prints every thread's stack, instead of running
 # until CI's own limit with nothing to show.
 limit=${SWITCHBOARD_TEST_LIMIT:-1200}
+# The run's output is kept, and on failure the failed tests' issues are printed again at the
+# end: CI shows only the last lines of a long run, and those are whatever ran last.
+testlog=$(mktemp)
 run_tests() {
-    swift test --skip-build "$@" &
+    (stdbuf -oL -eL swift test --skip-build "$@" 2>&1 | tee "$testlog") &
     local runner=$!
     for ((waited = 0; waited < limit; waited++)); do
         kill -0 "$runner" 2>/dev/null || break
         sleep 1
     done
     if kill -0 "$runner" 2>/dev/null; then
-        echo "test: still running after ${limit}s; thread stacks follow" >&2
+        echo "test: still running after ${limit}s; the tests started and not ended, then thread stacks:" >&2
+        python3 - "$testlog" >&2 <<'PY' || true
+import re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+ended = set(re.findall(r"^[✔✘↪] Test (.*?) (?:with \d+ test cases? )?(?:passed|failed|skipped)", text, re.M))
+# A parameterized test prints only its cases' starts, never its own end: left out.
+cases = set(re.findall(r"^◇ Test case passing .* to (.*?) started\.", text, re.M))
+for name in re.findall(r"^◇ Test (.*?) started\.", text, re.M):
+    if name not in ended and name not in cases and name != "run" and not name.startswith("case passing"):
+        print("  still running:", name[:200])
+PY
         for pid in $(pgrep -f "SwitchboardPackageTests.xctest" || true); do
             gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 | grep -E "^Thread|^#" >&2 || true
         done
@@ -44,7 +57,11 @@ run_tests() {
         kill -KILL "$runner" 2>/dev/null || true
         exit 1
     fi
-    wait "$runner"
+    wait "$runner" || {
+        echo "test: the failed tests, again (the whole output is above):" >&2
+        grep -E -A4 "^✘ Test .* recorded an issue|^✘ Test .* failed|error: |Fatal error|Crash" "$testlog" | head -120 >&2
+        exit 1
+    }
 }
 # Every suite at once, as a plain `swift test` runs them: no test may depend on which others
 # share the two cores with it. Tests about timing drive their rules with a manual clock; socket
