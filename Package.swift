@@ -607,6 +607,7 @@ if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             path: "bench/SwitchboardBench",
             swiftSettings: swiftSettings

@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N [--single-acks] | --service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N [--single-acks] | --service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls | --growth [N]]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -48,6 +48,11 @@ struct Bench {
         }
         if CommandLine.arguments.contains("--journal") {
             try await journalStoreBench(quick: quick)
+            return
+        }
+        if let flag = CommandLine.arguments.firstIndex(of: "--growth") {
+            let given = flag + 1 < CommandLine.arguments.count ? Int(CommandLine.arguments[flag + 1]) : nil
+            try await growthBench(count: given ?? (quick ? 1_000_000 : 10_000_000), quick: quick)
             return
         }
         if CommandLine.arguments.contains("--eto-calls") {
