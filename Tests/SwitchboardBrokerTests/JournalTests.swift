@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SwitchboardProtocol
 import SwitchboardTesting
 import Testing
@@ -64,6 +65,76 @@ struct JournalTests {
         let next = try reopened.append([event("k2", 1)])
         #expect(next.first.map { if case .stored(let seq, _) = $0 { seq == 101 } else { false } } == true)
         #expect(reopened.first == 101)
+    }
+
+    @Test(
+        "the row count and byte sum are kept in journal_meta by each commit and prune, read back at open, and counted again when something else moved the table's ends"
+    )
+    func totalsSurviveReopen() throws {
+        let directory = try TemporaryDirectory("journal")
+        defer { directory.remove() }
+        let path = directory.path("journal.sqlite")
+        func counted(_ journal: Journal) throws -> (Int64, Int64) {
+            try journal.queue.read { db in
+                (
+                    try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM events") ?? -1,
+                    try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM events") ?? -1
+                )
+            }
+        }
+        func saved(_ journal: Journal) throws -> Journal.Totals? {
+            Journal.Totals(
+                try journal.queue.read { db in
+                    try String.fetchOne(db, sql: "SELECT value FROM journal_meta WHERE key = ?", arguments: [Journal.Totals.key])
+                })
+        }
+        var journal = try Journal(path: path)
+        #expect(try saved(journal) == Journal.Totals(count: 0, bytes: 0, lowest: 0, highest: 0), "a new journal saves its empty totals")
+        _ = try journal.append((1...50).map { event("k1", Int64($0)) })
+        _ = try journal.append([event("k1", 50), event("k1", 51)])  // a resend adds nothing
+        #expect(try saved(journal) == Journal.Totals(count: 51, bytes: journal.storedBytes, lowest: 1, highest: 51))
+        #expect(try prune(journal, through: 20) == 20)
+        #expect(try saved(journal) == Journal.Totals(count: 31, bytes: journal.storedBytes, lowest: 21, highest: 51))
+        let expected = try counted(journal)
+        #expect((journal.count, journal.storedBytes) == expected)
+        try journal.close()
+
+        journal = try Journal(path: path)
+        #expect((journal.count, journal.storedBytes) == expected, "read back, not counted")
+        #expect((journal.first, journal.head) == (21, 51))
+        try journal.close()
+
+        // Something that does not keep the totals (an older broker) adds a row: the ends moved,
+        // so the open counts again, and saves what it counted.
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO events (bus_seq, event_id, producer, producer_seq, type, received_at, size, header, parent, metadata, content)
+                    VALUES (52, '0190d7a2-0000-7000-8000-000000000052', 'old', 1, 'checkin.recorded', 1000, 1234,
+                            x'7b7d', x'7b7d', x'7b7d', x'7b7d')
+                    """)
+        }
+        journal = try Journal(path: path)
+        #expect(journal.count == expected.0 + 1)
+        #expect(journal.storedBytes == expected.1 + 1234)
+        #expect(try saved(journal) == Journal.Totals(count: expected.0 + 1, bytes: expected.1 + 1234, lowest: 21, highest: 52))
+
+        // Retention empties it: empty totals, and the next commit starts them at its first row.
+        #expect(try prune(journal, through: 52) == 32)
+        #expect(try saved(journal) == Journal.Totals(count: 0, bytes: 0, lowest: 0, highest: 0))
+        _ = try journal.append([event("k2", 1)])
+        #expect(try saved(journal) == Journal.Totals(count: 1, bytes: journal.storedBytes, lowest: 53, highest: 53))
+        #expect((journal.count, journal.storedBytes) == (try counted(journal)))
+        #expect(Journal.Totals("1 2 3") == nil && Journal.Totals("a b c d") == nil && Journal.Totals("-1 0 0 0") == nil)
+        try journal.close()
+    }
+
+    /// Deletes by size until `busSeq` is gone (a chunk as large as needed).
+    func prune(_ journal: Journal, through busSeq: Int64) throws -> Int {
+        let keep = try journal.queue.read { db in
+            try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM events WHERE bus_seq > ?", arguments: [busSeq]) ?? 0
+        }
+        return try journal.prune(olderThan: nil, maxBytes: keep, chunk: 10_000)
     }
 
     @Test("age never deletes what a consumer group has not settled; size does")
