@@ -76,25 +76,62 @@ public final class ServiceClient: Sendable {
         var opening = false
         var openWaiters: [CheckedContinuation<AsyncSocket, any Error>] = []
         var routes: [String: Route] = [:]
-        var reader: Task<Void, Never>?
         var closed = false
         /// The broker the shared socket connected to.
         var socketEndpoint = ""
+        /// Counts the shared sockets opened, so the reader of a socket that is no longer the
+        /// shared one (retired, replaced) knows it.
+        var generation = 0
     }
 
-    /// Where the replies of one request go.
+    /// Where the replies of one request go, and what its task waits for.
+    ///
+    /// `request` has no stream: the final reply is kept in `outcome` for its caller, so a round
+    /// trip wakes the caller's task once (from the socket's reader, on the I/O thread). `stream`
+    /// yields every reply to its stream as well.
     private final class Route: Sendable {
         let service: String
-        let continuation: AsyncThrowingStream<ServiceReply, any Error>.Continuation
+        let continuation: AsyncThrowingStream<ServiceReply, any Error>.Continuation?
         let progress = Mutex(Progress())
+
+        /// What became of the message of the attempt in hand.
+        enum Send { case pending, taken, notTaken, failed(ServiceClientError) }
+
+        /// How one attempt ended.
+        enum AttemptEnd { case finished, timedOut, notTaken, failed(ServiceClientError), cancelled }
 
         struct Progress {
             var partials = 0
             var finished = false
-            var waiter: CheckedContinuation<Bool, Never>?
+            var outcome: Result<ServiceReply, ServiceClientError>?
+            var send = Send.taken
+            /// The attempt's time is up (it ends as soon as its message has been taken or not).
+            var attemptOver = false
+            var cancelled = false
+            var waiter: CheckedContinuation<Void, Never>?
+            /// The attempt's time-out on the I/O thread, cancelled when the attempt ends first.
+            var timer: IOThread.TimerID?
+            /// The attempt's message, withdrawn if the task is cancelled before a peer took it.
+            var posted: AsyncSocket.PostedSend?
+
+            /// Whether the attempt in hand has ended; then its waiter, if any, is to be resumed.
+            var attemptEnded: Bool {
+                if finished || cancelled { return true }
+                switch send {
+                case .notTaken, .failed: return true
+                case .pending: return false
+                case .taken: return attemptOver
+                }
+            }
+
+            mutating func takeWaiterIfEnded() -> CheckedContinuation<Void, Never>? {
+                guard attemptEnded else { return nil }
+                defer { waiter = nil }
+                return waiter
+            }
         }
 
-        init(service: String, continuation: AsyncThrowingStream<ServiceReply, any Error>.Continuation) {
+        init(service: String, continuation: AsyncThrowingStream<ServiceReply, any Error>.Continuation?) {
             self.service = service
             self.continuation = continuation
         }
@@ -102,71 +139,125 @@ public final class ServiceClient: Sendable {
         /// Delivers one reply; returns true if it was the final one.
         @discardableResult
         func deliver(_ reply: ServiceReply) -> Bool {
-            let accepted = progress.withLock { progress -> Bool in
-                guard !progress.finished else { return false }
-                if reply.final { progress.finished = true } else { progress.partials += 1 }
-                return true
-            }
-            guard accepted else { return false }
-            if !reply.final {
-                continuation.yield(reply)
-                return false
-            }
-            if (200...299).contains(reply.status) {
-                continuation.yield(reply)
-                continuation.finish()
+            let outcome: Result<ServiceReply, ServiceClientError>
+            if !reply.final || (200...299).contains(reply.status) {
+                outcome = .success(reply)
             } else if reply.status == ServiceStatus.unavailable && reply.header.error?.code == "no-worker" {
-                continuation.finish(throwing: ServiceClientError.noSuchService(service))
+                outcome = .failure(.noSuchService(service))
             } else {
                 let failure = reply.header.error ?? ServiceFailure(code: "unknown", message: "status \(reply.status)")
-                continuation.finish(throwing: ServiceClientError.serviceError(status: reply.status, failure))
+                outcome = .failure(.serviceError(status: reply.status, failure))
             }
-            wake(true)
-            return true
+            let (accepted, waiter) = progress.withLock { progress -> (Bool, CheckedContinuation<Void, Never>?) in
+                guard !progress.finished else { return (false, nil) }
+                guard reply.final else {
+                    progress.partials += 1
+                    return (true, nil)
+                }
+                progress.finished = true
+                progress.outcome = outcome
+                return (true, progress.takeWaiterIfEnded())
+            }
+            guard accepted else { return false }
+            if let continuation {
+                switch outcome {
+                case .success(let reply):
+                    continuation.yield(reply)
+                    if reply.final { continuation.finish() }
+                case .failure(let error):
+                    continuation.finish(throwing: error)
+                }
+            }
+            waiter?.resume()
+            return reply.final
         }
 
         func fail(_ error: ServiceClientError) {
-            let first = progress.withLock { progress -> Bool in
-                defer { progress.finished = true }
-                return !progress.finished
+            let (first, waiter) = progress.withLock { progress -> (Bool, CheckedContinuation<Void, Never>?) in
+                guard !progress.finished else { return (false, nil) }
+                progress.finished = true
+                progress.outcome = .failure(error)
+                return (true, progress.takeWaiterIfEnded())
             }
             guard first else { return }
-            continuation.finish(throwing: error)
-            wake(true)
-        }
-
-        private func wake(_ value: Bool) {
-            let waiter = progress.withLock { progress -> CheckedContinuation<Bool, Never>? in
-                defer { progress.waiter = nil }
-                return progress.waiter
-            }
-            waiter?.resume(returning: value)
+            continuation?.finish(throwing: error)
+            waiter?.resume()
         }
 
         var partialsSeen: Bool { progress.withLock { $0.partials > 0 } }
+        var isFinished: Bool { progress.withLock { $0.finished } }
 
-        /// Waits until the final reply has come (true) or `deadline` passes (false). The time-out
-        /// is a dispatch timer, not a task: requests are many and short.
-        func waitFinished(until deadline: ContinuousClock.Instant) async -> Bool {
+        /// Sends `frames` on the shared socket and waits, in one suspension, until the final
+        /// reply has come, no connection took the message by `sendDeadline`, or `until` has
+        /// passed with the message taken. The send and the time-out report on the I/O thread
+        /// (a timer there, not a task or a dispatch timer per request), and the reply comes
+        /// from the socket's reader there too: the caller's task wakes once.
+        func attempt(
+            on socket: AsyncSocket, io: IOThread, frames: [Data], sendDeadline: ContinuousClock.Instant,
+            until: ContinuousClock.Instant
+        ) async -> (end: AttemptEnd, taken: Bool) {
+            progress.withLock { progress in
+                progress.send = .pending
+                progress.attemptOver = false
+            }
             await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                    let resumeNow = progress.withLock { progress -> Bool? in
-                        if progress.finished { return true }
-                        if Task.isCancelled { return false }
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let ended = progress.withLock { progress -> Bool in
+                        if Task.isCancelled { progress.cancelled = true }
+                        if progress.attemptEnded { return true }
                         progress.waiter = continuation
-                        return nil
+                        return false
                     }
-                    if let resumeNow {
-                        continuation.resume(returning: resumeNow)
+                    if ended {
+                        continuation.resume()
                         return
                     }
-                    let remaining = max(0, (deadline - .now).wholeMilliseconds)
-                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(remaining))) { [self] in
-                        wake(progress.withLock { $0.finished })
+                    let posted = socket.post(frames, deadline: sendDeadline) { [self] result in
+                        let waiter = progress.withLock { progress -> CheckedContinuation<Void, Never>? in
+                            switch result {
+                            case .success(true): progress.send = .taken
+                            case .success(false): progress.send = .notTaken
+                            case .failure(let error): progress.send = .failed(ServiceClient.clientError(error))
+                            }
+                            return progress.takeWaiterIfEnded()
+                        }
+                        waiter?.resume()
+                    }
+                    let id = io.schedule(at: until) { [self] in
+                        let waiter = progress.withLock { progress -> CheckedContinuation<Void, Never>? in
+                            progress.attemptOver = true
+                            return progress.takeWaiterIfEnded()
+                        }
+                        waiter?.resume()
+                    }
+                    progress.withLock { progress in
+                        progress.timer = id
+                        progress.posted = posted
                     }
                 }
             } onCancel: {
-                wake(false)
+                let (waiter, unsent) = progress.withLock { progress -> (CheckedContinuation<Void, Never>?, AsyncSocket.PostedSend?) in
+                    progress.cancelled = true
+                    if case .pending = progress.send { return (progress.takeWaiterIfEnded(), progress.posted) }
+                    return (progress.takeWaiterIfEnded(), nil)
+                }
+                // As an awaited send was: a request cancelled before any peer took it never goes.
+                if let unsent { socket.withdraw(unsent) }
+                waiter?.resume()
+            }
+            return progress.withLock { progress in
+                if let timer = progress.timer {
+                    io.cancel(timer)
+                    progress.timer = nil
+                }
+                let taken: Bool
+                if case .taken = progress.send { taken = true } else { taken = false }
+                if progress.finished { return (.finished, taken) }
+                switch progress.send {
+                case .notTaken: return (.notTaken, false)
+                case .failed(let error): return (.failed(error), false)
+                case .pending, .taken: return (progress.cancelled ? .cancelled : .timedOut, taken)
+                }
             }
         }
     }
@@ -185,22 +276,16 @@ public final class ServiceClient: Sendable {
     public func request(
         service: String, operation: String, content: Data = Data("{}".utf8), timeout: Duration? = nil, idempotent: Bool = false
     ) async throws(ServiceClientError) -> ServiceReply {
-        // The caller's task does the work (no task of its own, unlike `stream`); the replies
-        // wait in the stream's buffer until it is read below.
-        let (replies, continuation) = AsyncThrowingStream<ServiceReply, any Error>.makeStream()
-        let route = Route(service: service, continuation: continuation)
+        // The caller's task does the work (no task of its own, unlike `stream`), and the final
+        // reply waits in the route, with no stream between.
+        let route = Route(service: service, continuation: nil)
         await perform(
             route: route, service: service, operation: operation, content: content, timeout: timeout ?? settings.timeout,
             idempotent: idempotent)
-        do {
-            var last: ServiceReply?
-            for try await reply in replies where reply.final { last = reply }
-            guard let last else { throw ServiceClientError.protocolViolation("the reply stream ended without a final reply") }
-            return last
-        } catch let error as ServiceClientError {
-            throw error
-        } catch {
-            throw .protocolViolation("\(error)")
+        switch route.progress.withLock({ $0.outcome }) {
+        case .success(let reply)?: return reply
+        case .failure(let error)?: throw error
+        case nil: throw .protocolViolation("the request ended without a final reply")
         }
     }
 
@@ -253,21 +338,28 @@ public final class ServiceClient: Sendable {
                     state.withLock { $0.routes[id] = route }
                     // A third of the attempt for the send: a shared socket with no pipe left takes
                     // nothing ever, and the rest of the time goes to a fresh socket.
-                    let sendLimit = max(ContinuousClock.now.duration(to: until) / 3, .milliseconds(200))
-                    guard try await socket.send(frames, timeout: sendLimit) else {
+                    let now = ContinuousClock.now
+                    let sendDeadline = now + max(now.duration(to: until) / 3, .milliseconds(200))
+                    let (end, taken) = await route.attempt(on: socket, io: io, frames: frames, sendDeadline: sendDeadline, until: until)
+                    if taken { pirate.sent() }
+                    switch end {
+                    case .finished:
+                        pirate.finished()
+                    case .notTaken:
                         // No connection took it: this socket's connection is gone for good (a
                         // refused key) or not up yet. This request and the next open fresh ones.
+                        _ = state.withLock { $0.routes.removeValue(forKey: id) }
                         await retire(socket)
                         continue
-                    }
-                    pirate.sent()
-                    if await route.waitFinished(until: until) {
-                        pirate.finished()
-                    } else if brokers.rotates && !route.partialsSeen {
-                        // Not a word in a whole attempt, with several brokers: the shared socket
-                        // may point at a standby (it takes sends, and never answers). The next
-                        // attempt, and the next shared socket, go to the next broker.
-                        await retire(socket)
+                    case .failed(let error):
+                        throw error
+                    case .timedOut, .cancelled:
+                        if brokers.rotates && !route.partialsSeen {
+                            // Not a word in a whole attempt, with several brokers: the shared
+                            // socket may point at a standby (it takes sends, and never answers).
+                            // The next attempt, and the next shared socket, go to the next broker.
+                            await retire(socket)
+                        }
                     }
                     _ = state.withLock { $0.routes.removeValue(forKey: id) }
                 case .sendOnFreshSocket(let until):
@@ -286,11 +378,11 @@ public final class ServiceClient: Sendable {
                                 break
                             }
                             if routeReply(message.frames, expecting: id, lookup: { $0 == id ? route : nil }) == true { break }
-                            if route.progress.withLock({ $0.finished }) { break }
+                            if route.isFinished { break }
                         }
                     }
                     if route.partialsSeen { pirate.partial() }
-                    if route.progress.withLock({ $0.finished }) { pirate.finished() }
+                    if route.isFinished { pirate.finished() }
                 case .finished:
                     return
                 case .timedOut:
@@ -317,18 +409,16 @@ public final class ServiceClient: Sendable {
     /// refused. Requests still waiting on it run out their attempt and go on as their rules say.
     /// With several brokers, the next socket connects to the next one.
     private func retire(_ socket: AsyncSocket) async {
-        let retired = state.withLock { state -> (reader: Task<Void, Never>?, endpoint: String)? in
+        let retired = state.withLock { state -> String? in
             guard state.socket == socket else { return nil }
             state.socket = nil
-            defer { state.reader = nil }
-            return (state.reader, state.socketEndpoint)
+            return state.socketEndpoint
         }
         guard let retired else { return }
-        let next = brokers.failed(retired.endpoint)
+        let next = brokers.failed(retired)
         logger.debug(
             "no connection to the broker took a request; the next opens a fresh socket",
-            metadata: ["endpoint": "\(retired.endpoint)", "next": "\(next)"])
-        retired.reader?.cancel()
+            metadata: ["endpoint": "\(retired)", "next": "\(next)"])
         await socket.close()
     }
 
@@ -387,12 +477,20 @@ public final class ServiceClient: Sendable {
         case .open:
             let result: Result<AsyncSocket, any Error>
             let endpoint = brokers.current
+            let generation = state.withLock { state in
+                state.generation += 1
+                return state.generation
+            }
             do {
-                let socket = try await io.open(.dealer, linger: 0, inboxCapacity: 4096) {
-                    [options = settings.socketOptions] socket in
-                    try socket.set([.maxMessageSize(1 << 20)] + options)
-                    try socket.connect(endpoint)
-                }
+                // The reader is the I/O thread itself: it hands each batch of replies to `read`,
+                // which resumes the requests they answer, with no task of its own in between.
+                let socket = try await io.open(
+                    .dealer, linger: 0,
+                    configure: { [options = settings.socketOptions] socket in
+                        try socket.set([.maxMessageSize(1 << 20)] + options)
+                        try socket.connect(endpoint)
+                    },
+                    onReceive: { [weak self] batch in self?.read(batch, generation: generation) })
                 result = .success(socket)
             } catch {
                 result = .failure(error)
@@ -402,10 +500,6 @@ public final class ServiceClient: Sendable {
                 if case .success(let socket) = result {
                     state.socket = socket
                     state.socketEndpoint = endpoint
-                    // Unstructured because the shared socket outlives any one request: its reader
-                    // routes replies to every caller, belongs to the client, and is cancelled by
-                    // `close()`.
-                    state.reader = Task { await self.read(socket) }
                 }
                 defer { state.openWaiters = [] }
                 return state.openWaiters
@@ -415,25 +509,25 @@ public final class ServiceClient: Sendable {
         }
     }
 
-    private func read(_ socket: AsyncSocket) async {
-        while !Task.isCancelled {
-            let message: Message
-            do {
-                message = try await socket.receive()
-            } catch {
-                break
+    /// The shared socket's reader, on the I/O thread: routes each reply to its request.
+    private func read(_ batch: Result<[Message], ZMQError>, generation: Int) {
+        switch batch {
+        case .success(let messages):
+            for message in messages {
+                _ = routeReply(message.frames, expecting: nil) { id in self.state.withLock { $0.routes[id] } }
             }
-            _ = routeReply(message.frames, expecting: nil) { id in self.state.withLock { $0.routes[id] } }
+        case .failure:
+            // The socket is gone: every request waiting on it fails now rather than at its
+            // time-out, unless it was retired (then they run out their attempt and go on by
+            // their rules).
+            let waiting = state.withLock { state -> [Route] in
+                guard state.socket != nil, state.generation == generation else { return [] }
+                state.socket = nil
+                defer { state.routes = [:] }
+                return Array(state.routes.values)
+            }
+            for route in waiting { route.fail(.closed) }
         }
-        // The socket is gone: every request waiting on it fails now rather than at its time-out,
-        // unless it was retired (then they run out their attempt and go on by their rules).
-        let waiting = state.withLock { state -> [Route] in
-            guard state.socket == socket else { return [] }
-            state.socket = nil
-            defer { state.routes = [:] }
-            return Array(state.routes.values)
-        }
-        for route in waiting { route.fail(.closed) }
     }
 
     /// Hands one message from the broker to the request it answers (found by `lookup` from
@@ -544,18 +638,17 @@ public final class ServiceClient: Sendable {
 
     /// Fails every waiting request with `.closed` and closes the shared socket.
     public func close() async {
-        let (socket, reader, routes, waiters) = state.withLock { state in
+        let (socket, routes, waiters) = state.withLock { state in
             state.closed = true
             defer {
                 state.socket = nil
                 state.routes = [:]
                 state.openWaiters = []
             }
-            return (state.socket, state.reader, Array(state.routes.values), state.openWaiters)
+            return (state.socket, Array(state.routes.values), state.openWaiters)
         }
         for route in routes { route.fail(.closed) }
         for waiter in waiters { waiter.resume(throwing: ServiceClientError.closed) }
-        reader?.cancel()
         await socket?.close()
     }
 }

@@ -50,6 +50,14 @@ final class SharedLiveness: Sendable {
     func withLock<R: Sendable>(_ body: (inout WorkerLiveness) -> R) -> R { value.withLock { body(&$0) } }
 }
 
+/// A send of one socket slot that went wrong after its caller moved on (a FINAL is posted, not
+/// awaited): the slot's exchange loop finds it and ends the socket as an awaited send would have.
+final class LostSend: Sendable {
+    private let error = Mutex<(any Error)?>(nil)
+    func record(_ error: any Error) { self.error.withLock { $0 = $0 ?? error } }
+    func take() -> (any Error)? { error.withLock { $0.take() } }
+}
+
 /// Sends PARTIAL replies for the request in hand (MDP/0.2 streaming).
 public struct PartialReplies: Sendable {
     let send: @Sendable (Data) async throws -> Void
@@ -229,14 +237,17 @@ public final class ServiceWorker: Sendable {
                 }
             }
             defer { ticker.cancelAll() }
-            return try await exchange(socket, slot: slot, liveness: liveness)
+            return try await exchange(socket, slot: slot, liveness: liveness, lost: LostSend())
         }
     }
 
     /// Answers the broker on `socket` until the worker stops (nil), or the broker disconnects or
     /// falls silent.
-    private func exchange(_ socket: AsyncSocket, slot: Int, liveness: SharedLiveness) async throws -> WorkerLiveness.Ending? {
+    private func exchange(
+        _ socket: AsyncSocket, slot: Int, liveness: SharedLiveness, lost: LostSend
+    ) async throws -> WorkerLiveness.Ending? {
         while true {
+            if let error = lost.take() { throw error }
             if stopping {
                 _ = try? await socket.send(Majordomo.worker(.v02, .disconnect), timeout: settings.heartbeat)
                 return nil
@@ -277,7 +288,7 @@ public final class ServiceWorker: Sendable {
                 return .disconnected
             case .request:
                 guard let client = parsed.client else { continue }
-                try await handle(client: client, body: parsed.body, on: socket, liveness: liveness)
+                try await handle(client: client, body: parsed.body, on: socket, liveness: liveness, lost: lost)
                 liveness.withLock { $0.requestAnswered(now: .now) }
             case .ready, .partial, .final:
                 logger.warning("unexpected \(parsed.command) from the broker; ignored", metadata: ["service": "\(service)"])
@@ -286,7 +297,12 @@ public final class ServiceWorker: Sendable {
     }
 
     /// Runs the handler (the socket's ticker keeps heartbeating meanwhile), then sends FINAL.
-    private func handle(client: Data, body: [Data], on socket: AsyncSocket, liveness: SharedLiveness) async throws {
+    ///
+    /// The FINAL is posted, not awaited: the slot waits for the broker's next message anyway,
+    /// so the send costs the task no wake-up of its own. One that fails, or that no connection
+    /// takes within the socket's send time, is recorded in `lost`, and the exchange loop (which
+    /// looks at least four times a second) ends the socket just as an awaited send would.
+    private func handle(client: Data, body: [Data], on socket: AsyncSocket, liveness: SharedLiveness, lost: LostSend) async throws {
         let received = ContinuousClock.now
         let final: [Data]
         switch Result(catching: { () throws(ProtocolError) in try ServiceBody.request(body) }) {
@@ -309,7 +325,18 @@ public final class ServiceWorker: Sendable {
             }
             final = await answer(request, envelope: envelope, partials: partials)
         }
-        try await socket.send(Majordomo.worker(.v02, .final, client: client, body: final))
+        let sendTimeout = socket.sendTimeout
+        socket.post(Majordomo.worker(.v02, .final, client: client, body: final), deadline: sendTimeout.map { .now + $0 }) { result in
+            switch result {
+            case .success(true): break
+            case .success(false):
+                lost.record(
+                    ZMQError(
+                        errno: EAGAIN, message: "no peer took the message within \(sendTimeout ?? .zero) (no live connection)",
+                        operation: "send"))
+            case .failure(let error): lost.record(error)
+            }
+        }
         liveness.withLock { $0.sent(now: .now) }
     }
 

@@ -46,6 +46,111 @@ public struct RequestHeader: Codable, Sendable, Hashable {
     }
 }
 
+extension RequestHeader {
+    /// The header as every client writes it, read from its parsed fields: a valid `request_id`
+    /// and `operation` (so plain ASCII, spelled as `JSONDecoder` would read them), an integer
+    /// `timeout_ms`, and `idempotent` a boolean or absent. Anything else is nil, and the frame
+    /// is read by `JSONDecoder` as before, with the same errors.
+    init?(plain fields: [String: JSONValue]) {
+        guard case .string(let requestID)? = fields["request_id"], UUIDv7.isValid(requestID),
+            case .string(let operation)? = fields["operation"], Operation.isValid(operation),
+            case .integer(let timeout)? = fields["timeout_ms"]
+        else { return nil }
+        var idempotent: Bool?
+        switch fields["idempotent"] {
+        case nil: idempotent = nil
+        case .bool(let value)?: idempotent = value
+        default: return nil
+        }
+        self.init(requestID: requestID, operation: operation, timeoutMilliseconds: timeout, idempotent: idempotent)
+    }
+}
+
+extension JSONWriter {
+    /// Whether `text` is written the same by `string` and by `JSONEncoder`: printable ASCII with
+    /// nothing to escape (no quote, no backslash).
+    static func isPlain(_ text: String) -> Bool {
+        text.utf8.allSatisfy { (0x20...0x7E).contains($0) && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+    }
+
+    mutating func bool(_ value: Bool) {
+        if value { raw("true") } else { raw("false") }
+    }
+}
+
+extension RequestHeader {
+    /// The bytes `WireJSON.encode` gives (sorted keys, nil left out), written without
+    /// `JSONEncoder` when every string is plain; nil otherwise (then `JSONEncoder` writes it).
+    func plainJSON() -> Data? {
+        guard JSONWriter.isPlain(requestID), JSONWriter.isPlain(operation) else { return nil }
+        var writer = JSONWriter(capacity: 128)
+        writer.raw("{")
+        if let idempotent {
+            writer.key("idempotent", first: true)
+            writer.bool(idempotent)
+            writer.key("operation")
+        } else {
+            writer.key("operation", first: true)
+        }
+        writer.string(operation)
+        writer.key("request_id")
+        writer.string(requestID)
+        writer.key("timeout_ms")
+        writer.integer(timeoutMilliseconds)
+        writer.raw("}")
+        return writer.data
+    }
+}
+
+extension ReplyHeader {
+    /// As `RequestHeader.plainJSON()`.
+    func plainJSON() -> Data? {
+        var writer = JSONWriter(capacity: 128)
+        writer.raw("{")
+        var first = true
+        if let error {
+            guard JSONWriter.isPlain(error.code), JSONWriter.isPlain(error.message) else { return nil }
+            writer.key("error", first: true)
+            first = false
+            writer.raw("{")
+            writer.key("code", first: true)
+            writer.string(error.code)
+            writer.key("message")
+            writer.string(error.message)
+            if let retryable = error.retryable {
+                writer.key("retryable")
+                writer.bool(retryable)
+            }
+            writer.raw("}")
+        }
+        if let requestID {
+            guard JSONWriter.isPlain(requestID) else { return nil }
+            writer.key("request_id", first: first)
+            first = false
+            writer.string(requestID)
+        }
+        writer.key("status", first: first)
+        writer.integer(Int64(status))
+        writer.raw("}")
+        return writer.data
+    }
+}
+
+extension ReplyHeader {
+    /// A successful reply's header read from its parsed fields: a valid `request_id` (or none),
+    /// an integer `status`, no `error`. Anything else is nil, for `JSONDecoder` as before.
+    init?(plain fields: [String: JSONValue]) {
+        guard case .integer(let status)? = fields["status"], let status = Int(exactly: status), fields["error"] == nil else {
+            return nil
+        }
+        switch fields["request_id"] {
+        case nil: self.init(requestID: nil, status: status)
+        case .string(let requestID)? where UUIDv7.isValid(requestID): self.init(requestID: requestID, status: status)
+        default: return nil
+        }
+    }
+}
+
 /// Operation names: like event types, but one segment is enough (`ping`).
 public enum Operation {
     public static func isValid(_ name: String) -> Bool {
@@ -153,36 +258,53 @@ public enum ServiceStatus {
 /// Reading and writing the REQUEST and REPLY envelopes that make up Majordomo bodies.
 public enum ServiceBody {
     /// Reads a REQUEST body; the error says what is wrong.
+    ///
+    /// A plain header (what every client writes) is read from the fields the envelope's check
+    /// parsed already; any other goes to `JSONDecoder`, whose errors name the field.
     public static func request(_ body: [Data]) throws(ProtocolError) -> (RequestHeader, Envelope) {
-        let envelope = try Envelope.decode(body)
+        let parsed = try Envelope.parse(body)
+        let envelope = parsed.envelope
         guard envelope.command == .request else {
             throw ProtocolError(.unknownCommand, "a service request body must be a REQUEST, got \(envelope.command.rawValue)")
         }
-        let header = try envelope.decodeHeader(RequestHeader.self)
+        let header: RequestHeader
+        if let plain = RequestHeader(plain: parsed.header) {
+            header = plain
+        } else {
+            header = try envelope.decodeHeader(RequestHeader.self)
+        }
         try header.validate()
         return (header, envelope)
     }
 
     /// Reads a REPLY body.
     public static func reply(_ body: [Data]) throws(ProtocolError) -> (ReplyHeader, Envelope) {
-        let envelope = try Envelope.decode(body)
+        let parsed = try Envelope.parse(body)
+        let envelope = parsed.envelope
         guard envelope.command == .reply else {
             throw ProtocolError(.unknownCommand, "a service reply body must be a REPLY, got \(envelope.command.rawValue)")
         }
-        let header = try envelope.decodeHeader(ReplyHeader.self)
+        let header: ReplyHeader
+        if let plain = ReplyHeader(plain: parsed.header) {
+            header = plain
+        } else {
+            header = try envelope.decodeHeader(ReplyHeader.self)
+        }
         try header.validate()
         return (header, envelope)
     }
 
     /// Builds a REQUEST body.
     public static func requestBody(_ header: RequestHeader, content: Data, metadata: Data = Data("{}".utf8)) throws -> [Data] {
-        try Envelope(command: .request, header: header, content: content, metadata: metadata).frames()
+        let json = try header.plainJSON() ?? WireJSON.encode(header)
+        return Envelope(command: .request, header: json, metadata: metadata, content: content).frames()
     }
 
     /// Builds a REPLY body; `parent` is the REQUEST's header frame.
     public static func replyBody(_ header: ReplyHeader, content: Data = Data("{}".utf8), parent: Data = Data("{}".utf8)) -> [Data] {
         // Encoding these two plain structs cannot fail.
-        (try? Envelope(command: .reply, header: header, content: content, parent: parent).frames()) ?? []
+        guard let json = header.plainJSON() ?? (try? WireJSON.encode(header)) else { return [] }
+        return Envelope(command: .reply, header: json, parent: parent, content: content).frames()
     }
 
     /// The operation of a body, if it is a readable REQUEST (for the broker's role checks).

@@ -28,8 +28,10 @@ public enum UUIDv7 {
         for i in 0..<6 { bytes[i] = UInt8(truncatingIfNeeded: ms >> (8 * (5 - i))) }
         bytes[6] = 0x70 | UInt8((counter >> 8) & 0x0F)
         bytes[7] = UInt8(truncatingIfNeeded: counter)
+        // One draw for the eight random bytes: each `next()` is a getrandom call.
         var random = SystemRandomNumberGenerator()
-        for i in 8..<16 { bytes[i] = random.next() }
+        let bits: UInt64 = random.next()
+        for i in 8..<16 { bytes[i] = UInt8(truncatingIfNeeded: bits >> (8 * (i - 8))) }
         bytes[8] = (bytes[8] & 0x3F) | 0x80
         return UUID(
             uuid: (
@@ -39,7 +41,28 @@ public enum UUIDv7 {
     }
 
     /// The id as the protocol writes it: lowercase, hyphenated.
-    public static func string() -> String { make().uuidString.lowercased() }
+    public static func string() -> String { lowercase(make()) }
+
+    /// `uuid.uuidString.lowercased()` without the formatting and the second string: ids are
+    /// made for every request and event.
+    static func lowercase(_ uuid: UUID) -> String {
+        let hex = Array("0123456789abcdef".utf8)
+        return withUnsafeBytes(of: uuid.uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { out in
+                var at = 0
+                for (index, byte) in bytes.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        out[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    out[at] = hex[Int(byte >> 4)]
+                    out[at + 1] = hex[Int(byte & 0x0F)]
+                    at += 2
+                }
+                return at
+            }
+        }
+    }
 
     /// Whether `text` is a canonical (lowercase, hyphenated) UUID of version 7 and
     /// the RFC 9562 variant.

@@ -68,16 +68,21 @@ public final class IOThread: Service, Sendable {
     /// - Parameter sendTimeout: how long `send(_:)` waits for a peer to take a message before it
     ///   throws (nil: as long as it takes). A client whose broker may refuse its key needs one:
     ///   see `AsyncSocket.send(_:timeout:)`.
+    /// - Parameter onReceive: when given, every message the socket receives goes to it instead
+    ///   of the inbox (`receive` then never returns one): see `ReceiveHandler`.
     public func open(
         _ type: SocketType,
         linger: Int32 = 1000,
         inboxCapacity: Int = 1024,
         sendTimeout: Duration? = nil,
-        configure: @escaping @Sendable (Socket) throws -> Void = { _ in }
+        configure: @escaping @Sendable (Socket) throws -> Void = { _ in },
+        onReceive: ReceiveHandler? = nil
     ) async throws -> AsyncSocket {
         let id = shared.withLock { state -> Int in
             state.nextID += 1
-            state.inboxes[state.nextID] = Inbox(capacity: inboxCapacity)
+            var inbox = Inbox(capacity: inboxCapacity)
+            inbox.handler = onReceive
+            state.inboxes[state.nextID] = inbox
             return state.nextID
         }
         do {
@@ -135,6 +140,56 @@ public final class IOThread: Service, Sendable {
 
     // MARK: Shared state
 
+    /// Takes what a socket receives on the I/O thread itself, with no task woken per message: one
+    /// reader that routes messages to many waiters (a client socket shared by many requests).
+    ///
+    /// Called on the I/O thread with every message that one wake-up found ready on the socket
+    /// (in order, up to a batch), and once at the end with a failure: the socket was closed, the
+    /// thread shut down, or a receive failed. Nothing comes after the failure. It must return
+    /// quickly and never block or wait for another call on this thread: every socket of the
+    /// thread waits for it. There is no inbox and so no back-pressure: the handler keeps up or
+    /// drops.
+    public typealias ReceiveHandler = @Sendable (Result<[Message], ZMQError>) -> Void
+
+    /// A timer made by `schedule(at:_:)`, for `cancel(_:)`.
+    public struct TimerID: Sendable, Hashable {
+        fileprivate let value: Int
+    }
+
+    /// Runs `action` on the I/O thread once `deadline` has passed, unless cancelled first; at
+    /// shutdown every timer still waiting runs at once (so nothing waits on one forever). On a
+    /// thread already shut down, `action` runs now, on the caller's thread.
+    ///
+    /// The poll of the thread wakes for the earliest timer, and a new one later than the time it
+    /// sleeps until costs no wake-up: what a time-out per request wants, where nearly every timer
+    /// is cancelled long before it is due.
+    @discardableResult
+    public func schedule(at deadline: ContinuousClock.Instant, _ action: @escaping @Sendable () -> Void) -> TimerID {
+        enum Outcome { case scheduled(TimerID, signal: Bool), stopped }
+        let outcome = shared.withLock { state -> Outcome in
+            guard !state.stopping else { return .stopped }
+            state.nextWaiterID += 1
+            let id = state.nextWaiterID
+            state.timers.push(.init(deadline: deadline, id: id))
+            state.timerActions[id] = action
+            return .scheduled(TimerID(value: id), signal: state.needsWakeUp(by: deadline))
+        }
+        switch outcome {
+        case .scheduled(let id, let signal):
+            if signal { wakeUp.signal() }
+            return id
+        case .stopped:
+            action()
+            return TimerID(value: 0)
+        }
+    }
+
+    /// Cancels a timer; returns whether it had not run yet (its action will never run).
+    @discardableResult
+    public func cancel(_ timer: TimerID) -> Bool {
+        shared.withLock { $0.timerActions.removeValue(forKey: timer.value) != nil }
+    }
+
     private struct Exit {
         var done = false
         var waiters: [CheckedContinuation<Void, Never>] = []
@@ -152,6 +207,39 @@ public final class IOThread: Service, Sendable {
         var postedSends: Set<Int> = []
         /// Waiters with a deadline, across all inboxes (so the loop knows when to wake).
         var timedWaiters = 0
+        /// The loop has been signalled and has not read this state since: a change made now is
+        /// seen without a signal of its own, so a burst of calls costs one eventfd write.
+        var wakePending = false
+        /// When the loop's poll ends by itself at the latest (nil: only a signal ends it). A new
+        /// deadline later than this needs no wake-up: the loop looks again by then.
+        var sleepUntil: ContinuousClock.Instant?
+        var timers = TimerHeap()
+        /// The actions of timers not yet run nor cancelled, by id.
+        var timerActions: [Int: @Sendable () -> Void] = [:]
+
+        /// Whether a caller that has just changed this state must signal the loop: not when a
+        /// signal is already on its way.
+        mutating func needsWakeUp() -> Bool {
+            if wakePending { return false }
+            wakePending = true
+            return true
+        }
+
+        /// Whether a caller that has just added `deadline` must signal the loop: only when the
+        /// loop could sleep past it.
+        mutating func needsWakeUp(by deadline: ContinuousClock.Instant) -> Bool {
+            if let sleepUntil, sleepUntil <= deadline { return false }
+            return needsWakeUp()
+        }
+
+        /// The earliest timer still to run, dropping cancelled ones from the top.
+        mutating func earliestTimer() -> ContinuousClock.Instant? {
+            while let first = timers.first {
+                if timerActions[first.id] != nil { return first.deadline }
+                _ = timers.popFirst()
+            }
+            return nil
+        }
     }
 
     /// A task waiting in `receive`; one with a deadline gets nil when it passes (the I/O
@@ -170,6 +258,8 @@ public final class IOThread: Service, Sendable {
         var failure: ZMQError?
         /// The I/O thread stopped reading because the inbox was full.
         var paused = false
+        /// Takes the messages instead of the inbox (`open(onReceive:)`).
+        var handler: ReceiveHandler?
 
         init(capacity: Int) {
             self.capacity = Swift.max(1, capacity)
@@ -181,7 +271,7 @@ public final class IOThread: Service, Sendable {
         case open(
             id: Int, type: SocketType, linger: Int32, configure: @Sendable (Socket) throws -> Void,
             done: CheckedContinuation<Void, any Error>)
-        case send(id: Int, sendID: Int, frames: [Data], deadline: ContinuousClock.Instant?, done: CheckedContinuation<Void, any Error>)
+        case send(id: Int, sendID: Int, frames: [Data], deadline: ContinuousClock.Instant?, done: SendCompletion)
         case cancelSend(id: Int, sendID: Int)
         case perform(id: Int, body: @Sendable (Socket?) -> Void)
         case close(id: Int, done: CheckedContinuation<Void, Never>)
@@ -193,22 +283,38 @@ public final class IOThread: Service, Sendable {
         var sendID: Int
         var frames: [Data]
         var deadline: ContinuousClock.Instant?
-        var done: CheckedContinuation<Void, any Error>
+        var done: SendCompletion
+    }
+
+    /// Who learns how a send ended: a task waiting in `send`, or a `post`'s callback.
+    fileprivate enum SendCompletion {
+        case task(CheckedContinuation<Void, any Error>)
+        case callback(@Sendable (Result<Void, any Error>) -> Void)
+
+        func resume() { finish(.success(())) }
+        func resume(throwing error: any Error) { finish(.failure(error)) }
+
+        func finish(_ result: Result<Void, any Error>) {
+            switch self {
+            case .task(let continuation): continuation.resume(with: result)
+            case .callback(let callback): callback(result)
+            }
+        }
     }
 
     /// How a send with a deadline that no peer took ends inside the I/O thread.
     fileprivate struct SendTimedOut: Error {}
 
     fileprivate func post(_ command: Command) {
-        let accepted = shared.withLock { state -> Bool in
-            guard !state.stopping else { return false }
+        let accepted = shared.withLock { state -> Bool? in
+            guard !state.stopping else { return nil }
             state.commands.append(command)
-            return true
+            return state.needsWakeUp()
         }
-        if accepted {
-            wakeUp.signal()
-        } else {
-            Self.refuse(command)
+        switch accepted {
+        case true?: wakeUp.signal()
+        case false?: break
+        case nil: Self.refuse(command)
         }
     }
 
@@ -243,18 +349,20 @@ public final class IOThread: Service, Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 // Checked and posted under the lock onCancel takes: a send is either withdrawn
                 // here, before it is posted, or posted and then withdrawn by the I/O thread.
-                enum Outcome { case posted, cancelled, refused }
+                enum Outcome { case posted(signal: Bool), cancelled, refused }
                 let outcome = shared.withLock { state -> Outcome in
                     if state.cancelledSends.remove(sendID) != nil { return .cancelled }
                     guard !state.stopping else { return .refused }
-                    state.commands.append(.send(id: id, sendID: sendID, frames: frames, deadline: deadline, done: continuation))
+                    state.commands.append(
+                        .send(id: id, sendID: sendID, frames: frames, deadline: deadline, done: .task(continuation)))
                     state.postedSends.insert(sendID)
-                    return .posted
+                    return .posted(signal: state.needsWakeUp())
                 }
                 switch outcome {
-                case .posted: wakeUp.signal()
+                case .posted(let signal): if signal { wakeUp.signal() }
                 case .cancelled: continuation.resume(throwing: CancellationError())
-                case .refused: Self.refuse(.send(id: id, sendID: sendID, frames: frames, deadline: deadline, done: continuation))
+                case .refused:
+                    Self.refuse(.send(id: id, sendID: sendID, frames: frames, deadline: deadline, done: .task(continuation)))
                 }
             }
         } onCancel: {
@@ -267,10 +375,30 @@ public final class IOThread: Service, Sendable {
                     return false
                 }
                 state.commands.append(.cancelSend(id: id, sendID: sendID))
-                return true
+                return state.needsWakeUp()
             }
             if posted { wakeUp.signal() }
         }
+    }
+
+    /// A send whose caller does not wait: `completion` runs on the I/O thread (or at once, on
+    /// the caller's thread, when the thread has shut down).
+    fileprivate func post(
+        id: Int, frames: [Data], deadline: ContinuousClock.Instant?, completion: @escaping @Sendable (Result<Void, any Error>) -> Void
+    ) -> Int {
+        let posted = shared.withLock { state -> (sendID: Int, signal: Bool)? in
+            guard !state.stopping else { return nil }
+            state.nextWaiterID += 1
+            state.commands.append(
+                .send(id: id, sendID: state.nextWaiterID, frames: frames, deadline: deadline, done: .callback(completion)))
+            return (state.nextWaiterID, state.needsWakeUp())
+        }
+        guard let posted else {
+            Self.refuse(.send(id: id, sendID: 0, frames: frames, deadline: deadline, done: .callback(completion)))
+            return 0
+        }
+        if posted.signal { wakeUp.signal() }
+        return posted.sendID
     }
 
     fileprivate func receive(id: Int, deadline: ContinuousClock.Instant?) async throws -> Message? {
@@ -290,7 +418,7 @@ public final class IOThread: Service, Sendable {
                     if let message = inbox.messages.popFirst() {
                         if inbox.paused && inbox.messages.count <= inbox.capacity / 2 {
                             inbox.paused = false
-                            wake = true
+                            wake = state.needsWakeUp()
                         }
                         return .message(message)
                     }
@@ -298,9 +426,9 @@ public final class IOThread: Service, Sendable {
                     if inbox.cancelled.remove(waiterID) != nil { return .failure(CancellationError()) }
                     if let deadline, deadline <= .now { return .timedOut }
                     inbox.waiters.append(Waiter(id: waiterID, deadline: deadline, continuation: continuation))
-                    if deadline != nil {
+                    if let deadline {
                         state.timedWaiters += 1
-                        wake = true  // the loop may be sleeping past this deadline
+                        wake = state.needsWakeUp(by: deadline)  // the loop may be sleeping past it
                     }
                     return .waiting
                 }
@@ -336,7 +464,7 @@ public final class IOThread: Service, Sendable {
             let message = inbox.messages.popFirst()
             if message != nil && inbox.paused && inbox.messages.count <= inbox.capacity / 2 {
                 inbox.paused = false
-                wake = true
+                wake = state.needsWakeUp()
             }
             return message
         }
@@ -377,28 +505,46 @@ public final class IOThread: Service, Sendable {
         let poller = Poller()
         /// Messages read per socket per wake-up, so one busy socket cannot starve the others.
         let readBatch = 256
+        /// Kept between wake-ups so that none allocates: the commands taken from the shared
+        /// state (swapped with its empty buffer), and the socket of each poll item.
+        var commands: [Command] = []
+        var order: [Int] = []
+
+        static func earlier(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+            guard let a else { return b }
+            guard let b else { return a }
+            return min(a, b)
+        }
 
         init(owner: IOThread) { self.owner = owner }
 
         func run() {
             while true {
-                let (commands, stopping, paused, earliest) = owner.shared.withLock { state in
-                    defer { state.commands.removeAll(keepingCapacity: true) }
-                    return (
-                        state.commands, state.stopping, Set(state.inboxes.filter { $0.value.paused }.keys),
-                        state.timedWaiters > 0 ? Self.earliestDeadline(state.inboxes) : nil
-                    )
+                // The two command buffers swap places: no array is made per wake-up.
+                let (stopping, paused, earliest) = owner.shared.withLock { state in
+                    swap(&state.commands, &commands)
+                    // From here on a change needs a signal of its own (see `needsWakeUp`).
+                    state.wakePending = false
+                    var paused: Set<Int> = []
+                    for (id, inbox) in state.inboxes where inbox.paused { paused.insert(id) }
+                    let waiter = state.timedWaiters > 0 ? Self.earliestDeadline(state.inboxes) : nil
+                    let earliest = Self.earlier(waiter, state.earliestTimer())
+                    state.sleepUntil = earliest
+                    return (state.stopping, paused, earliest)
                 }
                 for command in commands { handle(command) }
+                commands.removeAll(keepingCapacity: true)
                 if stopping {
                     closeAll()
                     return
                 }
-                for id in Array(pendingSends.keys) { flushSends(id) }
+                if !pendingSends.isEmpty {
+                    for id in Array(pendingSends.keys) { flushSends(id) }
+                }
 
                 poller.removeAll()
                 poller.add(fileDescriptor: owner.wakeUp.fileDescriptor)
-                var order: [Int] = []
+                order.removeAll(keepingCapacity: true)
                 for (id, socket) in sockets {
                     var events: PollEvents = []
                     if !paused.contains(id) && socket.type != .publisher && socket.type != .push { events.insert(.readable) }
@@ -408,7 +554,7 @@ public final class IOThread: Service, Sendable {
                 }
                 var timeout = -1
                 let sendDeadline = earliestSendDeadline()
-                if let earliest = [earliest, sendDeadline].compactMap({ $0 }).min() {
+                if let earliest = Self.earlier(earliest, sendDeadline) {
                     // Rounded up, so the wait never ends just before the deadline.
                     let (seconds, attoseconds) = (earliest - .now).components
                     timeout = max(0, Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
@@ -426,7 +572,10 @@ public final class IOThread: Service, Sendable {
                     if ready.contains(.writable) { flushSends(id) }
                     if ready.contains(.readable) { read(id) }
                 }
-                if earliest != nil { expireWaiters() }
+                if earliest != nil {
+                    expireWaiters()
+                    runTimers()
+                }
                 if sendDeadline != nil { expireSends() }
             }
         }
@@ -454,7 +603,7 @@ public final class IOThread: Service, Sendable {
         func expireSends() {
             let now = ContinuousClock.now
             for (id, var queue) in pendingSends {
-                var expired: [CheckedContinuation<Void, any Error>] = []
+                var expired: [SendCompletion] = []
                 queue.removeAll { entry in
                     guard let deadline = entry.deadline, deadline <= now else { return false }
                     expired.append(entry.done)
@@ -474,6 +623,20 @@ public final class IOThread: Service, Sendable {
                 }
             }
             return earliest
+        }
+
+        /// Runs every timer whose deadline has passed.
+        func runTimers() {
+            let now = ContinuousClock.now
+            let due = owner.shared.withLock { state -> [@Sendable () -> Void] in
+                var due: [@Sendable () -> Void] = []
+                while let first = state.timers.first, first.deadline <= now {
+                    _ = state.timers.popFirst()
+                    if let action = state.timerActions.removeValue(forKey: first.id) { due.append(action) }
+                }
+                return due
+            }
+            for action in due { action() }
         }
 
         /// Answers nil to every timed waiter whose deadline has passed.
@@ -575,6 +738,18 @@ public final class IOThread: Service, Sendable {
                 }
             }
             guard !batch.isEmpty || failure != nil else { return }
+            if let handler = owner.shared.withLock({ $0.inboxes[id]?.handler }) {
+                if !batch.isEmpty { handler(.success(batch)) }
+                if let failure, !failure.isWouldBlock {
+                    // The end: nothing more is read from this socket (as with an inbox's failure).
+                    owner.shared.withLock { state in
+                        state.inboxes[id]?.handler = nil
+                        state.inboxes[id]?.paused = true
+                    }
+                    handler(.failure(failure))
+                }
+                return
+            }
             let handoffs = owner.shared.withLock { state -> [(CheckedContinuation<Message?, any Error>, Message)] in
                 guard var inbox = state.inboxes[id] else { return [] }
                 defer { state.inboxes[id] = inbox }
@@ -601,12 +776,14 @@ public final class IOThread: Service, Sendable {
                 while let entry = queue.popFirst() { entry.done.resume(throwing: error) }
             }
             sockets.removeValue(forKey: id)?.close()
-            let waiters = owner.shared.withLock { state -> [CheckedContinuation<Message?, any Error>] in
-                let waiters = state.inboxes.removeValue(forKey: id)?.waiters ?? []
+            let (waiters, handler) = owner.shared.withLock { state -> ([CheckedContinuation<Message?, any Error>], ReceiveHandler?) in
+                let inbox = state.inboxes.removeValue(forKey: id)
+                let waiters = inbox?.waiters ?? []
                 state.timedWaiters -= waiters.filter { $0.deadline != nil }.count
-                return waiters.map(\.continuation)
+                return (waiters.map(\.continuation), inbox?.handler)
             }
             for waiter in waiters { waiter.resume(throwing: error) }
+            handler?(.failure(error))
         }
 
         func closeAll() {
@@ -619,15 +796,23 @@ public final class IOThread: Service, Sendable {
             }
             for command in leftovers { IOThread.refuse(command) }
             for id in Array(sockets.keys) { closeSocket(id) }
-            let waiters = owner.shared.withLock { state -> [CheckedContinuation<Message?, any Error>] in
+            let (waiters, handlers, timers) = owner.shared.withLock {
+                state -> ([CheckedContinuation<Message?, any Error>], [ReceiveHandler], [@Sendable () -> Void]) in
                 defer {
                     state.inboxes = [:]
                     state.timedWaiters = 0
+                    state.timers.removeAll()
+                    state.timerActions = [:]
                 }
-                return state.inboxes.values.flatMap { $0.waiters.map(\.continuation) }
+                return (
+                    state.inboxes.values.flatMap { $0.waiters.map(\.continuation) }, state.inboxes.values.compactMap(\.handler),
+                    Array(state.timerActions.values)
+                )
             }
             let error = ZMQError(errno: 0, message: "the I/O thread has shut down", operation: "io-thread")
             for waiter in waiters { waiter.resume(throwing: error) }
+            for handler in handlers { handler(.failure(error)) }
+            for timer in timers { timer() }
         }
     }
 }
@@ -677,6 +862,40 @@ public struct AsyncSocket: Sendable, Hashable {
         } catch is IOThread.SendTimedOut {
             return false
         }
+    }
+
+    /// Hands a multipart message to the I/O thread without waiting for it: `completion` runs on
+    /// the I/O thread with true once libzmq has queued it, false when no peer took it by
+    /// `deadline` (withdrawn, never sent later), or the error. For a caller that waits for
+    /// something else anyway (a reply), so the send costs it no wake-up of its own. There is no
+    /// back-pressure: the caller bounds what it posts. `completion` must return quickly (see
+    /// `IOThread.ReceiveHandler`).
+    ///
+    /// - Returns: the send, for `withdraw(_:)`.
+    @discardableResult
+    public func post(
+        _ frames: [Data], deadline: ContinuousClock.Instant? = nil,
+        completion: @escaping @Sendable (Result<Bool, any Error>) -> Void = { _ in }
+    ) -> PostedSend {
+        let sendID = thread.post(id: id, frames: frames, deadline: deadline) { result in
+            switch result {
+            case .success: completion(.success(true))
+            case .failure(let error) where error is IOThread.SendTimedOut: completion(.success(false))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+        return PostedSend(sendID: sendID)
+    }
+
+    /// A send made by `post`.
+    public struct PostedSend: Sendable, Hashable {
+        fileprivate let sendID: Int
+    }
+
+    /// Withdraws a posted send that no peer has taken yet: its completion gets a
+    /// `CancellationError`, and it is never sent. One already taken is left alone.
+    public func withdraw(_ send: PostedSend) {
+        thread.post(.cancelSend(id: id, sendID: send.sendID))
     }
 
     /// Receives the next message, suspending until one arrives. Cancellable.

@@ -141,6 +141,7 @@ struct IdentifierTests {
             await yieldNowAndThen(round)
             let id = UUIDv7.string()
             #expect(UUIDv7.isValid(id))
+            #expect(UUID(uuidString: id)?.uuidString.lowercased() == id, "spelled as Foundation spells it, lower case")
             #expect(id > previous)
             previous = id
         }

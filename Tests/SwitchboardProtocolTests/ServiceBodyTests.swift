@@ -22,6 +22,68 @@ struct ServiceBodyTests {
         }
     }
 
+    @Test(
+        "reading a body gives each header vector the same verdict as JSONDecoder, and plain headers (read without it) the same value",
+        arguments: try Vectors.serviceHeaders())
+    func bodyAgreesWithDecoder(_ vector: Vectors.ServiceHeader) throws {
+        let frame0 = try ServiceBody.requestBody(RequestHeader(operation: "ping", timeoutMilliseconds: 1), content: Data("{}".utf8))[0]
+        func body(_ header: Data) -> [Data] {
+            [
+                frame0, Data((vector.kind == "request" ? "REQUEST" : "REPLY").utf8), header, Data("{}".utf8), Data("{}".utf8),
+                Data("{}".utf8),
+            ]
+        }
+        // The vector itself, then variants with a repeated key and with an unknown field.
+        var texts = [vector.header]
+        if let text = String(data: vector.header, encoding: .utf8), text.hasPrefix("{"), text.count > 2 {
+            texts.append(Data(("{\"x_unknown\":[1,{\"a\":null}]," + text.dropFirst()).utf8))
+        }
+        for text in texts {
+            if vector.kind == "request" {
+                let slow = Result { () throws(ProtocolError) in
+                    let header = try WireJSON.decode(RequestHeader.self, from: text, frame: "header", code: .invalidHeader)
+                    try header.validate()
+                    return header
+                }
+                let fast = Result { () throws(ProtocolError) in try ServiceBody.request(body(text)).0 }
+                #expect(fast == slow, "\(vector.name)")
+            } else {
+                let slow = Result { () throws(ProtocolError) in
+                    let header = try WireJSON.decode(ReplyHeader.self, from: text, frame: "header", code: .invalidHeader)
+                    try header.validate()
+                    return header
+                }
+                let fast = Result { () throws(ProtocolError) in try ServiceBody.reply(body(text)).0 }
+                #expect(fast == slow, "\(vector.name)")
+            }
+        }
+    }
+
+    @Test("request and reply bodies carry the header bytes JSONEncoder writes (sorted keys, nil left out), plain or not")
+    func headerBytes() throws {
+        let id = UUIDv7.string()
+        let requests = [
+            RequestHeader(requestID: id, operation: "programs.list", timeoutMilliseconds: 5000),
+            RequestHeader(requestID: id, operation: "ping", timeoutMilliseconds: 1, idempotent: true),
+            RequestHeader(requestID: id, operation: "token.get", timeoutMilliseconds: 3_600_000, idempotent: false),
+            RequestHeader(requestID: "not \"plain\" / é", operation: "a/b\n", timeoutMilliseconds: -3),
+        ]
+        for header in requests {
+            #expect(try ServiceBody.requestBody(header, content: Data("{}".utf8))[2] == WireJSON.encode(header))
+        }
+        let replies = [
+            ReplyHeader(requestID: id),
+            ReplyHeader(requestID: nil, status: 503, error: ServiceFailure(code: "no-worker", message: "no worker for 'eto'")),
+            ReplyHeader(requestID: id, status: 404, error: ServiceFailure(code: "not-found", message: "no site 12", retryable: false)),
+            ReplyHeader(requestID: id, status: 504, error: ServiceFailure(code: "x", message: "ran out", retryable: true)),
+            ReplyHeader(requestID: id, status: 500, error: ServiceFailure(code: "internal", message: "a \"quote\", a \\ and\tmore é")),
+            ReplyHeader(requestID: nil, status: 200),
+        ]
+        for header in replies {
+            #expect(ServiceBody.replyBody(header)[2] == (try WireJSON.encode(header)))
+        }
+    }
+
     @Test("a REQUEST and its REPLY round-trip through their bodies")
     func roundTrip() throws {
         let header = RequestHeader(operation: "programs.list", timeoutMilliseconds: 5000, idempotent: true)
