@@ -122,11 +122,31 @@ struct OutboxDeliveryTests {
         #expect(sent.producerSeqs == [4, 1, 2])
         #expect(sent.resent == 2)
 
-        // Each resend restarts its own clock.
+        // Each resend restarts its own clock; from the second on, each doubles its wait.
         #expect(round(&delivery, at: at(3000)) == resends([3]))
         #expect(round(&delivery, at: at(3999)).isEmpty)
         #expect(round(&delivery, at: at(4000)) == resends([1, 2, 4]))
         #expect(round(&delivery, at: at(5000)) == resends([3]))
+        #expect(round(&delivery, at: at(5999)).isEmpty)
+        #expect(round(&delivery, at: at(6000)) == resends([4]))
+        #expect(round(&delivery, at: at(7999)).isEmpty, "1 and 2, resent twice, wait 4 s")
+        #expect(round(&delivery, at: at(8000)) == resends([1, 2]))
+        #expect(round(&delivery, at: at(9000)) == resends([3]))
+        #expect(round(&delivery, at: at(10_000)) == resends([4]))
+        #expect(round(&delivery, at: at(15_999)).isEmpty, "then 8 s")
+        #expect(round(&delivery, at: at(16_000)) == resends([1, 2]))
+        #expect(round(&delivery, at: at(17_000)) == resends([3]))
+        #expect(round(&delivery, at: at(18_000)) == resends([4]))
+        #expect(round(&delivery, at: at(23_999)).isEmpty, "and no more than 4 × resendAfter")
+        #expect(round(&delivery, at: at(24_000)) == resends([1, 2]))
+        #expect(delivery.inFlight[1]?.resends == 5)
+
+        // On a new socket everything in flight is due at once, and the waits start over.
+        delivery.connectionReplaced(at: at(25_000))
+        #expect(round(&delivery, at: at(25_000)) == resends([1, 2, 3, 4]))
+        #expect(round(&delivery, at: at(26_999)).isEmpty)
+        #expect(round(&delivery, at: at(27_000)) == resends([1, 2, 3, 4]))
+        #expect(round(&delivery, at: at(30_999)).isEmpty, "the second resend waits 4 s again")
     }
 
     @Test("an answered entry is not resent")

@@ -21,7 +21,11 @@ import SwitchboardProtocol
 /// - No more than `window` entries are in flight (sent, unanswered) at once.
 /// - Entries are sent for the first time in `producer_seq` order, each once; only an entry in
 ///   flight is resent, only once its `resendAfter` has passed since its last send, and a
-///   round's resends go in `producer_seq` order.
+///   round's resends go in `producer_seq` order. From its second resend on, each resend of an
+///   entry doubles its wait, up to `maxResendFactor` times `resendAfter`: a broker slower than
+///   `resendAfter` (a loaded machine) is not sent the whole window again every period, which
+///   made it slower still. A fresh connection (`connectionReplaced`) makes everything in flight
+///   due at once, and its waits start over.
 /// - An ACK deletes the entry it names, in flight or not (an answer to a send this run never
 ///   made, before a restart). A non-retryable NACK, or an ERROR whose `ref` is the `event_id`
 ///   of an entry in flight, refuses that entry for good: it is never sent again. The exception
@@ -134,6 +138,17 @@ struct OutboxDelivery: Sendable {
     struct Held: Sendable, Hashable {
         var entry: OutboxEntry
         var due: Instant
+        /// How often it has been resent on this connection.
+        var resends = 0
+    }
+
+    /// The longest wait before a resend, in `resendAfter`s (2 s × 4 in our kiosk).
+    static let maxResendFactor = 4
+
+    /// The wait after a send of an entry resent `resends` times before on this connection:
+    /// `resendAfter`, twice that, four times, and so on up to `maxResendFactor` times.
+    func resendWait(after resends: Int) -> Duration {
+        settings.resendAfter * min(1 << min(resends, 8), Self.maxResendFactor)
     }
 
     /// Sent and not yet answered, by `producer_seq`.
@@ -197,14 +212,26 @@ struct OutboxDelivery: Sendable {
         if send.isResend {
             // An answer cannot have taken it out of flight mid-round; if it had, not resending
             // it again is right too.
-            let due = now + settings.resendAfter
-            inFlight[seq]?.due = due
+            if var held = inFlight[seq] {
+                held.due = now + resendWait(after: held.resends)
+                held.resends += 1
+                inFlight[seq] = held
+            }
             sent.resent += 1
         } else {
             inFlight[seq] = Held(entry: send.entry, due: now + settings.resendAfter)
             lastLoaded = max(lastLoaded, seq)
         }
         sent.producerSeqs.append(seq)
+    }
+
+    /// The run goes on on a new socket: what is in flight was sent on the old one (maybe never
+    /// delivered), so it is all due at `now`, and its waits start again from `resendAfter`.
+    mutating func connectionReplaced(at now: Instant) {
+        for seq in inFlight.keys {
+            inFlight[seq]?.due = now
+            inFlight[seq]?.resends = 0
+        }
     }
 
     /// The send `nextSend()` gave could not go out (the socket stayed blocked): the broker is not

@@ -190,7 +190,9 @@ public final class OutboxSender: Sendable {
             await socket.close()
             guard case .blocked(let heard) = ending else { break }
             unheard = heard ? 0 : unheard + 1
-            // With several brokers, the fresh socket connects to the next.
+            // With several brokers, the fresh socket connects to the next; what was in flight
+            // goes out on it at once.
+            delivery.connectionReplaced(at: .now)
             let next = brokers.failed(endpoint)
             logger.debug("sends stayed blocked; going on with a fresh socket", metadata: ["endpoint": "\(endpoint)", "next": "\(next)"])
         }
