@@ -87,6 +87,9 @@ struct OutboxTests {
         let ingest = fixture.endpoints.ingest
         let outbox = try fixture.outbox("kiosk-9")
         await fixture.broker.stop()
+        // Held while the broker is down (connections are refused, as by no broker at all), so
+        // no other test's server takes it meanwhile (one did: "Address already in use").
+        let held = try RefusingPort(port: port)
         try await outbox.enqueue((0..<100).map { .init(type: CheckIn.type, schema: CheckIn.schema, content: Events.checkIn(index: $0)) })
         // Long enough for two rounds of resends into the dead connection; the rules for when
         // they fall due are OutboxDeliveryTests'.
@@ -97,6 +100,7 @@ struct OutboxTests {
         await fixture.stop(remove: false)
 
         // The same endpoint again (the port the first broker had).
+        held.release()
         fixture = try await BrokerFixture.start(directory: directory) { $0.ingestEndpoint = ingest }
         let up = try await fixture.sender(outbox).deliver(until: .now + .seconds(30))
         #expect(up.pending == 0)
