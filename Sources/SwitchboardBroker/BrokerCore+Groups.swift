@@ -118,6 +118,12 @@ extension BrokerCore {
                         "command \(envelope.command.rawValue) is not accepted on the groups endpoint (JOIN, ACK, NACK, TERM, PROGRESS, LEAVE, HEARTBEAT, REQUEST)"
                     )
                 }
+                // A plain ACK, NACK or PROGRESS (nearly every message while a group consumes) is
+                // read without the general parse; anything else as before.
+                if let plain = SettleHeader.plain(envelope) {
+                    try settle(identity, plain, ref: &ref, now: now)
+                    continue
+                }
                 let parsed = try envelope.parsed(reference: &ref)
                 switch envelope.command {
                 case .join: try join(identity, JoinHeader(wire: parsed.header), principal: message.userID, now: now)
