@@ -97,17 +97,6 @@ public final class Journal: JournalStore {
         var lowest: Int64
         var highest: Int64
 
-        init(count: Int64, bytes: Int64, lowest: Int64, highest: Int64) {
-            (self.count, self.bytes, self.lowest, self.highest) = (count, bytes, lowest, highest)
-        }
-
-        /// Reads "count bytes lowest highest"; nil for anything else.
-        init?(_ text: String?) {
-            let fields = (text ?? "").split(separator: " ").compactMap { Int64($0) }
-            guard fields.count == 4, fields.allSatisfy({ $0 >= 0 }) else { return nil }
-            self.init(count: fields[0], bytes: fields[1], lowest: fields[2], highest: fields[3])
-        }
-
         func save(in db: Database) throws {
             try db.execute(
                 sql: "INSERT INTO journal_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -427,5 +416,14 @@ public final class Journal: JournalStore {
 
     public func close() throws {
         try queue.close()
+    }
+}
+
+extension Journal.Totals {
+    /// Reads "count bytes lowest highest"; nil for anything else.
+    init?(_ text: String?) {
+        let fields = (text ?? "").split(separator: " ").compactMap { Int64($0) }
+        guard fields.count == 4, fields.allSatisfy({ $0 >= 0 }) else { return nil }
+        self.init(count: fields[0], bytes: fields[1], lowest: fields[2], highest: fields[3])
     }
 }

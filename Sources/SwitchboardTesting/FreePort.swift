@@ -16,13 +16,20 @@ private func isFree(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return false }
     defer { close(fd) }
+    return bindLoopback(fd, port: port) != nil
+}
+
+/// Binds `fd` to 127.0.0.1:`port` (0: a port of the system's choosing); the port bound, or nil.
+private func bindLoopback(_ fd: Int32, port: Int) -> Int? {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
     }
+    return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
 }
 
 /// A TCP port on 127.0.0.1 that refuses connections for as long as this value lives: its socket
@@ -49,19 +56,9 @@ public final class RefusingPort: Sendable {
             // Closed connections of the broker that had the port may linger in TIME_WAIT.
             var on: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(wanted).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-                }
-            }
-            if bound {
+            if let bound = bindLoopback(fd, port: wanted) {
                 descriptor = fd
-                port = Int(UInt16(bigEndian: address.sin_port))
+                port = bound
                 return
             }
             let failure = errno

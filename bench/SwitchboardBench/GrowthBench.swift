@@ -35,7 +35,7 @@ func growthBench(count: Int, quick: Bool) async throws {
     let journal = (full as NSString).appendingPathComponent("journal.sqlite")
     let filled = ContinuousClock.now
     try fillJournal(at: journal, count: count)
-    let fillSeconds = seconds(since: filled)
+    let fillSeconds = seconds(filled.duration(to: .now))
     let fileBytes = (try? FileManager.default.attributesOfItem(atPath: journal)[.size] as? Int) ?? 0
     print(
         String(
@@ -54,7 +54,7 @@ func growthBench(count: Int, quick: Bool) async throws {
             try? FileManager.default.removeItem(atPath: (path as NSString).appendingPathComponent("endpoints.json"))
             let started = ContinuousClock.now
             broker = try await BrokerProcess.start(directory: path)
-            let startSeconds = seconds(since: started)
+            let startSeconds = seconds(started.duration(to: .now))
             let rssStart = broker.rssKilobytes() / 1024
             let measured = try await ingest(
                 broker: broker.endpoints, producers: 4, perProducer: perRound / 4, window: 1000, prefix: "g\(round)")
@@ -92,11 +92,6 @@ func growthBench(count: Int, quick: Bool) async throws {
         String(
             format: "| broker start (process start to endpoints written), slowest | %.1f s | %.1f s | |",
             rounds["empty", default: []].map(\.startSeconds).max() ?? 0, fullRounds.map(\.startSeconds).max() ?? 0))
-}
-
-private func seconds(since start: ContinuousClock.Instant) -> Double {
-    let elapsed = start.duration(to: .now)
-    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 }
 
 /// Appends `count` rows to the broker's `events` table after its highest `bus_seq`, in one

@@ -70,7 +70,7 @@ PY
         exit 1
     }
 }
-# Every suite at once, as a plain `swift test` runs them: no test may depend on which others
+# Every suite in one run (up to 32 tests at a time, above): no test may depend on which others
 # share the two cores with it. Tests about timing drive their rules with a manual clock; socket
 # tests leave seconds of margin; long CPU-bound loops yield the cooperative pool.
 run_tests
