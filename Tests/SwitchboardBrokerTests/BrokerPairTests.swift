@@ -333,15 +333,18 @@ extension PostgresSuites {
                 try await locker.query("LOCK TABLE events IN ACCESS EXCLUSIVE MODE", logger: Self.quiet)
                 let since = try await locker.query("SELECT extract(epoch FROM clock_timestamp())::float8", logger: Self.quiet).collect()
                 let locked = try #require(since.first).decode(Double.self)
-                let a = try PairMember("broker-a", database: database, io: io, directory: directory, ttl: .seconds(1))
-                // Its lease, granted after the lock, would end a second later unless renewed: it is
-                // renewed past three seconds after the lock while the start still waits on it.
+                // Its lease, granted after the lock, would end a lease's time later unless renewed:
+                // it is renewed past three leases' time after the lock while the start still waits
+                // on it. (A 1 s lease was lost once inside the whole suite: no renewal got through
+                // in that second.)
+                let ttl = 2.0
+                let a = try PairMember("broker-a", database: database, io: io, directory: directory, ttl: .seconds(ttl))
                 try await waitUntil("a renews its lease while it starts; a said \(a.said)", timeout: .seconds(30)) {
                     let rows = try await locker.query(
                         "SELECT extract(epoch FROM expires_at)::float8 FROM broker_lease WHERE holder = 'broker-a'", logger: Self.quiet
                     ).collect()
                     guard let row = rows.first else { return false }
-                    return try row.decode(Double.self) - locked >= 3
+                    return try row.decode(Double.self) - locked >= 3 * ttl
                 }
                 #expect(!a.service.isServing)
                 try await locker.query("COMMIT", logger: Self.quiet)
