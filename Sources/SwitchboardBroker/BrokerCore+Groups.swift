@@ -139,10 +139,13 @@ extension BrokerCore {
                 case .heartbeat:
                     // A member that the broker no longer knows (a broker restart, a reconnection
                     // under a new routing id, an expiry) learns it here and joins again.
+                    let echo = try HeartbeatHeader(wire: parsed.header).echo
                     guard groups.connections[identity] != nil else {
                         throw ProtocolError(.notMember, "this connection has joined no group: JOIN again")
                     }
-                    let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
+                    // The echo tells the member this HEARTBEAT was read: its fence (15.3) is
+                    // measured from when it sent it.
+                    let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID, echo: echo)
                     reply(identity, try Envelope(command: .head, header: head), on: groupSocket)
                 case .request: groupRequest(identity, parsed, principal: message.userID, now: now)
                 default: break
@@ -202,7 +205,7 @@ extension BrokerCore {
             group: join.group, member: name, credit: join.credit, ackWaitMilliseconds: settings.ackWait.milliseconds,
             heartbeatMilliseconds: configuration.heartbeat.milliseconds, livenessMilliseconds: settings.liveness.milliseconds,
             maxDeliver: settings.maxDeliver, backoffMilliseconds: settings.backoff.map(\.milliseconds), cursor: cursor,
-            head: journal.head, held: held)
+            head: journal.head, held: held, echoes: true)
         reply(identity, try Envelope(command: .joined, header: joined), on: groupSocket)
         logger.info("group member joined", metadata: ["group": "\(join.group)", "member": "\(name)", "credit": "\(join.credit)"])
         if !join.holding.isEmpty {

@@ -56,7 +56,7 @@ extension BrokerCore {
             case .heartbeat(let identity, let report, let principal, let ref):
                 do {
                     try heartbeat(report, principal: principal)
-                    let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID)
+                    let head = HeadHeader(head: journal.head, first: journal.first, broker: journal.brokerID, echo: report.echo)
                     if let envelope = try? Envelope(command: .head, header: head) { reply(identity, envelope) }
                 } catch {
                     refuse(identity, error, command: Command.heartbeat.rawValue, ref: ref)

@@ -205,21 +205,27 @@ public final class GroupConsumer: Sendable {
             case .lost: return false
             case .inDoubt: if current.withLock({ $0.waitingStopped }) { return false }
             }
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let resumeNow = current.withLock { state -> Bool in
-                        // Woken (or cancelled) since it looked: look again at once.
-                        guard state.generation == seen, !Task.isCancelled else { return true }
-                        state.waiting[id] = continuation
-                        return false
-                    }
-                    if resumeNow { continuation.resume() }
-                }
-            } onCancel: {
-                current.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
-            }
+            await waitForChange(waiter: id, since: seen)
         }
         return false
+    }
+
+    /// Returns once something changed since generation `seen` (a message heard, a HEAD's echo, a
+    /// JOINED, a connection given up, the end of waiting), or the task is cancelled.
+    private func waitForChange(waiter id: Int, since seen: UInt64) async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = current.withLock { state -> Bool in
+                    // Woken (or cancelled) since it looked: look again at once.
+                    guard state.generation == seen, !Task.isCancelled else { return true }
+                    state.waiting[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            current.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
+        }
     }
 
     /// Wakes the handlers waiting in `mayAct(on:)`.
@@ -347,7 +353,9 @@ public final class GroupConsumer: Sendable {
             case .rejoin(let reason):
                 return (reason, true)
             case .sendHeartbeat:
-                try? await send(Envelope(command: .heartbeat, header: Envelope.emptyObject), connection: connection)
+                // Its echo, when the HEAD brings it back, renews the fence (`standing`).
+                let echo = current.withLock { $0.session.heartbeatGoingOut(now: .now) }
+                try? await send(Envelope(command: .heartbeat, header: HeartbeatHeader(echo: echo).wireJSON()), connection: connection)
             case .wait(let until):
                 let message: Message?
                 do {
@@ -391,8 +399,11 @@ public final class GroupConsumer: Sendable {
             if error.code == .notMember { return "the broker says this connection is not a member (\(error.message))" }
             noticeInput.yield(.refused(code: error.code.rawValue, message: error.message))
             logger.notice("the broker refused a settle", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
+        case .head:
+            // A sign of life, counted by the caller; one that answers a HEARTBEAT renews the fence.
+            if let echo = (try? envelope.decodeHeader(HeadHeader.self))?.echo { changed { $0.session.answered(echo: echo) } }
         default:
-            break  // HEAD: a sign of life, counted by the caller.
+            break
         }
         return nil
     }
@@ -403,14 +414,39 @@ public final class GroupConsumer: Sendable {
         public var description: String { "the delivery's connection was replaced and the broker gave the delivery to another member" }
     }
 
+    /// Nothing was sent: no connection is joined (the consumer is joining again, or stopping).
+    public struct NotJoined: Error, Sendable, CustomStringConvertible {
+        public var description: String { "no connection to the broker is joined; nothing was sent" }
+    }
+
     /// Sends on the connection a delivery belongs to; a settle for a delivery whose connection
     /// has been replaced (and that was not claimed back) is not sent, and throws
-    /// `ReplacedConnection`. A final settle (not PROGRESS) ends the delivery's bookkeeping.
+    /// `ReplacedConnection`. A final settle (not PROGRESS) ends the delivery's bookkeeping. One
+    /// made while no connection is joined waits for the next JOINED, which claimed the delivery
+    /// back, and goes out on the new connection if it was given back (else
+    /// `ReplacedConnection`); it gives up with `NotJoined` once the consumer stops. A HEARTBEAT
+    /// or PROGRESS then throws `NotJoined` at once.
     func send(_ envelope: Envelope, connection: Int, settling delivery: (busSeq: Int64, attempt: Int, final: Bool)? = nil) async throws {
-        let socket = current.withLock { state -> AsyncSocket? in
-            state.session.sending(on: connection, settling: delivery, now: .now) ? state.socket : nil
+        while !Task.isCancelled {
+            let (sending, socket, id, seen, stopped) = current.withLock { state in
+                state.nextWaiter += 1
+                return (
+                    state.session.sending(on: connection, settling: delivery), state.socket, state.nextWaiter, state.generation,
+                    state.waitingStopped
+                )
+            }
+            switch sending {
+            case .send:
+                guard let socket else { throw NotJoined() }
+                try await socket.send(envelope.frames())
+                return
+            case .replaced:
+                throw ReplacedConnection()
+            case .notJoined:
+                guard let delivery, delivery.final, !stopped else { throw NotJoined() }
+                await waitForChange(waiter: id, since: seen)
+            }
         }
-        guard let socket else { throw ReplacedConnection() }
-        try await socket.send(envelope.frames())
+        throw CancellationError()
     }
 }

@@ -189,17 +189,23 @@ public struct JoinedHeader: Codable, Sendable, Hashable {
     /// The bus_seqs of the JOIN's `holding` that this member now holds (sent by every broker of
     /// this version; nil from an older one, which gives nothing back).
     public var held: [Int64]?
+    /// True from a broker that answers a HEARTBEAT's `echo` in its HEAD (every broker of this
+    /// version); a member fences on the echoes only then (section 15.3, **Fencing**).
+    public var echoes: Bool?
 
     enum CodingKeys: String, CodingKey {
         case group, member, credit, ackWaitMilliseconds = "ack_wait_ms", heartbeatMilliseconds = "heartbeat_ms",
-            livenessMilliseconds = "liveness_ms", maxDeliver = "max_deliver", backoffMilliseconds = "backoff_ms", cursor, head, held
+            livenessMilliseconds = "liveness_ms", maxDeliver = "max_deliver", backoffMilliseconds = "backoff_ms", cursor, head, held,
+            echoes
     }
 
     public init(
         group: String, member: String, credit: Int, ackWaitMilliseconds: Int64, heartbeatMilliseconds: Int64,
-        livenessMilliseconds: Int64, maxDeliver: Int, backoffMilliseconds: [Int64], cursor: Int64, head: Int64, held: [Int64]? = nil
+        livenessMilliseconds: Int64, maxDeliver: Int, backoffMilliseconds: [Int64], cursor: Int64, head: Int64, held: [Int64]? = nil,
+        echoes: Bool? = nil
     ) {
         self.held = held
+        self.echoes = echoes
         self.group = group
         self.member = member
         self.credit = credit

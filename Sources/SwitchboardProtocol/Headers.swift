@@ -166,12 +166,16 @@ public struct HeadHeader: Codable, Sendable, Hashable {
     public var time: String
     /// The broker's instance id (a UUID per journal), so a subscriber notices a new journal.
     public var broker: String
+    /// The `echo` of the HEARTBEAT this HEAD answers; absent in a HEAD sent on the broker's own
+    /// schedule.
+    public var echo: Int64?
 
-    public init(head: Int64, first: Int64, time: String = Timestamp.now(), broker: String) {
+    public init(head: Int64, first: Int64, time: String = Timestamp.now(), broker: String, echo: Int64? = nil) {
         self.head = head
         self.first = first
         self.time = time
         self.broker = broker
+        self.echo = echo
     }
 }
 

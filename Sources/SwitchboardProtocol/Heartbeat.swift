@@ -10,11 +10,18 @@ public struct HeartbeatHeader: Sendable, Hashable {
     public var outbox: Int64?
     /// When the producer last received an ACK, in milliseconds since the epoch.
     public var lastAckMilliseconds: Int64?
+    /// A number the HEAD that answers carries back (`HeadHeader.echo`): proof that the broker
+    /// read this HEARTBEAT, which a group member's fence is measured from (section 15.3).
+    public var echo: Int64?
 
-    public init(producer: String? = nil, outbox: Int64? = nil, lastAckMilliseconds: Int64? = nil) {
+    /// The largest `echo` (2^53, so that every JSON reader keeps it exact).
+    public static let maximumEcho: Int64 = 1 << 53
+
+    public init(producer: String? = nil, outbox: Int64? = nil, lastAckMilliseconds: Int64? = nil, echo: Int64? = nil) {
         self.producer = producer
         self.outbox = outbox
         self.lastAckMilliseconds = lastAckMilliseconds
+        self.echo = echo
     }
 
     /// Reads and checks the header; errors name the field (`invalid-header`).
@@ -32,6 +39,10 @@ public struct HeartbeatHeader: Sendable, Hashable {
             guard producer != nil else { throw object.fail("producer", "is required with 'last_ack'") }
             lastAckMilliseconds = milliseconds
         }
+        echo = try object.optionalInteger("echo")
+        if let echo, !(0...Self.maximumEcho).contains(echo) {
+            throw object.fail("echo", "must be 0–2^53, got \(echo)")
+        }
     }
 
     public func wireJSON() -> Data {
@@ -39,6 +50,7 @@ public struct HeartbeatHeader: Sendable, Hashable {
         if let producer { fields["producer"] = .string(producer) }
         if let outbox { fields["outbox"] = .integer(outbox) }
         if let lastAckMilliseconds { fields["last_ack"] = .string(Timestamp.format(milliseconds: lastAckMilliseconds)) }
+        if let echo { fields["echo"] = .integer(echo) }
         return JSONValue.object(fields).compactData
     }
 }

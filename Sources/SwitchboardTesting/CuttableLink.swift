@@ -3,7 +3,8 @@
 // the kernels' buffers, new connections are accepted and held); once restored, what waited
 // flows on. A test points one client (a broker of a pair) at `port` instead of the server's,
 // and cuts that client off alone. It can also hold the server's answers back for a while
-// (`delayAnswers`), as a slow server or a slow path looks to the client.
+// (`delayAnswers`), as a slow server or a slow path looks to the client, or hold the client's
+// bytes back while the server's still flow (`holdRequests`): one direction of a path stalled.
 
 import Foundation
 import Synchronization
@@ -17,6 +18,7 @@ public final class CuttableLink: Sendable {
 
     private struct State {
         var cut = false
+        var requestsHeld = false
         var stopped = false
         var answerDelay: Duration = .zero
         var sockets: [Int32] = []
@@ -63,6 +65,13 @@ public final class CuttableLink: Sendable {
     /// order); `.zero` ends that for what comes next.
     public func delayAnswers(by delay: Duration) { state.withLock { $0.answerDelay = delay } }
 
+    /// From now on nothing from the client is read (it waits in the kernels' buffers) while what
+    /// the server sends still reaches the client: a path stalled one way.
+    public func holdRequests() { state.withLock { $0.requestsHeld = true } }
+
+    /// What the client sent meanwhile flows on.
+    public func releaseRequests() { state.withLock { $0.requestsHeld = false } }
+
     /// Closes every connection and stops listening.
     public func stop() {
         state.withLock { state in
@@ -75,6 +84,7 @@ public final class CuttableLink: Sendable {
     }
 
     private var isCut: Bool { state.withLock { $0.cut } }
+    private var requestsHeld: Bool { state.withLock { $0.requestsHeld } }
     private var answerDelay: Duration { state.withLock { $0.answerDelay } }
     private var isStopped: Bool { state.withLock { $0.stopped } }
 
@@ -150,8 +160,9 @@ public final class CuttableLink: Sendable {
                     let left = ContinuousClock.now.duration(to: first.due).components
                     return max(0, min(50, Int32(clamping: left.seconds * 1000 + left.attoseconds / 1_000_000_000_000_000) + 1))
                 } ?? 50
-            var fds = [pollfd(fd: a, events: Int16(POLLIN), revents: 0), pollfd(fd: b, events: Int16(POLLIN), revents: 0)]
-            guard poll(&fds, 2, wait) > 0 else { continue }
+            let fromClient = requestsHeld ? 0 : Int16(POLLIN)
+            var fds = [pollfd(fd: a, events: fromClient, revents: 0), pollfd(fd: b, events: Int16(POLLIN), revents: 0)]
+            guard poll(&fds, 2, requestsHeld ? min(wait, 20) : wait) > 0 else { continue }
             for (index, (from, to)) in [(a, b), (b, a)].enumerated() where fds[index].revents != 0 {
                 let count = read(from, &buffer, buffer.count)
                 guard count > 0 else { return }

@@ -42,11 +42,12 @@ struct GroupFencingTests {
         (secure.certificates as NSString).appendingPathComponent("\(name).cert")
     }
 
-    static func member(_ secure: SecureBroker, _ principal: String, name: String) throws -> GroupConsumer {
+    static func member(_ secure: SecureBroker, _ principal: String, name: String, endpoint: String? = nil) throws -> GroupConsumer {
         let settings = GroupConsumer.Settings(
             group: "eto", topics: [CheckIn.type], credit: 8, member: name, socketOptions: try secure.clientOptions(principal),
             joinTimeout: .seconds(2))
-        return GroupConsumer(io: secure.fixture.io, endpoint: secure.fixture.endpoints.groups, settings: settings, logger: quiet)
+        return GroupConsumer(
+            io: secure.fixture.io, endpoint: endpoint ?? secure.fixture.endpoints.groups, settings: settings, logger: quiet)
     }
 
     /// Four check-ins of four people (all four may be in flight at once), journaled.
@@ -142,6 +143,87 @@ struct GroupFencingTests {
     }
 
     @Test(
+        "a member that still hears the broker while its own messages are held up is not held by the time the broker gives its delivery to another member, and mayAct says no"
+    )
+    func oneWayStallIsFenced() async throws {
+        let (secure, _) = try await Self.broker()
+        let port = try #require(URL(string: secure.fixture.endpoints.groups.replacingOccurrences(of: "tcp://", with: "http://"))?.port)
+        let link = try CuttableLink(to: "127.0.0.1", port: port)
+        defer { link.stop() }
+        let first = try Self.member(secure, "eto-1", name: "eto:w1", endpoint: "tcp://127.0.0.1:\(link.port)")
+        let firstRun = Task { try await first.run() }
+        try await Self.publish(secure, count: 1)
+        let held = try #require(await Self.take(1, from: first).first)
+        #expect(await first.mayAct(on: held))
+
+        // The other member notes what the first one's standing was when the event reached it.
+        let second = try Self.member(secure, "eto-2", name: "eto:w2")
+        let secondRun = Task { try await second.run() }
+        let handedOver = Mutex<[(busSeq: Int64, firstStanding: DeliveryStanding)]>([])
+        let otherReader = Task {
+            for await delivery in second.deliveries {
+                let standing = first.standing(of: held)
+                handedOver.withLock { $0.append((delivery.busSeq, standing)) }
+                try? await delivery.ack()
+            }
+        }
+        try await waitUntil("the second member joins", timeout: .seconds(30)) { second.isJoined }
+
+        // From now on the broker reads nothing of the first member's, while the first member
+        // still hears the broker's HEAD every heartbeat until the broker removes it.
+        link.holdRequests()
+        try await waitUntil("the broker gives the event to the other member", timeout: .seconds(30)) {
+            !handedOver.withLock { $0.isEmpty }
+        }
+        let handOver = try #require(handedOver.withLock { $0.first })
+        #expect(handOver.busSeq == held.busSeq)
+        #expect(handOver.firstStanding != .held)
+        // Once its messages flow again it joins anew, is not given the event back, and is told so.
+        link.releaseRequests()
+        #expect(await first.mayAct(on: held) == false)
+
+        first.leave()
+        second.leave()
+        try await firstRun.value
+        try await secondRun.value
+        await otherReader.value
+        await secure.stop()
+    }
+
+    @Test(
+        "an ACK made while the member is between connections waits for its next JOINED and goes out on the new connection, instead of being lost until the ack wait"
+    )
+    func settleBetweenConnectionsGoesOut() async throws {
+        // The member gives the broker up after its liveness, about when the broker takes the
+        // delivery back; with no other member the delivery waits, and the next JOIN claims it.
+        let (secure, security) = try await Self.broker(liveness: .seconds(5))
+        let first = try Self.member(secure, "eto-1", name: "eto:w1")
+        let firstRun = Task { try await first.run() }
+        try await Self.publish(secure, count: 1)
+        let held = try #require(await Self.take(1, from: first).first)
+
+        // Its own key revoked: the connection drops and every JOIN is refused, so the member
+        // gives the broker up and keeps trying; the ACK is made meanwhile.
+        var notices = first.notices.makeAsyncIterator()
+        let certificate = try Self.revoke(secure, security, "eto-1")
+        while let notice = await notices.next() {
+            if case .rejoining = notice { break }
+        }
+        #expect(!first.isJoined)
+        let ack = Task { try await held.ack() }
+        try FileManager.default.moveItem(atPath: certificate, toPath: Self.certificate(secure, "eto-1"))
+        #expect(security.reload(reason: "test").isEmpty)
+        try await ack.value
+        // The broker gave it back in JOINED and took the ACK: settled long before its ack wait
+        // (30 s) would have made it come again.
+        try await waitUntil("the check-in is settled", timeout: .seconds(10)) { try await Self.lag(secure) == 0 }
+
+        first.leave()
+        try await firstRun.value
+        await secure.stop()
+    }
+
+    @Test(
         "a member refused past its liveness: its deliveries go to the other member, and when it is back mayAct says no for each, so nothing is done twice"
     )
     func refusedMemberIsFenced() async throws {
@@ -168,8 +250,8 @@ struct GroupFencingTests {
         try await waitUntil("the other member does all four, after the first one's liveness", timeout: .seconds(60)) {
             doneByOther.withLock { $0.count } == 4
         }
-        // The first member's handlers, slow, ask only now before writing: the broker has been
-        // silent to it for longer than its liveness less a heartbeat, so the answer waits until
+        // The first member's handlers, slow, ask only now before writing: nothing it sent has been
+        // read for longer than its liveness less a heartbeat, so the answer waits until
         // it is known, which is when the member is let in again and is not given them back.
         let answers = Task {
             var answers: [Bool] = []

@@ -102,10 +102,10 @@ struct WorkerLivenessTests {
 
 @Suite("Member session")
 struct MemberSessionTests {
-    static func joined(heartbeat: Int64 = 100, liveness: Int64 = 500, held: [Int64]? = []) -> JoinedHeader {
+    static func joined(heartbeat: Int64 = 100, liveness: Int64 = 500, held: [Int64]? = [], echoes: Bool? = true) -> JoinedHeader {
         JoinedHeader(
             group: "eto", member: "m", credit: 4, ackWaitMilliseconds: 30_000, heartbeatMilliseconds: heartbeat,
-            livenessMilliseconds: liveness, maxDeliver: 5, backoffMilliseconds: [], cursor: 0, head: 0, held: held)
+            livenessMilliseconds: liveness, maxDeliver: 5, backoffMilliseconds: [], cursor: 0, head: 0, held: held, echoes: echoes)
     }
 
     @Test("a JOIN waits for JOINED until its time is up; a failed one is tried again after a second")
@@ -118,19 +118,24 @@ struct MemberSessionTests {
         #expect(session.phase == .away && session.joinDeadline == nil)
     }
 
-    @Test("a member heartbeats after a heartbeat of its own silence, and gives up a broker silent for its liveness")
+    @Test("a member heartbeats every half heartbeat, busy or not, and gives up a broker silent for its liveness")
     func heartbeatAndSilence() {
         var session = MemberSession(joinTimeout: .seconds(5))
         _ = session.joining(now: t0)
         #expect(session.joined(Self.joined(), now: t0) == 1)
-        #expect(session.tick(now: at(50)) == .wait(until: at(100)))
+        #expect(session.tick(now: at(20)) == .wait(until: at(50)))
+        #expect(session.tick(now: at(50)) == .sendHeartbeat)
+        #expect(session.sending(on: 1) == .send)
+        let first = session.heartbeatGoingOut(now: at(50))
+        #expect(session.tick(now: at(60)) == .wait(until: at(100)))
+        // Settles going out do not put the heartbeat off: its echo is what keeps the fence.
+        session.delivered(busSeq: 1, attempt: 1)
+        #expect(session.sending(on: 1, settling: (1, 1, final: true)) == .send)
         #expect(session.tick(now: at(100)) == .sendHeartbeat)
-        let sent1 = session.sending(on: 1, now: at(100))
-        #expect(sent1)
-        #expect(session.tick(now: at(150)) == .wait(until: at(200)))
+        #expect(session.heartbeatGoingOut(now: at(100)) != first)
         session.heard(now: at(150))
         #expect(session.tick(now: at(600)) == .sendHeartbeat)
-        _ = session.sending(on: 1, now: at(600))
+        _ = session.heartbeatGoingOut(now: at(600))
         #expect(session.tick(now: at(640)) == .wait(until: at(650)))
         #expect(session.tick(now: at(650)) == .rejoin(reason: "the broker was silent for 0.5 seconds"))
         // The silence is at least three of the broker's heartbeats, whatever its liveness says.
@@ -150,20 +155,16 @@ struct MemberSessionTests {
         session.delivered(busSeq: 3, attempt: 2)
         session.delivered(busSeq: 9, attempt: 1)
         // PROGRESS goes out and keeps the delivery; a final settle ends it.
-        let sent2 = session.sending(on: 1, settling: (9, 1, final: false), now: at(10))
-        #expect(sent2)
-        let sent3 = session.sending(on: 1, settling: (9, 1, final: true), now: at(10))
-        #expect(sent3)
+        #expect(session.sending(on: 1, settling: (9, 1, final: false)) == .send)
+        #expect(session.sending(on: 1, settling: (9, 1, final: true)) == .send)
         session.lost()
         #expect(session.joining(now: at(20)) == [HeldDelivery(busSeq: 3, attempt: 2), HeldDelivery(busSeq: 7, attempt: 1)])
         #expect(session.joined(Self.joined(held: [7]), now: at(30)) == 2)
         // 7 was kept: it belongs to connection 2 now. 3 went to another member.
         #expect(session.isCurrent(busSeq: 7, attempt: 1, cameOn: 1))
         #expect(!session.isCurrent(busSeq: 3, attempt: 2, cameOn: 1))
-        let sent4 = session.sending(on: 1, settling: (3, 2, final: true), now: at(40))
-        #expect(!sent4)
-        let sent5 = session.sending(on: 1, settling: (7, 1, final: true), now: at(40))
-        #expect(sent5)
+        #expect(session.sending(on: 1, settling: (3, 2, final: true)) == .replaced)
+        #expect(session.sending(on: 1, settling: (7, 1, final: true)) == .send)
         // A redelivery of 7 (attempt 2) on the new connection is its own delivery.
         session.delivered(busSeq: 7, attempt: 2)
         #expect(!session.isCurrent(busSeq: 7, attempt: 1, cameOn: 1))
@@ -173,17 +174,31 @@ struct MemberSessionTests {
     }
 
     @Test(
-        "a delivery is held while the broker was heard within its liveness less a heartbeat, in doubt after and between connections, lost when not given back"
+        "a delivery is held while the broker read, within its liveness less a heartbeat, something sent on its connection; in doubt after and between connections, lost when not given back"
     )
     func standing() {
         var session = MemberSession(joinTimeout: .seconds(5))
         _ = session.joining(now: t0)
-        session.joined(Self.joined(heartbeat: 100, liveness: 500), now: t0)
+        // JOINED came 30 ms after the JOIN went out: the proof dates from the JOIN.
+        session.joined(Self.joined(heartbeat: 100, liveness: 500), now: at(30))
         session.delivered(busSeq: 1, attempt: 1)
         session.delivered(busSeq: 2, attempt: 1)
         #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(399)) == .held)
         #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(400)) == .inDoubt)
+        // Hearing the broker proves nothing: the member's own messages may be held up.
         session.heard(now: at(420))
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(420)) == .inDoubt)
+        // A HEARTBEAT sent at 300 comes back at 420: held until 300 + 400.
+        let late = session.heartbeatGoingOut(now: at(300))
+        let early = session.heartbeatGoingOut(now: at(200))
+        session.answered(echo: late)
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(699)) == .held)
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(700)) == .inDoubt)
+        // An older echo answered afterwards (or an unknown one) does not move the proof back.
+        session.answered(echo: early)
+        session.answered(echo: 12345)
+        #expect(session.lastAnswered == at(300))
+        session.heard(now: at(480))
         #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(500)) == .held)
         session.lost()
         #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(501)) == .inDoubt)
@@ -195,6 +210,58 @@ struct MemberSessionTests {
         // Lost stays lost, whatever is heard later.
         session.heard(now: at(600))
         #expect(session.standing(busSeq: 2, attempt: 1, cameOn: 1, now: at(601)) == .lost)
+    }
+
+    @Test("with a broker that does not answer echoes (JOINED without `echoes`), the last message heard stands in for the proof")
+    func standingWithoutEchoes() {
+        var session = MemberSession(joinTimeout: .seconds(5))
+        _ = session.joining(now: t0)
+        session.joined(Self.joined(heartbeat: 100, liveness: 500, echoes: nil), now: at(30))
+        session.delivered(busSeq: 1, attempt: 1)
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(429)) == .held)
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(430)) == .inDoubt)
+        session.heard(now: at(500))
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(899)) == .held)
+        #expect(session.standing(busSeq: 1, attempt: 1, cameOn: 1, now: at(900)) == .inDoubt)
+    }
+
+    @Test(
+        "a final settle made while no connection is joined keeps its delivery claimed, goes out on the next connection if it was given back, else is replaced"
+    )
+    func settleBetweenConnections() {
+        var session = MemberSession(joinTimeout: .seconds(5))
+        _ = session.joining(now: t0)
+        session.joined(Self.joined(), now: t0)
+        session.delivered(busSeq: 4, attempt: 1)
+        session.delivered(busSeq: 5, attempt: 1)
+        session.lost()
+        // Away, then joining: a heartbeat, a PROGRESS or a final settle cannot go out yet.
+        #expect(session.sending(on: 1) == .notJoined)
+        #expect(session.sending(on: 1, settling: (4, 1, final: true)) == .notJoined)
+        #expect(session.joining(now: at(10)) == [HeldDelivery(busSeq: 4, attempt: 1), HeldDelivery(busSeq: 5, attempt: 1)])
+        #expect(session.sending(on: 1, settling: (4, 1, final: false)) == .notJoined)
+        #expect(session.sending(on: 1, settling: (5, 1, final: true)) == .notJoined)
+        session.joined(Self.joined(held: [4]), now: at(20))
+        #expect(session.sending(on: 1, settling: (4, 1, final: true)) == .send)
+        #expect(session.sending(on: 1, settling: (5, 1, final: true)) == .replaced)
+        // Both are settled now: the next JOIN claims neither.
+        session.lost()
+        #expect(session.joining(now: at(30)).isEmpty)
+    }
+
+    @Test("heartbeat echoes wrap within the protocol's range, and only the newest few wait for their answer")
+    func echoes() {
+        var session = MemberSession(joinTimeout: .seconds(5))
+        _ = session.joining(now: t0)
+        session.joined(Self.joined(heartbeat: 100, liveness: 500), now: t0)
+        var sent: [Int64] = []
+        for i in 0..<40 { sent.append(session.heartbeatGoingOut(now: at(i))) }
+        #expect(Set(sent).count == 40 && sent.allSatisfy { (0...HeartbeatHeader.maximumEcho).contains($0) })
+        // The oldest were forgotten: their answers prove nothing more.
+        session.answered(echo: sent[0])
+        #expect(session.lastAnswered == t0)
+        session.answered(echo: sent[39])
+        #expect(session.lastAnswered == at(39))
     }
 
     @Test("a JOIN claims at most the protocol's limit, lowest bus_seq first")

@@ -46,6 +46,7 @@ import argparse
 import base64
 import csv
 import hashlib
+import glob
 import hmac
 import io
 import json
@@ -932,8 +933,29 @@ class Stack:
             and figures["filemaker_distinct"] == figures["eto_distinct"] == self.sent
         )
         if not ok:
+            self.explain(scenario, journal, fm, eto)
             raise Failure(f"{scenario}: {problem or 'the accounting does not balance'}")
         log(f"{scenario}: PASS (nothing lost, nothing duplicated)")
+
+    def explain(self, scenario, journal, fm, eto, most=4, lines=30):
+        """For a failed accounting: what every program logged about a few of the check-ins
+        written twice or missing (event ids and record ids only: the logs hold no names), so
+        that CI's output alone says what happened."""
+        ids = {row[0] for row in journal}
+        suspects = [("twice in ETO", e) for e in sorted({e for e in eto if eto.count(e) > 1})]
+        suspects += [("twice in FileMaker", e) for e in sorted({e for e in fm if fm.count(e) > 1})]
+        suspects += [("missing from ETO", e) for e in sorted(ids - set(eto))]
+        suspects += [("missing from FileMaker", e) for e in sorted(ids - set(fm))]
+        logs = sorted(glob.glob(os.path.join(self.d.work, "hosts", "*", "*.log")))
+        for why, event_id in suspects[:most]:
+            log(f"{scenario}: {why}: {event_id}; what the logs say of it:")
+            found = []
+            for path in logs:
+                host = os.path.basename(os.path.dirname(path))
+                with open(path, errors="replace") as f:
+                    found += [f"{host}/{os.path.basename(path)}: {line.rstrip()}" for line in f if event_id in line]
+            for line in sorted(found, key=lambda text: text.split(": ", 1)[1])[:lines]:
+                log(f"    {line[:400]}")
 
 
 def scenario_exactly_once(stack, count):

@@ -20,17 +20,22 @@ public enum DeliveryStanding: Sendable, Hashable {
 /// A group member's connection rules.
 ///
 /// Promises, whatever the sequence of inputs:
-/// - While a member, a HEARTBEAT is due one broker heartbeat after the last thing sent.
+/// - While a member, a HEARTBEAT (with a new `echo`) is due every half broker heartbeat, busy or
+///   not: its answer is what keeps deliveries `held`.
 /// - The broker is given up only after its liveness (at least three of its heartbeats) with
 ///   nothing heard; a JOIN unanswered for `joinTimeout` is given up too, and tried again after
 ///   `rejoinWait`.
 /// - Connections are numbered from 1 and never reused; a delivery belongs to the connection it
 ///   came on, or to a later one whose JOINED said this member holds it again.
 /// - A settle is let out only on the connection its delivery belongs to, and only while that
-///   connection is the current one; a final settle ends the delivery's bookkeeping.
+///   connection is the current one and joined; a final settle that goes out, or whose delivery
+///   was not given back, ends the delivery's bookkeeping. One that finds no connection keeps it
+///   (the next JOIN claims the delivery) and waits for the next JOINED.
 /// - A JOIN claims at most `JoinHeader.maximumHolding` deliveries, lowest `bus_seq` first.
-/// - A delivery is `held` only on the current connection with the broker heard within its
-///   liveness less one heartbeat; it is `lost` for good once a JOINED did not give it back.
+/// - A delivery is `held` only on the current connection while the broker read, within its
+///   liveness less one heartbeat, something this member sent on it (measured from when it was
+///   sent: the JOIN, or a HEARTBEAT whose echo came back); it is `lost` for good once a JOINED
+///   did not give it back.
 struct MemberSession: Sendable {
     typealias Instant = ContinuousClock.Instant
 
@@ -42,8 +47,18 @@ struct MemberSession: Sendable {
         case away
         /// A JOIN went out; JOINED is awaited until `deadline`.
         case joining(deadline: Instant)
-        /// JOINED came: the broker's heartbeat and how long its silence may last.
-        case member(heartbeat: Duration, silence: Duration)
+        /// JOINED came: the broker's heartbeat, how long its silence may last, and how long the
+        /// broker lets this member be silent (its `liveness`).
+        case member(heartbeat: Duration, silence: Duration, liveness: Duration)
+    }
+
+    /// What may go out for a connection (`sending`).
+    enum Sending: Sendable, Hashable {
+        case send
+        /// The delivery's connection was replaced and the delivery not given back.
+        case replaced
+        /// No connection is joined now: a final settle waits for the next JOINED.
+        case notJoined
     }
 
     /// What the member's loop should do next.
@@ -60,7 +75,18 @@ struct MemberSession: Sendable {
     /// The connection in use now (0 before the first JOINED).
     private(set) var connection = 0
     private var lastHeard: Instant?
-    private var lastSent: Instant?
+    /// When the JOIN in flight was sent (taken before it went out).
+    private var joinSent: Instant?
+    /// When this member sent the newest message the broker has surely read on this connection:
+    /// what the fence is measured from.
+    private(set) var lastAnswered: Instant?
+    /// HEARTBEATs whose HEAD has not come back yet: echo → when it was sent.
+    private var echoes: [Int64: Instant] = [:]
+    private var nextEcho: Int64 = 0
+    private var lastEchoSent: Instant?
+    /// Whether this connection's broker answers echoes (JOINED's `echoes`); without, the fence
+    /// falls back to the last message heard.
+    private var brokerEchoes = false
     /// Deliveries not settled yet: for each, its attempt and the connection it belongs to.
     private var outstanding: [Int64: (attempt: Int, connection: Int)] = [:]
 
@@ -71,6 +97,7 @@ struct MemberSession: Sendable {
     /// A JOIN is going out on a new socket; returns the deliveries it claims back.
     mutating func joining(now: Instant) -> [HeldDelivery] {
         phase = .joining(deadline: now + joinTimeout)
+        joinSent = now
         return outstanding.sorted { $0.key < $1.key }.prefix(JoinHeader.maximumHolding).map {
             HeldDelivery(busSeq: $0.key, attempt: $0.value.attempt)
         }
@@ -95,10 +122,14 @@ struct MemberSession: Sendable {
     mutating func joined(_ header: JoinedHeader, now: Instant) -> Int {
         let heartbeat = Duration.milliseconds(max(10, header.heartbeatMilliseconds))
         let silence = Duration.milliseconds(max(header.livenessMilliseconds, 3 * header.heartbeatMilliseconds))
-        phase = .member(heartbeat: heartbeat, silence: silence)
+        phase = .member(heartbeat: heartbeat, silence: silence, liveness: .milliseconds(max(1, header.livenessMilliseconds)))
         connection += 1
         lastHeard = now
-        lastSent = now
+        // JOINED answers the JOIN: the broker read it, and it went out no earlier than this.
+        lastAnswered = joinSent ?? now
+        brokerEchoes = header.echoes == true
+        echoes = [:]
+        lastEchoSent = now
         let kept = Set(header.held ?? [])
         for (busSeq, held) in outstanding {
             outstanding[busSeq] = kept.contains(busSeq) ? (held.attempt, connection) : nil
@@ -117,18 +148,38 @@ struct MemberSession: Sendable {
         lastHeard = now
     }
 
+    /// A HEARTBEAT is going out on the current connection; returns the echo it carries.
+    mutating func heartbeatGoingOut(now: Instant) -> Int64 {
+        nextEcho = nextEcho == HeartbeatHeader.maximumEcho ? 0 : nextEcho + 1
+        echoes[nextEcho] = now
+        lastEchoSent = now
+        // A HEAD lost on its way (the broker's send queue full) leaves its echo here: keep the
+        // newest few only.
+        if echoes.count > 16, let oldest = echoes.min(by: { $0.value < $1.value })?.key { echoes[oldest] = nil }
+        return nextEcho
+    }
+
+    /// A HEAD came with `echo`: the broker read that HEARTBEAT, and everything sent before it.
+    mutating func answered(echo: Int64) {
+        guard let sent = echoes[echo] else { return }
+        echoes = echoes.filter { $0.value > sent }
+        if lastAnswered.map({ $0 < sent }) ?? true { lastAnswered = sent }
+    }
+
     /// A DELIVER came on the current connection.
     mutating func delivered(busSeq: Int64, attempt: Int) {
         outstanding[busSeq] = (attempt, connection)
     }
 
     func tick(now: Instant) -> Tick {
-        guard case .member(let heartbeat, let silence) = phase, let lastHeard, let lastSent else {
+        guard case .member(let heartbeat, let silence, _) = phase, let lastHeard, let lastEchoSent else {
             return .wait(until: joinDeadline ?? now)
         }
         if now - lastHeard >= silence { return .rejoin(reason: "the broker was silent for \(silence)") }
-        if now - lastSent >= heartbeat { return .sendHeartbeat }
-        return .wait(until: min(lastHeard + silence, lastSent + heartbeat))
+        // Every half heartbeat, so the fence's proof is never older than that and a round trip.
+        let due = lastEchoSent + heartbeat / 2
+        if now >= due { return .sendHeartbeat }
+        return .wait(until: min(lastHeard + silence, due))
     }
 
     /// The connection a delivery belongs to now.
@@ -143,35 +194,43 @@ struct MemberSession: Sendable {
     }
 
     /// Whether this member may start an effect for a delivery now (protocol section 15.3,
-    /// **Fencing**). `held` while the delivery belongs to the current connection and the broker
-    /// was heard within its liveness less one heartbeat: the broker removes a member only after
-    /// its liveness with nothing from it, and the member heard the broker at most a heartbeat
-    /// after the broker last heard the member, so the broker still counts the delivery as this
-    /// member's. `lost` once it belongs to a replaced connection (the JOINED on the new one did
-    /// not give it back). `inDoubt` in between: silent longer than that, or between connections.
+    /// **Fencing**). `held` while the delivery belongs to the current connection and something
+    /// this member sent on it, and the broker surely read, went out less than the broker's
+    /// liveness less one heartbeat ago: the broker removes a member only after its liveness with
+    /// nothing read from it, and it read that message no earlier than it was sent, so the broker
+    /// still counts the delivery as this member's, with a heartbeat to spare for the effect.
+    /// What only came from the broker proves nothing here: a member can hear the broker while
+    /// its own messages are held up. `lost` once the delivery belongs to a replaced connection
+    /// (the JOINED on the new one did not give it back). `inDoubt` in between: no recent proof,
+    /// or between connections. With a broker that does not answer echoes (JOINED without
+    /// `echoes`), the last message heard stands in for the proof.
     func standing(busSeq: Int64, attempt: Int, cameOn: Int, now: Instant) -> DeliveryStanding {
         guard owner(busSeq: busSeq, attempt: attempt, cameOn: cameOn) == connection else { return .lost }
-        guard case .member(let heartbeat, let silence) = phase, let lastHeard, now - lastHeard < silence - heartbeat else {
-            return .inDoubt
-        }
+        guard case .member(let heartbeat, _, let liveness) = phase, let proof = brokerEchoes ? lastAnswered : lastHeard,
+            now - proof < max(liveness - heartbeat, liveness / 2)
+        else { return .inDoubt }
         return .held
     }
 
-    /// Something is to go out for connection `cameOn` (a HEARTBEAT, or a settle of `delivery`);
-    /// returns whether it may (its connection is the current one). A final settle ends the
-    /// delivery's bookkeeping whether or not it goes out.
-    mutating func sending(
-        on cameOn: Int, settling delivery: (busSeq: Int64, attempt: Int, final: Bool)? = nil, now: Instant
-    ) -> Bool {
+    /// Something is to go out for connection `cameOn` (a HEARTBEAT, or a settle of `delivery`):
+    /// whether it may now (its connection is the current one, and joined). A final settle that
+    /// may, or whose delivery went elsewhere, ends the delivery's bookkeeping; one that finds no
+    /// connection joined keeps it, so that the next JOIN claims the delivery and the settle can
+    /// go out on the new connection if JOINED gives it back.
+    mutating func sending(on cameOn: Int, settling delivery: (busSeq: Int64, attempt: Int, final: Bool)? = nil) -> Sending {
         var owner = cameOn
-        if let delivery {
-            owner = self.owner(busSeq: delivery.busSeq, attempt: delivery.attempt, cameOn: cameOn)
-            if delivery.final, outstanding[delivery.busSeq]?.attempt == delivery.attempt {
-                outstanding[delivery.busSeq] = nil
-            }
+        if let delivery { owner = self.owner(busSeq: delivery.busSeq, attempt: delivery.attempt, cameOn: cameOn) }
+        let result: Sending
+        if connection != owner {
+            result = .replaced
+        } else if case .member = phase {
+            result = .send
+        } else {
+            return .notJoined
         }
-        guard connection == owner else { return false }
-        lastSent = now
-        return true
+        if let delivery, delivery.final, outstanding[delivery.busSeq]?.attempt == delivery.attempt {
+            outstanding[delivery.busSeq] = nil
+        }
+        return result
     }
 }
