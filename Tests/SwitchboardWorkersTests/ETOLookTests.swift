@@ -3,6 +3,7 @@ import SwitchboardBackends
 import SwitchboardHTTP
 import SwitchboardProtocol
 import SwitchboardTesting
+import Synchronization
 import Testing
 
 @testable import SwitchboardWorkers
@@ -169,8 +170,48 @@ struct ETOLookTests {
             let (done, doneCalls) = try await Self.handled(
                 try event(Self.checkIn(), id: id, attempt: 2, first: false), by: recorder(b, store: store), b)
             #expect(done == .done)
-            #expect(doneCalls == [Self.participant, Self.list, Self.add], "\(doneCalls)")
+            // A redelivery that writes looks once more after (step 5): the earlier holder's write
+            // might have been on its way.
+            #expect(doneCalls == [Self.participant, Self.list, Self.add, Self.list], "\(doneCalls)")
             #expect(try await responses(holding: id, b).count == 1)
+        }
+    }
+
+    @Test(
+        "two members' writes of one check-in race (the other's lands between this one's look and its write): this one, a redelivery or a delivery lost while it wrote, deletes its own and keeps the other's"
+    )
+    func racedWritesLeaveOne() async throws {
+        try await handlers.withBackends { b in
+            let directory = try TemporaryDirectory("eto-look-raced")
+            defer { directory.remove() }
+            for (attempt, first) in [(2, false), (1, true)] {
+                let store = try ETOCheckInStore(directory: directory.path("eto-\(attempt)"))
+                let id = UUIDv7.string()
+                // The other member's write (a recorder of its own) lands when this one asks the
+                // fence; asked again after its write, this member is told it lost the delivery.
+                let asked = Mutex(0)
+                let other = recorder(b, store: nil)
+                let otherEvent = try event(Self.checkIn(), id: id, first: true)
+                var raced = try event(Self.checkIn(), id: id, attempt: attempt, first: first)
+                raced.mayAct = {
+                    let call = asked.withLock { count in
+                        count += 1
+                        return count
+                    }
+                    if call == 1 { _ = await other.handle(otherEvent) }
+                    return call == 1
+                }
+                let settlement = await recorder(b, store: store).handle(raced)
+                #expect(settlement == .done, "\(settlement)")
+                let left = try await responses(holding: id, b).map(\.id)
+                #expect(left.count == 1, "attempt \(attempt): \(left)")
+                // What stands is the first to land, the other member's, and this worker remembers it.
+                #expect(try await store.response(of: id)?.responseID == left.first ?? nil)
+                #expect(asked.withLock { $0 } == (first ? 2 : 1), "a redelivery looks again without asking")
+                #expect(
+                    b.logs.all.contains { $0.contains("two members wrote it at once") && $0.contains(id) },
+                    "the deletion is logged, by event id")
+            }
         }
     }
 

@@ -25,6 +25,12 @@
 //    anywhere before makes the event come again, find its response (this worker's `eto.sqlite`,
 //    or step 2: a redelivery is never `first`, and a note left by a crash makes this worker
 //    look), and publish with `created: false`.
+// 5. Between 3 and 4, after a write that may have raced with another member's (a redelivery,
+//    whose earlier holder may have had a write on its way, or this member lost the delivery
+//    while it wrote), look once more: of several responses holding the event id the lowest
+//    stands and the others are deleted (every look does that). A write held up by a partition
+//    lands when it heals, after the broker gave the event to another member, which looked and
+//    wrote meanwhile; the fence cannot stop a request already sent.
 //
 // A walk-in (`participant.new: true`) is looked for first among all the site's participants (not
 // only the program's) with the same first name, last name and date of birth: one is used (and
@@ -224,7 +230,15 @@ public struct ETOCheckInRecorder: EventHandler {
                     touchPointID: configuration.touchPointID, subjectID: subject, programID: program,
                     created: Timestamp.parse(checkIn.checkedInAt).map { Date(timeIntervalSince1970: Double($0) / 1000) },
                     elements: elements(for: checkIn, header: event.header))
-                outcome = try await write(response, eventID: event.eventID, subject: subject, auth: auth)
+                let written = try await write(response, eventID: event.eventID, subject: subject, auth: auth)
+                if written.created, await mayHaveRaced(event),
+                    let kept = try await recorded(event.eventID, subject: subject, auth: auth), kept != written.id
+                {
+                    // Another member's response landed first and stands; this one was deleted.
+                    outcome = (kept, false)
+                } else {
+                    outcome = written
+                }
             }
             let (id, created) = outcome
             if let store {
@@ -273,6 +287,17 @@ public struct ETOCheckInRecorder: EventHandler {
     func mayHaveWritten(_ event: WorkerEvent, stored: ETOCheckInStore.Recorded?) async throws(Local) -> Bool {
         guard event.firstDelivery, event.attempt == 1, stored == nil, let store else { return true }
         return try await storing { try await store.writeStarted(event.eventID) }
+    }
+
+    /// Whether another member may have written this check-in's response while this one wrote it
+    /// (step 5): the event was delivered before (to a member whose write may still have been on
+    /// its way when the broker took the event back: a partition holds a request up for as long
+    /// as it lasts, and it lands once the path heals), or this member lost the delivery while
+    /// its own write was on its way (asked after the write: false once the broker gave it to
+    /// another member). On the normal path (a first delivery, held throughout) it costs no call.
+    func mayHaveRaced(_ event: WorkerEvent) async -> Bool {
+        if !event.firstDelivery || event.attempt > 1 { return true }
+        return !(await event.mayAct())
     }
 
     /// Adds the response; `created` is false when a look after an unclear rejection found it
@@ -455,17 +480,21 @@ public struct ETOCheckInRecorder: EventHandler {
     /// Deletes a response; one already gone (an earlier delivery deleted it, its ACK was lost)
     /// counts as deleted.
     func delete(_ recorded: ETOCheckInStore.Recorded) async throws(HTTPError) {
-        let auth = eto.session(recorded.siteID)
+        try await delete(touchPointID: recorded.touchPointID, responseID: recorded.responseID, auth: eto.session(recorded.siteID))
+    }
+
+    /// Deletes a response; one already gone (ETO's 400, then not found) counts as deleted.
+    func delete(touchPointID: Int, responseID: Int64, auth: CredentialSource<ETO.SiteSession>) async throws(HTTPError) {
         let refusal: HTTPError
         do throws(HTTPError) {
-            try await eto.client.deleteTouchPointResponse(touchPointID: recorded.touchPointID, responseID: recorded.responseID, auth: auth)
+            try await eto.client.deleteTouchPointResponse(touchPointID: touchPointID, responseID: responseID, auth: auth)
             return
         } catch {
             guard error.status == 400 else { throw error }
             refusal = error
         }
         do throws(HTTPError) {
-            _ = try await eto.client.touchPointResponse(touchPointID: recorded.touchPointID, responseID: recorded.responseID, auth: auth)
+            _ = try await eto.client.touchPointResponse(touchPointID: touchPointID, responseID: responseID, auth: auth)
         } catch {
             if error.status == 400 || error.status == 404 { return }
             throw error
@@ -474,12 +503,24 @@ public struct ETOCheckInRecorder: EventHandler {
         throw refusal
     }
 
-    /// The response id holding `eventID` among the subject's responses to the TouchPoint.
+    /// The response id holding `eventID` among the subject's responses to the TouchPoint. When
+    /// two members wrote it (step 5) there are several: the lowest id (ETO numbers responses in
+    /// the order it stores them, so the first to land) is kept, and the others are deleted here,
+    /// by whichever member looks; each member that writes in such a race looks after its write
+    /// landed, so the later of two writes always meets the earlier.
     func recorded(_ eventID: String, subject: Int, auth: CredentialSource<ETO.SiteSession>) async throws(HTTPError) -> Int64? {
         let responses = try await eto.client.touchPointResponses(subjectID: subject, touchPointID: configuration.touchPointID, auth: auth)
-        return responses.first { response in
+        let holding = responses.filter { response in
             response.elements.contains { $0.elementID == configuration.eventIDElement && $0.value == eventID }
-        }.map { $0.id ?? 0 }
+        }.map { $0.id ?? 0 }.sorted()
+        guard let kept = holding.first else { return nil }
+        for extra in holding.dropFirst() {
+            try await delete(touchPointID: configuration.touchPointID, responseID: extra, auth: auth)
+            logger.warning(
+                "a check-in had two ETO responses (two members wrote it at once); the later one is deleted",
+                metadata: ["event_id": "\(eventID)", "eto.response": "\(kept)", "eto.deleted": "\(extra)"])
+        }
+        return kept
     }
 
     func resolve(_ checkIn: CheckIn, site: Int, program: Int, auth: CredentialSource<ETO.SiteSession>) async throws -> ETO.Participant {
