@@ -85,6 +85,16 @@ struct GroupFencingTests {
         return held
     }
 
+    /// Each member leaves and its run ends, the readers end with the deliveries, then the broker stops.
+    static func finish(
+        _ secure: SecureBroker, members: [(GroupConsumer, Task<Void, any Error>)], readers: [Task<Void, Never>] = []
+    ) async throws {
+        for (member, _) in members { member.leave() }
+        for (_, run) in members { try await run.value }
+        for reader in readers { await reader.value }
+        await secure.stop()
+    }
+
     /// Matching events journaled and not settled, as `groups.list` tells an admin.
     static func lag(_ secure: SecureBroker) async throws -> Int64? {
         let admin = secure.fixture.groupsClient(socketOptions: try secure.clientOptions("ops"))
@@ -134,12 +144,7 @@ struct GroupFencingTests {
         try await waitUntil("every check-in is settled", timeout: .seconds(30)) { try await Self.lag(secure) == 0 }
         #expect(gotByOther.withLock { $0 }.isEmpty)
 
-        first.leave()
-        second.leave()
-        try await firstRun.value
-        try await secondRun.value
-        await otherReader.value
-        await secure.stop()
+        try await Self.finish(secure, members: [(first, firstRun), (second, secondRun)], readers: [otherReader])
     }
 
     @Test(
@@ -182,12 +187,7 @@ struct GroupFencingTests {
         link.releaseRequests()
         #expect(await first.mayAct(on: held) == false)
 
-        first.leave()
-        second.leave()
-        try await firstRun.value
-        try await secondRun.value
-        await otherReader.value
-        await secure.stop()
+        try await Self.finish(secure, members: [(first, firstRun), (second, secondRun)], readers: [otherReader])
     }
 
     @Test(
@@ -218,9 +218,7 @@ struct GroupFencingTests {
         // (30 s) would have made it come again.
         try await waitUntil("the check-in is settled", timeout: .seconds(10)) { try await Self.lag(secure) == 0 }
 
-        first.leave()
-        try await firstRun.value
-        await secure.stop()
+        try await Self.finish(secure, members: [(first, firstRun)])
     }
 
     @Test(
@@ -266,11 +264,6 @@ struct GroupFencingTests {
         try await waitUntil("the first member is back", timeout: .seconds(60)) { first.isJoined }
         #expect(try await Self.lag(secure) == 0)
 
-        first.leave()
-        second.leave()
-        try await firstRun.value
-        try await secondRun.value
-        await otherReader.value
-        await secure.stop()
+        try await Self.finish(secure, members: [(first, firstRun), (second, secondRun)], readers: [otherReader])
     }
 }

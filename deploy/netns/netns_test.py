@@ -44,6 +44,7 @@ With --pair (scenarios 1, 5 and 6):
 
 import argparse
 import base64
+import collections
 import csv
 import hashlib
 import glob
@@ -942,8 +943,8 @@ class Stack:
         written twice or missing (event ids and record ids only: the logs hold no names), so
         that CI's output alone says what happened."""
         ids = {row[0] for row in journal}
-        suspects = [("twice in ETO", e) for e in sorted({e for e in eto if eto.count(e) > 1})]
-        suspects += [("twice in FileMaker", e) for e in sorted({e for e in fm if fm.count(e) > 1})]
+        suspects = [("twice in ETO", e) for e, n in sorted(collections.Counter(eto).items()) if n > 1]
+        suspects += [("twice in FileMaker", e) for e, n in sorted(collections.Counter(fm).items()) if n > 1]
         suspects += [("missing from ETO", e) for e in sorted(ids - set(eto))]
         suspects += [("missing from FileMaker", e) for e in sorted(ids - set(fm))]
         logs = sorted(glob.glob(os.path.join(self.d.work, "hosts", "*", "*.log")))
