@@ -101,7 +101,8 @@ for path in sorted((root / "vectors" / "auth").glob("*.json")):
 # commands.v1.json (an invalid one must fail, and an error must name its field), and the
 # content vectors of dlq.<group> and groups.changed events against their schemas.
 group_defs = {"JOIN": "join", "JOINED": "joined", "DELIVER": "deliver", "ACK": "settle", "PROGRESS": "settle",
-              "NACK": "settle-nack", "TERM": "settle-term", "LEAVE": "leave", "HEARTBEAT": "heartbeat"}
+              "NACK": "settle-nack", "TERM": "settle-term", "LEAVE": "leave", "HEARTBEAT": "heartbeat",
+              "ACKS": "group-acks"}
 commands = schemas["commands.v1.json"]
 
 

@@ -111,16 +111,22 @@ extension BrokerCore {
                 let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: configuration.minimumVersion, limits: .groups)
                 command = envelope.command.rawValue
                 // Section 2's order: whether this endpoint takes the command, then the JSON frames.
-                let taken: Set<Command> = [.join, .ack, .nack, .term, .progress, .leave, .heartbeat, .request]
-                guard taken.contains(envelope.command) else {
+                let taken: Set<Command> = [.join, .ack, .acks, .nack, .term, .progress, .leave, .heartbeat, .request]
+                guard taken.contains(envelope.command), envelope.command != .acks || envelope.version >= .memberAcks else {
                     throw ProtocolError(
                         .unknownCommand,
-                        "command \(envelope.command.rawValue) is not accepted on the groups endpoint (JOIN, ACK, NACK, TERM, PROGRESS, LEAVE, HEARTBEAT, REQUEST)"
+                        envelope.command == .acks
+                            ? "a member's ACKS is protocol \(ProtocolVersion.memberAcks) or later; this message is \(envelope.version)"
+                            : "command \(envelope.command.rawValue) is not accepted on the groups endpoint (JOIN, ACK, ACKS, NACK, TERM, PROGRESS, LEAVE, HEARTBEAT, REQUEST)"
                     )
                 }
-                // A plain ACK, NACK or PROGRESS (nearly every message while a group consumes) is
-                // read without the general parse; anything else as before.
+                // A plain ACK, NACK, PROGRESS or ACKS (nearly every message while a group consumes)
+                // is read without the general parse; anything else as before.
                 if let plain = SettleHeader.plain(envelope) {
+                    try settle(identity, plain, ref: &ref, now: now)
+                    continue
+                }
+                if let plain = GroupAcks.plain(envelope) {
                     try settle(identity, plain, ref: &ref, now: now)
                     continue
                 }
@@ -128,6 +134,7 @@ extension BrokerCore {
                 switch envelope.command {
                 case .join: try join(identity, JoinHeader(wire: parsed.header), principal: message.userID, now: now)
                 case .ack: try settle(identity, SettleHeader(.ack, wire: parsed.header), ref: &ref, now: now)
+                case .acks: try settle(identity, GroupAcks(wire: parsed.header), ref: &ref, now: now)
                 case .nack: try settle(identity, SettleHeader(.nack, wire: parsed.header), ref: &ref, now: now)
                 case .term: try settle(identity, SettleHeader(.term, wire: parsed.header), ref: &ref, now: now)
                 case .progress: try settle(identity, SettleHeader(.progress, wire: parsed.header), ref: &ref, now: now)
@@ -205,7 +212,7 @@ extension BrokerCore {
             group: join.group, member: name, credit: join.credit, ackWaitMilliseconds: settings.ackWait.milliseconds,
             heartbeatMilliseconds: configuration.heartbeat.milliseconds, livenessMilliseconds: settings.liveness.milliseconds,
             maxDeliver: settings.maxDeliver, backoffMilliseconds: settings.backoff.map(\.milliseconds), cursor: cursor,
-            head: journal.head, held: held, echoes: true)
+            head: journal.head, held: held, echoes: true, takesAcks: true)
         reply(identity, try Envelope(command: .joined, header: joined), on: groupSocket)
         logger.info("group member joined", metadata: ["group": "\(join.group)", "member": "\(name)", "credit": "\(join.credit)"])
         if !join.holding.isEmpty {
@@ -243,6 +250,28 @@ extension BrokerCore {
         guard let actions = settled else { throw Self.notMember(of: settle.group) }
         if settle.outcome == .ack { metrics.group(settle.group).acked.increment() }
         try perform(actions, group: settle.group, now: now)
+    }
+
+    /// A member's ACKS: one look-up of the group and one dispatch for every pair. Each pair the
+    /// member does not hold gets the ERROR its own ACK would (`not-held`, ref `<group>/<bus_seq>`);
+    /// the others are settled all the same. Not a member: one ERROR `not-member`, ref the group.
+    func settle(_ identity: Data, _ acks: GroupAcks, ref: inout String?, now: ContinuousClock.Instant) throws {
+        ref = acks.group
+        let member = GroupMemberID(identity)
+        let settled = try groups.withGroup(acks.group) {
+            runtime throws(ProtocolError) -> (actions: [GroupAction], refused: [(busSeq: Int64, refusal: GroupRefusal)]) in
+            guard runtime.members[member] != nil else { throw Self.notMember(of: acks.group) }
+            return runtime.state.ack(member: member, deliveries: acks.deliveries, now: now)
+        }
+        guard let (actions, refused) = settled else { throw Self.notMember(of: acks.group) }
+        metrics.group(acks.group).acked.increment(by: Int64(acks.deliveries.count - refused.count))
+        try perform(actions, group: acks.group, now: now)
+        for (busSeq, refusal) in refused {
+            let code: ProtocolError.Code = refusal.code == .notMember ? .notMember : .notHeld
+            refuse(
+                identity, ProtocolError(code, refusal.message), command: Command.acks.rawValue, ref: "\(acks.group)/\(busSeq)",
+                socket: groupSocket)
+        }
     }
 
     static func notMember(of group: String) -> ProtocolError {
@@ -390,7 +419,23 @@ extension BrokerCore {
         for event in try journal.events(missing) { groups.cache[event.busSeq] = event }
         let wallNow = Date()
         let counters = metrics.group(group)
-        for action in actions {
+        // Per call rather than per delivery: which deliveries are first (one look-up of the
+        // group), the deadline's text (the deliveries of one call share their deadline), and the
+        // counters.
+        let firsts = groups.groups[group].map { runtime in
+            actions.map { action in
+                guard case .deliver(_, let busSeq, let attempt, _) = action else { return false }
+                return runtime.state.isFirstDelivery(busSeq, attempt: attempt)
+            }
+        }
+        var deadlineText: (at: ContinuousClock.Instant, text: String)?
+        var delivered = 0
+        var redelivered = 0
+        defer {
+            if delivered > 0 { counters.delivered.increment(by: Int64(delivered)) }
+            if redelivered > 0 { counters.redeliveries.increment(by: Int64(redelivered)) }
+        }
+        for (index, action) in actions.enumerated() {
             switch action {
             case .deliver(let member, let busSeq, let attempt, let deadline):
                 guard let event = groups.cache[busSeq] else {
@@ -399,16 +444,18 @@ extension BrokerCore {
                     logger.error("an event to deliver is no longer journaled", metadata: ["group": "\(group)", "bus_seq": "\(busSeq)"])
                     continue
                 }
-                let deadlineText = Timestamp.format(wallNow.addingTimeInterval(Double(now.duration(to: deadline).milliseconds) / 1000))
+                if deadlineText?.at != deadline {
+                    let text = Timestamp.format(wallNow.addingTimeInterval(Double(now.duration(to: deadline).milliseconds) / 1000))
+                    deadlineText = (deadline, text)
+                }
                 let header = DeliverHeader(
-                    group: group, busSeq: busSeq, attempt: attempt, deadline: deadlineText,
-                    ackWaitMilliseconds: groups.settings.ackWait.milliseconds,
-                    first: groups.groups[group]?.state.isFirstDelivery(busSeq, attempt: attempt) ?? false)
+                    group: group, busSeq: busSeq, attempt: attempt, deadline: deadlineText?.text ?? "",
+                    ackWaitMilliseconds: groups.settings.ackWait.milliseconds, first: firsts?[index] ?? false)
                 let envelope = Envelope(
                     command: .deliver, header: header.wireJSON(), parent: event.header, metadata: event.metadata,
                     content: event.content)
-                counters.delivered.increment()
-                if attempt > 1 { counters.redeliveries.increment() }
+                delivered += 1
+                if attempt > 1 { redelivered += 1 }
                 if !reply(member.rawValue, envelope, on: groupSocket) {
                     logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])
                 }

@@ -35,7 +35,9 @@ public struct GroupDelivery: Sendable {
     let consumer: GroupConsumer
     let connection: Int
 
-    /// The side effect succeeded: the group never gets this event again.
+    /// The side effect succeeded: the group never gets this event again. ACKs finished while the
+    /// consumer's previous ACK was being sent go out together, as one ACKS (protocol 1.2), when the
+    /// broker takes it.
     public func ack() async throws { try await settle(SettleHeader(.ack, group: group, busSeq: busSeq, attempt: attempt)) }
 
     /// It failed for now: deliver it again after `delay`, or after the group's back-off when nil.
@@ -127,6 +129,8 @@ public final class GroupConsumer: Sendable {
         /// Set by `stopWaiting()`, `leave()` and the end of `run()`: a delivery in doubt is
         /// answered false at once.
         var waitingStopped = false
+        /// The broker of the joined connection takes ACKS (JOINED's `takes_acks`).
+        var takesAcks = false
 
         /// Takes the waiting handlers out, for the caller to resume outside the lock.
         mutating func wake() -> [CheckedContinuation<Void, Never>] {
@@ -137,6 +141,15 @@ public final class GroupConsumer: Sendable {
         }
     }
     private let current: Mutex<Current>
+    /// ACKs waiting to go out with the next ACKS, and whether an ACK's sender is at work: the
+    /// first `ack()` to find none sends, and the ones that come meanwhile wait here; when its send
+    /// is done, the first of them sends them all, its own included, and so on. One ACKS per send
+    /// in progress, and no task of its own.
+    private struct AckQueue {
+        var waiting: [(delivery: HeldDelivery, socket: AsyncSocket, done: CheckedContinuation<Bool, any Error>)] = []
+        var sending = false
+    }
+    private let acks = Mutex(AckQueue())
     private let leaving = Mutex(false)
     private let joinedNow = Mutex(false)
 
@@ -319,6 +332,7 @@ public final class GroupConsumer: Sendable {
                     changed { state in
                         state.socket = socket
                         state.session.joined(joined, now: .now)
+                        state.takesAcks = joined.takesAcks == true
                     }
                     if !holding.isEmpty {
                         logger.notice(
@@ -428,17 +442,21 @@ public final class GroupConsumer: Sendable {
     /// or PROGRESS then throws `NotJoined` at once.
     func send(_ envelope: Envelope, connection: Int, settling delivery: (busSeq: Int64, attempt: Int, final: Bool)? = nil) async throws {
         while !Task.isCancelled {
-            let (sending, socket, id, seen, stopped) = current.withLock { state in
+            let (sending, socket, id, seen, stopped, takesAcks) = current.withLock { state in
                 state.nextWaiter += 1
                 return (
                     state.session.sending(on: connection, settling: delivery), state.socket, state.nextWaiter, state.generation,
-                    state.waitingStopped
+                    state.waitingStopped, state.takesAcks
                 )
             }
             switch sending {
             case .send:
                 guard let socket else { throw NotJoined() }
-                try await socket.send(envelope.frames())
+                if let delivery, envelope.command == .ack, takesAcks {
+                    try await ack(HeldDelivery(busSeq: delivery.busSeq, attempt: delivery.attempt), on: socket)
+                } else {
+                    try await socket.send(envelope.frames())
+                }
                 return
             case .replaced:
                 throw ReplacedConnection()
@@ -448,5 +466,71 @@ public final class GroupConsumer: Sendable {
             }
         }
         throw CancellationError()
+    }
+
+    /// Sends one ACK, with the others that are ready. If no ACK is being sent, this task sends
+    /// its own and every one waiting (`AckQueue`); else it waits, and either its ACK goes out in
+    /// the batch of the task at work, or that task hands it the turn and it sends the next batch.
+    private func ack(_ delivery: HeldDelivery, on socket: AsyncSocket) async throws {
+        let leads = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
+            let leads = acks.withLock { queue -> Bool in
+                guard queue.sending else {
+                    queue.sending = true
+                    return true
+                }
+                queue.waiting.append((delivery, socket, continuation))
+                return false
+            }
+            if leads { continuation.resume(returning: true) }
+        }
+        guard leads else { return }
+        // This task's turn: its own ACK first, then every one waiting now, one message per socket
+        // (a rejoin may have come between them) and at most 1000 pairs a message.
+        var batch: [(delivery: HeldDelivery, socket: AsyncSocket, done: CheckedContinuation<Bool, any Error>?)] = [
+            (delivery, socket, nil)
+        ]
+        batch += acks.withLock { queue in
+            defer { queue.waiting = [] }
+            return queue.waiting.map { ($0.delivery, $0.socket, $0.done) }
+        }
+        var failure: (any Error)?
+        var start = 0
+        while start < batch.count {
+            var end = start + 1
+            while end < batch.count, batch[end].socket == batch[start].socket, end - start < GroupAcks.maximumCount { end += 1 }
+            let part = batch[start..<end]
+            let envelope =
+                part.count == 1
+                ? Envelope(
+                    command: .ack,
+                    header: SettleHeader(
+                        .ack, group: settings.group, busSeq: batch[start].delivery.busSeq, attempt: batch[start].delivery.attempt
+                    ).wireJSON())
+                : GroupAcks(group: settings.group, deliveries: part.map(\.delivery)).envelope()
+            var sendError: (any Error)?
+            do {
+                try await batch[start].socket.send(envelope.frames())
+            } catch {
+                sendError = error
+            }
+            for entry in part {
+                guard let done = entry.done else {
+                    failure = sendError
+                    continue
+                }
+                if let sendError { done.resume(throwing: sendError) } else { done.resume(returning: false) }
+            }
+            start = end
+        }
+        // The first ACK that came meanwhile sends the next batch; with none, the turn ends.
+        let next = acks.withLock { queue -> CheckedContinuation<Bool, any Error>? in
+            guard !queue.waiting.isEmpty else {
+                queue.sending = false
+                return nil
+            }
+            return queue.waiting.removeFirst().done
+        }
+        next?.resume(returning: true)
+        if let failure { throw failure }
     }
 }

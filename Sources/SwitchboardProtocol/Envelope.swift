@@ -46,7 +46,7 @@ public enum Command: String, Sendable, Hashable, CaseIterable {
     case request = "REQUEST"
     case reply = "REPLY"
     /// Consumer groups (section 15), on the groups endpoint: a member joins, the broker confirms
-    /// and delivers, the member settles (ACK, NACK, TERM, PROGRESS) and leaves.
+    /// and delivers, the member settles (ACK, ACKS, NACK, TERM, PROGRESS) and leaves.
     case join = "JOIN"
     case joined = "JOINED"
     case deliver = "DELIVER"

@@ -192,20 +192,24 @@ public struct JoinedHeader: Codable, Sendable, Hashable {
     /// True from a broker that answers a HEARTBEAT's `echo` in its HEAD (every broker of this
     /// version); a member fences on the echoes only then (section 15.3, **Fencing**).
     public var echoes: Bool?
+    /// True from a broker that takes a member's ACKS (protocol 1.2, every broker of this
+    /// version); a member sends ACKS only then, and an ACK per delivery otherwise.
+    public var takesAcks: Bool?
 
     enum CodingKeys: String, CodingKey {
         case group, member, credit, ackWaitMilliseconds = "ack_wait_ms", heartbeatMilliseconds = "heartbeat_ms",
             livenessMilliseconds = "liveness_ms", maxDeliver = "max_deliver", backoffMilliseconds = "backoff_ms", cursor, head, held,
-            echoes
+            echoes, takesAcks = "takes_acks"
     }
 
     public init(
         group: String, member: String, credit: Int, ackWaitMilliseconds: Int64, heartbeatMilliseconds: Int64,
         livenessMilliseconds: Int64, maxDeliver: Int, backoffMilliseconds: [Int64], cursor: Int64, head: Int64, held: [Int64]? = nil,
-        echoes: Bool? = nil
+        echoes: Bool? = nil, takesAcks: Bool? = nil
     ) {
         self.held = held
         self.echoes = echoes
+        self.takesAcks = takesAcks
         self.group = group
         self.member = member
         self.credit = credit

@@ -148,6 +148,70 @@ struct GroupInputTests {
         await fixture.stop()
     }
 
+    @Test(
+        "ACKS settles every pair it names as its own ACK would: one not-held ERROR per pair not held, the rest settled, the credit refilled; bad or 1.0 ACKS refused"
+    )
+    func memberAcks() async throws {
+        let fixture = try await BrokerFixture.start { $0.groupLiveness = .seconds(120) }
+        let journal = fixture.directory.path("broker/journal.sqlite")
+        let producer = try await fixture.producer()
+        for seq in 1...6 { #expect(try await Events.exchange(producer, try Events.frames(seq: Int64(seq)).1).command == .ack) }
+        let member = try await RawMember.connect(fixture)
+        let joined = try await member.join("filemaker", credit: 4)
+        #expect(joined.takesAcks == true)
+        var held: [Int64] = []
+        for _ in 1...4 { held.append(try await member.delivery().busSeq) }
+        #expect(held == [1, 2, 3, 4])
+        func acks(_ pairs: [(Int64, Int)], on socket: RawMember) async throws {
+            let acks = GroupAcks(group: "filemaker", deliveries: pairs.map { HeldDelivery(busSeq: $0.0, attempt: $0.1) })
+            try await socket.socket.send(acks.envelope().frames())
+        }
+        // 99 was never delivered and 3 is held under attempt 1: both refused, 1, 2 and 4 settled.
+        try await acks([(1, 1), (2, 1), (99, 1), (3, 2), (4, 1)], on: member)
+        var deliveries: [Int64] = []
+        var refused: [String: ErrorHeader] = [:]
+        for _ in 1...4 {
+            let envelope = try await member.next()
+            switch envelope.command {
+            case .deliver: deliveries.append(try envelope.decodeHeader(DeliverHeader.self).busSeq)
+            case .error:
+                let error = try envelope.decodeHeader(ErrorHeader.self)
+                refused[error.ref ?? "-"] = error
+            default: Issue.record("unexpected \(envelope.command)")
+            }
+        }
+        #expect(deliveries == [5, 6], "the three settled free three credits; two events are left")
+        #expect(refused["filemaker/99"]?.code == .notHeld && refused["filemaker/99"]?.command == "ACKS", "\(refused)")
+        #expect(refused["filemaker/3"]?.code == .notHeld && refused["filemaker/3"]?.message.contains("attempt") == true, "\(refused)")
+
+        // Refused whole: a 1.0 ACKS, a bad header, a connection that is no member.
+        let pairs = GroupAcks(group: "filemaker", deliveries: [HeldDelivery(busSeq: 3, attempt: 1)])
+        try await member.socket.send(Envelope(command: .acks, header: pairs.wireJSON()).frames())
+        var error = try await member.next().decodeHeader(ErrorHeader.self)
+        #expect(error.code == .unknownCommand && error.message.contains("1.2"), "\(error)")
+        try await member.socket.send(
+            Envelope(command: .acks, header: Data(#"{"group":"filemaker","acks":[]}"#.utf8), version: .memberAcks).frames())
+        error = try await member.next().decodeHeader(ErrorHeader.self)
+        #expect(error.code == .invalidHeader && error.message.contains("'acks'"), "\(error)")
+        try await member.socket.send(
+            Envelope(command: .acks, header: Data(#"{"acks":[[3, 1]],"group":"filemaker","note":"x"}"#.utf8), version: .memberAcks)
+                .frames())
+        let stranger = try await RawMember.connect(fixture)
+        try await acks([(3, 1)], on: stranger)
+        error = try await stranger.next().decodeHeader(ErrorHeader.self)
+        #expect(error.code == .notMember && error.ref == "filemaker", "\(error)")
+
+        // The spaced ACKS above (read by the general parse) settled 3; 5 and 6 now, then nothing
+        // is held: an ACK of 1 again is the next answer, not-held.
+        try await acks([(5, 1), (6, 1)], on: member)
+        error = try await member.error(after: .ack, SettleHeader(.ack, group: "filemaker", busSeq: 1, attempt: 1).wireJSON())
+        #expect(error.code == .notHeld && error.ref == "filemaker/1", "\(error)")
+        try await waitUntil("the group's cursor passes 6") {
+            (try JournalFile.groupCursor(at: journal, group: "filemaker") ?? 0) >= 6
+        }
+        await fixture.stop()
+    }
+
     @Test("settling waits at most groups.commit_interval for its commit; a clean stop commits what still waits")
     func commitInterval() async throws {
         // 1 s, the most allowed: the stop below comes well inside it.

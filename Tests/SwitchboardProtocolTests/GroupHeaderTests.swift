@@ -21,6 +21,7 @@ struct GroupHeaderTests {
         case "JOIN": _ = try JoinHeader(wire: fields())
         case "HEARTBEAT": _ = try HeartbeatHeader(wire: fields())
         case "ACK": _ = try SettleHeader(.ack, wire: fields())
+        case "ACKS": _ = try GroupAcks(wire: fields())
         case "NACK": _ = try SettleHeader(.nack, wire: fields())
         case "TERM": _ = try SettleHeader(.term, wire: fields())
         case "PROGRESS": _ = try SettleHeader(.progress, wire: fields())
@@ -63,7 +64,7 @@ struct GroupHeaderTests {
     @Test("the vectors cover every member command with valid and invalid headers")
     func coverage() throws {
         let vectors = try Vectors.groupHeaders()
-        for command in ["JOIN", "ACK", "NACK", "TERM", "PROGRESS", "LEAVE", "HEARTBEAT"] {
+        for command in ["JOIN", "ACK", "ACKS", "NACK", "TERM", "PROGRESS", "LEAVE", "HEARTBEAT"] {
             #expect(vectors.contains { $0.command == command && $0.valid }, "no valid \(command) vector")
             #expect(vectors.contains { $0.command == command && !$0.valid }, "no invalid \(command) vector")
         }

@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N [--single-acks] | --service | --security | --groups | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls | --growth [N]]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N [--single-acks] | --service | --security | --groups [--sustained] | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls | --growth [N]]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -39,7 +39,7 @@ struct Bench {
             return
         }
         if CommandLine.arguments.contains("--groups") {
-            try await groupBench(quick: quick)
+            try await groupBench(quick: quick, sustainedOnly: CommandLine.arguments.contains("--sustained"))
             return
         }
         if CommandLine.arguments.contains("--metrics") {

@@ -19,10 +19,12 @@ final class AckedSet: Sendable {
 
 /// A member thread: joins `group`, ACKs every DELIVER at once until `total` distinct events
 /// were acked (or `quiet` passed without one). Returns the acked count and first/last instants.
-/// With `hold`, it ACKs nothing, keeps `credit` deliveries and returns once it holds them.
+/// With `hold`, it ACKs nothing, keeps `credit` deliveries and returns once it holds them. With
+/// `batched`, it reads every DELIVER waiting and settles them with one ACKS (protocol 1.2), as
+/// `GroupConsumer` does; else with an ACK each.
 func benchMember(
     context: Context, endpoint: String, group: String, credit: Int, total: Int, hold: Bool = false, quiet: Duration = .seconds(5),
-    acked: AckedSet? = nil, start: GroupStart = .head
+    acked: AckedSet? = nil, start: GroupStart = .head, batched: Bool = true
 ) throws -> (count: Int, first: ContinuousClock.Instant?, last: ContinuousClock.Instant, socket: Socket?) {
     let dealer = try context.socket(.dealer, linger: 0)
     try dealer.set([.receiveHighWaterMark(100_000), .sendHighWaterMark(100_000), .receiveTimeout(milliseconds: 200)])
@@ -34,9 +36,10 @@ func benchMember(
     var count = 0
     var lastHeard = ContinuousClock.now
     var lastSent = ContinuousClock.now
+    var finished: [HeldDelivery] = []
     // Until this member, or the group (`acked`, shared by its members), has `total`.
     while count < total, (acked?.count ?? 0) < total, lastHeard.duration(to: .now) < quiet {
-        guard let message = try receiveOrTimeout(dealer) else {
+        guard var message = try receiveOrTimeout(dealer) else {
             if lastSent.duration(to: .now) >= .milliseconds(500) {
                 try dealer.send(Envelope(command: .heartbeat, header: Envelope.emptyObject).frames())
                 lastSent = .now
@@ -44,20 +47,35 @@ func benchMember(
             continue
         }
         lastHeard = .now
-        guard message.frames.count >= 3, message.frames[1] == Data("DELIVER".utf8),
-            case .object(let header)? = JSONValue.parse(message.frames[2]),
-            case .integer(let seq)? = header["bus_seq"], case .integer(let attempt)? = header["attempt"]
-        else { continue }
-        if first == nil { first = .now }
-        count += 1
-        last = .now
-        if hold {
-            if count == credit { return (count, first, last, dealer) }
-            continue
+        // This message and, batched, every other one already waiting.
+        while true {
+            if message.frames.count >= 3, message.frames[1] == Data("DELIVER".utf8),
+                case .object(let header)? = JSONValue.parse(message.frames[2]),
+                case .integer(let seq)? = header["bus_seq"], case .integer(let attempt)? = header["attempt"]
+            {
+                if first == nil { first = .now }
+                count += 1
+                last = .now
+                if hold {
+                    if count == credit { return (count, first, last, dealer) }
+                } else {
+                    acked?.insert(seq)
+                    finished.append(HeldDelivery(busSeq: seq, attempt: Int(attempt)))
+                }
+            }
+            guard batched, !hold, finished.count < GroupAcks.maximumCount, let next = try dealer.receive(dontWait: true) else { break }
+            message = next
         }
-        acked?.insert(seq)
-        try dealer.send(
-            Envelope(command: .ack, header: SettleHeader(.ack, group: group, busSeq: seq, attempt: Int(attempt)).wireJSON()).frames())
+        guard !finished.isEmpty else { continue }
+        if batched {
+            try dealer.send(GroupAcks(group: group, deliveries: finished).envelope().frames())
+        } else {
+            for delivery in finished {
+                let settle = SettleHeader(.ack, group: group, busSeq: delivery.busSeq, attempt: delivery.attempt)
+                try dealer.send(Envelope(command: .ack, header: settle.wireJSON()).frames())
+            }
+        }
+        finished.removeAll(keepingCapacity: true)
         lastSent = .now
     }
     dealer.close()
@@ -75,7 +93,9 @@ func receiveOrTimeout(_ socket: Socket) throws -> Message? {
     }
 }
 
-func groupBench(quick: Bool) async throws {
+/// With `sustainedOnly` (`--groups --sustained`, for profiles), only the baseline and ingest
+/// while 4 members consume with ACKS.
+func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
     let scale = quick ? 10 : 1
     let directory = try TemporaryDirectory("bench-groups")
     defer { directory.remove() }
@@ -95,7 +115,7 @@ func groupBench(quick: Bool) async throws {
 
     // Capacity: a group of 1 and then 4 members drains the baseline's events, already
     // journaled, from the start of the journal, with no ingest running beside it.
-    for members in [1, 4] {
+    for members in sustainedOnly ? [] : [1, 4] {
         let context = try Context()
         let acked = AckedSet()
         let finished = Mutex(0)
@@ -127,16 +147,17 @@ func groupBench(quick: Bool) async throws {
     // Sustained: members joined at the head while 4 producers feed the broker. A member's
     // credit bounds what the broker delivers to it per round trip (one loop iteration while
     // ingest keeps the loop busy): 1 member is also measured at the maximum credit.
-    for (members, credit) in [(1, 256), (1, 1000), (4, 256)] {
+    let sustained = [(1, 256, true), (1, 1000, true), (4, 256, false), (4, 256, true)]
+    for (members, credit, batched) in sustainedOnly ? [(4, 256, true)] : sustained {
         let context = try Context()
-        let group = "bench\(members)-\(credit)"
+        let group = "bench\(members)-\(credit)\(batched ? "" : "-single")"
         let acked = AckedSet()
         let results = Mutex<[(Int, ContinuousClock.Instant?, ContinuousClock.Instant)]>([])
         let threads = (0..<members).map { _ in
             Thread {
                 do {
                     let result = try benchMember(
-                        context: context, endpoint: endpoint, group: group, credit: credit, total: total, acked: acked)
+                        context: context, endpoint: endpoint, group: group, credit: credit, total: total, acked: acked, batched: batched)
                     results.withLock { $0.append((result.count, result.first, result.last)) }
                 } catch {
                     print("member of \(group) failed: \(error)")
@@ -148,7 +169,8 @@ func groupBench(quick: Bool) async throws {
         try await Task.sleep(for: .milliseconds(500))
         let start = ContinuousClock.now
         let fed = try await ingest(
-            broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "g\(members)-\(credit)-")
+            broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000,
+            prefix: "g\(members)-\(credit)\(batched ? "" : "s")-")
         while acked.count < total, start.duration(to: .now) < .seconds(120) {
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -156,7 +178,7 @@ func groupBench(quick: Bool) async throws {
         let count = acked.count
         let seconds = Double(start.duration(to: done).wholeMilliseconds) / 1000
         let through = Measured(count: count, seconds: seconds)
-        let who = "\(members) member\(members == 1 ? "" : "s"), credit \(credit)"
+        let who = "\(members) member\(members == 1 ? "" : "s"), credit \(credit), \(batched ? "ACKS" : "ACK each")"
         row(
             "ingest while \(who) consume\(members == 1 ? "s" : "")", Bench.rate(fed),
             String(format: "%.2f× of ingest alone", fed.perSecond / alone.perSecond))
@@ -168,6 +190,10 @@ func groupBench(quick: Bool) async throws {
         await context.terminate()
     }
 
+    if sustainedOnly {
+        await broker.stop()
+        return
+    }
     // A member holding 100 deliveries dies (its connection drops, as with kill -9): how long
     // until another member has all 100 again.
     let context = try Context()

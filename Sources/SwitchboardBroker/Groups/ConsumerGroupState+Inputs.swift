@@ -186,6 +186,26 @@ extension ConsumerGroupState {
         return finish(now: now, actions)
     }
 
+    /// A member's ACKS: each delivery settled as `ack` would settle it, in order, and one dispatch
+    /// for them all (the credit they free goes out in one round). A delivery the member does not
+    /// hold under that attempt is refused on its own, with the refusal its ACK would get; the
+    /// others are settled all the same.
+    mutating func ack(
+        member id: GroupMemberID, deliveries: [HeldDelivery], now: Instant
+    ) -> (actions: [GroupAction], refused: [(busSeq: Int64, refusal: GroupRefusal)]) {
+        var actions: [GroupAction] = []
+        var refused: [(busSeq: Int64, refusal: GroupRefusal)] = []
+        for delivery in deliveries {
+            do throws(GroupRefusal) {
+                _ = try heldDelivery(delivery.busSeq, attempt: delivery.attempt, by: id, verb: "ACK", now: now)
+                settle(delivery.busSeq, deadLetter: nil, into: &actions)
+            } catch {
+                refused.append((delivery.busSeq, error))
+            }
+        }
+        return (finish(now: now, actions), refused)
+    }
+
     /// The member failed to process the event and it may be retried. If this was delivery
     /// number `maxDeliver`, the event becomes a dead letter with this code (default `nacked`)
     /// and message; otherwise it is delivered again after `delay`, or, without one, after the
@@ -349,19 +369,21 @@ extension ConsumerGroupState {
             )
         }
         heard(from: id, now: now)
-        let what = "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(member.name)"
+        // Written only for a refusal: a settle carried out (nearly all) makes no text.
+        func refusal(_ why: String) -> GroupRefusal {
+            GroupRefusal(code: .notHeld, message: "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(member.name): \(why)")
+        }
         guard let entry = entries[busSeq] else {
-            throw GroupRefusal(code: .notHeld, message: "\(what): the event is not pending in group \(name) (settled, or never delivered)")
+            throw refusal("the event is not pending in group \(name) (settled, or never delivered)")
         }
         guard case .inFlight(let holder) = entry.phase else {
-            throw GroupRefusal(
-                code: .notHeld, message: "\(what): the event is not in flight (taken back after attempt \(entry.attempts))")
+            throw refusal("the event is not in flight (taken back after attempt \(entry.attempts))")
         }
         guard holder.member == id else {
-            throw GroupRefusal(code: .notHeld, message: "\(what): the event is in flight to another member as attempt \(holder.attempt)")
+            throw refusal("the event is in flight to another member as attempt \(holder.attempt)")
         }
         guard holder.attempt == attempt else {
-            throw GroupRefusal(code: .notHeld, message: "\(what): stale attempt, the event was redelivered as attempt \(holder.attempt)")
+            throw refusal("stale attempt, the event was redelivered as attempt \(holder.attempt)")
         }
         return holder
     }
