@@ -362,14 +362,18 @@ struct BrokerProcess {
     }
 
     /// User plus system CPU time the broker has used, from /proc (clock ticks of 1/100 s).
-    func cpuSeconds() -> (user: Double, system: Double) {
-        let stat = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8)) ?? ""
-        // Fields after the command name (which is in parentheses and may hold spaces).
-        guard let close = stat.lastIndex(of: ")") else { return (0, 0) }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return (0, 0) }
-        return (user / 100, system / 100)
-    }
+    func cpuSeconds() -> (user: Double, system: Double) { processCPUSeconds("\(process.processIdentifier)") }
 
     func stop() async { await process.stop() }
+}
+
+/// User plus system CPU time a process (a pid, or `self`) has used, from /proc (clock ticks of
+/// 1/100 s).
+func processCPUSeconds(_ pid: String) -> (user: Double, system: Double) {
+    let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    guard let close = stat.lastIndex(of: ")") else { return (0, 0) }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return (0, 0) }
+    return (user / 100, system / 100)
 }

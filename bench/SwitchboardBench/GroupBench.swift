@@ -109,9 +109,24 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
     let perProducer = 25_000 / scale
     let total = perProducer * 4
 
+    // CPU of the broker and of this process (producers and members) over a phase, per event:
+    // with both cores busy, what a consuming group adds per event bounds the ratio.
+    func cpu() -> (broker: Double, bench: Double) {
+        let (brokerUser, brokerSystem) = broker.cpuSeconds()
+        let (benchUser, benchSystem) = processCPUSeconds("self")
+        return (brokerUser + brokerSystem, benchUser + benchSystem)
+    }
+    func cpuNote(since start: (broker: Double, bench: Double), events: Int) -> String {
+        let end = cpu()
+        return String(
+            format: "CPU per event: broker %.1f µs, producers and members %.1f µs", (end.broker - start.broker) * 1e6 / Double(events),
+            (end.bench - start.bench) * 1e6 / Double(events))
+    }
+
     // Baseline: ingest alone, 4 producers, window 1000.
+    let aloneCPU = cpu()
     let alone = try await ingest(broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "base")
-    row("durable-acked ingest alone, 4 producers (baseline)", Bench.rate(alone))
+    row("durable-acked ingest alone, 4 producers (baseline)", Bench.rate(alone), cpuNote(since: aloneCPU, events: total))
 
     // Capacity: a group of 1 and then 4 members drains the baseline's events, already
     // journaled, from the start of the journal, with no ingest running beside it.
@@ -168,6 +183,7 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
         // Members join at the head before the producers start.
         try await Task.sleep(for: .milliseconds(500))
         let start = ContinuousClock.now
+        let startCPU = cpu()
         let fed = try await ingest(
             broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000,
             prefix: "g\(members)-\(credit)\(batched ? "" : "s")-")
@@ -175,6 +191,7 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
             try await Task.sleep(for: .milliseconds(5))
         }
         let done = ContinuousClock.now
+        let consumedCPU = cpuNote(since: startCPU, events: total)
         let count = acked.count
         let seconds = Double(start.duration(to: done).wholeMilliseconds) / 1000
         let through = Measured(count: count, seconds: seconds)
@@ -184,7 +201,8 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
             String(format: "%.2f× of ingest alone", fed.perSecond / alone.perSecond))
         row(
             "delivered and acked through the group, \(who)", Bench.rate(through),
-            String(format: "%.2f× of ingest in the same run (%d of %d acked)", through.perSecond / fed.perSecond, count, total))
+            String(format: "%.2f× of ingest in the same run (%d of %d acked); ", through.perSecond / fed.perSecond, count, total)
+                + consumedCPU)
         // Members stop after 5 s without a delivery.
         for _ in 0..<600 where results.withLock({ $0.count }) < members { try await Task.sleep(for: .milliseconds(20)) }
         await context.terminate()

@@ -361,7 +361,7 @@ def main():
         f"binaries {args.bin}; work {work}; results {out}")
 
     # The chaos run's Deployment reads these of its arguments.
-    d = harness.Deployment(work, args.bin, types.SimpleNamespace(people=args.people, seed=args.seed, backoff=None, no_faults=True))
+    d = harness.Deployment(work, args.bin, types.SimpleNamespace(people=args.people, seed=args.seed, backoff=None, no_faults=True, pair=False))
     stop = threading.Event()
     status = 1
     sampler = None
