@@ -64,6 +64,18 @@ struct ETOFrontDeskProcessTests {
         }
     }
 
+    /// Starts the first ETO worker (log `eto-1.log`) and returns once it has joined the group, so
+    /// that a walk-in published next is journaled after the group exists: its delivery is `first`
+    /// and the worker adds at once. (One journaled before, or delivered again, first waits out
+    /// another member's add that may be on its way, 40 s.)
+    static func joined(_ stack: WorkerProcessTests.Stack) async throws -> ChildProcess {
+        let eto = try stack.eto("eto-1.log")
+        try await waitUntil("the worker has joined the group", timeout: .seconds(60), interval: .milliseconds(50)) {
+            stack.programs.read("eto-1.log").contains("ready: joined the group")
+        }
+        return eto
+    }
+
     func journal(_ directory: TemporaryDirectory, _ type: String) -> [[String: Any]] {
         ((try? JournalFile.contents(at: directory.path("broker/journal.sqlite"), type: type)) ?? []).compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -82,7 +94,7 @@ struct ETOFrontDeskProcessTests {
         // The enrollment waits 20 s: the add is done, the worker is in the middle of the walk-in.
         try await stack.fault(
             #"{"api": "eto", "method": "POST", "path": "/*participant/enrollment*", "kind": "latency", "latency_ms": 20000, "count": 1}"#)
-        var eto = try stack.eto("eto-1.log")
+        var eto = try await Self.joined(stack)
         let ids = try await publish([Self.rosa], as: "desk-1", directory: directory, ingest: stack.endpoints.ingest)
         try await waitUntil("the worker has added the participant", timeout: .seconds(60), interval: .milliseconds(100)) {
             guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-1.log"))") }
@@ -125,7 +137,7 @@ struct ETOFrontDeskProcessTests {
         defer { stack.stop() }
         try await stack.fault(
             #"{"api": "eto", "method": "POST", "path": "/*participant/", "kind": "latency", "latency_ms": 8000, "count": 1}"#)
-        var eto = try stack.eto("eto-1.log")
+        var eto = try await Self.joined(stack)
         let ids = try await publish([Self.rosa], as: "desk-1", directory: directory, ingest: stack.endpoints.ingest)
         try await waitUntil("the worker has looked for the walk-in", timeout: .seconds(60), interval: .milliseconds(50)) {
             guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-1.log"))") }

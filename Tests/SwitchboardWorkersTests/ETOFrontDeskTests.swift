@@ -315,6 +315,41 @@ struct ETOFrontDeskTests {
         }
     }
 
+    @Test(
+        "a walk-in delivered again (not first) with no add of this worker's waits before adding: another member's add, held up until then, is found and used; one participant"
+    )
+    func walkInOtherMembersAddInDoubt() async throws {
+        try await handlers.withBackends { b in
+            let directory = try TemporaryDirectory("eto-add-other")
+            defer { directory.remove() }
+            let store = try ETOCheckInStore(directory: directory.path("eto-state"))
+            let published = Published()
+            let recorder = ETOCheckInRecorder(
+                eto: b.etoAccess(), configuration: .default, store: store, addInDoubt: .milliseconds(300), logger: b.logs.logger
+            ) { published.add($0) }
+            var event = try event(Self.rosa)
+            event.attempt = 2
+            event.firstDelivery = false
+            let waiting = await recorder.handle(event)
+            guard case .retry(let after, let code, _) = waiting else {
+                Issue.record("not a retry: \(waiting)")
+                return
+            }
+            #expect(code == "eto-add-in-doubt" && after == .milliseconds(300), "\(waiting)")
+            #expect(try await named("Quintero", b).isEmpty, "no one added while another member's add may be on its way")
+            // The earlier member's add, held up by a partition, lands now.
+            let landed = try await b.eto.addParticipant(
+                firstName: "Rosa", lastName: "Quintero", dateOfBirth: Date(timeIntervalSince1970: 641_779_200), gender: .female,
+                auth: b.etoAccess().session(101))
+            // The retry comes after the wait the settlement asked for.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(await recorder.handle(event) == .done)
+            #expect(try await named("Quintero", b).map(\.id) == [landed.id], "the landed add is used, no second person")
+            #expect(try await named("Quintero", b, program: 792).map(\.id) == [landed.id])
+            #expect(try published.contents(ETOParticipantCreated.self, ETOParticipantCreated.type).map(\.created) == [false])
+        }
+    }
+
     @Test("the emulator's participant add refuses bad names and dates of birth, naming the field")
     func emulatorAddValidates() async throws {
         try await handlers.withBackends { b in

@@ -36,7 +36,10 @@
 // only the program's) with the same first name, last name and date of birth: one is used (and
 // enrolled in the program when it is not), none is added and enrolled, several is
 // `participant-unmatched`. Because the add is found again by the same look, a crash between add
-// and enrollment, or a redelivery, never makes a second person; two kiosks' walk-ins of the same
+// and enrollment, or a redelivery, never makes a second person. An add may still be on its way
+// when the look finds no one: this worker's own (noted in `eto.sqlite` before it is sent), or,
+// for a delivery the broker does not call `first`, another member's; either is waited out
+// (`eto-add-in-doubt`, `addInDoubt`) before this worker adds. Two kiosks' walk-ins of the same
 // person share an ordering key, so the group has only one in flight and the second finds the
 // first. `eto.participant.created` is published before the response is written.
 //
@@ -366,6 +369,18 @@ public struct ETOCheckInRecorder: EventHandler {
                         message: "an earlier delivery's participant add may still land in ETO; looking again before adding",
                         after: addInDoubt - waited)
                 }
+            } else if !event.firstDelivery {
+                // Another member may have been given this event before and sent an add that is
+                // still on its way (held up by a partition, it lands when the link comes back;
+                // the fence cannot stop a request already sent). That member sent it before the
+                // broker took its delivery back, so before this delivery came: it lands within
+                // `addInDoubt` of now. Wait that out once, noted like an add of this worker's own,
+                // then look again.
+                try await storing { try await store.adding(eventID, at: now) }
+                throw Local(
+                    code: "eto-add-in-doubt",
+                    message: "another member may have sent this walk-in's participant add before; looking again before adding",
+                    after: addInDoubt)
             }
         }
         try await Self.fence(event)

@@ -126,7 +126,9 @@ public final class ETOCheckInStore: Sendable {
         }
     }
 
-    /// Notes that a participant add for this check-in is about to be sent (now, in ms since 1970).
+    /// Notes that a participant add for this check-in is about to be sent, or that one may have
+    /// been sent by another member before this worker's delivery came (in ms since 1970): an add
+    /// from then may still land.
     public func adding(_ checkInEventID: String, at milliseconds: Int64) async throws {
         try await queue.write { db in
             try db.execute(
