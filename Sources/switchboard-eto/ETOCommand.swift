@@ -35,8 +35,8 @@ struct ETOCommand: AsyncParsableCommand {
             used (and enrolled in the program if it is not), none means the participant is
             added and enrolled, several is participant-unmatched. Redeliveries and a second
             kiosk's walk-in of the same person (same ordering key) find the one added; an
-            add sent by a delivery that died is waited out (40 s, eto-add-in-doubt) before
-            a redelivery adds. Publishes eto.participant.created (created false when found).
+            add sent by a delivery that died, or by another member before a delivery that
+            is not first, is waited out (40 s, eto-add-in-doubt) before a redelivery adds. Publishes eto.participant.created (created false when found).
 
             Voids (checkin.voided, same group): the check-in's response (from
             eto.sqlite) is deleted and eto.response.voided published (action
