@@ -14,3 +14,18 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+extension SeededGenerator {
+    /// Mutates `bytes` 1–3 times, each a byte replaced by, or inserted from, `alphabet`, or one
+    /// removed (never the last): the inputs of the parsers' agreement tests.
+    public mutating func mutate(_ bytes: inout [UInt8], from alphabet: [UInt8]) {
+        for _ in 0..<Int.random(in: 1...3, using: &self) {
+            let index = Int.random(in: 0..<bytes.count, using: &self)
+            switch Int.random(in: 0..<3, using: &self) {
+            case 0: bytes[index] = alphabet.randomElement(using: &self)!
+            case 1: bytes.insert(alphabet.randomElement(using: &self)!, at: index)
+            default: if bytes.count > 1 { bytes.remove(at: index) }
+            }
+        }
+    }
+}

@@ -107,14 +107,7 @@ struct SettleHeaderTests {
         let alphabet = Array(#"{}[]",:0123456789aeotgrupbs_-\ .E"#.utf8)
         for round in 0..<20_000 {
             var bytes = seeds[round % seeds.count]
-            for _ in 0..<Int.random(in: 1...3, using: &random) {
-                let index = Int.random(in: 0..<bytes.count, using: &random)
-                switch Int.random(in: 0..<3, using: &random) {
-                case 0: bytes[index] = alphabet.randomElement(using: &random)!
-                case 1: bytes.insert(alphabet.randomElement(using: &random)!, at: index)
-                default: if bytes.count > 1 { bytes.remove(at: index) }
-                }
-            }
+            random.mutate(&bytes, from: alphabet)
             let command: Command = [.ack, .nack, .progress][round % 3]
             Self.agrees(Envelope(command: command, header: Data(bytes)), String(decoding: bytes, as: UTF8.self))
             await yieldNowAndThen(round)
