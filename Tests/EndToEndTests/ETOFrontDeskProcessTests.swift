@@ -136,7 +136,7 @@ struct ETOFrontDeskProcessTests {
         let programs = stack.programs
         defer { stack.stop() }
         try await stack.fault(
-            #"{"api": "eto", "method": "POST", "path": "/*participant/", "kind": "latency", "latency_ms": 8000, "count": 1}"#)
+            #"{"api": "eto", "method": "POST", "path": "/*participant/", "kind": "latency", "latency_ms": 30000, "count": 1}"#)
         var eto = try await Self.joined(stack)
         let ids = try await publish([Self.rosa], as: "desk-1", directory: directory, ingest: stack.endpoints.ingest)
         try await waitUntil("the worker has looked for the walk-in", timeout: .seconds(60), interval: .milliseconds(50)) {
@@ -152,9 +152,11 @@ struct ETOFrontDeskProcessTests {
             guard eto.isRunning else { throw WaitTimedOut(description: "eto exited: \(programs.read("eto-2.log"))") }
             return !journal(directory, "eto.response.recorded").isEmpty
         }
-        // The held-up add lands 8 s after it was sent. The redelivery comes once the killed
-        // member has been silent for the group's liveness (3 s), finds no one yet, and waits
-        // (the add in doubt) before it looks again.
+        // The held-up add lands 30 s after it was sent. The redelivery comes once the broker
+        // has taken the killed member's delivery back (its disconnect, or the group's liveness of
+        // 3 s), finds no one yet, and waits (the add in doubt, 40 s) before it looks again. The
+        // 30 s leave room for a loaded machine: with 8 s, a CI run's restart took long enough
+        // that the add had landed before the redelivery looked.
         let (people, _, eventIDs) = try await quinteros(stack.base)
         #expect(people.count == 1, "\(people.map(\.id))")
         #expect(eventIDs == ids)
