@@ -274,6 +274,16 @@ struct ETOContractTests {
             #expect(hit["DOB"] == .string("/Date(193881600000)/"))
             #expect(hit["ProgramStartDate"] == .string("/Date(1484028633406)/"))
 
+            // Any part of a first name, last name or case number, in any case; not more than one.
+            for text in ["ORTIZ", "rti", "z", "An", "rc-24000", "%20ortiz%20"] {
+                let found = try #require(try await wire.call(.GET, "/API/Search.svc/Search/792/\(text)", headers: headers).value.arrayValue)
+                #expect(found.contains { $0["CLID"] == .integer(1000) }, "\(text)")
+            }
+            for text in ["ortizz", "ortiz ana", "rc-240000"] {
+                let found = try #require(try await wire.call(.GET, "/API/Search.svc/Search/792/\(text)", headers: headers).value.arrayValue)
+                #expect(!found.contains { $0["CLID"] == .integer(1000) }, "\(text)")
+            }
+
             // Another site's participant is not found; a program of another site is refused.
             let elsewhere = try await wire.call(.GET, "/API/Search.svc/Search/792/bell", headers: headers)
             #expect(try elsewhere.value == .array([]))

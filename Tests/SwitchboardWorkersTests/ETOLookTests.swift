@@ -255,4 +255,50 @@ struct ETOLookTests {
             #expect(perCheckIn[1003] == [2, 2, 2] && perCheckIn[1000] == [2, 2, 2], "\(perCheckIn)")
         }
     }
+
+    @Test(
+        "a participant read once is not read again for its next check-ins (by id: the write alone; by name: the search and the write); with no lifetime, every check-in reads it"
+    )
+    func subjectsRemembered() async throws {
+        try await handlers.withBackends { b in
+            let directory = try TemporaryDirectory("eto-look-subjects")
+            defer { directory.remove() }
+            let store = try ETOCheckInStore(directory: directory.path("eto"))
+            let remembering = recorder(b, store: store)
+            let ids = (0..<3).map { _ in UUIDv7.string() }
+            let (first, firstCalls) = try await Self.handled(try event(Self.checkIn(), id: ids[0], first: true), by: remembering, b)
+            #expect(first == .done && firstCalls == [Self.participant, Self.add], "\(first) \(firstCalls)")
+            let (second, secondCalls) = try await Self.handled(try event(Self.checkIn(), id: ids[1], first: true), by: remembering, b)
+            #expect(second == .done && secondCalls == [Self.add], "by id, remembered: \(second) \(secondCalls)")
+            let (named, namedCalls) = try await Self.handled(try event(HandlerTests.ana, id: ids[2], first: true), by: remembering, b)
+            #expect(named == .done, "\(named)")
+            #expect(namedCalls.count == 2 && namedCalls.last == Self.add, "by name, remembered: the search, the write: \(namedCalls)")
+            #expect(namedCalls.first?.hasPrefix("GET /API/Search.svc/Search/792/") == true, "\(namedCalls)")
+            #expect(remembering.subjects.count == 1, "one participant, by site and id")
+            // Each is one response against Ana's subject (5000), whichever path found her.
+            for id in ids { #expect(try await responses(holding: id, b).count == 1, "\(id)") }
+
+            let forgetting = ETOCheckInRecorder(
+                eto: b.etoAccess(), configuration: .default, store: store, subjectLifetime: .zero, logger: b.logs.logger)
+            for _ in 0..<2 {
+                let (done, calls) = try await Self.handled(try event(Self.checkIn(), first: true), by: forgetting, b)
+                #expect(done == .done && calls == [Self.participant, Self.add], "no lifetime: \(done) \(calls)")
+            }
+            #expect(forgetting.subjects.count == 0)
+        }
+    }
+
+    @Test("the remembered subjects stay bounded: at capacity the expired go, then all")
+    func subjectsBounded() {
+        let subjects = ETOSubjects(lifetime: .seconds(600), capacity: 3)
+        for participant in 0..<3 { subjects.remember(5000 + participant, site: 101, participant: participant) }
+        #expect(subjects.count == 3 && subjects.subject(site: 101, participant: 2) == 5002)
+        #expect(subjects.subject(site: 102, participant: 2) == nil, "by site and id")
+        subjects.remember(5002, site: 101, participant: 2)
+        #expect(subjects.count == 3, "refreshing one that is there takes no room")
+        subjects.remember(5003, site: 101, participant: 3)
+        #expect(
+            subjects.count == 1 && subjects.subject(site: 101, participant: 3) == 5003 && subjects.subject(site: 101, participant: 0) == nil
+        )
+    }
 }

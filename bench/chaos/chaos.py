@@ -813,7 +813,8 @@ def participants(seed):
         if p.get("disabled") or not programs or names[(p["siteID"], p["firstName"].lower(), p["lastName"].lower())] > 1:
             continue
         dob = time.strftime("%Y-%m-%d", time.gmtime(p["dateOfBirth"] / 1000))
-        people.append({"first": p["firstName"], "last": p["lastName"], "dob": dob, "site": p["siteID"], "program": programs[0]})
+        people.append({"first": p["firstName"], "last": p["lastName"], "dob": dob, "site": p["siteID"], "program": programs[0],
+                       "id": p["id"]})
     return people
 
 

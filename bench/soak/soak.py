@@ -94,8 +94,9 @@ class Recorder:
     """Each kiosk imports, every --period seconds, a CSV of its share of the check-ins due by
     then: the seed's participants at random, as the chaos run's files (all rows or none)."""
 
-    def __init__(self, deployment, rate, duration, period, seed):
+    def __init__(self, deployment, rate, duration, period, seed, by_id=0.0):
         self.d = deployment
+        self.by_id = by_id
         self.rate = rate
         self.duration = duration
         self.period = period
@@ -122,10 +123,12 @@ class Recorder:
                 path = os.path.join(folder, f"batch-{number:06d}.csv")
                 with open(path, "w", newline="") as f:
                     out = csv.writer(f)
-                    out.writerow(["first_name", "last_name", "date_of_birth", "site_id", "program_id", "notes"])
+                    out.writerow(["first_name", "last_name", "date_of_birth", "eto_participant_id", "site_id", "program_id", "notes"])
                     for row in range(due):
                         person = pick.choice(self.d.people)
-                        out.writerow([person["first"], person["last"], person["dob"], person["site"], person["program"],
+                        # A check-in from the desk's roster carries the ETO id; one typed in, names only.
+                        clid = person["id"] if self.by_id and pick.random() < self.by_id else ""
+                        out.writerow([person["first"], person["last"], person["dob"], clid, person["site"], person["program"],
                                       f"soak {kiosk} batch {number} row {row}"])
                 begun = time.monotonic()
                 result = subprocess.run(
@@ -337,6 +340,9 @@ def main():
     parser.add_argument("--drain", type=int, default=600, help="seconds to wait, after the recording, for everything to be written (default 600)")
     parser.add_argument("--out", default=None, help="where the CSV, PNG and JSON go (default bench/soak/results/soak-<rate>-<duration>s)")
     parser.add_argument("--seed", type=int, default=1, help="the participants' and picks' seed (default 1)")
+    parser.add_argument("--by-id", type=float, default=0.0, metavar="FRACTION",
+                        help="the share of check-ins that carry the participant's ETO id, as the desk's roster sends them; "
+                             "the others give names and date of birth only (default 0)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, journal, outboxes)")
     parser.add_argument("--replot", metavar="DIR", help="draw DIR/soak.png again from DIR/samples.csv and DIR/summary.json, and stop")
     args = parser.parse_args()
@@ -391,7 +397,7 @@ def main():
         log(f"every program is ready; recording starts ({len(d.people)} participants to pick from)")
 
         sampler = Sampler(d, args.rate, os.path.join(out, "samples.csv"))
-        recorder = Recorder(d, args.rate, args.duration, args.period, args.seed)
+        recorder = Recorder(d, args.rate, args.duration, args.period, args.seed, args.by_id)
         origin = time.monotonic()
         threading.Thread(target=recorder.run, daemon=True).start()
         sampler.sample(0.0, 0)

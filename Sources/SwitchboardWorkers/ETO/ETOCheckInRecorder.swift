@@ -5,7 +5,9 @@
 //    None or several is a dead letter `participant-unmatched` naming the candidates' ids: a
 //    check-in is never recorded against a guessed person. The reason never repeats the name or
 //    date of birth: dead letters are logged and listed to operators (protocol section 15.4), and
-//    the words a person typed stay in the event, which only `dlq show` reveals.
+//    the words a person typed stay in the event, which only `dlq show` reveals. The participant's
+//    SubjectID (what responses are recorded against) is read from ETO, unless this worker read it
+//    in the last 10 minutes (`ETOSubjects`).
 // 2. Look, only when an earlier attempt may have written: list the participant's responses to
 //    the TouchPoint; one holding this event id in the event-id element means an earlier
 //    delivery recorded it (its ACK was lost): done. The list is the subject's whole history, so
@@ -13,8 +15,8 @@
 //    delivery to any member (DELIVER's `first`, protocol section 15.2: attempt 1, not a replay,
 //    journaled since the broker started and the group was made or reset), and `eto.sqlite`
 //    holds neither its response nor a note that its write started. Without `eto.sqlite` every
-//    delivery looks. So a check-in on the normal path costs the same calls (the participant, the
-//    write) whatever the participant's history; a redelivery, a replay, or a worker restarted
+//    delivery looks. So a check-in on the normal path costs the same calls (the participant, unless
+//    remembered; the write) whatever the participant's history; a redelivery, a replay, or a worker restarted
 //    after sending pays the look.
 // 3. Write, once: note in `eto.sqlite` that the write starts (on disk first), ask the fence, then
 //    send. A write is never sent twice blindly: when ETO answers with its log-in page the HTTP
@@ -86,11 +88,17 @@ public struct ETOCheckInRecorder: EventHandler {
     /// least the HTTP client's request time-out.
     let addInDoubt: Duration
 
+    /// The SubjectIDs of participants read lately (`subjectLifetime`, at most 20,000): their
+    /// next check-ins skip reading the participant.
+    let subjects: ETOSubjects
+
     public init(
         eto: ETOSiteAccess, configuration: ETOTouchPointConfiguration, sites: ETOSites? = nil, store: ETOCheckInStore? = nil,
-        addInDoubt: Duration = .seconds(40), logger: Logger, publish: @escaping @Sendable (ETOPublication) async throws -> Void = { _ in }
+        addInDoubt: Duration = .seconds(40), subjectLifetime: Duration = .seconds(600), logger: Logger,
+        publish: @escaping @Sendable (ETOPublication) async throws -> Void = { _ in }
     ) {
         self.addInDoubt = addInDoubt
+        self.subjects = ETOSubjects(lifetime: subjectLifetime)
         self.eto = eto
         self.configuration = configuration
         self.sites = sites
@@ -190,11 +198,12 @@ public struct ETOCheckInRecorder: EventHandler {
                     "check-in was recorded and voided; not recorded again", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
                 return .done
             }
-            let participant: ETO.Participant
+            let participant: (id: Int, subjectID: Int?)
             do {
                 if checkIn.participant.isWalkIn {
                     let (found, created) = try await walkIn(checkIn, event: event, site: site, program: program, auth: auth)
-                    participant = found
+                    participant = (found.id, found.subjectID)
+                    if let subject = found.subjectID { subjects.remember(subject, site: site, participant: found.id) }
                     try await publishing(
                         try ETOPublication(
                             ETOParticipantCreated(
@@ -538,11 +547,15 @@ public struct ETOCheckInRecorder: EventHandler {
         return kept
     }
 
-    func resolve(_ checkIn: CheckIn, site: Int, program: Int, auth: CredentialSource<ETO.SiteSession>) async throws -> ETO.Participant {
+    /// The check-in's participant (step 1): its CLID, and its SubjectID, read from ETO unless
+    /// `subjects` has it.
+    func resolve(
+        _ checkIn: CheckIn, site: Int, program: Int, auth: CredentialSource<ETO.SiteSession>
+    ) async throws -> (id: Int, subjectID: Int?) {
         if let id = checkIn.participant.etoParticipantID {
             guard let clid = Int(exactly: id) else { throw Unmatched(message: "participant id \(id) is out of range") }
             do throws(HTTPError) {
-                return try await eto.client.participant(id: clid, auth: auth)
+                return try await subject(of: clid, site: site, auth: auth)
             } catch {
                 guard error.status == 400 || error.status == 404 else { throw error }
                 throw Unmatched(message: "ETO has no participant \(clid) at site \(site) (HTTP \(error.status ?? 0))")
@@ -566,7 +579,17 @@ public struct ETOCheckInRecorder: EventHandler {
                     site: site, program: program, matches: matches.map(\.clid), sameLastName: hits.map(\.clid),
                     withDateOfBirth: checkIn.participant.dateOfBirth != nil))
         }
-        return try await eto.client.participant(id: only.clid, auth: auth)
+        return try await subject(of: only.clid, site: site, auth: auth)
+    }
+
+    /// The participant's SubjectID: remembered, or read (and remembered).
+    func subject(
+        of participant: Int, site: Int, auth: CredentialSource<ETO.SiteSession>
+    ) async throws(HTTPError) -> (id: Int, subjectID: Int?) {
+        if let subject = subjects.subject(site: site, participant: participant) { return (participant, subject) }
+        let read = try await eto.client.participant(id: participant, auth: auth)
+        if let subject = read.subjectID { subjects.remember(subject, site: site, participant: read.id) }
+        return (read.id, read.subjectID)
     }
 
     /// Why a search by name resolved no single participant, in ids only: an operator finds the
