@@ -301,4 +301,28 @@ struct ETOLookTests {
             subjects.count == 1 && subjects.subject(site: 101, participant: 3) == 5003 && subjects.subject(site: 101, participant: 0) == nil
         )
     }
+
+    @Test("eto.sqlite's memory of a check-in in one read agrees with its three reads, through a note, a response and an early void")
+    func memoryInOneRead() async throws {
+        let directory = try TemporaryDirectory("eto-memory")
+        defer { directory.remove() }
+        let store = try ETOCheckInStore(directory: directory.path)
+        func agrees(_ id: String) async throws -> ETOCheckInStore.Memory {
+            let memory = try await store.memory(of: id)
+            #expect(memory.earlyVoid == (try await store.earlyVoid(of: id)))
+            #expect(memory.response == (try await store.response(of: id)))
+            #expect(memory.writeStarted == (try await store.writeStarted(id)))
+            return memory
+        }
+        let (a, b) = (UUIDv7.string(), UUIDv7.string())
+        #expect(try await agrees(a) == .init(earlyVoid: nil, response: nil, writeStarted: false))
+        try await store.writing(a, at: 1)
+        #expect(try await agrees(a).writeStarted)
+        let recorded = ETOCheckInStore.Recorded(
+            checkInEventID: a, siteID: 101, subjectID: 5000, participantID: 1000, touchPointID: 54, responseID: 9, voidEventID: nil)
+        try await store.recorded(recorded)
+        #expect(try await agrees(a) == .init(earlyVoid: nil, response: recorded, writeStarted: false))
+        try await store.voidedEarly(b, by: "v", at: "2026-11-28T05:00:00Z")
+        #expect(try await agrees(b) == .init(earlyVoid: "v", response: nil, writeStarted: false))
+    }
 }

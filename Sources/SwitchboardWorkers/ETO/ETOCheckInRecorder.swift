@@ -153,13 +153,13 @@ public struct ETOCheckInRecorder: EventHandler {
             // A void's reason is personal data, and no message here repeats it.
             return await void(event)
         }
-        let checkIn = try? JSONDecoder().decode(CheckIn.self, from: event.content)
+        let content = Result { try JSONDecoder().decode(CheckIn.self, from: event.content) }
         // ETO's fault text is a third party's and may quote what was sent (the search text is a
         // last name): whatever a reason holds, the check-in's personal words are taken out.
-        return await settle(event).withoutPersonalData(of: checkIn)
+        return await settle(event, content).withoutPersonalData(of: try? content.get())
     }
 
-    func settle(_ event: WorkerEvent) async -> Settlement {
+    func settle(_ event: WorkerEvent, _ content: Result<CheckIn, any Error>) async -> Settlement {
         guard event.header.type == CheckIn.type, event.header.schema == CheckIn.schema else {
             return .deadLetter(
                 code: "unsupported-schema",
@@ -167,7 +167,7 @@ public struct ETOCheckInRecorder: EventHandler {
         }
         let checkIn: CheckIn
         do {
-            checkIn = try JSONDecoder().decode(CheckIn.self, from: event.content)
+            checkIn = try content.get()
         } catch {
             return .deadLetter(code: "invalid-content", message: "the check-in cannot be read: \(WorkerConfigurationFile.describe(error))")
         }
@@ -185,13 +185,14 @@ public struct ETOCheckInRecorder: EventHandler {
             }
         }
         do {
-            if let store, let void = try await storing({ try await store.earlyVoid(of: event.eventID) }) {
+            var memory: ETOCheckInStore.Memory?
+            if let store { memory = try await storing({ try await store.memory(of: event.eventID) }) }
+            if let void = memory?.earlyVoid {
                 logger.info(
                     "check-in was voided before it came; not recorded", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
                 return .done
             }
-            var stored: ETOCheckInStore.Recorded?
-            if let store { stored = try await storing({ try await store.response(of: event.eventID) }) }
+            let stored = memory?.response
             if let void = stored?.voidEventID {
                 // Recorded, then voided (its response deleted): a redelivery must not record it again.
                 logger.info(
@@ -228,7 +229,7 @@ public struct ETOCheckInRecorder: EventHandler {
             if let stored, stored.subjectID == subject, stored.touchPointID == configuration.touchPointID {
                 // This worker wrote it and remembered it; the settle was lost.
                 outcome = (stored.responseID, false)
-            } else if try await mayHaveWritten(event, stored: stored),
+            } else if mayHaveWritten(event, memory: memory),
                 let existing = try await recorded(event.eventID, subject: subject, auth: auth)
             {
                 outcome = (existing, false)
@@ -295,10 +296,11 @@ public struct ETOCheckInRecorder: EventHandler {
     /// Whether an earlier attempt may have written this check-in's response, so that ETO must be
     /// looked at before writing (step 2). False only when the broker says no member was given the
     /// event before (`firstDelivery`, attempt 1) and `eto.sqlite` holds neither the event's
-    /// response nor a note that its write started; always true without `eto.sqlite`.
-    func mayHaveWritten(_ event: WorkerEvent, stored: ETOCheckInStore.Recorded?) async throws(Local) -> Bool {
-        guard event.firstDelivery, event.attempt == 1, stored == nil, let store else { return true }
-        return try await storing { try await store.writeStarted(event.eventID) }
+    /// response nor a note that its write started (`memory`, read when the delivery came);
+    /// always true without `eto.sqlite`.
+    func mayHaveWritten(_ event: WorkerEvent, memory: ETOCheckInStore.Memory?) -> Bool {
+        guard event.firstDelivery, event.attempt == 1, let memory, memory.response == nil else { return true }
+        return memory.writeStarted
     }
 
     /// Whether another member may have written this check-in's response while this one wrote it

@@ -87,25 +87,47 @@ public final class ETOCheckInStore: Sendable {
     /// Whether a response write for this check-in was started here and its response not
     /// remembered: ETO may hold it.
     public func writeStarted(_ checkInEventID: String) async throws -> Bool {
+        try await queue.read { db in try Self.writeStarted(db, checkInEventID) }
+    }
+
+    static func writeStarted(_ db: Database, _ checkInEventID: String) throws -> Bool {
+        try Int64.fetchOne(db, sql: "SELECT at_ms FROM writes WHERE checkin_event_id = ?", arguments: [checkInEventID]) != nil
+    }
+
+    /// What this worker knows of a check-in when it comes: a void that came first, its response,
+    /// and whether its write was started.
+    public struct Memory: Sendable, Hashable {
+        public var earlyVoid: String?
+        public var response: Recorded?
+        public var writeStarted: Bool
+    }
+
+    /// ``earlyVoid(of:)``, ``response(of:)`` and ``writeStarted(_:)`` in one read: the ETO
+    /// recorder asks all three of every check-in.
+    public func memory(of checkInEventID: String) async throws -> Memory {
         try await queue.read { db in
-            try Int64.fetchOne(db, sql: "SELECT at_ms FROM writes WHERE checkin_event_id = ?", arguments: [checkInEventID]) != nil
+            Memory(
+                earlyVoid: try Self.earlyVoid(db, checkInEventID), response: try Self.response(db, checkInEventID),
+                writeStarted: try Self.writeStarted(db, checkInEventID))
         }
     }
 
     /// The response recorded for a check-in, if this worker recorded one.
     public func response(of checkInEventID: String) async throws -> Recorded? {
-        try await queue.read { db in
-            try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id, void_event_id
-                    FROM responses WHERE checkin_event_id = ?
-                    """, arguments: [checkInEventID]
-            ).map {
-                Recorded(
-                    checkInEventID: $0[0], siteID: $0[1], subjectID: $0[2], participantID: $0[3], touchPointID: $0[4], responseID: $0[5],
-                    voidEventID: $0[6])
-            }
+        try await queue.read { db in try Self.response(db, checkInEventID) }
+    }
+
+    static func response(_ db: Database, _ checkInEventID: String) throws -> Recorded? {
+        try Row.fetchOne(
+            db,
+            sql: """
+                SELECT checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id, void_event_id
+                FROM responses WHERE checkin_event_id = ?
+                """, arguments: [checkInEventID]
+        ).map {
+            Recorded(
+                checkInEventID: $0[0], siteID: $0[1], subjectID: $0[2], participantID: $0[3], touchPointID: $0[4], responseID: $0[5],
+                voidEventID: $0[6])
         }
     }
 
@@ -146,8 +168,10 @@ public final class ETOCheckInStore: Sendable {
 
     /// The void that came before this check-in, if one did.
     public func earlyVoid(of checkInEventID: String) async throws -> String? {
-        try await queue.read { db in
-            try String.fetchOne(db, sql: "SELECT void_event_id FROM early_voids WHERE checkin_event_id = ?", arguments: [checkInEventID])
-        }
+        try await queue.read { db in try Self.earlyVoid(db, checkInEventID) }
+    }
+
+    static func earlyVoid(_ db: Database, _ checkInEventID: String) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT void_event_id FROM early_voids WHERE checkin_event_id = ?", arguments: [checkInEventID])
     }
 }
