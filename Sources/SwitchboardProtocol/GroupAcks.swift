@@ -93,18 +93,18 @@ public struct GroupAcks: Sendable, Hashable {
             envelope.metadata == Envelope.emptyObject, envelope.content == Envelope.emptyObject
         else { return nil }
         return envelope.header.withUnsafeBytes { raw -> GroupAcks? in
-            var scan = PlainScan(bytes: raw.bindMemory(to: UInt8.self))
+            var scan = PlainHeaderScan(raw.bindMemory(to: UInt8.self))
             var group: String?
             var deliveries: [HeldDelivery]?
             guard scan.take(UInt8(ascii: "{")) else { return nil }
             for index in 0..<2 {
                 if index > 0 { guard scan.take(UInt8(ascii: ",")) else { return nil } }
                 guard let key = scan.key() else { return nil }
-                if key == .group, group == nil {
+                if key.elementsEqual("group".utf8), group == nil {
                     guard let name = scan.name() else { return nil }
                     group = name
-                } else if key == .acks, deliveries == nil {
-                    guard let pairs = scan.pairs() else { return nil }
+                } else if key.elementsEqual("acks".utf8), deliveries == nil {
+                    guard let pairs = Self.pairs(&scan) else { return nil }
                     deliveries = pairs
                 } else {
                     return nil
@@ -114,74 +114,19 @@ public struct GroupAcks: Sendable, Hashable {
             return GroupAcks(group: group, deliveries: deliveries)
         }
     }
-}
 
-/// The byte scanner behind `GroupAcks.plain`: it accepts only the compact spelling our members
-/// write and answers nil (go to the general parse) for anything else.
-private struct PlainScan {
-    enum Key { case group, acks }
-
-    let bytes: UnsafeBufferPointer<UInt8>
-    var at = 0
-
-    var atEnd: Bool { at == bytes.count }
-
-    mutating func take(_ byte: UInt8) -> Bool {
-        guard at < bytes.count, bytes[at] == byte else { return false }
-        at += 1
-        return true
-    }
-
-    /// `"group":` or `"acks":`.
-    mutating func key() -> Key? {
-        guard take(34) else { return nil }
-        let start = at
-        while at < bytes.count, bytes[at] != 34 { at += 1 }
-        let key = UnsafeBufferPointer(rebasing: bytes[start..<at])
-        guard take(34), take(58) else { return nil }
-        if key.elementsEqual("group".utf8) { return .group }
-        if key.elementsEqual("acks".utf8) { return .acks }
-        return nil
-    }
-
-    /// A string of a–z 0–9 _ - only (no escapes).
-    mutating func name() -> String? {
-        guard take(34) else { return nil }
-        let start = at
-        while at < bytes.count, bytes[at] != 34 {
-            let c = bytes[at]
-            guard (97...122).contains(c) || (48...57).contains(c) || c == 95 || c == 45 else { return nil }
-            at += 1
-        }
-        guard take(34) else { return nil }
-        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<(at - 1)]), as: UTF8.self)
-    }
-
-    /// An integer of 1–16 digits with no leading zero, in `range`.
-    mutating func integer(_ range: ClosedRange<Int64>) -> Int64? {
-        let start = at
-        guard at < bytes.count, (49...57).contains(bytes[at]) else { return nil }
-        var value: Int64 = 0
-        while at < bytes.count, (48...57).contains(bytes[at]) {
-            guard at - start < 16 else { return nil }
-            value = value * 10 + Int64(bytes[at] - 48)
-            at += 1
-        }
-        return range.contains(value) ? value : nil
-    }
-
-    /// `[[bus_seq,attempt],…]` with 1–1000 pairs in range.
-    mutating func pairs() -> [HeldDelivery]? {
-        guard take(UInt8(ascii: "[")) else { return nil }
+    /// `[[bus_seq,attempt],…]` with 1–1000 pairs in range, integers of 1–16 digits.
+    private static func pairs(_ scan: inout PlainHeaderScan) -> [HeldDelivery]? {
+        guard scan.take(UInt8(ascii: "[")) else { return nil }
         var pairs: [HeldDelivery] = []
         repeat {
-            guard pairs.count < GroupAcks.maximumCount, take(UInt8(ascii: "[")),
-                let busSeq = integer(1...FetchHeader.maximumSequence), take(UInt8(ascii: ",")),
-                let attempt = integer(1...Int64(SettleHeader.maximumAttempt)), take(UInt8(ascii: "]"))
+            guard pairs.count < maximumCount, scan.take(UInt8(ascii: "[")),
+                let busSeq = scan.integer(digits: 16, in: 1...FetchHeader.maximumSequence), scan.take(UInt8(ascii: ",")),
+                let attempt = scan.integer(digits: 16, in: 1...Int64(SettleHeader.maximumAttempt)), scan.take(UInt8(ascii: "]"))
             else { return nil }
             pairs.append(HeldDelivery(busSeq: busSeq, attempt: Int(attempt)))
-        } while take(UInt8(ascii: ","))
-        guard take(UInt8(ascii: "]")) else { return nil }
+        } while scan.take(UInt8(ascii: ","))
+        guard scan.take(UInt8(ascii: "]")) else { return nil }
         return pairs
     }
 }

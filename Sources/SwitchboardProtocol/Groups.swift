@@ -387,62 +387,28 @@ public struct SettleHeader: Sendable, Hashable {
             envelope.content == Envelope.emptyObject
         else { return nil }
         return envelope.header.withUnsafeBytes { raw -> SettleHeader? in
-            let bytes = raw.bindMemory(to: UInt8.self)
-            var at = 0
-            func take(_ byte: UInt8) -> Bool {
-                guard at < bytes.count, bytes[at] == byte else { return false }
-                at += 1
-                return true
-            }
-            func integer() -> Int64? {
-                let start = at
-                guard at < bytes.count, (49...57).contains(bytes[at]) else { return nil }
-                var value: Int64 = 0
-                while at < bytes.count, (48...57).contains(bytes[at]), at - start < 18 {
-                    value = value * 10 + Int64(bytes[at] - 48)
-                    at += 1
-                }
-                guard at < bytes.count, !(48...57).contains(bytes[at]) else { return nil }
-                return value
-            }
-            func name() -> String? {
-                guard take(34) else { return nil }
-                let start = at
-                while at < bytes.count, bytes[at] != 34 {
-                    let c = bytes[at]
-                    guard (97...122).contains(c) || (48...57).contains(c) || c == 95 || c == 45 else { return nil }
-                    at += 1
-                }
-                guard take(34) else { return nil }
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<(at - 1)]), as: UTF8.self)
-            }
+            var scan = PlainHeaderScan(raw.bindMemory(to: UInt8.self))
             var group: String?
             var busSeq: Int64?
             var attempt: Int64?
-            guard take(123) else { return nil }
+            guard scan.take(UInt8(ascii: "{")) else { return nil }
             for index in 0..<3 {
-                if index > 0 { guard take(44) else { return nil } }
-                guard take(34) else { return nil }
-                let keyStart = at
-                while at < bytes.count, bytes[at] != 34 { at += 1 }
-                let key = UnsafeRawBufferPointer(rebasing: raw[keyStart..<at])
-                guard take(34), take(58) else { return nil }
+                if index > 0 { guard scan.take(UInt8(ascii: ",")) else { return nil } }
+                guard let key = scan.key() else { return nil }
                 if key.elementsEqual("group".utf8), group == nil {
-                    group = name()
+                    group = scan.name()
                     if group == nil { return nil }
                 } else if key.elementsEqual("bus_seq".utf8), busSeq == nil {
-                    busSeq = integer()
+                    busSeq = scan.integer(digits: 18, in: 1...Int64.max)
                     if busSeq == nil { return nil }
                 } else if key.elementsEqual("attempt".utf8), attempt == nil {
-                    attempt = integer()
+                    attempt = scan.integer(digits: 18, in: 1...Int64(Self.maximumAttempt))
                     if attempt == nil { return nil }
                 } else {
                     return nil
                 }
             }
-            guard take(125), at == bytes.count, let group, let busSeq, let attempt, GroupName.isValid(group),
-                attempt <= Int64(Self.maximumAttempt)
-            else { return nil }
+            guard scan.take(UInt8(ascii: "}")), scan.atEnd, let group, let busSeq, let attempt, GroupName.isValid(group) else { return nil }
             return SettleHeader(outcome, group: group, busSeq: busSeq, attempt: Int(attempt))
         }
     }
