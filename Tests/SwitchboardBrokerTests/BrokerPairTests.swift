@@ -219,9 +219,17 @@ extension PostgresSuites {
             #expect(cutOff.statistics.journaled == journaledAtCut, "the cut-off broker acknowledged nothing after the cut")
 
             link.restore()
-            try await waitUntil("a, back on the network, is a standby; a said \(a.said)", timeout: .seconds(30)) { a.service.isStandby }
-            #expect(a.service.termsHeld == 1 && !a.service.isServing)
-            #expect(cutOff.statistics.journaled == journaledAtCut)
+            try await waitUntil("a, back on the network, is a standby (or active in a new term); a said \(a.said)", timeout: .seconds(30)) {
+                a.service.isStandby || a.service.termsHeld > 1
+            }
+            if a.service.termsHeld > 1 {
+                // On a loaded machine b's renewals can be held up past the 2 s lease (a CI run
+                // saw it): b stops, and a takes a new term lawfully. Never both at once.
+                try await waitUntil("b, its lease lost, stops serving; b said \(b.said)", timeout: .seconds(30)) { !b.service.isServing }
+            } else {
+                #expect(!a.service.isServing)
+            }
+            #expect(cutOff.statistics.journaled == journaledAtCut, "the cut-off term acknowledged nothing after the cut")
 
             delivering.cancel()
             _ = try? await delivering.value
