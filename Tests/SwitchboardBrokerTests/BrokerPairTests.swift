@@ -343,11 +343,12 @@ extension PostgresSuites {
                 let locked = try #require(since.first).decode(Double.self)
                 // Its lease, granted after the lock, would end a lease's time later unless renewed:
                 // it is renewed past three leases' time after the lock while the start still waits
-                // on it. (A 1 s lease was lost once inside the whole suite: no renewal got through
-                // in that second.)
-                let ttl = 2.0
+                // on it. A 5 s lease (renewed every 1.7 s): a 1 s lease was lost once inside the
+                // whole suite, and a 2 s one in a CI run (no renewal got through in that time while
+                // other suites started PostgreSQL servers and processes on the two cores).
+                let ttl = 5.0
                 let a = try PairMember("broker-a", database: database, io: io, directory: directory, ttl: .seconds(ttl))
-                try await waitUntil("a renews its lease while it starts; a said \(a.said)", timeout: .seconds(30)) {
+                try await waitUntil("a renews its lease while it starts; a said \(a.said)", timeout: .seconds(60)) {
                     let rows = try await locker.query(
                         "SELECT extract(epoch FROM expires_at)::float8 FROM broker_lease WHERE holder = 'broker-a'", logger: Self.quiet
                     ).collect()

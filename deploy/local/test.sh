@@ -64,16 +64,38 @@ PY
         kill -KILL "$runner" 2>/dev/null || true
         exit 1
     fi
-    wait "$runner" || {
-        echo "test: the failed tests, again (the whole output is above):" >&2
-        grep -E -A4 "^✘ Test .* recorded an issue|^✘ Test .* failed|error: |Fatal error|Crash" "$testlog" | head -120 >&2
-        exit 1
-    }
+    wait "$runner" && return 0
+    echo "test: the failed tests, again (the whole output is above):" >&2
+    grep -E -A4 "^✘ Test .* recorded an issue|^✘ Test .* failed|error: |Fatal error|Crash" "$testlog" | head -120 >&2
+    return 1
 }
 # Every suite in one run (up to 32 tests at a time, above): no test may depend on which others
 # share the two cores with it. Tests about timing drive their rules with a manual clock; socket
 # tests leave seconds of margin; long CPU-bound loops yield the cooperative pool.
-run_tests
+#
+# One re-run, alone, of at most three failed tests. The suite starts real processes, PostgreSQL
+# servers and brokers 32 tests at a time on two cores, and 5 of the last 7 full runs (CI and local)
+# failed, each on a different test that passes alone: a lease or a liveness period missed while
+# the machine was held up. A test that fails again alone fails the run; so does a run with more
+# than three failures, a crash (no results file), or a hang (the watchdog). Each test that passed
+# only alone is named below as FLAKY, with its first failure above: mend it, do not live with it.
+results=$(mktemp -d)
+if ! run_tests --xunit-output "$results/run.xml"; then
+    failed=$(python3 deploy/local/results.py failed "$results/run-swift-testing.xml" || true)
+    count=$(printf '%s' "$failed" | grep -c . || true)
+    if [ "$count" -lt 1 ] || [ "$count" -gt 3 ]; then
+        echo "test: $count failed tests found in the results; no re-run (at most three are re-run alone)" >&2
+        exit 1
+    fi
+    filters=()
+    while IFS= read -r name; do filters+=(--filter "$name"); done <<<"$failed"
+    echo "test: re-running the $count failed test(s) alone: $failed" >&2
+    SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=1 run_tests "${filters[@]}" --xunit-output "$results/again.xml" || exit 1
+    # The re-run must have run each of them (a filter that matched nothing passes).
+    python3 deploy/local/results.py passed "$results/again-swift-testing.xml" $failed || exit 1
+    while IFS= read -r name; do echo "test: FLAKY: $name failed in the full run and passed alone" >&2; done <<<"$failed"
+fi
+rm -rf "$results"
 # The chaos run, short form (bench/chaos/README.md): 100 check-ins from three kiosks through the
 # broker, auth and the three workers to the emulators while 12 kill -9s hit every kind of
 # process, the emulators answer 20 % of FileMaker and ETO calls with a 5xx and end their sessions
