@@ -602,8 +602,8 @@ if ProcessInfo.processInfo.environment["SWITCHBOARD_BENCH"] == "1" {
         .executableTarget(
             name: "switchboard-bench",
             dependencies: [
-                "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting", "SwitchboardBus", "SwitchboardSecurity",
-                "SwitchboardEmulators", "SwitchboardBackends", "SwitchboardHTTP", "SwitchboardWorkers",
+                "CZeroMQ", "ZeroMQ", "SwitchboardProtocol", "SwitchboardRuntime", "SwitchboardTesting", "SwitchboardBus",
+                "SwitchboardSecurity", "SwitchboardEmulators", "SwitchboardBackends", "SwitchboardHTTP", "SwitchboardWorkers",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -10,7 +10,14 @@
 // round trip at a time and times it), so the figures measure the broker and the network path,
 // not a client library. A last row runs the same load through `ServiceClient` and
 // `ServiceWorker` to show what the async library adds.
+//
+// Between the raw echo and the broker, a third row: the same echo through libzmq's own
+// forwarder (`zmq_proxy`, ROUTER in front, DEALER behind, on a context and I/O thread of its
+// own, as a broker process has). It does nothing but move frames, so it is the floor of any
+// broker on this machine: each round trip crosses two TCP connections twice, where the raw echo
+// crosses one.
 
+import CZeroMQ
 import Foundation
 import Logging
 import SwitchboardBus
@@ -80,23 +87,37 @@ func serviceBench(quick: Bool) async throws {
     var brokerFigures: [Int: RoundTrips] = [:]
     for clients in [1, 8] {
         let perClient = (clients == 1 ? 20_000 : 6_000) / scale
-        // The two runs alternate, twice, and each keeps its better half, so a burst of noise on
-        // the shared machine does not land on one side only.
+        // The runs alternate, twice, and each keeps its better half, so a burst of noise on the
+        // shared machine does not land on one side only.
         var raw: [RoundTrips] = []
+        var forwarded: [RoundTrips] = []
         var through: [RoundTrips] = []
         for _ in 0..<2 {
             raw.append(try await rawEcho(clients: clients, perClient: perClient, body: body))
+            forwarded.append(try await forwarderEcho(clients: clients, workers: 4, perClient: perClient, body: body))
             through.append(try await brokerEcho(endpoint: endpoint, clients: clients, workers: 4, perClient: perClient, body: body))
         }
-        rawFigures[clients] = raw.max { $0.perSecond < $1.perSecond }!
-        brokerFigures[clients] = through.max { $0.perSecond < $1.perSecond }!
+        let rawBest = raw.max { $0.perSecond < $1.perSecond }!
+        let forwarderBest = forwarded.max { $0.perSecond < $1.perSecond }!
+        let brokerBest = through.max { $0.perSecond < $1.perSecond }!
+        rawFigures[clients] = rawBest
+        brokerFigures[clients] = brokerBest
+        func p50(_ figures: RoundTrips, over base: RoundTrips) -> Double {
+            seconds(figures.percentile(0.5)) / seconds(base.percentile(0.5))
+        }
         let name = "\(clients) client\(clients == 1 ? "" : "s")"
-        row("raw DEALER↔ROUTER echo, \(name) (baseline)", rawFigures[clients]!)
-        let p50Ratio = seconds(brokerFigures[clients]!.percentile(0.5)) / seconds(rawFigures[clients]!.percentile(0.5))
+        row("raw DEALER↔ROUTER echo, \(name) (baseline)", rawBest)
         row(
-            "through the broker, MDP/0.2, 4 workers, \(name)", brokerFigures[clients]!,
+            "through zmq_proxy (no logic: the floor), 4 workers, \(name)", forwarderBest,
             String(
-                format: "p50 %.2f× raw, throughput %.2f× raw", p50Ratio, brokerFigures[clients]!.perSecond / rawFigures[clients]!.perSecond)
+                format: "p50 %.2f× raw, throughput %.2f× raw", p50(forwarderBest, over: rawBest),
+                forwarderBest.perSecond / rawBest.perSecond)
+        )
+        row(
+            "through the broker, MDP/0.2, 4 workers, \(name)", brokerBest,
+            String(
+                format: "p50 %.2f× raw, throughput %.2f× raw, %.2f× zmq_proxy", p50(brokerBest, over: rawBest),
+                brokerBest.perSecond / rawBest.perSecond, brokerBest.perSecond / forwarderBest.perSecond)
         )
     }
     let library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
@@ -227,6 +248,86 @@ func rawEcho(clients: Int, perClient: Int, body: [Data]) async throws -> RoundTr
     stop.withLock { $0 = true }
     try await waitUntil("the echo server stops") { server.isFinished }
     await context.terminate()
+    return figures
+}
+
+/// The floor of a broker: the raw echo's clients and `workers` echo sockets on one thread, with
+/// libzmq's `zmq_proxy` between them on a context of its own (ROUTER in front, DEALER behind).
+/// A worker gets [client identity, body…] and sends it back as it came.
+func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) async throws -> RoundTrips {
+    let forwarderContext = try Context()
+    let endpoints = Mutex<(front: String, back: String)?>(nil)
+    let control = "inproc://bench-forwarder-control"
+    let forwarder = Thread {
+        guard let front = try? forwarderContext.socket(.router, linger: 0), (try? front.bind("tcp://127.0.0.1:*")) != nil,
+            let back = try? forwarderContext.socket(.dealer, linger: 0), (try? back.bind("tcp://127.0.0.1:*")) != nil,
+            let steer = try? forwarderContext.socket(.pair, linger: 0), (try? steer.bind(control)) != nil,
+            let frontEndpoint = try? front.lastEndpoint(), let backEndpoint = try? back.lastEndpoint()
+        else { return }
+        endpoints.withLock { $0 = (frontEndpoint, backEndpoint) }
+        // Returns when the control socket says TERMINATE.
+        _ = try? front.withHandle { frontHandle in
+            try back.withHandle { backHandle in
+                try steer.withHandle { steerHandle in zmq_proxy_steerable(frontHandle, backHandle, nil, steerHandle) }
+            }
+        }
+        for socket in [front, back, steer] { socket.close() }
+    }
+    forwarder.start()
+    try await waitUntil("the forwarder binds") { endpoints.withLock { $0 } != nil }
+    let (front, back) = endpoints.withLock { $0 }!
+
+    let context = try Context()
+    let stop = Mutex(false)
+    let connected = Mutex(false)
+    let workerThread = Thread {
+        var sockets: [Socket] = []
+        for _ in 0..<workers {
+            guard let socket = try? context.socket(.dealer, linger: 0), (try? socket.connect(back)) != nil else { return }
+            sockets.append(socket)
+        }
+        connected.withLock { $0 = true }
+        let poller = Poller()
+        for socket in sockets { poller.add(socket) }
+        while !stop.withLock({ $0 }) {
+            _ = try? poller.poll(timeout: 100)
+            for socket in sockets {
+                while let message = try? socket.receive(dontWait: true) { _ = try? socket.send(message.frames) }
+            }
+        }
+        for socket in sockets { socket.close() }
+    }
+    workerThread.start()
+    try await waitUntil("the echo workers connect") { connected.withLock { $0 } }
+    // One warm-up round trip per worker, so every worker's connection is up before timing starts
+    // (the DEALER behind deals requests round-robin over the connected workers).
+    _ = try await timedClients(clients: 1, perClient: workers) { _ in
+        let dealer = try context.socket(.dealer, linger: 0)
+        try dealer.connect(front)
+        return {
+            try dealer.send(body)
+            _ = try dealer.receive()
+        }
+    }
+    let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
+        let dealer = try context.socket(.dealer, linger: 0)
+        try dealer.connect(front)
+        return {
+            try dealer.send(body)
+            guard let reply = try dealer.receive(), reply.frames.count == body.count else {
+                throw BenchFailure(description: "not an echo through the forwarder")
+            }
+        }
+    }
+    stop.withLock { $0 = true }
+    try await waitUntil("the echo workers stop") { workerThread.isFinished }
+    await context.terminate()
+    let steer = try forwarderContext.socket(.pair, linger: 0)
+    try steer.connect(control)
+    try steer.send([Data("TERMINATE".utf8)])
+    try await waitUntil("the forwarder stops") { forwarder.isFinished }
+    steer.close()
+    await forwarderContext.terminate()
     return figures
 }
 
