@@ -149,11 +149,18 @@ def majordomo(bench):
     if ours.returncode != 0 or not match:
         raise SystemExit(f"peers: switchboard-bench --service failed ({ours.returncode}): {ours.stderr[-400:]}")
     switchboard = float(match.group(1))
+    # The same echo through libzmq's zmq_proxy, a forwarder with no logic: what any broker on
+    # this machine could reach at best, in the same run.
+    floor = re.search(r"^through zmq_proxy \(no logic: the floor\), 4 workers, 8 clients\s+([0-9]+)/s", ours.stdout, re.M)
     print()
     print("Majordomo round trips, 8 clients, 4 echo workers, best of the run")
     print(f"  majortomo (its broker, workers and client)  {max(rounds):>10,.0f}/s  rounds: {', '.join(f'{r:,.0f}' for r in rounds)}")
     print(f"  switchboard-broker (MDP/0.2)                {switchboard:>10,.0f}/s")
+    if floor:
+        print(f"  zmq_proxy, no logic (the floor)             {float(floor.group(1)):>10,.0f}/s")
     print(f"  Switchboard / majortomo:                    {switchboard / max(rounds):.2f}x")
+    if floor:
+        print(f"  zmq_proxy / majortomo:                      {float(floor.group(1)) / max(rounds):.2f}x")
 
 
 def main():

@@ -11,8 +11,14 @@ public enum Majordomo {
         case v02 = 2
 
         public var description: String { self == .v01 ? "MDP/0.1" : "MDP/0.2" }
-        public var clientHeader: Data { Data((self == .v01 ? "MDPC01" : "MDPC02").utf8) }
-        public var workerHeader: Data { Data((self == .v01 ? "MDPW01" : "MDPW02").utf8) }
+        public var clientHeader: Data { self == .v01 ? Self.headers.client01 : Self.headers.client02 }
+        public var workerHeader: Data { self == .v01 ? Self.headers.worker01 : Self.headers.worker02 }
+
+        /// Made once: every message the broker parses is compared with them, and every one it
+        /// sends starts with one.
+        private static let headers = (
+            client01: Data("MDPC01".utf8), client02: Data("MDPC02".utf8), worker01: Data("MDPW01".utf8), worker02: Data("MDPW02".utf8)
+        )
     }
 
     /// Worker commands, by meaning; the byte differs between versions.

@@ -30,6 +30,11 @@ import ZeroMQ
 struct RoundTrips {
     var latencies: [Duration]
     var seconds: Double
+    /// The broker process's CPU seconds (all its threads) per round trip, where measured; for the
+    /// forwarder, its thread's and its context's libzmq threads'.
+    var brokerCPU: Double?
+    /// Context switches of the same threads per round trip.
+    var brokerSwitches: Double?
 
     var perSecond: Double { Double(latencies.count) / seconds }
 
@@ -95,7 +100,14 @@ func serviceBench(quick: Bool) async throws {
         for _ in 0..<2 {
             raw.append(try await rawEcho(clients: clients, perClient: perClient, body: body))
             forwarded.append(try await forwarderEcho(clients: clients, workers: 4, perClient: perClient, body: body))
-            through.append(try await brokerEcho(endpoint: endpoint, clients: clients, workers: 4, perClient: perClient, body: body))
+            let before = broker.cpuSeconds()
+            let switchesBefore = processContextSwitches(broker.process.processIdentifier)
+            var figures = try await brokerEcho(endpoint: endpoint, clients: clients, workers: 4, perClient: perClient, body: body)
+            let after = broker.cpuSeconds()
+            figures.brokerCPU = (after.user + after.system - before.user - before.system) / Double(figures.latencies.count)
+            figures.brokerSwitches =
+                Double(processContextSwitches(broker.process.processIdentifier) - switchesBefore) / Double(figures.latencies.count)
+            through.append(figures)
         }
         let rawBest = raw.max { $0.perSecond < $1.perSecond }!
         let forwarderBest = forwarded.max { $0.perSecond < $1.perSecond }!
@@ -110,14 +122,16 @@ func serviceBench(quick: Bool) async throws {
         row(
             "through zmq_proxy (no logic: the floor), 4 workers, \(name)", forwarderBest,
             String(
-                format: "p50 %.2f× raw, throughput %.2f× raw", p50(forwarderBest, over: rawBest),
-                forwarderBest.perSecond / rawBest.perSecond)
+                format: "p50 %.2f× raw, throughput %.2f× raw; forwarder CPU %.1f µs and %.1f context switches a round trip",
+                p50(forwarderBest, over: rawBest), forwarderBest.perSecond / rawBest.perSecond, (forwarderBest.brokerCPU ?? 0) * 1e6,
+                forwarderBest.brokerSwitches ?? 0)
         )
         row(
             "through the broker, MDP/0.2, 4 workers, \(name)", brokerBest,
             String(
-                format: "p50 %.2f× raw, throughput %.2f× raw, %.2f× zmq_proxy", p50(brokerBest, over: rawBest),
-                brokerBest.perSecond / rawBest.perSecond, brokerBest.perSecond / forwarderBest.perSecond)
+                format: "p50 %.2f× raw, throughput %.2f× raw, %.2f× zmq_proxy; broker CPU %.1f µs and %.1f context switches a round trip",
+                p50(brokerBest, over: rawBest), brokerBest.perSecond / rawBest.perSecond, brokerBest.perSecond / forwarderBest.perSecond,
+                (brokerBest.brokerCPU ?? 0) * 1e6, brokerBest.brokerSwitches ?? 0)
         )
     }
     let library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
@@ -255,6 +269,7 @@ func rawEcho(clients: Int, perClient: Int, body: [Data]) async throws -> RoundTr
 /// libzmq's `zmq_proxy` between them on a context of its own (ROUTER in front, DEALER behind).
 /// A worker gets [client identity, body…] and sends it back as it came.
 func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) async throws -> RoundTrips {
+    let threadsBefore = Set(benchThreads())
     let forwarderContext = try Context()
     let endpoints = Mutex<(front: String, back: String)?>(nil)
     let control = "inproc://bench-forwarder-control"
@@ -273,9 +288,20 @@ func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) asy
         }
         for socket in [front, back, steer] { socket.close() }
     }
+    forwarder.name = "bench-forwarder"
     forwarder.start()
     try await waitUntil("the forwarder binds") { endpoints.withLock { $0 } != nil }
     let (front, back) = endpoints.withLock { $0 }!
+    // The forwarder's CPU, as a broker process's would be counted: its thread and its context's
+    // libzmq threads (made with its first socket), the threads this process did not have before.
+    let forwarderThreads = benchThreads().filter { !threadsBefore.contains($0) && threadIsForwarder($0) }
+    func forwarderCPU() -> Double {
+        forwarderThreads.reduce(0) { total, thread in
+            let (user, system) = processCPUSeconds("self/task/\(thread)")
+            return total + user + system
+        }
+    }
+    func forwarderSwitches() -> Int { forwarderThreads.reduce(0) { $0 + contextSwitches("self/task/\($1)") } }
 
     let context = try Context()
     let stop = Mutex(false)
@@ -309,7 +335,9 @@ func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) asy
             _ = try dealer.receive()
         }
     }
-    let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
+    let cpuBefore = forwarderCPU()
+    let switchesBefore = forwarderSwitches()
+    var figures = try await timedClients(clients: clients, perClient: perClient) { _ in
         let dealer = try context.socket(.dealer, linger: 0)
         try dealer.connect(front)
         return {
@@ -319,6 +347,8 @@ func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) asy
             }
         }
     }
+    figures.brokerCPU = (forwarderCPU() - cpuBefore) / Double(figures.latencies.count)
+    figures.brokerSwitches = Double(forwarderSwitches() - switchesBefore) / Double(figures.latencies.count)
     stop.withLock { $0 = true }
     try await waitUntil("the echo workers stop") { workerThread.isFinished }
     await context.terminate()
@@ -329,6 +359,32 @@ func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) asy
     steer.close()
     await forwarderContext.terminate()
     return figures
+}
+
+/// Context switches (voluntary and not) of a process or thread (`PID`, `self/task/TID`) so far.
+func contextSwitches(_ path: String) -> Int {
+    let status = (try? String(contentsOfFile: "/proc/\(path)/status", encoding: .utf8)) ?? ""
+    return status.split(separator: "\n").reduce(0) { total, line in
+        guard line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") else { return total }
+        return total + (Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0)
+    }
+}
+
+/// Context switches of every thread of a process so far.
+func processContextSwitches(_ pid: Int32) -> Int {
+    let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    return threads.reduce(0) { $0 + contextSwitches("\(pid)/task/\($1)") }
+}
+
+/// This process's threads (ids under /proc/self/task).
+func benchThreads() -> [String] {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+}
+
+/// Whether a thread of this process is the forwarder's or one of libzmq's (by its name).
+func threadIsForwarder(_ thread: String) -> Bool {
+    let name = (try? String(contentsOfFile: "/proc/self/task/\(thread)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) ?? ""
+    return name == "bench-forwarder" || name.hasPrefix("ZMQbg/")
 }
 
 /// Round trips through the broker: raw MDP/0.2 clients, and `workers` raw MDP/0.2 worker
