@@ -163,13 +163,14 @@ public struct FileMakerWriter: EventHandler {
             let participant = try? JSONDecoder().decode(ParticipantCreated.self, from: event.content)
             return await mirror(event, into: participants).removing(participant?.personalWords ?? [])
         }
-        // FileMaker's message is a third party's text: whatever a reason holds, the check-in's
-        // personal words are taken out (the settlement rule below leaves out 5xx messages too).
-        let checkIn = try? JSONDecoder().decode(CheckIn.self, from: event.content)
-        return await write(event).withoutPersonalData(of: checkIn)
+        // Decoded once, for the write and for the settlement: FileMaker's message is a third
+        // party's text, so whatever a reason holds, the check-in's personal words are taken out
+        // (the settlement rule below leaves out 5xx messages too).
+        let checkIn = Result { try JSONDecoder().decode(CheckIn.self, from: event.content) }
+        return await write(event, checkIn).withoutPersonalData(of: try? checkIn.get())
     }
 
-    func write(_ event: WorkerEvent) async -> Settlement {
+    func write(_ event: WorkerEvent, _ decoded: Result<CheckIn, any Error>) async -> Settlement {
         guard event.header.type == CheckIn.type else {
             return .deadLetter(code: "unsupported-type", message: "switchboard-filemaker does not write '\(event.header.type)' events")
         }
@@ -177,9 +178,10 @@ public struct FileMakerWriter: EventHandler {
             return .deadLetter(code: "unsupported-schema", message: "schema '\(event.header.schema)' is not \(CheckIn.schema)")
         }
         let checkIn: CheckIn
-        do {
-            checkIn = try JSONDecoder().decode(CheckIn.self, from: event.content)
-        } catch {
+        switch decoded {
+        case .success(let value):
+            checkIn = value
+        case .failure(let error):
             return .deadLetter(code: "invalid-content", message: "the check-in cannot be read: \(WorkerConfigurationFile.describe(error))")
         }
         let layout = mapping.checkins.layout
