@@ -166,7 +166,9 @@ private final class ServiceCore {
 
     func run() {
         while !broker.stopRequested {
-            let wait = max(0, ContinuousClock.now.duration(to: dispatcher.nextDeadline()).wholeMilliseconds)
+            // +1: a deadline less than a millisecond away would be a 0 ms poll, again and again
+            // until it passed (the thread spun for the last millisecond before each heartbeat).
+            let wait = max(0, ContinuousClock.now.duration(to: dispatcher.nextDeadline()).wholeMilliseconds + 1)
             do {
                 try poller.poll(timeout: Int(wait))
             } catch {
