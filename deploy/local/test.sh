@@ -87,13 +87,17 @@ if ! run_tests --xunit-output "$results/run.xml"; then
         echo "test: $count failed tests found in the results; no re-run (at most three are re-run alone)" >&2
         exit 1
     fi
+    names=()
     filters=()
-    while IFS= read -r name; do filters+=(--filter "$name"); done <<<"$failed"
-    echo "test: re-running the $count failed test(s) alone: $failed" >&2
+    while IFS= read -r name; do
+        names+=("$name")
+        filters+=(--filter "$name")
+    done <<<"$failed"
+    echo "test: re-running the $count failed test(s) alone: ${names[*]}" >&2
     SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=1 run_tests "${filters[@]}" --xunit-output "$results/again.xml" || exit 1
     # The re-run must have run each of them (a filter that matched nothing passes).
-    python3 deploy/local/results.py passed "$results/again-swift-testing.xml" $failed || exit 1
-    while IFS= read -r name; do echo "test: FLAKY: $name failed in the full run and passed alone" >&2; done <<<"$failed"
+    python3 deploy/local/results.py passed "$results/again-swift-testing.xml" "${names[@]}" || exit 1
+    for name in "${names[@]}"; do echo "test: FLAKY: $name failed in the full run and passed alone" >&2; done
 fi
 rm -rf "$results"
 # The chaos run, short form (bench/chaos/README.md): 100 check-ins from three kiosks through the
