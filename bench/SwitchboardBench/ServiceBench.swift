@@ -30,11 +30,11 @@ import ZeroMQ
 struct RoundTrips {
     var latencies: [Duration]
     var seconds: Double
-    /// The broker process's CPU seconds (all its threads) per round trip, where measured; for the
-    /// forwarder, its thread's and its context's libzmq threads'.
-    var brokerCPU: Double?
+    /// CPU seconds per round trip of what sits between clients and workers, where measured: the
+    /// broker process (all its threads), or the forwarder's thread and its context's libzmq threads.
+    var middleCPU: Double?
     /// Context switches of the same threads per round trip.
-    var brokerSwitches: Double?
+    var middleSwitches: Double?
 
     var perSecond: Double { Double(latencies.count) / seconds }
 
@@ -104,8 +104,8 @@ func serviceBench(quick: Bool) async throws {
             let switchesBefore = processContextSwitches(broker.process.processIdentifier)
             var figures = try await brokerEcho(endpoint: endpoint, clients: clients, workers: 4, perClient: perClient, body: body)
             let after = broker.cpuSeconds()
-            figures.brokerCPU = (after.user + after.system - before.user - before.system) / Double(figures.latencies.count)
-            figures.brokerSwitches =
+            figures.middleCPU = (after.user + after.system - before.user - before.system) / Double(figures.latencies.count)
+            figures.middleSwitches =
                 Double(processContextSwitches(broker.process.processIdentifier) - switchesBefore) / Double(figures.latencies.count)
             through.append(figures)
         }
@@ -123,15 +123,15 @@ func serviceBench(quick: Bool) async throws {
             "through zmq_proxy (no logic: the floor), 4 workers, \(name)", forwarderBest,
             String(
                 format: "p50 %.2f× raw, throughput %.2f× raw; forwarder CPU %.1f µs and %.1f context switches a round trip",
-                p50(forwarderBest, over: rawBest), forwarderBest.perSecond / rawBest.perSecond, (forwarderBest.brokerCPU ?? 0) * 1e6,
-                forwarderBest.brokerSwitches ?? 0)
+                p50(forwarderBest, over: rawBest), forwarderBest.perSecond / rawBest.perSecond, (forwarderBest.middleCPU ?? 0) * 1e6,
+                forwarderBest.middleSwitches ?? 0)
         )
         row(
             "through the broker, MDP/0.2, 4 workers, \(name)", brokerBest,
             String(
                 format: "p50 %.2f× raw, throughput %.2f× raw, %.2f× zmq_proxy; broker CPU %.1f µs and %.1f context switches a round trip",
                 p50(brokerBest, over: rawBest), brokerBest.perSecond / rawBest.perSecond, brokerBest.perSecond / forwarderBest.perSecond,
-                (brokerBest.brokerCPU ?? 0) * 1e6, brokerBest.brokerSwitches ?? 0)
+                (brokerBest.middleCPU ?? 0) * 1e6, brokerBest.middleSwitches ?? 0)
         )
     }
     let library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
@@ -269,7 +269,7 @@ func rawEcho(clients: Int, perClient: Int, body: [Data]) async throws -> RoundTr
 /// libzmq's `zmq_proxy` between them on a context of its own (ROUTER in front, DEALER behind).
 /// A worker gets [client identity, body…] and sends it back as it came.
 func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) async throws -> RoundTrips {
-    let threadsBefore = Set(benchThreads())
+    let threadsBefore = Set(threads(of: "self"))
     let forwarderContext = try Context()
     let endpoints = Mutex<(front: String, back: String)?>(nil)
     let control = "inproc://bench-forwarder-control"
@@ -294,7 +294,7 @@ func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) asy
     let (front, back) = endpoints.withLock { $0 }!
     // The forwarder's CPU, as a broker process's would be counted: its thread and its context's
     // libzmq threads (made with its first socket), the threads this process did not have before.
-    let forwarderThreads = benchThreads().filter { !threadsBefore.contains($0) && threadIsForwarder($0) }
+    let forwarderThreads = threads(of: "self").filter { !threadsBefore.contains($0) && threadIsForwarder($0) }
     func forwarderCPU() -> Double {
         forwarderThreads.reduce(0) { total, thread in
             let (user, system) = processCPUSeconds("self/task/\(thread)")
@@ -347,8 +347,8 @@ func forwarderEcho(clients: Int, workers: Int, perClient: Int, body: [Data]) asy
             }
         }
     }
-    figures.brokerCPU = (forwarderCPU() - cpuBefore) / Double(figures.latencies.count)
-    figures.brokerSwitches = Double(forwarderSwitches() - switchesBefore) / Double(figures.latencies.count)
+    figures.middleCPU = (forwarderCPU() - cpuBefore) / Double(figures.latencies.count)
+    figures.middleSwitches = Double(forwarderSwitches() - switchesBefore) / Double(figures.latencies.count)
     stop.withLock { $0 = true }
     try await waitUntil("the echo workers stop") { workerThread.isFinished }
     await context.terminate()
@@ -372,13 +372,12 @@ func contextSwitches(_ path: String) -> Int {
 
 /// Context switches of every thread of a process so far.
 func processContextSwitches(_ pid: Int32) -> Int {
-    let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-    return threads.reduce(0) { $0 + contextSwitches("\(pid)/task/\($1)") }
+    threads(of: "\(pid)").reduce(0) { $0 + contextSwitches("\(pid)/task/\($1)") }
 }
 
-/// This process's threads (ids under /proc/self/task).
-func benchThreads() -> [String] {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+/// A process's thread ids (`PID` or `self`), from /proc/PROCESS/task.
+func threads(of process: String) -> [String] {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/task")) ?? []
 }
 
 /// Whether a thread of this process is the forwarder's or one of libzmq's (by its name).
