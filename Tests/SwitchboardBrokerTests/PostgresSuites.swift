@@ -1,17 +1,42 @@
-// The suites that work a PostgreSQL server run one test at a time, as one group.
+// The suites that work a PostgreSQL server run one test at a time, as one group, each test on a
+// thread of its own.
 //
 // The journal store is synchronous (made for the broker's own thread): a test calling it, or
 // `createdb`, `initdb` and `psql`, holds the thread it runs on. Side by side at the start of the
 // whole run, these suites held both of the cooperative pool's threads (two cores) for tens of
 // seconds at a stretch, and every other suite's timers and sockets waited: pair brokers did not
-// serve within 30 s, service requests timed out at 5 s. One at a time, they hold at most one.
+// serve within 30 s, service requests timed out at 5 s. One at a time, they held one, for the
+// minutes the group runs: a stack sample of a full run caught a pool thread waiting in the
+// store's connect (`BrokerPairTests.pairTakesOver`) while other suites' tests ran 5-30 times
+// slower than alone. On a thread of their own (`.ownThread`) they hold none.
 
 import Foundation
 import SwitchboardTesting
 import Testing
 
-@Suite("PostgreSQL", .serialized)
+@Suite("PostgreSQL", .serialized, .ownThread)
 enum PostgresSuites {}
+
+/// Runs each test case with a `ThreadExecutor` of its own as its task executor preference: the
+/// test's code, and its child tasks, block that thread rather than the cooperative pool's.
+struct OwnThreadTrait: SuiteTrait, TestTrait, TestScoping {
+    var isRecursive: Bool { true }
+
+    func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
+        testCase == nil ? nil : self
+    }
+
+    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        let executor = ThreadExecutor(name: "test-own-thread")
+        defer { executor.shutdown() }
+        try await withTaskExecutorPreference(executor) { try await function() }
+    }
+}
+
+extension Trait where Self == OwnThreadTrait {
+    /// See `OwnThreadTrait`.
+    static var ownThread: Self { OwnThreadTrait() }
+}
 
 extension PostgresSuites {
     /// A socket on a free loopback port that listens and is never served: TCP connects (the
