@@ -432,7 +432,9 @@ final class ETOEmulator: EmulatedAPI {
                 }))
     }
 
-    /// Whether `text`'s UTF-8 holds `needle` (not empty).
+    /// Whether `text`'s UTF-8 holds `needle` (not empty). Written out: `text.utf8.firstRange(of:)`
+    /// gives the same answers about 110 times slower (5,000 names × 4 needles × 40, release build,
+    /// 2026-11-28: 2.4-2.7 s against 0.021 s).
     static func contains(_ text: String, _ needle: [UInt8]) -> Bool {
         var text = text
         return text.withUTF8 { bytes in
