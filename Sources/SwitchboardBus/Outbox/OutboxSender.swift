@@ -315,47 +315,25 @@ public final class OutboxSender: Sendable {
     }
 
     /// Sends `messages` in order and returns when each one went out (libzmq queued it). Stops
-    /// early when none goes out for `stallLimit`: the socket stays at its high-water mark, so
-    /// the broker is not reachable; what was not sent then is withdrawn.
+    /// early when one does not go out within `stallLimit`: the socket stays at its high-water
+    /// mark, so the broker is not reachable; that message is withdrawn, and the rest not sent.
     ///
-    /// One watchdog per batch, not a timer task racing each message: on a busy cooperative pool
-    /// (two threads on two cores), two tasks per message made a round of 256 sends take seconds.
+    /// The limit is each send's deadline on the I/O thread, not a timer task: a watchdog task per
+    /// batch (one per check-in when they come one at a time) cost a task group, a second task and
+    /// a timer that fired long after the batch, wanted or not; two tasks per message before that
+    /// made a round of 256 sends take seconds on a busy cooperative pool (two threads).
     private func send(_ messages: [[Data]], on socket: AsyncSocket, stallLimit: Duration) async throws -> [ContinuousClock.Instant] {
-        let completed = Completions()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for frames in messages {
-                    do {
-                        try await socket.send(frames)
-                    } catch is CancellationError {
-                        return
-                    }
-                    completed.add(.now)
-                }
+        var completed: [ContinuousClock.Instant] = []
+        completed.reserveCapacity(messages.count)
+        for frames in messages {
+            do {
+                guard try await socket.send(frames, timeout: stallLimit) else { break }
+            } catch is CancellationError {
+                break
             }
-            group.addTask {
-                var seen = 0
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: stallLimit)
-                    let count = completed.count
-                    if count == seen || Task.isCancelled { return }
-                    seen = count
-                }
-            }
-            // The first to end decides: every message went out, or the watchdog saw a stall.
-            try await group.next()
-            group.cancelAll()
-            try await group.waitForAll()
+            completed.append(.now)
         }
-        return completed.all
-    }
-
-    /// When each message of a batch went out, shared by the sending task and its watchdog.
-    private final class Completions: Sendable {
-        private let instants = Mutex<[ContinuousClock.Instant]>([])
-        func add(_ instant: ContinuousClock.Instant) { instants.withLock { $0.append(instant) } }
-        var count: Int { instants.withLock { $0.count } }
-        var all: [ContinuousClock.Instant] { instants.withLock { $0 } }
+        return completed
     }
 
     /// An answer as the delivery rules take it; one it cannot read only shows the broker is there.
