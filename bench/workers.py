@@ -59,6 +59,26 @@ def cpu_seconds(pid):
     return sum(int(x) for x in fields[11:13]) / TICKS
 
 
+def context_switches(pid):
+    """Voluntary plus involuntary context switches over a process's threads (those alive), or None.
+    Steadier than CPU time on this shared machine: it counts the thread hand-offs a check-in
+    costs, whatever the cores' speed at the moment."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
 class Reader:
     """Counts CheckIns records through the Data API on one keep-alive session."""
 
@@ -129,6 +149,7 @@ def import_phase(url, n, out, watch, command, timeout=600):
     before = reader.count()
     target = before + n
     cpu0 = {name: cpu_seconds(pid) for name, pid in watch.items()}
+    switches0 = {name: context_switches(pid) for name, pid in watch.items()}
     start = time.monotonic()
     kiosk = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     kiosk_status = None
@@ -145,6 +166,7 @@ def import_phase(url, n, out, watch, command, timeout=600):
                 kiosk_done = time.monotonic() - start
     seconds = time.monotonic() - start
     cpu = {name: round(cpu_seconds(pid) - cpu0[name], 2) for name, pid in watch.items() if cpu0[name] is not None}
+    switches = {name: context_switches(pid) - switches0[name] for name, pid in watch.items() if switches0[name] is not None}
     if kiosk_status is None:
         _, status, usage = os.wait4(kiosk.pid, 0)
         kiosk_status = os.waitstatus_to_exitcode(status)
@@ -159,7 +181,7 @@ def import_phase(url, n, out, watch, command, timeout=600):
     result = {"phase": "workers", "workers": len([k for k in watch if k.startswith("switchboard-filemaker")]), "n": n,
               "new_records": count - before, "new_records_after_1s": settled - before, "seconds": round(seconds, 3),
               "per_second": round((count - before) / seconds, 1), "kiosk_exit": kiosk_status,
-              "kiosk_seconds": round(kiosk_done, 3), "kiosk_output": kiosk_output, "cpu": cpu}
+              "kiosk_seconds": round(kiosk_done, 3), "kiosk_output": kiosk_output, "cpu": cpu, "switches": switches}
     json.dump(result, open(out, "w"))
     print(f"  {result['workers']} worker(s): {count - before} of {n} records in {seconds:.2f} s = {result['per_second']:.0f}/s"
           f" (kiosk exit {kiosk_status} after {kiosk_done:.2f} s; {settled - before} new records 1 s later)")
@@ -227,7 +249,9 @@ def ceiling(results, base):
     ]:
         print(f"| {name} | {cost * 1000:.3f} | {cores / cost:,.0f}/s | {cores / cost / base:.2f}× |")
     print()
-    print(f"(the writer: {writer * 1000:.3f} ms per check-in; python-fmrest: {base:,.0f}/s, mean of its runs)")
+    switches = sum(v for k, v in one.get("switches", {}).items() if k.startswith("switchboard-filemaker")) / one["n"]
+    print(f"(the writer: {writer * 1000:.3f} ms and {switches:.1f} context switches per check-in; python-fmrest: "
+          f"{base:,.0f}/s, mean of its runs)")
 
 
 def report(paths):
