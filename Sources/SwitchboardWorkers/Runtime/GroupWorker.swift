@@ -176,9 +176,9 @@ final class InHand: Sendable {
     private struct State {
         var entries: [Int: Entry] = [:]
         var nextID = 0
-        /// Half the shortest half ack wait seen: the loop looks at least this often, so a
-        /// PROGRESS goes out at most this late (a quarter of the ack wait), and no later than
-        /// three quarters of the ack wait after the work began.
+        /// How often the loop looks: 1 s, or half the shortest `every` seen if that is less. A
+        /// PROGRESS goes out at most this late, so at most three quarters of the ack wait after
+        /// the work began (30 s: the first at 15-16 s).
         var look: Duration = .seconds(1)
     }
 
