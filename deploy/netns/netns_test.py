@@ -702,7 +702,7 @@ class Stack:
         wait_until("the emulator", lambda: os.path.exists(self.ca) and ready(self.emulator + "/_emulator/health"), 30)
         fm, eto = self.written_all()
         self.seeded = (set(fm), set(eto))
-        self.seeded_deleted_eto = len(self.deleted_eto)
+        self.seeded_deleted_eto = self.deleted_eto
         d.start("backoffice", "auth", [])
         wait_until("auth ready", lambda: ready(f"http://{SUBNET}.{HOSTS['backoffice']}:9563/health/ready"), 60)
         for host in ("workers-1", "workers-2"):
@@ -889,11 +889,13 @@ class Stack:
             for table in database["tables"]:
                 if table["name"] == "CheckIns":
                     fm += [r["fieldData"].get("EventID") for r in table["records"] if r["fieldData"].get("EventID")]
-        # A response the ETO worker deleted (the later of two written at once, protocol 15.4) is
-        # kept in the saved state marked `deleted`, as the seed's are; ETO's API no longer shows
-        # it, so neither does the accounting. `deleted_eto` counts them for the figures.
-        eto = [r["elements"][0]["value"] for r in state["eto"]["responses"] if r.get("elements") and not r.get("deleted")]
-        self.deleted_eto = [r["elements"][0]["value"] for r in state["eto"]["responses"] if r.get("elements") and r.get("deleted")]
+        # A response the ETO worker deleted (the later of two written at once: its look after a
+        # write, ETOCheckInRecorder step 5) is kept in the saved state marked `deleted`, as the
+        # seed's are; ETO's API no longer shows it, so neither does the accounting.
+        # `deleted_eto` counts them for the figures.
+        responses = [r for r in state["eto"]["responses"] if r.get("elements")]
+        eto = [r["elements"][0]["value"] for r in responses if not r.get("deleted")]
+        self.deleted_eto = len(responses) - len(eto)
         return fm, eto
 
     def accounting(self, scenario, timeout, watch=None):
@@ -925,7 +927,7 @@ class Stack:
             "filemaker_distinct": len(set(fm)),
             "eto_written": len(eto),
             "eto_distinct": len(set(eto)),
-            "eto_deleted": len(self.deleted_eto) - self.seeded_deleted_eto,
+            "eto_deleted": self.deleted_eto - self.seeded_deleted_eto,
             "duplicates": (len(fm) - len(set(fm))) + (len(eto) - len(set(eto))) + (len(journal) - len({(r[1], r[2]) for r in journal})),
             "missing_filemaker": len(ids - set(fm)),
             "missing_eto": len(ids - set(eto)),
