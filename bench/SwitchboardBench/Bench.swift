@@ -16,7 +16,18 @@ import ZeroMQ
 
 @main
 struct Bench {
-    static func main() async throws {
+    /// A failure (a program missing beside the bench, a broker that did not start) is one line
+    /// and exit status 1, not a crash report.
+    static func main() async {
+        do {
+            try await run()
+        } catch {
+            FileHandle.standardError.write(Data("switchboard-bench: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func run() async throws {
         let quick = CommandLine.arguments.contains("--quick")
         if CommandLine.arguments.contains("--service") {
             try await serviceBench(quick: quick)
