@@ -577,7 +577,7 @@ var targets: [Target] = [
         name: "SwitchboardBusTests",
         dependencies: [
             "SwitchboardBus", "SwitchboardBroker", "SwitchboardProtocol", "ZeroMQ", "SwitchboardTesting", "SwitchboardRuntime",
-            .product(name: "Logging", package: "swift-log"),
+            "SwitchboardStorage", .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "GRDB", package: "GRDB.swift"),
         ],

@@ -2,7 +2,6 @@ public import Foundation
 import GRDB
 import SwitchboardProtocol
 import SwitchboardStorage
-import Synchronization
 
 /// One event waiting in an outbox for the broker's ACK.
 public struct OutboxEntry: Sendable, Hashable {
@@ -45,9 +44,9 @@ public final class Outbox: Sendable {
     /// This process's run of the producer (`session` in headers of events enqueued now).
     public let session: String
     private let queue: DatabaseQueue
-    /// `enqueue(shared:)` callers waiting for the next shared commit, and whether one runs.
-    private let shared = Mutex<(waiting: [(event: NewEvent, reply: CheckedContinuation<OutboxEntry, any Error>)], committing: Bool)>(
-        ([], false))
+    /// `enqueue(shared:)`'s commits: the events of the callers that wait at the same time, in
+    /// one transaction.
+    private let shared: SharedCommits<NewEvent, OutboxEntry>
 
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public var description: String
@@ -62,7 +61,7 @@ public final class Outbox: Sendable {
         self.path = path
         self.producer = producer
         self.session = UUIDv7.string()
-        queue = try PrivateDatabase.open(path: path) { migrator in
+        let queue = try PrivateDatabase.open(path: path) { migrator in
             migrator.registerMigration("v1") { db in
                 try db.execute(
                     sql: """
@@ -85,6 +84,10 @@ public final class Outbox: Sendable {
                         );
                         """)
             }
+        }
+        self.queue = queue
+        shared = SharedCommits(queue) { [producer, session] events, db in
+            try Self.append(events, producer: producer, session: session, db).map { .success($0) }
         }
         try queue.write { db in
             if let owner = try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'producer'") {
@@ -134,63 +137,42 @@ public final class Outbox: Sendable {
                     sql: "INSERT INTO imports (digest, name, rows, imported_at) VALUES (?, ?, ?, ?)",
                     arguments: [importDigest.digest, importDigest.name, events.count, Timestamp.now()])
             }
-            var entries: [OutboxEntry] = []
-            entries.reserveCapacity(events.count)
-            var next = Int64(try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'next_seq'") ?? "1") ?? 1
-            let insert = try db.cachedStatement(
-                sql: "INSERT INTO outbox (producer_seq, event_id, type, created_at, header, content) VALUES (?, ?, ?, ?, ?, ?)")
-            for event in events {
-                let header = EventHeader(
-                    type: event.type, producer: producer, producerSeq: next, schema: event.schema, session: session,
-                    key: event.key)
-                let headerData = try WireJSON.encode(header)
-                try insert.execute(arguments: [next, header.eventID, event.type, header.time, headerData, event.content])
-                entries.append(
-                    OutboxEntry(
-                        producerSeq: next, eventID: header.eventID, type: event.type, header: headerData, content: event.content,
-                        attempts: 0))
-                next += 1
-            }
-            try db.execute(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'", arguments: [String(next)])
-            return entries
+            return try Self.append(events, producer: producer, session: session, db)
         }
+    }
+
+    /// Numbers and stores events, in the caller's transaction.
+    private static func append(_ events: [NewEvent], producer: String, session: String, _ db: Database) throws -> [OutboxEntry] {
+        var entries: [OutboxEntry] = []
+        entries.reserveCapacity(events.count)
+        var next = Int64(try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'next_seq'") ?? "1") ?? 1
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO outbox (producer_seq, event_id, type, created_at, header, content) VALUES (?, ?, ?, ?, ?, ?)")
+        for event in events {
+            let header = EventHeader(
+                type: event.type, producer: producer, producerSeq: next, schema: event.schema, session: session, key: event.key)
+            let headerData = try WireJSON.encode(header)
+            try insert.execute(arguments: [next, header.eventID, event.type, header.time, headerData, event.content])
+            entries.append(
+                OutboxEntry(
+                    producerSeq: next, eventID: header.eventID, type: event.type, header: headerData, content: event.content,
+                    attempts: 0))
+            next += 1
+        }
+        try db.execute(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'", arguments: [String(next)])
+        return entries
     }
 
     /// Enqueues one event durably, in one transaction with the other `enqueue(shared:)` calls
-    /// that wait meanwhile: a worker's concurrent handlers pay for one commit (one fsync)
-    /// together instead of one each. As with `enqueue`, the event is on disk when this returns;
-    /// if the shared commit fails, every event in it fails with that error and none is stored.
+    /// that wait meanwhile (`SharedCommits`): a worker's concurrent handlers pay for one commit
+    /// (one fsync) together instead of one each. As with `enqueue`, the event is on disk when this
+    /// returns; if the shared commit fails, every event in it fails with that error and none is
+    /// stored.
     public func enqueue(shared event: NewEvent) async throws -> OutboxEntry {
-        try await withCheckedThrowingContinuation { (reply: CheckedContinuation<OutboxEntry, any Error>) in
-            let leads = shared.withLock { state -> Bool in
-                state.waiting.append((event, reply))
-                guard !state.committing else { return false }
-                state.committing = true
-                return true
-            }
-            // Unstructured on purpose: the commit serves every caller waiting for it, so no one
-            // caller's task may own it (cancelling that caller must not cancel the others'
-            // writes). It ends as soon as nobody waits, and every waiter is always answered.
-            if leads { Task { await self.commitShared() } }
-        }
-    }
-
-    /// Commits what waits, again and again, until nothing does.
-    private func commitShared() async {
-        while true {
-            let batch = shared.withLock { state in
-                let batch = state.waiting
-                state.waiting = []
-                if batch.isEmpty { state.committing = false }
-                return batch
-            }
-            guard !batch.isEmpty else { return }
-            do {
-                let entries = try await enqueue(batch.map(\.event))
-                for (index, waiter) in batch.enumerated() { waiter.reply.resume(returning: entries[index]) }
-            } catch {
-                for waiter in batch { waiter.reply.resume(throwing: error) }
-            }
+        do {
+            return try await shared.submit(event)
+        } catch let error as DatabaseError {
+            throw StorageFault.classify(error, path: path, queue: nil)
         }
     }
 

@@ -17,6 +17,9 @@ import SwitchboardStorage
 public final class ETOCheckInStore: Sendable {
     public let path: String
     private let queue: DatabaseQueue
+    /// The check-in path's reads and writes, in commits shared by the handlers that wait at the
+    /// same time: one fsync, and one hop to GRDB's queue, for all of them.
+    private let shared: SharedWrites
 
     /// A check-in's response, as recorded.
     public struct Recorded: Sendable, Hashable {
@@ -37,7 +40,7 @@ public final class ETOCheckInStore: Sendable {
 
     public init(path: String) throws {
         self.path = path
-        queue = try PrivateDatabase.open(path: path) { migrator in
+        let queue = try PrivateDatabase.open(path: path) { migrator in
             migrator.registerMigration("v1") { db in
                 try db.execute(
                     sql: """
@@ -58,12 +61,14 @@ public final class ETOCheckInStore: Sendable {
                 try db.execute(sql: "CREATE TABLE writes (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
             }
         }
+        self.queue = queue
+        shared = SharedWrites(queue)
     }
 
     /// Remembers the response a check-in became (again: the same row is kept), and forgets that
     /// its write was started, in one transaction.
     public func recorded(_ r: Recorded) async throws {
-        try await queue.write { db in
+        try await shared.write { db in
             try db.execute(
                 sql: """
                     INSERT INTO responses (checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id)
@@ -77,7 +82,7 @@ public final class ETOCheckInStore: Sendable {
     /// Notes, on disk before it returns, that this check-in's response write is about to be sent
     /// (now, in ms since 1970). `recorded` forgets it.
     public func writing(_ checkInEventID: String, at milliseconds: Int64) async throws {
-        try await queue.write { db in
+        try await shared.write { db in
             try db.execute(
                 sql: "INSERT INTO writes (checkin_event_id, at_ms) VALUES (?, ?) ON CONFLICT DO UPDATE SET at_ms = excluded.at_ms",
                 arguments: [checkInEventID, milliseconds])
@@ -105,7 +110,7 @@ public final class ETOCheckInStore: Sendable {
     /// ``earlyVoid(of:)``, ``response(of:)`` and ``writeStarted(_:)`` in one read: the ETO
     /// recorder asks all three of every check-in.
     public func memory(of checkInEventID: String) async throws -> Memory {
-        try await queue.read { db in
+        try await shared.write { db in
             Memory(
                 earlyVoid: try Self.earlyVoid(db, checkInEventID), response: try Self.response(db, checkInEventID),
                 writeStarted: try Self.writeStarted(db, checkInEventID))
@@ -133,7 +138,7 @@ public final class ETOCheckInStore: Sendable {
 
     /// Marks a check-in's response removed by a void.
     public func voided(_ checkInEventID: String, by voidEventID: String) async throws {
-        try await queue.write { db in
+        try await shared.write { db in
             try db.execute(
                 sql: "UPDATE responses SET void_event_id = ? WHERE checkin_event_id = ?", arguments: [voidEventID, checkInEventID])
         }
@@ -141,7 +146,7 @@ public final class ETOCheckInStore: Sendable {
 
     /// Remembers a void whose check-in has no response here (yet); the first void is kept.
     public func voidedEarly(_ checkInEventID: String, by voidEventID: String, at: String) async throws {
-        try await queue.write { db in
+        try await shared.write { db in
             try db.execute(
                 sql: "INSERT INTO early_voids (checkin_event_id, void_event_id, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 arguments: [checkInEventID, voidEventID, at])
@@ -152,7 +157,7 @@ public final class ETOCheckInStore: Sendable {
     /// been sent by another member before this worker's delivery came (in ms since 1970): an add
     /// from then may still land.
     public func adding(_ checkInEventID: String, at milliseconds: Int64) async throws {
-        try await queue.write { db in
+        try await shared.write { db in
             try db.execute(
                 sql: "INSERT INTO adds (checkin_event_id, at_ms) VALUES (?, ?) ON CONFLICT DO UPDATE SET at_ms = excluded.at_ms",
                 arguments: [checkInEventID, milliseconds])
