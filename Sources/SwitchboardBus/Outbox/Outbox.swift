@@ -145,7 +145,7 @@ public final class Outbox: Sendable {
     private static func append(_ events: [NewEvent], producer: String, session: String, _ db: Database) throws -> [OutboxEntry] {
         var entries: [OutboxEntry] = []
         entries.reserveCapacity(events.count)
-        var next = Int64(try String.fetchOne(db, sql: "SELECT value FROM outbox_meta WHERE key = 'next_seq'") ?? "1") ?? 1
+        var next = Int64(try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM outbox_meta WHERE key = 'next_seq'")) ?? "1") ?? 1
         let insert = try db.cachedStatement(
             sql: "INSERT INTO outbox (producer_seq, event_id, type, created_at, header, content) VALUES (?, ?, ?, ?, ?, ?)")
         for event in events {
@@ -159,7 +159,7 @@ public final class Outbox: Sendable {
                     attempts: 0))
             next += 1
         }
-        try db.execute(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'", arguments: [String(next)])
+        try db.cachedStatement(sql: "UPDATE outbox_meta SET value = ? WHERE key = 'next_seq'").execute(arguments: [String(next)])
         return entries
     }
 

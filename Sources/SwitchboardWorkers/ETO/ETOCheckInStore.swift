@@ -69,13 +69,13 @@ public final class ETOCheckInStore: Sendable {
     /// its write was started, in one transaction.
     public func recorded(_ r: Recorded) async throws {
         try await shared.write { db in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO responses (checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id)
                     VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (checkin_event_id) DO NOTHING
-                    """,
-                arguments: [r.checkInEventID, r.siteID, r.subjectID, r.participantID, r.touchPointID, r.responseID])
-            try db.execute(sql: "DELETE FROM writes WHERE checkin_event_id = ?", arguments: [r.checkInEventID])
+                    """
+            ).execute(arguments: [r.checkInEventID, r.siteID, r.subjectID, r.participantID, r.touchPointID, r.responseID])
+            try db.cachedStatement(sql: "DELETE FROM writes WHERE checkin_event_id = ?").execute(arguments: [r.checkInEventID])
         }
     }
 
@@ -83,9 +83,9 @@ public final class ETOCheckInStore: Sendable {
     /// (now, in ms since 1970). `recorded` forgets it.
     public func writing(_ checkInEventID: String, at milliseconds: Int64) async throws {
         try await shared.write { db in
-            try db.execute(
-                sql: "INSERT INTO writes (checkin_event_id, at_ms) VALUES (?, ?) ON CONFLICT DO UPDATE SET at_ms = excluded.at_ms",
-                arguments: [checkInEventID, milliseconds])
+            try db.cachedStatement(
+                sql: "INSERT INTO writes (checkin_event_id, at_ms) VALUES (?, ?) ON CONFLICT DO UPDATE SET at_ms = excluded.at_ms"
+            ).execute(arguments: [checkInEventID, milliseconds])
         }
     }
 
@@ -96,7 +96,8 @@ public final class ETOCheckInStore: Sendable {
     }
 
     static func writeStarted(_ db: Database, _ checkInEventID: String) throws -> Bool {
-        try Int64.fetchOne(db, sql: "SELECT at_ms FROM writes WHERE checkin_event_id = ?", arguments: [checkInEventID]) != nil
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT at_ms FROM writes WHERE checkin_event_id = ?"), arguments: [checkInEventID])
+            != nil
     }
 
     /// What this worker knows of a check-in when it comes: a void that came first, its response,
@@ -124,11 +125,11 @@ public final class ETOCheckInStore: Sendable {
 
     static func response(_ db: Database, _ checkInEventID: String) throws -> Recorded? {
         try Row.fetchOne(
-            db,
-            sql: """
-                SELECT checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id, void_event_id
-                FROM responses WHERE checkin_event_id = ?
-                """, arguments: [checkInEventID]
+            db.cachedStatement(
+                sql: """
+                    SELECT checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id, void_event_id
+                    FROM responses WHERE checkin_event_id = ?
+                    """), arguments: [checkInEventID]
         ).map {
             Recorded(
                 checkInEventID: $0[0], siteID: $0[1], subjectID: $0[2], participantID: $0[3], touchPointID: $0[4], responseID: $0[5],
@@ -177,6 +178,7 @@ public final class ETOCheckInStore: Sendable {
     }
 
     static func earlyVoid(_ db: Database, _ checkInEventID: String) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT void_event_id FROM early_voids WHERE checkin_event_id = ?", arguments: [checkInEventID])
+        try String.fetchOne(
+            db.cachedStatement(sql: "SELECT void_event_id FROM early_voids WHERE checkin_event_id = ?"), arguments: [checkInEventID])
     }
 }
