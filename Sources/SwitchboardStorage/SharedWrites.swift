@@ -1,9 +1,9 @@
 // Writes to one SQLite file from callers that run at the same time (a worker's concurrent
 // handlers), committed together: whoever asks while a commit is under way waits for the next
 // one, which carries every write that came meanwhile. A commit is one transaction and one fsync
-// (the file is `synchronous=FULL`), and one hop to GRDB's queue and back, however many writes it
-// carries; a caller is answered only after the commit its write was in, so "on disk when it
-// returns" holds for each of them as it would alone.
+// (the file is `synchronous=FULL`), run on GRDB's queue, however many writes it carries; a caller
+// is answered only after the commit its write was in, so "on disk when it returns" holds for each
+// of them as it would alone.
 
 package import GRDB
 import Synchronization
@@ -34,27 +34,29 @@ package final class SharedCommits<Item: Sendable, Answer: Sendable>: Sendable {
                 state.committing = true
                 return true
             }
-            // Unstructured on purpose: the commit serves every caller waiting for it, so no one
-            // caller's task may own it (cancelling that caller must not cancel the others'
-            // writes). It ends as soon as nobody waits, and every waiter is always answered.
-            if leads { Task { await self.commitAll() } }
+            // The commits run on GRDB's own queue, where the first caller puts one: no caller's
+            // task owns it (cancelling that caller must not cancel the others' writes), and no
+            // task of ours is made or resumed to run it.
+            if leads { queue.asyncWriteWithoutTransaction { db in self.commitNext(db) } }
         }
     }
 
-    /// Commits what waits, again and again, until nothing does.
-    private func commitAll() async {
-        while true {
-            let batch = state.withLock { state in
-                let batch = state.waiting
-                state.waiting = []
-                if batch.isEmpty { state.committing = false }
-                return batch
-            }
-            guard !batch.isEmpty else { return }
-            let items = batch.map(\.item)
-            let commit = self.commit
+    /// Commits what waits and answers its callers once the commit is on disk (or failed). When
+    /// more came meanwhile, the next commit goes to the back of GRDB's queue, behind the file's
+    /// other work (an outbox's ACKed deletes, its reads), which a loop here would hold up.
+    private func commitNext(_ db: Database) {
+        let batch = state.withLock { state in
+            let batch = state.waiting
+            state.waiting = []
+            return batch
+        }
+        if !batch.isEmpty {
+            var answers: [Result<Answer, any Error>] = []
             do {
-                let answers = try await queue.write { db in try commit(items, db) }
+                try db.inTransaction(.immediate) {
+                    answers = try commit(batch.map(\.item), db)
+                    return .commit
+                }
                 precondition(answers.count == batch.count, "a shared commit answers each of its items")
                 for (waiter, answer) in zip(batch, answers) { waiter.reply.resume(with: answer) }
             } catch {
@@ -62,6 +64,11 @@ package final class SharedCommits<Item: Sendable, Answer: Sendable>: Sendable {
                 for waiter in batch { waiter.reply.resume(throwing: error) }
             }
         }
+        let more = state.withLock { state in
+            if state.waiting.isEmpty { state.committing = false }
+            return state.committing
+        }
+        if more { queue.asyncWriteWithoutTransaction { db in self.commitNext(db) } }
     }
 }
 
