@@ -73,7 +73,13 @@ struct SharedWritesTests {
                     }
                 }
             }
-            try await waitUntil("199 writes wait") { shared.waiting == 199 }
+            // Released either way: a commit held on would keep every write, and the test, waiting.
+            do {
+                try await waitUntil("199 writes wait") { shared.waiting == 199 }
+            } catch {
+                hold.release.signal()
+                throw error
+            }
             hold.release.signal()
             return try await group.reduce(into: [Result<Int, Refused>]()) { $0.append($1) }
         }
@@ -103,7 +109,7 @@ struct SharedWritesTests {
         let hold = Hold()
         let first = hold.write(shared)
         try await waitUntil("the first write runs") { hold.started }
-        let outcomes = await withTaskGroup(of: Bool.self) { group in
+        let outcomes = try await withThrowingTaskGroup(of: Bool.self) { group in
             for index in 1...5 {
                 group.addTask {
                     do {
@@ -118,9 +124,15 @@ struct SharedWritesTests {
                     }
                 }
             }
-            try? await waitUntil("5 writes wait") { shared.waiting == 5 }
+            // Released either way: a commit held on would keep every write, and the test, waiting.
+            do {
+                try await waitUntil("5 writes wait") { shared.waiting == 5 }
+            } catch {
+                hold.release.signal()
+                throw error
+            }
             hold.release.signal()
-            return await group.reduce(into: [Bool]()) { $0.append($1) }
+            return try await group.reduce(into: [Bool]()) { $0.append($1) }
         }
         #expect(try await first.value == 0)
         #expect(outcomes == [false, false, false, false, false])
