@@ -460,7 +460,7 @@ var targets: [Target] = [
             "SwitchboardRuntime",
             "SwitchboardWorkers", "SwitchboardBackends", "SwitchboardBroker", "SwitchboardBus", "SwitchboardCredentials",
             "SwitchboardEmulators", "SwitchboardHTTP", "SwitchboardProtocol", "SwitchboardTesting", "ZeroMQ",
-            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
         ],
         swiftSettings: swiftSettings
     ),

@@ -13,6 +13,18 @@ package enum PrivateDatabase {
         package var description: String
     }
 
+    /// Runs the migrations `register` adds on a file `open` opened: a second owner of tables in
+    /// the same file (its identifiers must not be the first owner's) migrates its own.
+    package static func migrate(_ queue: DatabaseQueue, path: String, register: (inout DatabaseMigrator) -> Void) throws {
+        var migrator = DatabaseMigrator()
+        register(&migrator)
+        do {
+            try migrator.migrate(queue)
+        } catch let error as DatabaseError {
+            throw StorageFault.classify(error, path: path, queue: queue)
+        }
+    }
+
     /// Opens (or creates) the file at `path`: mode 0600 in a directory made 0700, WAL,
     /// `synchronous=FULL` (checked: a write is on disk when it returns; GRDB's WAL set-up would
     /// leave NORMAL), migrated by what `register` adds.
@@ -53,10 +65,8 @@ package enum PrivateDatabase {
             throw StorageFault(
                 cause: cause == .readOnly ? .readOnly : .notWritable, path: path, detail: "SQLite can only open it for reading")
         }
-        var migrator = DatabaseMigrator()
-        register(&migrator)
+        try migrate(queue, path: path, register: register)
         do {
-            try migrator.migrate(queue)
             try queue.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {

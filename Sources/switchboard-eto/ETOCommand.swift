@@ -27,8 +27,10 @@ struct ETOCommand: AsyncParsableCommand {
             given); none or several is a dead letter `participant-unmatched` naming the
             candidates' ids (`switchboard dlq list eto`), never a guess. Reasons and logs
             carry ids and codes, never a name or date of birth (`dlq show` has the event).
-            Once the response exists it is remembered in eto.sqlite (data directory) and
-            eto.response.recorded (ids only) is published through the outbox.
+            Once the response exists it is remembered, and eto.response.recorded (ids only)
+            put in the outbox, in one commit to events-outbox.sqlite (data directory; an
+            eto.sqlite left by an older worker is copied in at start and renamed
+            eto.sqlite.imported).
 
             Walk-ins (participant.new): the site's participants (any program, or none) with
             the same first name, last name and date of birth are looked for first: one is
@@ -38,8 +40,8 @@ struct ETOCommand: AsyncParsableCommand {
             add sent by a delivery that died, or by another member before a delivery that
             is not first, is waited out (40 s, eto-add-in-doubt) before a redelivery adds. Publishes eto.participant.created (created false when found).
 
-            Voids (checkin.voided, same group): the check-in's response (from
-            eto.sqlite) is deleted and eto.response.voided published (action
+            Voids (checkin.voided, same group): the check-in's response (as remembered)
+            is deleted and eto.response.voided published (action
             deleted); a void that finds no response is remembered (never-recorded)
             and the check-in, if it comes later, is not recorded.
 
@@ -129,10 +131,10 @@ struct ETOCommand: AsyncParsableCommand {
         if !noGroup {
             let store: ETOCheckInStore
             do {
-                store = try ETOCheckInStore(directory: runtime.dataDirectory)
+                store = try ETOCheckInStore(sharing: runtime.outbox, importing: runtime.dataDirectory, logger: logger)
             } catch {
                 await runtime.close()
-                throw ValidationError("cannot open eto.sqlite in \(runtime.dataDirectory): \(error)")
+                throw ValidationError("cannot open the check-in memory in \(runtime.outbox.path): \(error)")
             }
             let consumer = runtime.consumer(topics: ETOCheckInRecorder.topics)
             groupConsumer = consumer

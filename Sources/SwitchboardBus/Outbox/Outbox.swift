@@ -1,5 +1,5 @@
 public import Foundation
-import GRDB
+package import GRDB
 import SwitchboardProtocol
 import SwitchboardStorage
 
@@ -139,6 +139,18 @@ public final class Outbox: Sendable {
             }
             return try Self.append(events, producer: producer, session: session, db)
         }
+    }
+
+    /// The outbox file's database, for a store that keeps its own tables in the same file so that
+    /// its writes and the events they publish commit together (``append(_:in:)``). The store's
+    /// migrations need identifiers of their own: the outbox's are `v1`, `v2`, ….
+    package var database: DatabaseQueue { queue }
+
+    /// Numbers and stores events in the transaction open on ``database`` (a caller's own commit):
+    /// they are in the outbox if and only if that transaction commits. The sender finds them at
+    /// its next load, as it finds every enqueued event.
+    package func append(_ events: [NewEvent], in db: Database) throws -> [OutboxEntry] {
+        try Self.append(events, producer: producer, session: session, db)
     }
 
     /// Numbers and stores events, in the caller's transaction.

@@ -13,20 +13,20 @@
 //    delivery recorded it (its ACK was lost): done. The list is the subject's whole history, so
 //    it is skipped when nothing can have written yet: the broker says this is the event's first
 //    delivery to any member (DELIVER's `first`, protocol section 15.2: attempt 1, not a replay,
-//    journaled since the broker started and the group was made or reset), and `eto.sqlite`
-//    holds neither its response nor a note that its write started. Without `eto.sqlite` every
-//    delivery looks. So a check-in on the normal path costs the same calls (the participant, unless
+//    journaled since the broker started and the group was made or reset), and the worker's memory
+//    (`ETOCheckInStore`) holds neither its response nor a note that its write started. Without
+//    that memory every delivery looks. So a check-in on the normal path costs the same calls (the participant, unless
 //    remembered; the write) whatever the participant's history; a redelivery, a replay, or a worker restarted
 //    after sending pays the look.
-// 3. Write, once: note in `eto.sqlite` that the write starts (on disk first), ask the fence, then
+// 3. Write, once: note in the memory that the write starts (on disk first), ask the fence, then
 //    send. A write is never sent twice blindly: when ETO answers with its log-in page the HTTP
 //    layer refreshes the session and reports `notResent`, and this recorder looks again (step 2)
 //    before writing.
-// 4. Remember (event id → response, in `eto.sqlite`, which forgets the note), then publish
-//    `eto.response.recorded` through the outbox; only then is the event acknowledged. A crash
-//    anywhere before makes the event come again, find its response (this worker's `eto.sqlite`,
-//    or step 2: a redelivery is never `first`, and a note left by a crash makes this worker
-//    look), and publish with `created: false`.
+// 4. Remember (event id → response; the note is forgotten) and put `eto.response.recorded` in
+//    the outbox, in one commit (the memory's tables are in the outbox's file); only then is the
+//    event acknowledged. A crash anywhere before makes the event come again, find its response
+//    (this worker's memory, or step 2: a redelivery is never `first`, and a note left by a crash
+//    makes this worker look), and publish with `created: false`.
 // 5. Between 3 and 4, after a write that may have raced with another member's (a redelivery,
 //    whose earlier holder may have had a write on its way, or this member lost the delivery
 //    while it wrote), look once more: of several responses holding the event id the lowest
@@ -39,13 +39,13 @@
 // enrolled in the program when it is not), none is added and enrolled, several is
 // `participant-unmatched`. Because the add is found again by the same look, a crash between add
 // and enrollment, or a redelivery, never makes a second person. An add may still be on its way
-// when the look finds no one: this worker's own (noted in `eto.sqlite` before it is sent), or,
+// when the look finds no one: this worker's own (noted in the memory before it is sent), or,
 // for a delivery the broker does not call `first`, another member's; either is waited out
 // (`eto-add-in-doubt`, `addInDoubt`) before this worker adds. Two kiosks' walk-ins of the same
 // person share an ordering key, so the group has only one in flight and the second finds the
 // first. `eto.participant.created` is published before the response is written.
 //
-// A void (`checkin.voided`) deletes the response its check-in became (found in `eto.sqlite`) and
+// A void (`checkin.voided`) deletes the response its check-in became (found in the memory) and
 // publishes `eto.response.voided`. A void with no response to delete is remembered, and the
 // check-in, when it comes later (replayed from the dead letters), is not recorded.
 
@@ -110,7 +110,7 @@ public struct ETOCheckInRecorder: EventHandler {
     /// The group's topics.
     public static let topics = [CheckIn.type, CheckInVoid.type]
 
-    /// A failure to put an event in the outbox or to use `eto.sqlite`: retried.
+    /// A failure to put an event in the outbox or to use the check-in memory: retried.
     struct Local: Error {
         var code: String
         var message: String
@@ -129,7 +129,7 @@ public struct ETOCheckInRecorder: EventHandler {
         do {
             return try await body()
         } catch {
-            throw Local(code: "eto-store", message: "eto.sqlite: \(error)")
+            throw Local(code: "eto-store", message: "the check-in memory in \(store?.path ?? "?") could not be used: \(error)")
         }
     }
 
@@ -254,20 +254,21 @@ public struct ETOCheckInRecorder: EventHandler {
                 }
             }
             let (id, created) = outcome
-            if let store {
-                try await storing {
-                    try await store.recorded(
-                        .init(
-                            checkInEventID: event.eventID, siteID: site, subjectID: subject, participantID: participant.id,
-                            touchPointID: configuration.touchPointID, responseID: id))
-                }
+            let publication = try ETOPublication(
+                ETOResponseRecorded(
+                    eventID: event.eventID, busSeq: event.header.busSeq, siteID: site, programID: program,
+                    participantID: participant.id, touchPointID: configuration.touchPointID, responseID: id, created: created),
+                key: event.header.key)
+            let record = ETOCheckInStore.Recorded(
+                checkInEventID: event.eventID, siteID: site, subjectID: subject, participantID: participant.id,
+                touchPointID: configuration.touchPointID, responseID: id)
+            if let store, store.outbox != nil {
+                // One commit: the response remembered and its event in the outbox.
+                try await storing { try await store.recorded(record, publishing: publication.outboxEvent) }
+            } else {
+                if let store { try await storing { try await store.recorded(record) } }
+                try await publishing(publication)
             }
-            try await publishing(
-                try ETOPublication(
-                    ETOResponseRecorded(
-                        eventID: event.eventID, busSeq: event.header.busSeq, siteID: site, programID: program,
-                        participantID: participant.id, touchPointID: configuration.touchPointID, responseID: id, created: created),
-                    key: event.header.key))
             logger.info(
                 created ? "check-in recorded" : "check-in was already recorded",
                 metadata: ["event_id": "\(event.eventID)", "eto.participant": "\(participant.id)", "eto.response": "\(id)"])
@@ -295,9 +296,9 @@ public struct ETOCheckInRecorder: EventHandler {
 
     /// Whether an earlier attempt may have written this check-in's response, so that ETO must be
     /// looked at before writing (step 2). False only when the broker says no member was given the
-    /// event before (`firstDelivery`, attempt 1) and `eto.sqlite` holds neither the event's
+    /// event before (`firstDelivery`, attempt 1) and the memory holds neither the event's
     /// response nor a note that its write started (`memory`, read when the delivery came);
-    /// always true without `eto.sqlite`.
+    /// always true without the memory.
     func mayHaveWritten(_ event: WorkerEvent, memory: ETOCheckInStore.Memory?) -> Bool {
         guard event.firstDelivery, event.attempt == 1, let memory, memory.response == nil else { return true }
         return memory.writeStarted

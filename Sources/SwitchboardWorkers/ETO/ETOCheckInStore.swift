@@ -1,6 +1,13 @@
-// `switchboard-eto`'s memory, one SQLite file in its data directory (`eto.sqlite`, 0600 in 0700,
-// through PrivateDatabase): which TouchPoint response each check-in became, and the voids that
-// came before their check-in. Ids only: no name, date of birth or void reason is kept.
+// `switchboard-eto`'s memory of its check-ins: which TouchPoint response each check-in became,
+// and the voids that came before their check-in. Ids only: no name, date of birth or void reason
+// is kept.
+//
+// The worker keeps these tables in its event outbox's file (`events-outbox.sqlite`, 0600 in
+// 0700), so that a check-in's response is remembered in the same commit that puts its
+// `eto.response.recorded` in the outbox: one is never on disk without the other. Workers before
+// that kept them in a file of their own, `eto.sqlite`; one found in the data directory is copied
+// in at start, once, and renamed `eto.sqlite.imported`. A store with a file of its own
+// (`init(path:)`) remains for tests of the recording alone: its caller publishes.
 //
 // A void names only the check-in's event id, and ETO can list responses only per subject: this
 // record is how a void finds its response. A void that finds no record is remembered, so that a
@@ -12,6 +19,8 @@
 
 import Foundation
 import GRDB
+public import Logging
+public import SwitchboardBus
 import SwitchboardStorage
 
 public final class ETOCheckInStore: Sendable {
@@ -20,6 +29,9 @@ public final class ETOCheckInStore: Sendable {
     /// The check-in path's reads and writes, in commits shared by the handlers that wait at the
     /// same time: one fsync, and one hop to GRDB's queue, for all of them.
     private let shared: SharedWrites
+    /// The outbox whose file holds these tables, when the store shares it: a response's event is
+    /// then enqueued in the commit that remembers the response.
+    public let outbox: Outbox?
 
     /// A check-in's response, as recorded.
     public struct Recorded: Sendable, Hashable {
@@ -33,50 +45,137 @@ public final class ETOCheckInStore: Sendable {
         public var voidEventID: String?
     }
 
-    /// The file `eto.sqlite` in `directory`.
-    public convenience init(directory: String) throws {
-        try self.init(path: URL(fileURLWithPath: directory).appendingPathComponent("eto.sqlite").path)
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
     }
 
+    /// The name of the file older workers kept these tables in, in their data directory.
+    public static let ownFileName = "eto.sqlite"
+
+    /// A file of its own, `eto.sqlite` in `directory`: its caller publishes the events.
+    public convenience init(directory: String) throws {
+        try self.init(path: URL(fileURLWithPath: directory).appendingPathComponent(Self.ownFileName).path)
+    }
+
+    /// A file of its own at `path`: its caller publishes the events.
     public init(path: String) throws {
         self.path = path
-        let queue = try PrivateDatabase.open(path: path) { migrator in
-            migrator.registerMigration("v1") { db in
-                try db.execute(
-                    sql: """
-                        CREATE TABLE responses (checkin_event_id TEXT PRIMARY KEY, site_id INTEGER NOT NULL,
-                            subject_id INTEGER NOT NULL, participant_id INTEGER NOT NULL, touchpoint_id INTEGER NOT NULL,
-                            response_id INTEGER NOT NULL, void_event_id TEXT) WITHOUT ROWID;
-                        CREATE TABLE early_voids (checkin_event_id TEXT PRIMARY KEY, void_event_id TEXT NOT NULL,
-                            at TEXT NOT NULL) WITHOUT ROWID;
-                        """)
-            }
-            migrator.registerMigration("v2") { db in
-                // A walk-in's participant add sent and not known to be answered: a redelivery
-                // that finds no one waits before adding, in case the add still lands.
-                try db.execute(sql: "CREATE TABLE adds (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
-            }
-            migrator.registerMigration("v3") { db in
-                // A response write sent (or about to be) whose response is not in `responses` yet.
-                try db.execute(sql: "CREATE TABLE writes (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
+        queue = try PrivateDatabase.open(path: path) { Self.register(&$0, prefix: "") }
+        shared = SharedWrites(queue)
+        outbox = nil
+    }
+
+    /// The tables in `outbox`'s file, beside its events (migrations `eto-v1`, …). An `eto.sqlite`
+    /// in `importing` (an older worker's data directory) is copied in first and renamed
+    /// `eto.sqlite.imported`; a copy cut short by a crash is made again at the next start (rows
+    /// already here are kept as they are).
+    public init(sharing outbox: Outbox, importing directory: String? = nil, logger: Logger? = nil) throws {
+        path = outbox.path
+        queue = outbox.database
+        try PrivateDatabase.migrate(queue, path: outbox.path) { Self.register(&$0, prefix: "eto-") }
+        shared = SharedWrites(queue)
+        self.outbox = outbox
+        if let directory {
+            let own = URL(fileURLWithPath: directory).appendingPathComponent(Self.ownFileName).path
+            if FileManager.default.fileExists(atPath: own) {
+                let copied = try Self.copy(from: own, into: queue, path: outbox.path)
+                logger?.notice(
+                    "eto.sqlite copied into the event outbox's file; renamed eto.sqlite.imported",
+                    metadata: ["responses": "\(copied)", "file": "\(outbox.path)"])
             }
         }
-        self.queue = queue
-        shared = SharedWrites(queue)
+    }
+
+    /// The tables, as `prefix` + `v1`, `v2`, `v3`: no prefix in a file of their own (as older
+    /// workers made them), `eto-` in an outbox's file.
+    static func register(_ migrator: inout DatabaseMigrator, prefix: String) {
+        migrator.registerMigration(prefix + "v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE responses (checkin_event_id TEXT PRIMARY KEY, site_id INTEGER NOT NULL,
+                        subject_id INTEGER NOT NULL, participant_id INTEGER NOT NULL, touchpoint_id INTEGER NOT NULL,
+                        response_id INTEGER NOT NULL, void_event_id TEXT) WITHOUT ROWID;
+                    CREATE TABLE early_voids (checkin_event_id TEXT PRIMARY KEY, void_event_id TEXT NOT NULL,
+                        at TEXT NOT NULL) WITHOUT ROWID;
+                    """)
+        }
+        migrator.registerMigration(prefix + "v2") { db in
+            // A walk-in's participant add sent and not known to be answered: a redelivery
+            // that finds no one waits before adding, in case the add still lands.
+            try db.execute(sql: "CREATE TABLE adds (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
+        }
+        migrator.registerMigration(prefix + "v3") { db in
+            // A response write sent (or about to be) whose response is not in `responses` yet.
+            try db.execute(sql: "CREATE TABLE writes (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
+        }
+    }
+
+    /// Copies an older worker's `eto.sqlite` at `own` into `queue`'s tables in one transaction,
+    /// then renames it `eto.sqlite.imported`; returns how many responses it held.
+    static func copy(from own: String, into queue: DatabaseQueue, path: String) throws -> Int {
+        // Its schema brought to the last version first (a worker older still made only `v1`).
+        try PrivateDatabase.open(path: own) { register(&$0, prefix: "") }.close()
+        var responses = 0
+        do {
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "ATTACH DATABASE ? AS own", arguments: [own])
+                defer { try? db.execute(sql: "DETACH DATABASE own") }
+                try db.inTransaction(.immediate) {
+                    responses = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM own.responses") ?? 0
+                    for (table, columns) in [
+                        ("responses", "checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id, void_event_id"),
+                        ("early_voids", "checkin_event_id, void_event_id, at"), ("adds", "checkin_event_id, at_ms"),
+                        ("writes", "checkin_event_id, at_ms"),
+                    ] {
+                        // A note that a write started is stale once its response is here (a copy
+                        // made again after the worker recorded it).
+                        let keep = table == "writes" ? "checkin_event_id NOT IN (SELECT checkin_event_id FROM main.responses)" : "true"
+                        try db.execute(
+                            sql:
+                                "INSERT INTO main.\(table) (\(columns)) SELECT \(columns) FROM own.\(table) WHERE \(keep) ON CONFLICT DO NOTHING"
+                        )
+                    }
+                    return .commit
+                }
+            }
+        } catch let error as DatabaseError {
+            throw StorageFault.classify(error, path: path, queue: nil)
+        }
+        // On disk in the outbox's file (synchronous=FULL): the old file is kept, under a name no
+        // later start copies from.
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: own + suffix) {
+            guard rename(own + suffix, own + ".imported" + suffix) == 0 else {
+                throw Failure(description: "\(own)\(suffix) was copied but could not be renamed: errno \(errno)")
+            }
+        }
+        return responses
     }
 
     /// Remembers the response a check-in became (again: the same row is kept), and forgets that
     /// its write was started, in one transaction.
     public func recorded(_ r: Recorded) async throws {
+        try await shared.write { db in try Self.record(r, db) }
+    }
+
+    /// Remembers the response a check-in became, as `recorded(_:)` does, and puts `event` in the
+    /// outbox in the same commit: both are on disk when this returns, or neither is.
+    /// - Precondition: the store shares the outbox's file (`outbox` is not nil).
+    public func recorded(_ r: Recorded, publishing event: Outbox.NewEvent) async throws {
+        guard let outbox else { preconditionFailure("recorded(_:publishing:) needs a store that shares its outbox's file") }
         try await shared.write { db in
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO responses (checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id)
-                    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (checkin_event_id) DO NOTHING
-                    """
-            ).execute(arguments: [r.checkInEventID, r.siteID, r.subjectID, r.participantID, r.touchPointID, r.responseID])
-            try db.cachedStatement(sql: "DELETE FROM writes WHERE checkin_event_id = ?").execute(arguments: [r.checkInEventID])
+            try Self.record(r, db)
+            _ = try outbox.append([event], in: db)
         }
+    }
+
+    static func record(_ r: Recorded, _ db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO responses (checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id)
+                VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (checkin_event_id) DO NOTHING
+                """
+        ).execute(arguments: [r.checkInEventID, r.siteID, r.subjectID, r.participantID, r.touchPointID, r.responseID])
+        try db.cachedStatement(sql: "DELETE FROM writes WHERE checkin_event_id = ?").execute(arguments: [r.checkInEventID])
     }
 
     /// Notes, on disk before it returns, that this check-in's response write is about to be sent

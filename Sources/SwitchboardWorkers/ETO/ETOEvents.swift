@@ -3,6 +3,7 @@
 // each under the ordering key of the check-in it is about.
 
 public import Foundation
+public import SwitchboardBus
 import SwitchboardProtocol
 
 /// `eto.participant.created/1`: a walk-in's participant exists in ETO (made or found). Personal
@@ -140,4 +141,7 @@ public struct ETOPublication: Sendable {
         self.content = content
         self.key = key
     }
+
+    /// As the outbox takes it.
+    public var outboxEvent: Outbox.NewEvent { Outbox.NewEvent(type: type, schema: schema, content: content, key: key) }
 }
