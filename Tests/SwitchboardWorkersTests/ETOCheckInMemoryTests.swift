@@ -66,6 +66,29 @@ struct ETOCheckInMemoryTests {
         #expect(try await outbox.pending(limit: 10).map(\.producerSeq) == [1, 2], "numbered on from the counter")
     }
 
+    @Test("the read a delivery starts with notes the write only for a check-in with neither a response nor an early void here")
+    func readNotesTheWrite() async throws {
+        let directory = try TemporaryDirectory("eto-memory-note")
+        defer { directory.remove() }
+        let store = try ETOCheckInStore(sharing: try Outbox(path: directory.path("events-outbox.sqlite"), producer: "eto-test"))
+        let (fresh, recorded, voided) = (UUIDv7.string(), UUIDv7.string(), UUIDv7.string())
+        #expect(
+            try await store.memory(of: fresh, notingWriteAt: 1) == .init(earlyVoid: nil, response: nil, writeStarted: false, noted: true))
+        #expect(try await store.writeStarted(fresh))
+        // Read again (a redelivery): the note from before shows, and is noted again.
+        #expect(
+            try await store.memory(of: fresh, notingWriteAt: 2) == .init(earlyVoid: nil, response: nil, writeStarted: true, noted: true))
+
+        try await store.recorded(Self.recorded(recorded, response: 5), publishing: try Self.event(recorded, response: 5))
+        let memory = try await store.memory(of: recorded, notingWriteAt: 3)
+        #expect(memory.response?.responseID == 5 && !memory.noted && !memory.writeStarted)
+        #expect(try await !store.writeStarted(recorded))
+
+        try await store.voidedEarly(voided, by: "void-1", at: "2026-11-28T05:00:00Z")
+        #expect(try await store.memory(of: voided, notingWriteAt: 4) == .init(earlyVoid: "void-1", response: nil, writeStarted: false))
+        #expect(try await !store.writeStarted(voided))
+    }
+
     @Test("an older worker's eto.sqlite is copied into the outbox's file once, renamed, and a copy made again keeps what changed since")
     func olderFileCopiedOnce() async throws {
         let directory = try TemporaryDirectory("eto-memory-import")

@@ -18,8 +18,9 @@
 //    that memory every delivery looks. So a check-in on the normal path costs the same calls (the participant, unless
 //    remembered; the write) whatever the participant's history; a redelivery, a replay, or a worker restarted
 //    after sending pays the look.
-// 3. Write, once: note in the memory that the write starts (on disk first), ask the fence, then
-//    send. A write is never sent twice blindly: when ETO answers with its log-in page the HTTP
+// 3. Write, once: note in the memory that the write starts (on disk first; taken in the commit
+//    that reads the memory when the delivery comes, unless a response or early void is there),
+//    ask the fence, then send. A write is never sent twice blindly: when ETO answers with its log-in page the HTTP
 //    layer refreshes the session and reports `notResent`, and this recorder looks again (step 2)
 //    before writing.
 // 4. Remember (event id → response; the note is forgotten) and put `eto.response.recorded` in
@@ -133,6 +134,9 @@ public struct ETOCheckInRecorder: EventHandler {
         }
     }
 
+    /// Now, in milliseconds since 1970, as the memory's notes keep it.
+    static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+
     /// The broker may have given the delivery to another member (this worker could not reach it
     /// for its liveness period): nothing is written for it here (protocol section 15.3,
     /// **Fencing**). ETO has no uniqueness of its own, so two members writing at once would make
@@ -186,7 +190,7 @@ public struct ETOCheckInRecorder: EventHandler {
         }
         do {
             var memory: ETOCheckInStore.Memory?
-            if let store { memory = try await storing({ try await store.memory(of: event.eventID) }) }
+            if let store { memory = try await storing({ try await store.memory(of: event.eventID, notingWriteAt: Self.now()) }) }
             if let void = memory?.earlyVoid {
                 logger.info(
                     "check-in was voided before it came; not recorded", metadata: ["event_id": "\(event.eventID)", "void": "\(void)"])
@@ -234,9 +238,8 @@ public struct ETOCheckInRecorder: EventHandler {
             {
                 outcome = (existing, false)
             } else {
-                if let store {
-                    let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-                    try await storing { try await store.writing(event.eventID, at: now) }
+                if let store, memory?.noted != true {
+                    try await storing { try await store.writing(event.eventID, at: Self.now()) }
                 }
                 try await Self.fence(event)
                 let response = ETO.TouchPointResponse(
@@ -372,7 +375,7 @@ public struct ETOCheckInRecorder: EventHandler {
             }
         if let store {
             // An earlier delivery sent an add that may still land: wait it out, then look again.
-            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+            let now = Self.now()
             if let sent = try await storing({ try await store.addSent(eventID) }) {
                 let waited = Duration.milliseconds(max(0, now - sent))
                 if waited < addInDoubt {
@@ -396,10 +399,7 @@ public struct ETOCheckInRecorder: EventHandler {
             }
         }
         try await Self.fence(event)
-        if let store {
-            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-            try await storing { try await store.adding(eventID, at: now) }
-        }
+        if let store { try await storing { try await store.adding(eventID, at: Self.now()) } }
         let added = try await eto.client.addParticipant(
             firstName: first.trimmingCharacters(in: .whitespaces), lastName: last.trimmingCharacters(in: .whitespaces),
             dateOfBirth: Date(timeIntervalSince1970: Double(day) * 86_400), gender: gender, auth: auth)

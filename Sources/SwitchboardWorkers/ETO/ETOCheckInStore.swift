@@ -181,11 +181,13 @@ public final class ETOCheckInStore: Sendable {
     /// Notes, on disk before it returns, that this check-in's response write is about to be sent
     /// (now, in ms since 1970). `recorded` forgets it.
     public func writing(_ checkInEventID: String, at milliseconds: Int64) async throws {
-        try await shared.write { db in
-            try db.cachedStatement(
-                sql: "INSERT INTO writes (checkin_event_id, at_ms) VALUES (?, ?) ON CONFLICT DO UPDATE SET at_ms = excluded.at_ms"
-            ).execute(arguments: [checkInEventID, milliseconds])
-        }
+        try await shared.write { db in try Self.note(checkInEventID, at: milliseconds, db) }
+    }
+
+    static func note(_ checkInEventID: String, at milliseconds: Int64, _ db: Database) throws {
+        try db.cachedStatement(
+            sql: "INSERT INTO writes (checkin_event_id, at_ms) VALUES (?, ?) ON CONFLICT DO UPDATE SET at_ms = excluded.at_ms"
+        ).execute(arguments: [checkInEventID, milliseconds])
     }
 
     /// Whether a response write for this check-in was started here and its response not
@@ -204,17 +206,39 @@ public final class ETOCheckInStore: Sendable {
     public struct Memory: Sendable, Hashable {
         public var earlyVoid: String?
         public var response: Recorded?
+        /// Whether a write was started before this read.
         public var writeStarted: Bool
+        /// Whether this read noted that the check-in's write starts (`memory(of:notingWriteAt:)`).
+        public var noted = false
     }
 
     /// ``earlyVoid(of:)``, ``response(of:)`` and ``writeStarted(_:)`` in one read: the ETO
     /// recorder asks all three of every check-in.
     public func memory(of checkInEventID: String) async throws -> Memory {
+        try await shared.write { db in try Self.memory(db, checkInEventID) }
+    }
+
+    /// ``memory(of:)``, and in the same commit, when the check-in has neither an early void nor a
+    /// response here (so it is about to be written, unless its participant is not found or a look
+    /// finds its response), the note that its write starts (`writing(_:at:)`; `noted` says so):
+    /// the check-in then waits for one commit before its write instead of two. A note whose write
+    /// never follows (a dead letter, a retry) only makes a later delivery of the check-in look,
+    /// which any delivery but a first one does anyway.
+    public func memory(of checkInEventID: String, notingWriteAt milliseconds: Int64) async throws -> Memory {
         try await shared.write { db in
-            Memory(
-                earlyVoid: try Self.earlyVoid(db, checkInEventID), response: try Self.response(db, checkInEventID),
-                writeStarted: try Self.writeStarted(db, checkInEventID))
+            var memory = try Self.memory(db, checkInEventID)
+            if memory.earlyVoid == nil, memory.response == nil {
+                try Self.note(checkInEventID, at: milliseconds, db)
+                memory.noted = true
+            }
+            return memory
         }
+    }
+
+    static func memory(_ db: Database, _ checkInEventID: String) throws -> Memory {
+        Memory(
+            earlyVoid: try earlyVoid(db, checkInEventID), response: try response(db, checkInEventID),
+            writeStarted: try writeStarted(db, checkInEventID))
     }
 
     /// The response recorded for a check-in, if this worker recorded one.
