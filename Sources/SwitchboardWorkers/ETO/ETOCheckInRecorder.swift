@@ -13,16 +13,16 @@
 //    delivery recorded it (its ACK was lost): done. The list is the subject's whole history, so
 //    it is skipped when nothing can have written yet: the broker says this is the event's first
 //    delivery to any member (DELIVER's `first`, protocol section 15.2: attempt 1, not a replay,
-//    journaled since the broker started and the group was made or reset), and the worker's memory
-//    (`ETOCheckInStore`) holds neither its response nor a note that its write started. Without
-//    that memory every delivery looks. So a check-in on the normal path costs the same calls (the participant, unless
-//    remembered; the write) whatever the participant's history; a redelivery, a replay, or a worker restarted
-//    after sending pays the look.
+//    journaled since the broker started and the group was made or reset), and the worker's
+//    memory (`ETOCheckInStore`) holds neither its response nor a note that its write started.
+//    Without that memory every delivery looks. So a check-in on the normal path costs the same
+//    calls (the participant, unless remembered; the write) whatever the participant's history;
+//    a redelivery, a replay, or a worker restarted after sending pays the look.
 // 3. Write, once: note in the memory that the write starts (on disk first; taken in the commit
 //    that reads the memory when the delivery comes, unless a response or early void is there),
-//    ask the fence, then send. A write is never sent twice blindly: when ETO answers with its log-in page the HTTP
-//    layer refreshes the session and reports `notResent`, and this recorder looks again (step 2)
-//    before writing.
+//    ask the fence, then send. A write is never sent twice blindly: when ETO answers with its
+//    log-in page the HTTP layer refreshes the session and reports `notResent`, and this recorder
+//    looks again (step 2) before writing.
 // 4. Remember (event id → response; the note is forgotten) and put `eto.response.recorded` in
 //    the outbox, in one commit (the memory's tables are in the outbox's file); only then is the
 //    event acknowledged. A crash anywhere before makes the event come again, find its response
