@@ -51,11 +51,22 @@ struct IngestCheck: Sendable {
                 throw ProtocolError(
                     .unknownCommand, "command \(envelope.command.rawValue) is not accepted on the ingest endpoint (EVENT, HEARTBEAT)")
             }
-            let parsed = try envelope.parsed(reference: &ref)
-            guard envelope.command == .event else {
-                return .heartbeat(identity: identity, try HeartbeatHeader(wire: parsed.header), principal: message.userID, ref: ref)
+            // Most EVENTs pass the quick check, which reads the frames without building their
+            // JSON; the rest (and every refusal, with its message) take the general one.
+            let header: EventHeader
+            let fields: [String: JSONValue]?
+            if let quick = envelope.quickPublishedEvent() {
+                header = quick
+                fields = nil
+                ref = String(quick.eventID.prefix(64))
+            } else {
+                let parsed = try envelope.parsed(reference: &ref)
+                guard envelope.command == .event else {
+                    return .heartbeat(identity: identity, try HeartbeatHeader(wire: parsed.header), principal: message.userID, ref: ref)
+                }
+                header = try parsed.checkedPublishedEvent()
+                fields = parsed.header
             }
-            let header = try parsed.checkedPublishedEvent()
             if let security {
                 // Per message, by the principal ZAP gave this connection (no spoofing).
                 guard let role = security.role(of: message.userID) else {
@@ -67,10 +78,13 @@ struct IngestCheck: Sendable {
                     throw ProtocolError(.forbidden, reason)
                 }
             }
+            guard let fields else {
+                return .event(identity: identity, PendingEvent(quick: envelope, header: header, receivedAt: receivedAt))
+            }
             return .event(
                 identity: identity,
                 PendingEvent(
-                    header: header, headerFields: parsed.header, rawHeader: envelope.header, parent: envelope.parent,
+                    header: header, headerFields: fields, rawHeader: envelope.header, parent: envelope.parent,
                     metadata: envelope.metadata, content: envelope.content, receivedAt: receivedAt,
                     batchedAck: envelope.version >= .batchedAcks))
         } catch {

@@ -41,6 +41,19 @@ struct PendingEvent {
         self.batchedAck = batchedAck
     }
 
+    /// An event whose header the quick check read (`Envelope.quickPublishedEvent()`): it has no
+    /// `bus_seq` and an integer `producer_seq`, so the journal keeps the producer's bytes.
+    init(quick envelope: Envelope, header: EventHeader, receivedAt: Int64) {
+        self.header = header
+        self.rewrite = nil
+        self.rawHeader = envelope.header
+        self.parent = envelope.parent
+        self.metadata = envelope.metadata
+        self.content = envelope.content
+        self.receivedAt = receivedAt
+        self.batchedAck = envelope.version >= .batchedAcks
+    }
+
     /// The header to journal and forward under `busSeq`.
     func storedHeader(busSeq: Int64) -> Data {
         if let rewrite { return Journal.rewrittenHeader(rewrite, busSeq: busSeq) }

@@ -75,7 +75,7 @@ public enum JSONValue: Sendable, Hashable {
     }
 }
 
-private struct JSONParser {
+struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     let keepingHugeNumbers: Bool
     var index = 0
