@@ -8,8 +8,11 @@ import ZeroMQ
 extension BrokerCore {
     /// Sends a journaled event to the fan-out's subscribers, and keeps it for the groups
     /// (`RecentEvents`). Called for every event journaled, in `bus_seq` order.
-    func publish(type: String, busSeq: Int64, header: Data, event: PendingEvent) {
-        recentEvents.append(
+    /// - Returns: the event the groups' memory let go of for it, for the caller to free where it
+    ///   costs the broker thread nothing.
+    @discardableResult
+    func publish(type: String, busSeq: Int64, header: Data, event: PendingEvent) -> RecentEvents.Entry? {
+        let evicted = recentEvents.append(
             JournaledEvent(
                 busSeq: busSeq, type: type, header: header, parent: event.parent, metadata: event.metadata, content: event.content),
             key: event.header.key)
@@ -19,6 +22,7 @@ extension BrokerCore {
         } catch {
             logger.warning("fan-out send failed", metadata: ["error": "\(error)"])
         }
+        return evicted
     }
 
     func heartbeat() {

@@ -20,19 +20,19 @@ extension BrokerCore {
             messages.append(message)
         }
         let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        var inHand = ingestChecking ? ingestChecker.collect() : []
+        var inHand = ingestChecking ? ingestChecker.collect() : CheckedBatch()
         ingestChecking = false
         if !messages.isEmpty {
             if inHand.isEmpty && messages.count <= Self.checkedInline {
-                inHand = messages.compactMap { ingestCheck($0, receivedAt: receivedAt) }
+                inHand = CheckedBatch(messages.lazy.compactMap { self.ingestCheck($0, receivedAt: receivedAt) })
             } else {
                 ingestChecker.submit(messages, receivedAt: receivedAt, spent: spentIngest)
-                spentIngest = []
+                spentIngest = CheckedBatch()
                 ingestChecking = true
             }
         }
         guard !inHand.isEmpty else { return }
-        commit(inHand)
+        commit(&inHand)
         // Freed by the checker's thread with the next batch it is given.
         spentIngest = inHand
     }
@@ -42,17 +42,12 @@ extension BrokerCore {
 
     /// Answers what was refused and the heartbeats, in order, then journals the events in one
     /// transaction and answers them.
-    func commit(_ items: [IngestItem]) {
+    func commit(_ checked: inout CheckedBatch) {
         let started = ContinuousClock.now
-        var batch: [PendingEvent] = []
-        var senders: [Data] = []
-        batch.reserveCapacity(items.count)
-        senders.reserveCapacity(items.count)
-        for item in items {
+        for item in checked.others {
             switch item {
-            case .event(let identity, let event):
-                batch.append(event)
-                senders.append(identity)
+            case .event:
+                break  // in `checked.events`
             case .heartbeat(let identity, let report, let principal, let ref):
                 do {
                     try heartbeat(report, principal: principal)
@@ -65,6 +60,8 @@ extension BrokerCore {
                 refuse(identity, error, command: command, ref: ref)
             }
         }
+        let batch = checked.events
+        let senders = checked.senders
         guard !batch.isEmpty else { return }
         if broker.stopRequested {
             // Nothing of this batch is journaled: tell producers to come back (they keep the
@@ -109,7 +106,9 @@ extension BrokerCore {
                 } else {
                     ack(senders[index], h, busSeq: busSeq, duplicate: false)
                 }
-                publish(type: h.type, busSeq: busSeq, header: header, event: event)
+                if let evicted = publish(type: h.type, busSeq: busSeq, header: header, event: event) {
+                    checked.evicted.append(evicted)
+                }
             case .duplicate(let busSeq):
                 duplicates += 1
                 if event.batchedAck {

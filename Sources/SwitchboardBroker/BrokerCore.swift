@@ -61,7 +61,7 @@ final class BrokerCore {
     /// The checker's thread holds the batch received at the last ingest step.
     var ingestChecking = false
     /// The batch committed last, for the checker's thread to free.
-    var spentIngest: [IngestItem] = []
+    var spentIngest = CheckedBatch()
 
     init(broker: Broker, serviceEndpoint: String) throws {
         self.broker = broker
@@ -189,7 +189,8 @@ final class BrokerCore {
         }
         // Checked, not journaled: answered "shutting down" (their producers send them again).
         if ingestChecking {
-            commit(ingestChecker.collect())
+            var last = ingestChecker.collect()
+            commit(&last)
             ingestChecking = false
         }
         ingestChecker.stop()

@@ -28,6 +28,35 @@ enum IngestItem: Sendable {
     case refused(identity: Data, ProtocolError, command: String?, ref: String?)
 }
 
+/// A batch after its checks, as the broker thread commits it: the EVENTs to journal, in order,
+/// each with its sender, and the other messages (refusals, heartbeats), answered first in their
+/// order. Split on the checker's thread, so the broker thread copies no event out of an item.
+struct CheckedBatch: Sendable {
+    var events: [PendingEvent] = []
+    var senders: [Data] = []
+    var others: [IngestItem] = []
+    /// What the groups' memory let go of while this batch was committed (`RecentEvents`): freed
+    /// with the batch, on the checker's thread.
+    var evicted: [RecentEvents.Entry] = []
+
+    init() {}
+
+    init(_ items: some Sequence<IngestItem>) {
+        for item in items { add(item) }
+    }
+
+    var isEmpty: Bool { events.isEmpty && others.isEmpty }
+
+    mutating func add(_ item: IngestItem) {
+        if case .event(let identity, let event) = item {
+            events.append(event)
+            senders.append(identity)
+        } else {
+            others.append(item)
+        }
+    }
+}
+
 /// The checks of one received ingest message, in the order section 2 gives; the same function
 /// runs on the broker thread and on the checker's thread.
 struct IngestCheck: Sendable {
@@ -105,8 +134,8 @@ final class IngestChecker: Sendable {
         var messages: [Message] = []
         var receivedAt: Int64 = 0
         /// A committed batch, released on the checker's thread.
-        var spent: [IngestItem] = []
-        var items: [IngestItem] = []
+        var spent = CheckedBatch()
+        var checked = CheckedBatch()
         var stop = false
     }
 
@@ -117,11 +146,11 @@ final class IngestChecker: Sendable {
         thread.start()
     }
 
-    /// Hands a batch to the checker's thread; `collect()` returns its items.
+    /// Hands a batch to the checker's thread; `collect()` returns it checked.
     /// - Parameter spent: a batch the broker thread has committed: the checker's thread frees it
     ///   (a batch's events are thousands of buffers, and freeing them was a tenth of the broker
     ///   thread's time).
-    func submit(_ messages: [Message], receivedAt: Int64, spent: [IngestItem] = []) {
+    func submit(_ messages: [Message], receivedAt: Int64, spent: CheckedBatch = CheckedBatch()) {
         slot.withLock {
             $0.messages = messages
             $0.receivedAt = receivedAt
@@ -131,11 +160,11 @@ final class IngestChecker: Sendable {
     }
 
     /// Waits for the batch last submitted, checked.
-    func collect() -> [IngestItem] {
+    func collect() -> CheckedBatch {
         done.wait()
         return slot.withLock { slot in
-            defer { slot.items = [] }
-            return slot.items
+            defer { slot.checked = CheckedBatch() }
+            return slot.checked
         }
     }
 
@@ -152,17 +181,18 @@ final class IngestChecker: Sendable {
             let (messages, receivedAt, _, stop) = slot.withLock { slot in
                 defer {
                     slot.messages = []
-                    slot.spent = []
+                    slot.spent = CheckedBatch()
                 }
                 return (slot.messages, slot.receivedAt, slot.spent, slot.stop)
             }
             if stop { return }
-            var items: [IngestItem] = []
-            items.reserveCapacity(messages.count)
+            var checked = CheckedBatch()
+            checked.events.reserveCapacity(messages.count)
+            checked.senders.reserveCapacity(messages.count)
             for message in messages {
-                if let item = check(message, receivedAt: receivedAt) { items.append(item) }
+                if let item = check(message, receivedAt: receivedAt) { checked.add(item) }
             }
-            slot.withLock { $0.items = items }
+            slot.withLock { $0.checked = checked }
             done.signal()
         }
     }

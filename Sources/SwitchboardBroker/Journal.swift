@@ -126,14 +126,12 @@ public final class Journal: JournalStore {
                     SELECT bus_seq, event_id FROM events WHERE event_id = ? OR (producer = ? AND producer_seq = ?)
                     ORDER BY event_id = ? DESC LIMIT 1
                     """)
-            // Events of this batch, for duplicates inside the batch itself.
-            var seen = BatchSeen()
+            // A duplicate or a clash inside the batch itself needs no map of its own (as
+            // `BatchSeen` is for PostgreSQL's one INSERT per batch): each row is inserted before
+            // the next event is looked at, and this transaction's look-up and `INSERT OR IGNORE`
+            // see it.
             for event in batch {
                 let h = event.header
-                if let decided = seen.outcome(for: h, producerHead: highs[h.producer]) {
-                    outcomes.append(decided)
-                    continue
-                }
                 let high: Int64
                 if let known = highs[h.producer] {
                     high = known
@@ -172,7 +170,6 @@ public final class Journal: JournalStore {
                     highs[h.producer] = high
                     continue
                 }
-                seen.stored(h, busSeq: nextSeq)
                 highs[h.producer] = max(high, h.producerSeq)
                 added += 1
                 addedBytes += size

@@ -74,7 +74,9 @@ enum AppendOutcome: Equatable {
 
 /// The events a batch has stored so far, so a later event of the same batch is answered as the
 /// journal would answer it once committed: the same `event_id` is a duplicate, another event under
-/// a producer's `producer_seq` a conflict. Both stores use it before looking at their tables.
+/// a producer's `producer_seq` a conflict. `PostgresJournalStore` looks its batch up in one query
+/// and inserts it in one statement, so it asks this before its look-up's answers; SQLite inserts
+/// row by row and its own look-up sees the rows of the open transaction.
 struct BatchSeen {
     private var busSeqs: [String: Int64] = [:]
     private var eventIDs: [String: [Int64: String]] = [:]

@@ -187,6 +187,8 @@ public final class Socket {
     public func receive(dontWait: Bool = false) throws(ZMQError) -> Message? {
         let handle = try live("receive")
         var frames: [Data] = []
+        // Room for an envelope behind a routing frame (8) without growing the array 4 times.
+        frames.reserveCapacity(8)
         var userID: String?
         var byteCount = 0
         var message = zmq_msg_t()
@@ -209,12 +211,13 @@ public final class Socket {
             } else {
                 frames.append(Data(bytes: zmq_msg_data(&message), count: size))
             }
-            // A ROUTER's routing-id frame is made by the socket and carries no metadata: take
-            // the User-Id from the first frame that has one.
-            if userID == nil, let property = zmq_msg_gets(&message, "User-Id") {
-                userID = String(cString: property)
+            if zmq_msg_more(&message) == 0 {
+                // The User-Id ZAP gave the connection, from the last frame: every frame the peer
+                // sent carries it (a ROUTER's routing-id frame, made by the socket, does not),
+                // and one look-up a message is enough.
+                if let property = zmq_msg_gets(&message, "User-Id") { userID = String(cString: property) }
+                break
             }
-            if zmq_msg_more(&message) == 0 { break }
         }
         // What a guarded server connection sent is taken now (ZMQ_SRCFD: the connection's
         // descriptor, -1 for inproc); the guard counts it against that connection no longer.

@@ -33,23 +33,32 @@ struct IngestCheckerTests {
         messages.append(Message(frames: [Data("alone".utf8)]))
         messages.append(Message(frames: []))
         let check = IngestCheck(minimumVersion: .current, security: nil)
-        let expected = messages.compactMap { check($0, receivedAt: 1) }.map(Self.summary)
-        #expect(expected.count == messages.count - 1)
-        #expect(expected.filter { $0.hasPrefix("event good") }.count == messages.count / 2 - 1)
-        #expect(expected.contains { $0.hasPrefix("refused") })
+        let items = messages.compactMap { check($0, receivedAt: 1) }
+        #expect(items.count == messages.count - 1)
+        #expect(items.map(Self.summary).filter { $0.hasPrefix("event good") }.count == messages.count / 2 - 1)
+        #expect(items.map(Self.summary).contains { $0.hasPrefix("refused") })
 
         let checker = IngestChecker(check: check)
         var got: [String] = []
+        var expected: [String] = []
         var start = 0
         for size in [1, 7, 64, 3] + Array(repeating: 50, count: messages.count / 50 + 1) where start < messages.count {
             let batch = Array(messages[start..<min(start + size, messages.count)])
             start += batch.count
             checker.submit(batch, receivedAt: 1)
-            got += checker.collect().map(Self.summary)
+            // Each batch as the broker thread commits it: its other messages in order, then its
+            // events in order, each with its sender.
+            got += Self.summaries(checker.collect())
+            expected += Self.summaries(CheckedBatch(batch.compactMap { check($0, receivedAt: 1) }))
         }
         checker.stop()
         #expect(start == messages.count)
         #expect(got == expected)
+        #expect(expected.count == items.count)
+    }
+
+    static func summaries(_ batch: CheckedBatch) -> [String] {
+        batch.others.map(summary) + zip(batch.senders, batch.events).map { summary(.event(identity: $0, $1)) }
     }
 }
 

@@ -34,7 +34,9 @@ struct RecentEvents {
     var last: Int64 { first + Int64(count) - 1 }
 
     /// Keeps a journaled event; the oldest goes when the ring is full.
-    mutating func append(_ event: JournaledEvent, key: String?) {
+    /// - Returns: the entry that went, if one did.
+    @discardableResult
+    mutating func append(_ event: JournaledEvent, key: String?) -> Entry? {
         if count > 0, event.busSeq != last + 1 {
             count = 0
         }
@@ -42,14 +44,18 @@ struct RecentEvents {
             start = 0
             first = event.busSeq
         }
+        var evicted: Entry?
         if count == ring.count {
-            ring[start] = nil
+            evicted = ring[start].take()
             start = (start + 1) % ring.count
             first += 1
             count -= 1
         }
-        ring[(start + count) % ring.count] = Entry(event: event, key: key)
+        let slot = (start + count) % ring.count
+        if evicted == nil { evicted = ring[slot].take() }
+        ring[slot] = Entry(event: event, key: key)
         count += 1
+        return evicted
     }
 
     /// `Journal.read(from:to: nil, topics:limit:)` (scan window `scanWindow`) from memory, or nil
