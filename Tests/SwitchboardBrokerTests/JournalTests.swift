@@ -197,6 +197,9 @@ struct JournalTests {
         for busSeq: Int64 in [1, 9, 10, 99, 1_000_000, .max] {
             #expect(Journal.prefixed(raw: Data(#" {"a":1}"#.utf8), busSeq: busSeq) == Data(#"{"bus_seq":\#(busSeq),"a":1}"#.utf8))
         }
+        // A frame that is a slice of a larger buffer (its indices do not start at 0).
+        let slice = Data(#"xx{"a":1}"#.utf8).dropFirst(2)
+        #expect(Journal.prefixed(raw: slice, busSeq: 7) == Data(#"{"bus_seq":7,"a":1}"#.utf8))
     }
 
     func storedHeader(_ event: PendingEvent, _ busSeq: Int64) throws -> Data {
