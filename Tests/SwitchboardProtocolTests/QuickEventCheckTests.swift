@@ -82,6 +82,16 @@ struct QuickEventCheckTests {
         }
     }
 
+    @Test("every envelope vector: the quick check accepts only what the general check accepts, with the same header")
+    func vectors() throws {
+        var accepted = 0
+        for vector in try Vectors.envelopes() {
+            guard let envelope = try? Envelope.check(vector.frames) else { continue }
+            if Self.agrees(envelope, vector.name) { accepted += 1 }
+        }
+        #expect(accepted > 0)
+    }
+
     @Test("what it does not read goes to the general check, refused or not")
     func leftToTheGeneralCheck() throws {
         let base = try Self.written()[0]

@@ -49,18 +49,28 @@ struct RobustnessTests {
             await yieldNowAndThen(round)
             let frames = Self.mutateFrames(seeds.randomElement(using: &random)!, using: &random)
             _ = Envelope.readableCommand(frames)
+            // The broker's quick check runs first on ingest: it must return too, and accept
+            // nothing the general check refuses or reads otherwise.
+            var quick: EventHeader?
             do {
                 let envelope = try Envelope.check(frames)
+                quick = envelope.quickPublishedEvent()
                 var reference: String?
                 let parsed = try envelope.parsed(reference: &reference)
-                _ = try parsed.checkedPublishedEvent()
+                let header = try parsed.checkedPublishedEvent()
+                if let quick {
+                    #expect(quick == header, "round \(round)")
+                    outcomes["quick", default: 0] += 1
+                }
                 outcomes["accepted", default: 0] += 1
             } catch {
+                #expect(quick == nil, "round \(round): the quick check accepted what the general check refuses: \(error)")
                 outcomes[error.code.rawValue, default: 0] += 1
             }
         }
         // The mutations reach deep: past the envelope into header and content rules.
         #expect(outcomes["accepted", default: 0] > 100)
+        #expect(outcomes["quick", default: 0] > 50)
         #expect(outcomes["invalid-header", default: 0] > 100)
         #expect(outcomes["invalid-json", default: 0] > 100)
     }
