@@ -31,27 +31,32 @@ struct PendingEvent {
         header: EventHeader, headerFields: [String: JSONValue], rawHeader: Data, parent: Data, metadata: Data, content: Data,
         receivedAt: Int64, batchedAck: Bool = false
     ) {
+        self.init(
+            header: header, rewrite: Journal.keepsProducerBytes(raw: rawHeader, fields: headerFields) ? nil : headerFields,
+            rawHeader: rawHeader, parent: parent, metadata: metadata, content: content, receivedAt: receivedAt,
+            batchedAck: batchedAck)
+    }
+
+    /// An event whose header the quick check read (`Envelope.quickPublishedEvent()`): it has no
+    /// `bus_seq` and an integer `producer_seq`, so the journal keeps the producer's bytes.
+    init(quick envelope: Envelope, header: EventHeader, receivedAt: Int64) {
+        self.init(
+            header: header, rewrite: nil, rawHeader: envelope.header, parent: envelope.parent, metadata: envelope.metadata,
+            content: envelope.content, receivedAt: receivedAt, batchedAck: envelope.version >= .batchedAcks)
+    }
+
+    private init(
+        header: EventHeader, rewrite: [String: JSONValue]?, rawHeader: Data, parent: Data, metadata: Data, content: Data,
+        receivedAt: Int64, batchedAck: Bool
+    ) {
         self.header = header
-        self.rewrite = Journal.keepsProducerBytes(raw: rawHeader, fields: headerFields) ? nil : headerFields
+        self.rewrite = rewrite
         self.rawHeader = rawHeader
         self.parent = parent
         self.metadata = metadata
         self.content = content
         self.receivedAt = receivedAt
         self.batchedAck = batchedAck
-    }
-
-    /// An event whose header the quick check read (`Envelope.quickPublishedEvent()`): it has no
-    /// `bus_seq` and an integer `producer_seq`, so the journal keeps the producer's bytes.
-    init(quick envelope: Envelope, header: EventHeader, receivedAt: Int64) {
-        self.header = header
-        self.rewrite = nil
-        self.rawHeader = envelope.header
-        self.parent = envelope.parent
-        self.metadata = envelope.metadata
-        self.content = envelope.content
-        self.receivedAt = receivedAt
-        self.batchedAck = envelope.version >= .batchedAcks
     }
 
     /// The header to journal and forward under `busSeq`.
