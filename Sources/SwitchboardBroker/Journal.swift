@@ -10,11 +10,16 @@ import SwitchboardStorage
 /// `append` takes a whole batch in one transaction: the group commit that makes durable
 /// ingest fast. `bus_seq` is the table's integer primary key, assigned densely by the journal.
 ///
+/// Its WAL is checkpointed by a thread of its own (`JournalCheckpointer`), not by the commit that
+/// grows it past SQLite's limit.
+///
 /// Threading contract: used by one thread (the broker's loop); not `Sendable`.
 public final class Journal: JournalStore {
     public let path: String
     var location: String { path }
     let queue: DatabaseQueue
+    private let checkpointer: JournalCheckpointer
+    private var closed = false
     /// The journal's identity, made when the file is created (`HEAD.broker`).
     public let brokerID: String
     public private(set) var head: Int64
@@ -26,7 +31,12 @@ public final class Journal: JournalStore {
     /// cannot be a resend, so it skips the duplicate look-up.
     private var producerHigh: [String: Int64] = [:]
 
-    public init(path: String) throws {
+    public convenience init(path: String) throws {
+        try self.init(path: path, checkpoints: JournalCheckpointer.Limits())
+    }
+
+    /// - Parameter checkpoints: the WAL sizes at which its checkpoints run.
+    init(path: String, checkpoints: JournalCheckpointer.Limits) throws {
         self.path = path
         queue = try PrivateDatabase.open(path: path, label: "journal") { migrator in
             migrator.registerMigration("v1") { db in
@@ -75,11 +85,23 @@ public final class Journal: JournalStore {
                 current != nil
             )
         }
+        checkpointer = try JournalCheckpointer(path: path, limits: checkpoints)
         self.brokerID = brokerID
         self.head = head
         self.first = first ?? head + 1
         self.storedBytes = bytes
         self.count = count
+        // Replaces SQLite's automatic checkpoint (itself a WAL hook) on the broker's connection.
+        queue.inDatabase { db in
+            _ = sqlite3_wal_hook(
+                db.sqliteConnection,
+                { context, connection, _, frames in
+                    guard let context, let connection else { return SQLITE_OK }
+                    Unmanaged<JournalCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(
+                        connection: connection, frames: frames)
+                    return SQLITE_OK
+                }, Unmanaged.passUnretained(checkpointer).toOpaque())
+        }
         if !saved {
             // Saved now, so the next open need not count again.
             try queue.write { db in
@@ -419,8 +441,28 @@ public final class Journal: JournalStore {
         }
     }
 
+    /// What the WAL's checkpoints have done so far.
+    var checkpoints: JournalCheckpointer.Counts { checkpointer.counts }
+
+    /// The frames the last commit left in the WAL.
+    var walFrames: Int32 { checkpointer.frames }
+
     public func close() throws {
+        guard !closed else { return }
+        closed = true
+        stopCheckpointing()
+        // The last connection to close checkpoints the whole WAL and removes it.
         try queue.close()
+    }
+
+    /// Unhooks the checkpointer from the broker's connection and ends its thread.
+    private func stopCheckpointing() {
+        queue.inDatabase { db in _ = sqlite3_wal_hook(db.sqliteConnection, nil, nil) }
+        checkpointer.stop()
+    }
+
+    deinit {
+        if !closed { stopCheckpointing() }
     }
 }
 
