@@ -56,8 +56,15 @@ var targets: [Target] = [
     ),
     // posix_spawn's GNU file actions (chdir, closefrom) for ChildProcess.
     .target(name: "CSpawn"),
-    // glibc's heap statistics and malloc_trim, for the broker's HeapTrim.
+    // The allocator's heap statistics and trim (glibc's or jemalloc's), for the broker's HeapTrim.
     .target(name: "CMalloc"),
+    // jemalloc (Debian's libjemalloc-dev), linked into the broker: its malloc serves the
+    // broker's two busy threads, which allocate on one and free on the other, at less than
+    // glibc's cost (bench/RESULTS.md, "Ingest: jemalloc in the broker").
+    .systemLibrary(
+        name: "CJemalloc",
+        providers: [.apt(["libjemalloc-dev"])]
+    ),
     .target(name: "SwitchboardProtocol", swiftSettings: swiftSettings),
     // Helpers for our own tests and benchmarks: protocol vectors, temporary directories,
     // child processes. Never linked into an executable.
@@ -167,6 +174,7 @@ var targets: [Target] = [
         dependencies: [
             .product(name: "Configuration", package: "swift-configuration"),
             "SwitchboardBroker", "SwitchboardBus", "SwitchboardRuntime", "ZeroMQ", "SwitchboardSecurity", "SwitchboardObservability",
+            "CJemalloc",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),

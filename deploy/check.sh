@@ -370,7 +370,7 @@ if [s[1] for s in stages] != ["build", "runtime"]:
     bad.append(f"expected stages build and runtime, found {stages}")
 if not re.search(r"^USER\s+10001", text, re.M):
     bad.append("the runtime stage does not switch to the non-root user 10001")
-for needed in ["libzmq3-dev", "libsqlite3-dev", "libzmq5", "libsqlite3-0", "swift build -c release --static-swift-stdlib",
+for needed in ["libzmq3-dev", "libsqlite3-dev", "libjemalloc-dev", "libzmq5", "libsqlite3-0", "libjemalloc2", "swift build -c release --static-swift-stdlib",
                "*.resources", "curl"]:
     if needed not in text:
         bad.append(f"{needed} is missing")

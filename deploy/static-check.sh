@@ -3,7 +3,7 @@
 # without the toolchain (the programs deploy/README.md copies): builds them with
 # `swift build -c release --static-swift-stdlib` and fails if `ldd` shows any of the
 # toolchain's shared libraries (libswiftCore.so, Foundation's, libdispatch, …) among what they
-# load. Only the system's libraries may remain (libzmq, SQLite, the C library).
+# load. Only the system's libraries may remain (libzmq, SQLite, jemalloc, the C library).
 #
 #   deploy/static-check.sh                         # every program (a release build: 20+ minutes from nothing)
 #   deploy/static-check.sh switchboard             # one product

@@ -124,7 +124,7 @@ final class BrokerCore {
             metadata: [
                 "ingest": "\(endpoints.ingest)", "fanout": "\(endpoints.fanout)", "replay": "\(endpoints.replay)",
                 "journal": "\(journal.location)", "head": "\(journal.head)", "first": "\(journal.first)",
-                "broker_id": "\(journal.brokerID)",
+                "broker_id": "\(journal.brokerID)", "allocator": "\(HeapTrim.allocator)",
             ])
     }
 

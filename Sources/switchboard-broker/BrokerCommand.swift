@@ -1,4 +1,6 @@
 import ArgumentParser
+// Links jemalloc: the broker's malloc (bench/RESULTS.md, "Ingest: jemalloc in the broker").
+import CJemalloc
 import CoreMetrics
 import Foundation
 import Logging

@@ -590,6 +590,8 @@ extension ResourceFaultTests {
         let adminPort = try freePort()
         let (broker, endpoints) = try await programs.broker(extra: ["--admin", "127.0.0.1:\(adminPort)"])
         let pid = broker.processIdentifier
+        // Whose free pages HeapTrim gives back: switchboard-broker links jemalloc.
+        #expect(programs.read("broker.log").contains("allocator=jemalloc"), "the broker's malloc is jemalloc's")
         let context = try Context()
         let io = try IOThread(context: context)
         // Warm up: one producer, one FETCH, so what every later round touches exists.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Switchboard needs on a fresh Debian machine, when it is missing:
-# libzmq3-dev (ZeroMQ), libsqlite3-dev (SQLite for GRDB), pkg-config, python3's jsonschema
+# libzmq3-dev (ZeroMQ), libsqlite3-dev (SQLite for GRDB), libjemalloc-dev (the broker's malloc), pkg-config, python3's jsonschema
 # (to check the protocol vectors), and with --tests chromium with chromium-driver (the
 # dashboard's browser test), iproute2 with nftables and iptables (the multi-host test;
 # deploy/prometheus/check.sh installs promtool itself) and postgresql (the server the
@@ -11,6 +11,7 @@ set -euo pipefail
 need=()
 dpkg -s libzmq3-dev >/dev/null 2>&1 || need+=(libzmq3-dev)
 dpkg -s libsqlite3-dev >/dev/null 2>&1 || need+=(libsqlite3-dev)
+dpkg -s libjemalloc-dev >/dev/null 2>&1 || need+=(libjemalloc-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if [ "${1:-}" = "--tests" ]; then
     [ -x /usr/bin/chromium ] || need+=(chromium)
