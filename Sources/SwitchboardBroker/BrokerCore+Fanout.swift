@@ -16,7 +16,8 @@ extension BrokerCore {
             JournaledEvent(
                 busSeq: busSeq, type: type, header: header, parent: event.parent, metadata: event.metadata, content: event.content),
             key: event.header.key)
-        let frames = [Data(type.utf8), versionFrame, Data("EVENT".utf8), header, event.parent, event.metadata, event.content]
+        if topicFrame.type != type { topicFrame = (type, Data(type.utf8)) }
+        let frames = [topicFrame.frame, versionFrame, eventWordFrame, header, event.parent, event.metadata, event.content]
         do {
             try fanout.send(frames, dontWait: true)
         } catch {

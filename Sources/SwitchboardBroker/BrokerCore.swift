@@ -32,6 +32,10 @@ final class BrokerCore {
     let connections: ConnectionWatch
     var connectionIndices: [Int] = []
     let versionFrame = Envelope.versionFrame()
+    let eventWordFrame = Data(Command.event.rawValue.utf8)
+    /// The topic frame of the event type published last, and its type: a batch is mostly one
+    /// type, and making the frame for each event was a thirtieth of the broker thread.
+    var topicFrame: (type: String, frame: Data) = ("", Data())
     var nextHeartbeat: ContinuousClock.Instant
     var nextRetention: ContinuousClock.Instant
     /// When what the groups changed is committed (nil: nothing waits). See `commitGroupsIfDue`.

@@ -71,7 +71,9 @@ struct IngestCheck: Sendable {
             // A routing frame alone: an empty message, nothing to answer with sense.
             return .refused(identity: identity, ProtocolError(.malformed, "empty message: no frames"), command: nil, ref: nil)
         }
-        var command = Envelope.readableCommand(frames.dropFirst())
+        // The command word for an ERROR: the checked one once the frames pass, else what can
+        // be read of it (worked out only for a refusal).
+        var command: String?
         var ref: String?
         do throws(ProtocolError) {
             let envelope = try Envelope.check(frames.dropFirst(), minimumVersion: minimumVersion)
@@ -117,7 +119,7 @@ struct IngestCheck: Sendable {
                     metadata: envelope.metadata, content: envelope.content, receivedAt: receivedAt,
                     batchedAck: envelope.version >= .batchedAcks))
         } catch {
-            return .refused(identity: identity, error, command: command, ref: ref)
+            return .refused(identity: identity, error, command: command ?? Envelope.readableCommand(frames.dropFirst()), ref: ref)
         }
     }
 }

@@ -144,9 +144,13 @@ public struct Envelope: Sendable, Hashable {
     }
 
     /// Every check of `decode` up to (not including) the JSON frames.
-    static func checkFrames(_ frames: [Data], minimumVersion: ProtocolVersion, limits: SizeLimits) throws(ProtocolError) -> Envelope {
+    static func checkFrames<Frames: RandomAccessCollection<Data>>(
+        _ frames: Frames, minimumVersion: ProtocolVersion, limits: SizeLimits
+    ) throws(ProtocolError) -> Envelope where Frames.Index == Int {
         guard let first = frames.first else { throw ProtocolError(.malformed, "empty message: no frames") }
-        guard first.count == 5, Array(first.prefix(3)) == signature else {
+        let start = frames.startIndex
+        func frame(_ offset: Int) -> Data { frames[start + offset] }
+        guard first.count == 5, first.starts(with: signature) else {
             throw ProtocolError(.badSignature, "frame 0 must be the 5 bytes 'SWB' + major + minor, got \(first.count) bytes")
         }
         let version = ProtocolVersion(major: first[first.startIndex + 3], minor: first[first.startIndex + 4])
@@ -161,28 +165,28 @@ public struct Envelope: Sendable, Hashable {
         guard frames.count == 6 || frames.count == 7 else {
             throw ProtocolError(.malformed, "a message has 6 frames (7 with a signature), got \(frames.count)")
         }
-        let total = frames.reduce(0) { $0 + $1.count }
+        var total = 0
+        for data in frames { total += data.count }
         guard total <= limits.message else {
             throw ProtocolError(.tooLarge, "message is \(total) bytes; the limit is \(limits.message)")
         }
-        let bounds: [(Int, String, Int)] = [
-            (2, "header", limits.header), (3, "parent", limits.parent), (4, "metadata", limits.metadata),
-            (5, "content", limits.content),
-        ]
-        for (index, name, limit) in bounds where frames[index].count > limit {
-            throw ProtocolError(.tooLarge, "\(name) frame is \(frames[index].count) bytes; the limit is \(limit)")
+        func bound(_ offset: Int, _ name: String, _ limit: Int) throws(ProtocolError) {
+            let size = frame(offset).count
+            guard size <= limit else { throw ProtocolError(.tooLarge, "\(name) frame is \(size) bytes; the limit is \(limit)") }
         }
-        if frames.count == 7, frames[6].count > limits.signature {
-            throw ProtocolError(.tooLarge, "signature frame is \(frames[6].count) bytes; the limit is \(limits.signature)")
-        }
-        let word = String(decoding: frames[1], as: UTF8.self)
-        guard frames[1].count <= 16, let command = Command(rawValue: word) else {
+        try bound(2, "header", limits.header)
+        try bound(3, "parent", limits.parent)
+        try bound(4, "metadata", limits.metadata)
+        try bound(5, "content", limits.content)
+        if frames.count == 7 { try bound(6, "signature", limits.signature) }
+        let word = String(decoding: frame(1), as: UTF8.self)
+        guard frame(1).count <= 16, let command = Command(rawValue: word) else {
             throw ProtocolError(.unknownCommand, "unknown command '\(word.prefix(16))'")
         }
         var envelope = Envelope(
-            command: command, header: frames[2], parent: frames[3], metadata: frames[4], content: frames[5],
+            command: command, header: frame(2), parent: frame(3), metadata: frame(4), content: frame(5),
             version: version)
-        if frames.count == 7 { envelope.messageSignature = frames[6] }
+        if frames.count == 7 { envelope.messageSignature = frame(6) }
         return envelope
     }
 

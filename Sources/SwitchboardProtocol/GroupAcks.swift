@@ -100,10 +100,10 @@ public struct GroupAcks: Sendable, Hashable {
             for index in 0..<2 {
                 if index > 0 { guard scan.take(UInt8(ascii: ",")) else { return nil } }
                 guard let key = scan.key() else { return nil }
-                if key.elementsEqual("group".utf8), group == nil {
+                if key.spells("group"), group == nil {
                     guard let name = scan.name() else { return nil }
                     group = name
-                } else if key.elementsEqual("acks".utf8), deliveries == nil {
+                } else if key.spells("acks"), deliveries == nil {
                     guard let pairs = Self.pairs(&scan) else { return nil }
                     deliveries = pairs
                 } else {

@@ -395,13 +395,13 @@ public struct SettleHeader: Sendable, Hashable {
             for index in 0..<3 {
                 if index > 0 { guard scan.take(UInt8(ascii: ",")) else { return nil } }
                 guard let key = scan.key() else { return nil }
-                if key.elementsEqual("group".utf8), group == nil {
+                if key.spells("group"), group == nil {
                     group = scan.name()
                     if group == nil { return nil }
-                } else if key.elementsEqual("bus_seq".utf8), busSeq == nil {
+                } else if key.spells("bus_seq"), busSeq == nil {
                     busSeq = scan.integer(digits: 18, in: 1...Int64.max)
                     if busSeq == nil { return nil }
-                } else if key.elementsEqual("attempt".utf8), attempt == nil {
+                } else if key.spells("attempt"), attempt == nil {
                     attempt = scan.integer(digits: 18, in: 1...Int64(Self.maximumAttempt))
                     if attempt == nil { return nil }
                 } else {

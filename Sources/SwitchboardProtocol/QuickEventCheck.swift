@@ -42,14 +42,14 @@ enum QuickEventCheck {
         var key: String?
         let read = JSONParser.read(frame) { parser in
             parser.members(depth: 0) { name, parser in
-                if name.elementsEqual("event_id".utf8) { return take(&eventID, parser.stringValue()) }
-                if name.elementsEqual("type".utf8) { return take(&type, parser.stringValue()) }
-                if name.elementsEqual("producer".utf8) { return take(&producer, parser.stringValue()) }
-                if name.elementsEqual("producer_seq".utf8) { return take(&producerSeq, parser.integerValue()) }
-                if name.elementsEqual("time".utf8) { return take(&time, parser.stringValue()) }
-                if name.elementsEqual("schema".utf8) { return take(&schema, parser.stringValue()) }
-                if name.elementsEqual("session".utf8) { return take(&session, parser.stringValue()) }
-                if name.elementsEqual("key".utf8) { return take(&key, parser.stringValue()) }
+                if name.spells("event_id") { return take(&eventID, parser.stringValue()) }
+                if name.spells("type") { return take(&type, parser.stringValue()) }
+                if name.spells("producer") { return take(&producer, parser.stringValue()) }
+                if name.spells("producer_seq") { return take(&producerSeq, parser.integerValue()) }
+                if name.spells("time") { return take(&time, parser.stringValue()) }
+                if name.spells("schema") { return take(&schema, parser.stringValue()) }
+                if name.spells("session") { return take(&session, parser.stringValue()) }
+                if name.spells("key") { return take(&key, parser.stringValue()) }
                 // `bus_seq` and unknown fields: the general check decides (and the journal may
                 // write the header anew).
                 return false
@@ -92,15 +92,15 @@ enum QuickEventCheck {
         var recordedBy: String?
         let read = JSONParser.read(frame) { parser in
             parser.members(depth: 0) { name, parser in
-                if name.elementsEqual("participant".utf8) { return take(&participant, parser.participant(depth: 1)) }
-                if name.elementsEqual("site_id".utf8) { return take(&siteID, parser.integerValue()) }
-                if name.elementsEqual("program_id".utf8) { return take(&programID, parser.integerValue()) }
-                if name.elementsEqual("kiosk_id".utf8) { return take(&kioskID, parser.stringValue()) }
-                if name.elementsEqual("checked_in_at".utf8) { return take(&checkedInAt, parser.stringValue()) }
-                if name.elementsEqual("location".utf8) { return take(&location, parser.location(depth: 1)) }
-                if name.elementsEqual("notes".utf8) { return take(&notes, parser.stringValue()) }
-                if name.elementsEqual("bed".utf8) { return take(&bed, parser.stringValue()) }
-                if name.elementsEqual("recorded_by".utf8) { return take(&recordedBy, parser.stringValue()) }
+                if name.spells("participant") { return take(&participant, parser.participant(depth: 1)) }
+                if name.spells("site_id") { return take(&siteID, parser.integerValue()) }
+                if name.spells("program_id") { return take(&programID, parser.integerValue()) }
+                if name.spells("kiosk_id") { return take(&kioskID, parser.stringValue()) }
+                if name.spells("checked_in_at") { return take(&checkedInAt, parser.stringValue()) }
+                if name.spells("location") { return take(&location, parser.location(depth: 1)) }
+                if name.spells("notes") { return take(&notes, parser.stringValue()) }
+                if name.spells("bed") { return take(&bed, parser.stringValue()) }
+                if name.spells("recorded_by") { return take(&recordedBy, parser.stringValue()) }
                 return parser.skipValue(depth: 1)
             }
         }
@@ -120,13 +120,13 @@ enum QuickEventCheck {
         var recordedBy: String?
         let read = JSONParser.read(frame) { parser in
             parser.members(depth: 0) { name, parser in
-                if name.elementsEqual("checkin_event_id".utf8) { return take(&checkIn, parser.stringValue()) }
-                if name.elementsEqual("site_id".utf8) { return take(&siteID, parser.integerValue()) }
-                if name.elementsEqual("program_id".utf8) { return take(&programID, parser.integerValue()) }
-                if name.elementsEqual("kiosk_id".utf8) { return take(&kioskID, parser.stringValue()) }
-                if name.elementsEqual("voided_at".utf8) { return take(&voidedAt, parser.stringValue()) }
-                if name.elementsEqual("reason".utf8) { return take(&reason, parser.stringValue()) }
-                if name.elementsEqual("recorded_by".utf8) { return take(&recordedBy, parser.stringValue()) }
+                if name.spells("checkin_event_id") { return take(&checkIn, parser.stringValue()) }
+                if name.spells("site_id") { return take(&siteID, parser.integerValue()) }
+                if name.spells("program_id") { return take(&programID, parser.integerValue()) }
+                if name.spells("kiosk_id") { return take(&kioskID, parser.stringValue()) }
+                if name.spells("voided_at") { return take(&voidedAt, parser.stringValue()) }
+                if name.spells("reason") { return take(&reason, parser.stringValue()) }
+                if name.spells("recorded_by") { return take(&recordedBy, parser.stringValue()) }
                 return parser.skipValue(depth: 1)
             }
         }
@@ -302,12 +302,12 @@ extension JSONParser {
         var isNew: Bool?
         var gender: String?
         let read = members(depth: depth) { name, parser in
-            if name.elementsEqual("eto_participant_id".utf8) { return take(&id, parser.integerValue()) }
-            if name.elementsEqual("first_name".utf8) { return take(&first, parser.stringValue()) }
-            if name.elementsEqual("last_name".utf8) { return take(&last, parser.stringValue()) }
-            if name.elementsEqual("date_of_birth".utf8) { return take(&born, parser.stringValue()) }
-            if name.elementsEqual("new".utf8) { return take(&isNew, parser.boolValue()) }
-            if name.elementsEqual("gender".utf8) { return take(&gender, parser.stringValue()) }
+            if name.spells("eto_participant_id") { return take(&id, parser.integerValue()) }
+            if name.spells("first_name") { return take(&first, parser.stringValue()) }
+            if name.spells("last_name") { return take(&last, parser.stringValue()) }
+            if name.spells("date_of_birth") { return take(&born, parser.stringValue()) }
+            if name.spells("new") { return take(&isNew, parser.boolValue()) }
+            if name.spells("gender") { return take(&gender, parser.stringValue()) }
             return parser.skipValue(depth: depth + 1)
         }
         guard read else { return nil }
@@ -320,9 +320,9 @@ extension JSONParser {
         var longitude: Double?
         var accuracy: Double?
         let read = members(depth: depth) { name, parser in
-            if name.elementsEqual("latitude".utf8) { return take(&latitude, parser.doubleValue()) }
-            if name.elementsEqual("longitude".utf8) { return take(&longitude, parser.doubleValue()) }
-            if name.elementsEqual("accuracy_m".utf8) { return take(&accuracy, parser.doubleValue()) }
+            if name.spells("latitude") { return take(&latitude, parser.doubleValue()) }
+            if name.spells("longitude") { return take(&longitude, parser.doubleValue()) }
+            if name.spells("accuracy_m") { return take(&accuracy, parser.doubleValue()) }
             return parser.skipValue(depth: depth + 1)
         }
         guard read, let latitude, let longitude, let accuracy else { return nil }

@@ -105,6 +105,14 @@ extension Envelope {
         try checkFrames(Array(frames), minimumVersion: minimumVersion, limits: limits)
     }
 
+    /// `check` of a received message's frames after its routing frame, read in place (the
+    /// generic one copies them into an array first).
+    public static func check(
+        _ frames: ArraySlice<Data>, minimumVersion: ProtocolVersion = .current, limits: SizeLimits = .v1
+    ) throws(ProtocolError) -> Envelope {
+        try checkFrames(frames, minimumVersion: minimumVersion, limits: limits)
+    }
+
     /// Parses the JSON frames (header, parent, metadata, content, in that order).
     /// - Parameter reference: set to the header's `event_id` or `request_id` as soon as the
     ///   header parses, so an error about a later frame can still name the message.
