@@ -6,26 +6,30 @@
 #if defined(__GLIBC__)
 #include <dlfcn.h>
 #include <malloc.h>
+#include <pthread.h>
 
 // jemalloc's mallctl, when jemalloc's malloc is the one this process calls; NULL otherwise
 // (not linked, or linked after glibc so that glibc's malloc wins).
 typedef int (*mallctl_function)(const char *, void *, size_t *, void *, size_t);
 
-static mallctl_function jemalloc_control(void) {
-    static int looked = 0;
-    static mallctl_function found = NULL;
-    if (!looked) {
-        void *library = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_NOLOAD);
-        if (library != NULL) {
-            void *ours = dlsym(library, "malloc");
-            if (ours != NULL && ours == dlsym(RTLD_DEFAULT, "malloc")) {
-                found = (mallctl_function)dlsym(library, "mallctl");
-            }
-            dlclose(library);
-        }
-        looked = 1;
+static mallctl_function jemalloc_found = NULL;
+static pthread_once_t jemalloc_looked = PTHREAD_ONCE_INIT;
+
+static void jemalloc_look(void) {
+    void *library = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_NOLOAD);
+    if (library == NULL) {
+        return;
     }
-    return found;
+    void *ours = dlsym(library, "malloc");
+    if (ours != NULL && ours == dlsym(RTLD_DEFAULT, "malloc")) {
+        jemalloc_found = (mallctl_function)dlsym(library, "mallctl");
+    }
+    dlclose(library);
+}
+
+static mallctl_function jemalloc_control(void) {
+    pthread_once(&jemalloc_looked, jemalloc_look);
+    return jemalloc_found;
 }
 
 // jemalloc's MALLCTL_ARENAS_ALL: every arena at once.
