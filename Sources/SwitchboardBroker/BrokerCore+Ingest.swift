@@ -242,6 +242,7 @@ extension BrokerCore {
         metrics.first.record(journal.first)
         metrics.events.record(journal.count)
         metrics.bytes.record(journal.storedBytes)
+        if let wal = journal.wal { metrics.journalWAL(frames: wal.frames, checkpoints: wal.checkpoints) }
         for (producer, health) in producers.takeChanged() { metrics.producer(producer, health) }
         let countLag = now >= metrics.nextLagCount
         if countLag { metrics.nextLagCount = now + BrokerMetrics.gaugeInterval }

@@ -27,6 +27,8 @@ final class BrokerMetrics {
     let events: Gauge
     let bytes: Gauge
     let subscriptions: Gauge
+    /// The SQLite journal's WAL, made at its first report (PostgreSQL's store has none).
+    private var wal: WALMetrics?
     private var groups: [String: GroupMetrics] = [:]
     private var producers: [String: ProducerGauges] = [:]
     var nextLagCount: ContinuousClock.Instant = .now
@@ -47,6 +49,19 @@ final class BrokerMetrics {
         for code in ["conflict", "unavailable", "shutting-down"] {
             _ = labeled(&nacksByCode, "switchboard_broker_nacks_total", "code", code)
         }
+    }
+
+    /// The WAL's size now and its checkpoints so far (the checkpointer's running counts: the
+    /// counters move by what changed since the last report).
+    func journalWAL(frames: Int32, checkpoints: JournalCheckpointer.Counts) {
+        let metrics = wal ?? WALMetrics(factory: factory)
+        metrics.frames.record(Int64(frames))
+        metrics.background.increment(by: Int64(checkpoints.background - metrics.reported.background))
+        metrics.tails.increment(by: Int64(checkpoints.tails - metrics.reported.tails))
+        metrics.bounded.increment(by: Int64(checkpoints.bounded - metrics.reported.bounded))
+        metrics.failed.increment(by: Int64(checkpoints.failed - metrics.reported.failed))
+        metrics.reported = checkpoints
+        wal = metrics
     }
 
     func journaled(type: String, count: Int) {
@@ -142,5 +157,27 @@ struct ProducerGauges {
         lastSeen = Gauge(label: "switchboard_producer_last_seen_timestamp_seconds", dimensions: dimensions, factory: factory)
         lastEvent = Gauge(label: "switchboard_producer_last_event_timestamp_seconds", dimensions: dimensions, factory: factory)
         lastDelivery = Gauge(label: "switchboard_producer_last_delivery_timestamp_seconds", dimensions: dimensions, factory: factory)
+    }
+}
+
+/// The SQLite journal's WAL: its size, and its checkpoints by who ran them.
+final class WALMetrics {
+    let frames: Gauge
+    let background: Counter
+    let tails: Counter
+    let bounded: Counter
+    let failed: Counter
+    /// The checkpointer's counts at the last report.
+    var reported = JournalCheckpointer.Counts()
+
+    init(factory: any MetricsFactory) {
+        frames = Gauge(label: "switchboard_broker_journal_wal_frames", factory: factory)
+        func checkpoints(_ by: String) -> Counter {
+            Counter(label: "switchboard_broker_journal_checkpoints_total", dimensions: [("by", by)], factory: factory)
+        }
+        background = checkpoints("background")
+        tails = checkpoints("tail")
+        bounded = checkpoints("bound")
+        failed = Counter(label: "switchboard_broker_journal_checkpoint_failures_total", factory: factory)
     }
 }

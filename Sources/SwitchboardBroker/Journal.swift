@@ -457,6 +457,8 @@ public final class Journal: JournalStore {
     /// The frames the last commit left in the WAL.
     var walFrames: Int32 { checkpointer.frames }
 
+    var wal: (frames: Int32, checkpoints: JournalCheckpointer.Counts)? { (checkpointer.frames, checkpointer.counts) }
+
     public func close() throws {
         guard !closed else { return }
         closed = true

@@ -149,6 +149,9 @@ protocol JournalStore: AnyObject {
     var storedBytes: Int64 { get }
     /// Retained events.
     var count: Int64 { get }
+    /// The SQLite journal's WAL: the frames the last commit left in it, and its checkpoints so
+    /// far. nil for a store without one (PostgreSQL's).
+    var wal: (frames: Int32, checkpoints: JournalCheckpointer.Counts)? { get }
 
     /// Journals `events` and applies the consumer groups' `groups` writes in one transaction,
     /// returning one outcome per event, in order. Nothing is durable (and nothing may be ACKed)
@@ -199,6 +202,8 @@ protocol JournalStore: AnyObject {
 }
 
 extension JournalStore {
+    var wal: (frames: Int32, checkpoints: JournalCheckpointer.Counts)? { nil }
+
     /// Journals a batch with no group writes (`commit(events:groups:)`).
     func append(_ batch: [PendingEvent]) throws -> [AppendOutcome] {
         try commit(events: batch, groups: [])

@@ -55,6 +55,15 @@ public enum MetricCatalog {
         .init("switchboard_broker_journal_events", .gauge, [], "Events in the journal."),
         .init("switchboard_broker_journal_bytes", .gauge, [], "Stored bytes of the journal's events."),
         .init(
+            "switchboard_broker_journal_wal_frames", .gauge, [],
+            "SQLite journal: pages in its write-ahead log after the last commit."),
+        .init(
+            "switchboard_broker_journal_checkpoints_total", .counter, ["by"],
+            "SQLite journal: WAL checkpoints by who ran them (background, tail, bound)."),
+        .init(
+            "switchboard_broker_journal_checkpoint_failures_total", .counter, [],
+            "SQLite journal: WAL checkpoints SQLite refused (not counting busy)."),
+        .init(
             "switchboard_broker_fanout_subscriptions", .gauge, [],
             "Topic subscriptions held by fan-out subscribers (one per prefix each subscriber asked for)."),
         .init("switchboard_group_lag", .gauge, ["group"], "Journaled events above the group's cursor that match its topics."),

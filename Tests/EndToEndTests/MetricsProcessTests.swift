@@ -76,6 +76,9 @@ extension WorkerProcessTests {
                 && value(after.broker, "switchboard_group_pending", ["group": "filemaker"]) == 0
                 && value(after.broker, "switchboard_broker_journal_head") >= 1000
                 && value(after.broker, "switchboard_service_workers", ["service": "auth"]) >= 1
+                // A thousand commits of several pages each: the WAL passed 1,000 pages, and the
+                // checkpointing thread copied it at least once.
+                && value(after.broker, "switchboard_broker_journal_checkpoints_total", ["by": "background"]) >= 1
         }
         func delta(_ new: Scrape, _ old: Scrape, _ name: String, _ labels: [String: String] = [:]) -> Double {
             value(new, name, labels) - value(old, name, labels)
@@ -86,6 +89,8 @@ extension WorkerProcessTests {
         #expect(delta(after.broker, before.broker, "switchboard_group_delivered_total", ["group": "filemaker"]) == 500)
         #expect(value(after.broker, "switchboard_group_members", ["group": "filemaker"]) == 1)
         #expect(value(after.broker, "switchboard_broker_ack_seconds_count") >= 1000)
+        #expect(after.broker.value("switchboard_broker_journal_wal_frames") != nil)
+        #expect(value(after.broker, "switchboard_broker_journal_checkpoint_failures_total") == 0)
         #expect(value(after.broker, "switchboard_service_requests_total", ["service": "auth", "status": "200"]) >= 1)
         let lastEvent = value(after.broker, "switchboard_producer_last_event_timestamp_seconds", ["producer": "shelter-m"])
         #expect(abs(lastEvent - Date().timeIntervalSince1970) < 120)
