@@ -128,7 +128,7 @@ struct ConsumerGroupState: Sendable {
     var keys: [String: KeyQueue] = [:]
     /// Events that may be eligible, lowest bus_seq first (so replays first). Checked when taken.
     var eligible = Heap<Int64>()
-    var ackDeadlines = Heap<Timer>()
+    var ackDeadlines = DeadlineQueue<Timer>()
     var backOffs = Heap<Timer>()
 
     /// After a restart: until `until`, unsettled events up to `through` (the journal's head at
