@@ -35,7 +35,7 @@ final class JournalCheckpointer: Sendable {
         var bound: Int32 = 10_000
     }
 
-    /// What has run, for tests and the log.
+    /// What has run, for tests and the broker's metrics.
     struct Counts: Sendable, Equatable {
         /// Checkpoints the background thread completed (whatever they copied).
         var background = 0
@@ -68,7 +68,7 @@ final class JournalCheckpointer: Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     /// Opens a second connection to `path` (an existing WAL-mode file) and starts the thread.
-    init(path: String, limits: Limits = Limits()) throws {
+    init(path: String, limits: Limits) throws {
         self.limits = limits
         var opened: OpaquePointer?
         let code = sqlite3_open_v2(path, &opened, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import SwitchboardProtocol
 import SwitchboardTesting
 import Testing
@@ -26,14 +27,6 @@ struct JournalCheckpointerTests {
     func walFileFrames(_ path: String) -> Int {
         let size = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
         return max(size - 32, 0) / (4096 + 24)
-    }
-
-    /// Runs `body` inside a read transaction of `reader` that has read the journal: its snapshot.
-    func pinning(_ reader: DatabaseQueue, _ body: () throws -> Void) throws {
-        try reader.read { db in
-            _ = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM events")
-            try body()
-        }
     }
 
     @Test("the background thread copies the whole WAL, off the committing thread, and the next commit starts it over")
@@ -84,15 +77,12 @@ struct JournalCheckpointerTests {
         while journal.walFrames < 56 { try commit() }
         // A reader's snapshot stands in for commits made while the background copies: it may
         // copy no frame written after the snapshot, so those are left over.
-        var configuration = Configuration()
-        configuration.readonly = true
-        let reader = try DatabaseQueue(path: path, configuration: configuration)
-        try pinning(reader) {
-            while journal.walFrames < 64 { try commit() }
-        }
+        let snapshot = try Snapshot(path)
+        while journal.walFrames < 64 { try commit() }
+        // Awaited while the snapshot holds: the background copies up to it, no further.
         try await waitUntil("the background checkpoint") { journal.checkpoints.background == 1 }
         #expect(journal.checkpoints.tails == 0)
-        try reader.close()
+        snapshot.end()
 
         try commit()
         #expect(journal.checkpoints.tails == 1, "at most 32 frames were left: copied after the commit, on its connection")
@@ -135,20 +125,15 @@ struct JournalCheckpointerTests {
         _ = try journal.append(batch("k1", from: seq, count: 10))
         seq += 10
 
-        var configuration = Configuration()
-        configuration.readonly = true
-        let reader = try DatabaseQueue(path: path, configuration: configuration)
-        try reader.read { db in
-            // The read transaction's snapshot: no checkpoint may copy a frame written after it.
-            #expect(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM events") == 10)
-            while journal.walFrames < 256 {
-                _ = try journal.append(batch("k1", from: seq, count: 10))
-                seq += 10
-            }
+        let snapshot = try Snapshot(path)
+        #expect(snapshot.count == 10)
+        while journal.walFrames < 256 {
+            _ = try journal.append(batch("k1", from: seq, count: 10))
+            seq += 10
         }
         #expect(journal.checkpoints.restarts == 0, "a pinned WAL cannot start over")
         #expect(journal.checkpoints.bounded > 0, "past the bound, each commit tries")
-        try reader.close()
+        snapshot.end()
 
         let pinned = journal.walFrames
         for _ in 0..<3 {
@@ -177,4 +162,32 @@ struct JournalCheckpointerTests {
         #expect(reopened.count == 500)
         try reopened.close()
     }
+}
+
+/// A read transaction on a connection of its own, held until `end()`: its snapshot of the journal
+/// pins the WAL (no checkpoint may copy a frame written after it).
+final class Snapshot {
+    private var connection: OpaquePointer?
+    /// The events the snapshot holds.
+    private(set) var count: Int64 = -1
+
+    init(_ path: String) throws {
+        guard sqlite3_open_v2(path, &connection, SQLITE_OPEN_READONLY, nil) == SQLITE_OK,
+            sqlite3_exec(connection, "BEGIN", nil, nil, nil) == SQLITE_OK
+        else { throw JournalFailure(description: "cannot open a snapshot of \(path)") }
+        var statement: OpaquePointer?
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_prepare_v2(connection, "SELECT COUNT(*) FROM events", -1, &statement, nil) == SQLITE_OK,
+            sqlite3_step(statement) == SQLITE_ROW
+        else { throw JournalFailure(description: "cannot read \(path)") }
+        count = sqlite3_column_int64(statement, 0)
+    }
+
+    func end() {
+        sqlite3_exec(connection, "COMMIT", nil, nil, nil)
+        sqlite3_close_v2(connection)
+        connection = nil
+    }
+
+    deinit { if connection != nil { end() } }
 }
