@@ -6,8 +6,9 @@ import SwitchboardSecurity
 import ZeroMQ
 
 extension BrokerCore {
-    /// Sends a journaled event to the fan-out's subscribers, and keeps it for the groups
-    /// (`RecentEvents`). Called for every event journaled, in `bus_seq` order.
+    /// Sends a journaled event to the fan-out's subscribers, when a subscription matches its
+    /// type, and keeps it for the groups (`RecentEvents`). Called for every event journaled, in
+    /// `bus_seq` order.
     /// - Returns: the event the groups' memory let go of for it, for the caller to free where it
     ///   costs the broker thread nothing.
     @discardableResult
@@ -16,7 +17,14 @@ extension BrokerCore {
             JournaledEvent(
                 busSeq: busSeq, type: type, header: header, parent: event.parent, metadata: event.metadata, content: event.content),
             key: event.header.key)
-        if topicFrame.type != type { topicFrame = (type, Data(type.utf8)) }
+        if topicFrame.type != type {
+            let frame = Data(type.utf8)
+            topicFrame = (type, frame, subscriptions.wants(frame), subscriptions.generation)
+        } else if topicFrame.generation != subscriptions.generation {
+            topicFrame.wanted = subscriptions.wants(topicFrame.frame)
+            topicFrame.generation = subscriptions.generation
+        }
+        guard topicFrame.wanted else { return evicted }
         let frames = [topicFrame.frame, versionFrame, eventWordFrame, header, event.parent, event.metadata, event.content]
         do {
             try fanout.send(frames, dontWait: true)
@@ -40,12 +48,11 @@ extension BrokerCore {
     func drainSubscriptions() {
         // XPUB hands up (un)subscriptions; they must be read or they pile up in memory.
         while let message = try? fanout.receive(dontWait: true) {
-            if let frame = message.frames.first, let kind = frame.first {
+            if let frame = message.frames.first, subscriptions.apply(frame) {
                 let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
-                logger.debug(kind == 1 ? "subscribe" : "unsubscribe", metadata: ["topic": "\(topic)"])
-                subscriptionCount = max(0, subscriptionCount + (kind == 1 ? 1 : -1))
+                logger.debug(frame.first == 1 ? "subscribe" : "unsubscribe", metadata: ["topic": "\(topic)"])
             }
         }
-        metrics.subscriptions.record(subscriptionCount)
+        metrics.subscriptions.record(subscriptions.total)
     }
 }

@@ -33,9 +33,10 @@ final class BrokerCore {
     var connectionIndices: [Int] = []
     let versionFrame = Envelope.versionFrame()
     let eventWordFrame = Data(Command.event.rawValue.utf8)
-    /// The topic frame of the event type published last, and its type: a batch is mostly one
-    /// type, and making the frame for each event was a thirtieth of the broker thread.
-    var topicFrame: (type: String, frame: Data) = ("", Data())
+    /// The topic frame of the event type published last, its type, and whether a subscription
+    /// matched it at `generation` of `subscriptions`: a batch is mostly one type, and making the
+    /// frame for each event was a thirtieth of the broker thread.
+    var topicFrame: (type: String, frame: Data, wanted: Bool, generation: Int) = ("", Data(), false, -1)
     var nextHeartbeat: ContinuousClock.Instant
     var nextRetention: ContinuousClock.Instant
     /// When what the groups changed is committed (nil: nothing waits). See `commitGroupsIfDue`.
@@ -54,9 +55,9 @@ final class BrokerCore {
     let metrics: BrokerMetrics
     /// Each producer's last event and reported outbox (`producers.list`, producer metrics).
     var producers = ProducerTable()
-    /// Fan-out subscriptions held now (XPUB_VERBOSER passes every one up, and the
+    /// Fan-out subscriptions held now, by prefix (XPUB_VERBOSER passes every one up, and the
     /// unsubscriptions of a subscriber that goes).
-    var subscriptionCount = 0
+    var subscriptions = FanoutSubscriptions()
     /// Ingest's checks, and the thread that runs them beside this one (IngestValidation.swift).
     let ingestCheck: IngestCheck
     let ingestChecker: IngestChecker
@@ -177,9 +178,10 @@ final class BrokerCore {
             }
             if let notices = broker.security?.takeNotices(), !notices.isEmpty { journal(notices) }
             do {
+                // Subscriptions first: the events of this step go to who subscribed before it.
+                if poller.returned(3).contains(.readable) { drainSubscriptions() }
                 if ingestChecking || poller.returned(1).contains(.readable) { try serveIngest() }
                 if poller.returned(2).contains(.readable) { serveReplay() }
-                if poller.returned(3).contains(.readable) { drainSubscriptions() }
                 if poller.returned(groupIndex).contains(.readable) { serveGroups() }
                 // Timers, then new events, then (when due) one commit of what the groups changed.
                 tickGroups(now: .now)

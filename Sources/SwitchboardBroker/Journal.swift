@@ -122,9 +122,10 @@ public final class Journal: JournalStore {
         var highest: Int64
 
         func save(in db: Database) throws {
-            try db.execute(
-                sql: "INSERT INTO journal_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                arguments: [Self.key, "\(count) \(bytes) \(lowest) \(highest)"])
+            // Cached: it runs with every commit.
+            try db.cachedStatement(
+                sql: "INSERT INTO journal_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+            ).execute(arguments: [Self.key, "\(count) \(bytes) \(lowest) \(highest)"])
         }
     }
 
