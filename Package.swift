@@ -347,7 +347,7 @@ var targets: [Target] = [
     .target(
         name: "SwitchboardBackends",
         dependencies: [
-            "SwitchboardHTTP",
+            "SwitchboardHTTP", "SwitchboardProtocol",
             .product(name: "Logging", package: "swift-log"),
         ],
         path: "Sources/Backends",

@@ -395,8 +395,8 @@ public final class GroupConsumer: Sendable {
         switch envelope.command {
         case .deliver:
             do {
-                let header = try envelope.decodeHeader(DeliverHeader.self)
-                let event = try JSONDecoder().decode(EventHeader.self, from: envelope.parent)
+                let header = try DeliverHeader(wire: envelope.header)
+                let event = try EventHeader(journaled: envelope.parent)
                 current.withLock { $0.session.delivered(busSeq: header.busSeq, attempt: header.attempt) }
                 deliveryInput.yield(
                     GroupDelivery(

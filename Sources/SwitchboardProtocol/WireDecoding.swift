@@ -302,3 +302,52 @@ extension ParsedEnvelope {
         return nil
     }
 }
+
+extension WireObject {
+    /// The object a frame holds, for the readers below; `frame` names it in errors.
+    static func parse(_ data: Data, frame: String, code: ProtocolError.Code) throws(ProtocolError) -> WireObject {
+        guard let value = JSONValue.parse(data) else { throw ProtocolError(.invalidJSON, "\(frame) frame is not valid JSON") }
+        guard case .object(let fields) = value else { throw ProtocolError(.invalidJSON, "\(frame) frame must be a JSON object") }
+        return WireObject(fields: fields, frame: frame, code: code)
+    }
+
+    /// As `optionalString`, with `null` read as absent (as a Codable reader's `decodeIfPresent`).
+    func nullableString(_ key: String) throws(ProtocolError) -> String? {
+        fields[key] == .null ? nil : try optionalString(key)
+    }
+
+    /// As `optionalInteger`, with `null` read as absent.
+    func nullableInteger(_ key: String) throws(ProtocolError) -> Int64? {
+        fields[key] == .null ? nil : try optionalInteger(key)
+    }
+}
+
+extension EventHeader {
+    /// Reads the header of a journaled event (a DELIVER's parent, an EVENT from the fan-out or
+    /// replay) from its frame: the fields the Codable reader reads, `bus_seq` among them, with
+    /// `null` as absent for the optional ones, and unknown fields ignored. Without a
+    /// JSONDecoder: a worker reads one with every delivery.
+    public init(journaled data: Data) throws(ProtocolError) {
+        let object = try WireObject.parse(data, frame: "header", code: .invalidHeader)
+        self.init(
+            eventID: try object.string("event_id"), type: try object.string("type"), producer: try object.string("producer"),
+            producerSeq: try object.integer("producer_seq"), busSeq: try object.nullableInteger("bus_seq"),
+            time: try object.string("time"), schema: try object.string("schema"), session: try object.string("session"),
+            key: try object.nullableString("key"))
+    }
+}
+
+extension DeliverHeader {
+    /// Reads a DELIVER header from its frame as the Codable reader does (unknown fields ignored;
+    /// `first` absent, or null, is false), without a JSONDecoder: a worker reads one with every
+    /// delivery.
+    public init(wire data: Data) throws(ProtocolError) {
+        let object = try WireObject.parse(data, frame: "header", code: .invalidHeader)
+        let attempt = try object.integer("attempt")
+        guard let exact = Int(exactly: attempt) else { throw object.fail("attempt", "must be an integer") }
+        self.init(
+            group: try object.string("group"), busSeq: try object.integer("bus_seq"), attempt: exact,
+            deadline: try object.string("deadline"), ackWaitMilliseconds: try object.integer("ack_wait_ms"),
+            first: object.fields["first"] == .null ? false : try object.optionalBool("first") ?? false)
+    }
+}

@@ -73,3 +73,9 @@ public enum WireJSON {
         }
     }
 }
+
+/// Content a worker publishes often enough to write without a JSONEncoder: `wireJSON()` gives
+/// the bytes `WireJSON.encode` would (sorted keys, nil optionals left out).
+public protocol WireJSONWritable: Encodable {
+    func wireJSON() -> Data
+}

@@ -54,7 +54,8 @@ package final class SharedCommits<Item: Sendable, Answer: Sendable>: Sendable {
             var answers: [Result<Answer, any Error>] = []
             do {
                 try db.inTransaction(.immediate) {
-                    answers = try commit(batch.map(\.item), db)
+                    // A closure, not `\.item`: a key path into this generic tuple is built at run time, each call.
+                    answers = try commit(batch.map { $0.item }, db)
                     return .commit
                 }
                 precondition(answers.count == batch.count, "a shared commit answers each of its items")

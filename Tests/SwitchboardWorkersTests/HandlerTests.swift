@@ -178,6 +178,46 @@ struct HandlerTests {
         }
     }
 
+    @Test("the writer reads a check-in's content as the Codable reader does, and content it refuses through that reader")
+    func checkInReader() throws {
+        var random = SeededGenerator(seed: 302)
+        func maybe<T>(_ value: T) -> T? { Bool.random(using: &random) ? value : nil }
+        for index in 0..<500 {
+            let checkIn = CheckIn(
+                participant: .init(
+                    etoParticipantID: maybe(Int64.random(in: 1...9_999_999, using: &random)), firstName: maybe("Ana \"Mª\" 名"),
+                    lastName: maybe("Díaz/Ruiz"), dateOfBirth: maybe("1990-04-01"), isNew: maybe(Bool.random(using: &random)),
+                    gender: maybe("female")),
+                siteID: Int64.random(in: 1...99_999, using: &random), programID: Int64.random(in: 1...99_999, using: &random),
+                kioskID: "kiosk-\(index)", checkedInAt: "2026-11-29T03:04:05.678Z",
+                location: maybe(
+                    CheckIn.Location(
+                        latitude: Double.random(in: -90...90, using: &random), longitude: Double.random(in: -180...180, using: &random),
+                        accuracyMeters: Double.random(in: 0...500, using: &random))),
+                notes: maybe("line one\nline \u{08}two\t🙂"), bed: maybe("B-\(index)"), recordedBy: maybe("staff-\(index)"))
+            let content = try WireJSON.encode(checkIn)
+            let read = try FileMakerWriter.readCheckIn(content).get()
+            #expect(read == checkIn)
+            #expect(read == (try JSONDecoder().decode(CheckIn.self, from: content)))
+        }
+        // Refused content gets the Codable reader's error, which names the field.
+        let refused = FileMakerWriter.readCheckIn(Data(#"{"participant": {"first_name": "Ana"}, "site_id": "twelve"}"#.utf8))
+        #expect(throws: DecodingError.self) { try refused.get() }
+    }
+
+    @Test("filemaker.record.written is written as WireJSON.encode writes it")
+    func recordWrittenBytes() throws {
+        var random = SeededGenerator(seed: 303)
+        let pieces = ["a", "Z", "-", " ", "\"", "\\", "/", "é", "名", "🙂", "\n", "\u{08}", "\u{0C}", "\u{01}"]
+        func text() -> String { (0..<Int.random(in: 0...16, using: &random)).map { _ in pieces.randomElement(using: &random)! }.joined() }
+        for _ in 0..<1_000 {
+            let written = FileMakerRecordWritten(
+                eventID: text(), busSeq: Bool.random(using: &random) ? Int64.random(in: 1...Int64.max, using: &random) : nil,
+                database: text(), layout: text(), recordID: text(), created: Bool.random(using: &random))
+            #expect(written.wireJSON() == (try WireJSON.encode(written)))
+        }
+    }
+
     @Test("content that is not a check-in is a dead letter naming the field; nothing is written")
     func fileMakerBadContent() async throws {
         try await withBackends { b in

@@ -7,6 +7,7 @@
 public import Foundation
 public import Logging
 public import SwitchboardHTTP
+import SwitchboardProtocol
 
 /// A client of one database on a FileMaker Server's Data API.
 ///
@@ -196,9 +197,71 @@ public struct FileMakerClient: Sendable {
     ) async throws(HTTPError) -> FileMaker.RecordReference {
         struct Body: Encodable { var fieldData: [String: FileMaker.FieldValue] }
         let path = layoutRoot(layout) + ["records"]
-        let request = make(
-            .post, path, "records.create", body: try Self.json(Body(fieldData: fieldData), for: make(.post, path, "records.create")))
-        return try await send(request, auth, as: FileMaker.RecordReference.self)
+        let body: HTTPRequest.Body
+        if let written = Self.fieldDataBody(fieldData) {
+            body = .json(written)
+        } else {
+            body = try Self.json(Body(fieldData: fieldData), for: make(.post, path, "records.create"))
+        }
+        let response = try await transport.send(make(.post, path, "records.create", body: body), auth) { BearerAuthorizer(token: $0.token) }
+        if let created = Self.createdReference(response) { return created }
+        return try Self.unwrap(response, as: FileMaker.RecordReference.self)
+    }
+
+    /// `{"fieldData":{…}}` written without a JSONEncoder (a writer sends one with every
+    /// check-in): whole numbers as integers, others as Swift prints them, as the Codable
+    /// encoding does. `nil` for a number JSON cannot hold (NaN, ±infinity), which the Codable
+    /// encoding then refuses with its error.
+    static func fieldDataBody(_ fieldData: [String: FileMaker.FieldValue]) -> Data? {
+        var writer = JSONWriter(capacity: 64 + fieldData.count * 48)
+        writer.raw("{\"fieldData\":{")
+        var first = true
+        for (name, value) in fieldData {
+            if !first { writer.raw(",") }
+            first = false
+            writer.string(name)
+            writer.raw(":")
+            switch value {
+            case .text(let text):
+                writer.string(text)
+            case .number(let number):
+                guard number.isFinite else { return nil }
+                if let whole = Int64(exactly: number) { writer.integer(whole) } else { writer.value(.double(number)) }
+            }
+        }
+        writer.raw("}}")
+        return writer.data
+    }
+
+    /// A create's answer read without a JSONDecoder (a writer reads one with every check-in):
+    /// a 2xx whose body is `{"response":{"recordId":…,"modId":…},"messages":[{"code":"0",…}]}`,
+    /// ids as strings or integers. `nil` for anything else, which `unwrap` then reads and
+    /// reports as it reads every answer.
+    static func createdReference(_ response: HTTPResponse) -> FileMaker.RecordReference? {
+        func id(_ value: JSONValue?) -> String? {
+            switch value {
+            case .string(let text)?: return text
+            case .integer(let number)?: return String(number)
+            default: return nil
+            }
+        }
+        guard response.isSuccess, case .object(let root)? = JSONValue.parse(response.body), case .object(let answer)? = root["response"],
+            let recordId = id(answer["recordId"]), let modId = id(answer["modId"])
+        else { return nil }
+        switch root["messages"] {
+        case nil, .null?:
+            break
+        case .array(let messages)?:
+            guard let first = messages.first else { break }
+            guard case .object(let message) = first else { return nil }
+            switch message["code"] {
+            case .string("0")?, .integer(0)?: break
+            default: return nil
+            }
+        default:
+            return nil
+        }
+        return FileMaker.RecordReference(recordId: recordId, modId: modId)
     }
 
     /// `PATCH …/records/{recordId}`: changes the listed fields only; returns the new `modId`.

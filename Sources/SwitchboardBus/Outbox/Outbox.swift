@@ -163,7 +163,8 @@ public final class Outbox: Sendable {
         for event in events {
             let header = EventHeader(
                 type: event.type, producer: producer, producerSeq: next, schema: event.schema, session: session, key: event.key)
-            let headerData = try WireJSON.encode(header)
+            // The same bytes as `WireJSON.encode`, without a JSONEncoder (WireReadersTests).
+            let headerData = header.wireJSON()
             try insert.execute(arguments: [next, header.eventID, event.type, header.time, headerData, event.content])
             entries.append(
                 OutboxEntry(

@@ -13,11 +13,11 @@
 // record. Walk-ins ETO created (`eto.participant.created`) are mirrored into a participants
 // layout, found or created by ETO's participant id.
 
-import Foundation
+public import Foundation
 public import Logging
 public import SwitchboardBackends
 import SwitchboardHTTP
-import SwitchboardProtocol
+public import SwitchboardProtocol
 
 /// The content of `filemaker.record.written` (schema `filemaker.record.written/1`).
 public struct FileMakerRecordWritten: Codable, Sendable, Hashable {
@@ -45,6 +45,33 @@ public struct FileMakerRecordWritten: Codable, Sendable, Hashable {
         self.layout = layout
         self.recordID = recordID
         self.created = created
+    }
+}
+
+extension FileMakerRecordWritten: WireJSONWritable {
+    /// What `WireJSON.encode` writes, keys sorted, without a JSONEncoder: one is published for
+    /// every check-in written.
+    public func wireJSON() -> Data {
+        var writer = JSONWriter(capacity: 160)
+        writer.raw("{")
+        if let busSeq {
+            writer.key("bus_seq", first: true)
+            writer.integer(busSeq)
+            writer.key("created")
+        } else {
+            writer.key("created", first: true)
+        }
+        if created { writer.raw("true") } else { writer.raw("false") }
+        writer.key("database")
+        writer.string(database)
+        writer.key("event_id")
+        writer.string(eventID)
+        writer.key("layout")
+        writer.string(layout)
+        writer.key("record_id")
+        writer.string(recordID)
+        writer.raw("}")
+        return writer.data
     }
 }
 
@@ -166,8 +193,16 @@ public struct FileMakerWriter: EventHandler {
         // Decoded once, for the write and for the settlement: FileMaker's message is a third
         // party's text, so whatever a reason holds, the check-in's personal words are taken out
         // (the settlement rule below leaves out 5xx messages too).
-        let checkIn = Result { try JSONDecoder().decode(CheckIn.self, from: event.content) }
+        let checkIn = Self.readCheckIn(event.content)
         return await write(event, checkIn).withoutPersonalData(of: try? checkIn.get())
+    }
+
+    /// A check-in's content, read by the protocol's own reader (the one the broker checked it
+    /// with at ingest, without a JSONDecoder); content it refuses is read again by the Codable
+    /// reader, whose error names what is wrong.
+    static func readCheckIn(_ content: Data) -> Result<CheckIn, any Error> {
+        if let value = JSONValue.parse(content), let checkIn = try? CheckIn(wire: value) { return .success(checkIn) }
+        return Result { try JSONDecoder().decode(CheckIn.self, from: content) }
     }
 
     func write(_ event: WorkerEvent, _ decoded: Result<CheckIn, any Error>) async -> Settlement {

@@ -245,7 +245,7 @@ public final class WorkerRuntime: Sendable {
     /// Writes an event to this worker's outbox; the outbox service sends it to the broker and
     /// keeps it until the broker has it on disk.
     public func publish(type: String, schema: String, content: some Encodable, key: String? = nil) async throws {
-        let data = try WireJSON.encode(content)
+        let data = try (content as? any WireJSONWritable)?.wireJSON() ?? WireJSON.encode(content)
         _ = try await outbox.enqueue(shared: Outbox.NewEvent(type: type, schema: schema, content: data, key: key))
     }
 
