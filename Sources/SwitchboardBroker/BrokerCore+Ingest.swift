@@ -8,41 +8,22 @@ import ZeroMQ
 
 extension BrokerCore {
 
-    /// One step of ingest (see IngestValidation.swift). It receives what is waiting (up to
-    /// `batch_limit` messages), takes back the batch the checker's thread was given at the step
-    /// before, hands it the new one, and commits the batch taken back meanwhile. A few messages
-    /// with nothing to overlap (an idle broker's lone event) are checked and committed at once
-    /// instead, without a hand-off. While the checker holds a batch, the loop runs the next
-    /// step without waiting (`ingestChecking`).
-    func serveIngest() throws {
-        var messages: [Message] = []
-        while messages.count < configuration.batchLimit, let message = try ingest.receive(dontWait: true) {
-            messages.append(message)
+    /// One step of ingest (see IngestValidation.swift): commits the checked batch the ingest
+    /// thread handed over; its answers and the batch go back to that thread at the end of the
+    /// loop iteration (`flushIngestAnswers`).
+    func serveIngest() {
+        for var batch in ingestThread.take() {
+            commit(&batch)
+            ingestSpent.append(batch)
         }
-        let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
-        var inHand = ingestChecking ? ingestChecker.collect() : CheckedBatch()
-        ingestChecking = false
-        if !messages.isEmpty {
-            if inHand.isEmpty && messages.count <= Self.checkedInline {
-                inHand = CheckedBatch(messages.lazy.compactMap { self.ingestCheck($0, receivedAt: receivedAt) })
-            } else {
-                ingestChecker.submit(messages, receivedAt: receivedAt, spent: spentIngest)
-                spentIngest = CheckedBatch()
-                ingestChecking = true
-            }
-        }
-        guard !inHand.isEmpty else { return }
-        commit(&inHand)
-        // Freed by the checker's thread with the next batch it is given.
-        spentIngest = inHand
     }
-
-    /// At most this many messages, with nothing else to commit, are checked on the broker thread.
-    static let checkedInline = 16
 
     /// Answers what was refused and the heartbeats, in order, then journals the events in one
     /// transaction and answers them.
-    func commit(_ checked: inout CheckedBatch) {
+    /// - Parameter journaling: false for what the ingest thread had checked when the broker
+    ///   stopped: answered "shutting down" without a commit, however the broker stopped (a
+    ///   broker that lost its lease or its database must not wait on it again to let go).
+    func commit(_ checked: inout CheckedBatch, journaling: Bool = true) {
         let started = ContinuousClock.now
         for item in checked.others {
             switch item {
@@ -63,7 +44,7 @@ extension BrokerCore {
         let batch = checked.events
         let senders = checked.senders
         guard !batch.isEmpty else { return }
-        if broker.stopRequested {
+        if broker.stopRequested || !journaling {
             // Nothing of this batch is journaled: tell producers to come back (they keep the
             // events in their outboxes).
             for (index, event) in batch.enumerated() {

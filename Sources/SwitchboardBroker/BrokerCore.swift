@@ -58,15 +58,19 @@ final class BrokerCore {
     /// Fan-out subscriptions held now, by prefix (XPUB_VERBOSER passes every one up, and the
     /// unsubscriptions of a subscriber that goes).
     var subscriptions = FanoutSubscriptions()
-    /// Ingest's checks, and the thread that runs them beside this one (IngestValidation.swift).
+    /// Ingest's checks, and the thread that owns the ingest socket, receives and checks there
+    /// (IngestValidation.swift).
     let ingestCheck: IngestCheck
-    let ingestChecker: IngestChecker
+    let ingestThread: IngestThread
+    /// Whether `ingestThread` owns the ingest socket (until the broker stops): answers to
+    /// producers go through it.
+    var ingestOwned = true
+    /// Answers to producers made in this loop iteration, for the ingest thread to send.
+    var ingestAnswers: [[Data]] = []
+    /// Batches committed in this loop iteration, for the ingest thread to free.
+    var ingestSpent: [CheckedBatch] = []
     /// The events journaled last, for the groups to read from memory.
     var recentEvents = RecentEvents()
-    /// The checker's thread holds the batch received at the last ingest step.
-    var ingestChecking = false
-    /// The batch committed last, for the checker's thread to free.
-    var spentIngest = CheckedBatch()
 
     init(broker: Broker, serviceEndpoint: String) throws {
         self.broker = broker
@@ -112,12 +116,14 @@ final class BrokerCore {
             ],
             security: security, limit: configuration.maxPendingBytes, logger: logger)
         poller.add(fileDescriptor: broker.wakeUpForCore.fileDescriptor)
-        poller.add(ingest)
+        // From here on the ingest socket is the ingest thread's; this thread polls its word
+        // that a checked batch waits.
+        ingestThread = try IngestThread(socket: ingest, check: ingestCheck, batchLimit: configuration.batchLimit, logger: logger)
+        poller.add(fileDescriptor: ingestThread.readyDescriptor)
         poller.add(replay)
         poller.add(fanout)
         groupIndex = poller.add(groupSocket)
         connectionIndices = connections.add(to: poller)
-        ingestChecker = IngestChecker(check: ingestCheck)
         broker.update {
             $0.head = journal.head
             $0.first = journal.first
@@ -161,7 +167,7 @@ final class BrokerCore {
             }
             // +1: never poll for 0 ms just before a timer is due (that would spin).
             let due = [nextHeartbeat, nextRetention, groups.nextDeadline, nextGroupCommit].compactMap { $0 }.min() ?? nextHeartbeat
-            let wait = ingestChecking ? 0 : max(0, ContinuousClock.now.duration(to: due).milliseconds + 1)
+            let wait = max(0, ContinuousClock.now.duration(to: due).milliseconds + 1)
             do {
                 try poller.poll(timeout: Int(wait))
             } catch {
@@ -180,26 +186,26 @@ final class BrokerCore {
             do {
                 // Subscriptions first: the events of this step go to who subscribed before it.
                 if poller.returned(3).contains(.readable) { drainSubscriptions() }
-                if ingestChecking || poller.returned(1).contains(.readable) { try serveIngest() }
+                if poller.returned(1).contains(.readable) { serveIngest() }
                 if poller.returned(2).contains(.readable) { serveReplay() }
                 if poller.returned(groupIndex).contains(.readable) { serveGroups() }
                 // Timers, then new events, then (when due) one commit of what the groups changed.
                 tickGroups(now: .now)
                 try pumpGroups(now: .now)
                 try commitGroupsIfDue()
+                flushIngestAnswers()
             } catch {
                 failure = "\(error)"
                 logger.critical("broker stopping: \(error)")
                 break
             }
         }
-        // Checked, not journaled: answered "shutting down" (their producers send them again).
-        if ingestChecking {
-            var last = ingestChecker.collect()
-            commit(&last)
-            ingestChecking = false
-        }
-        ingestChecker.stop()
+        // Checked, not journaled: answered "shutting down" (their producers send them again),
+        // on the socket, which is this thread's again once the ingest thread has ended.
+        flushIngestAnswers()
+        let left = ingestThread.stop()
+        ingestOwned = false
+        for var batch in left { commit(&batch, journaling: false) }
         if groups.hasUncommitted {
             do {
                 try flushGroups()
@@ -239,6 +245,15 @@ final class BrokerCore {
         try flushGroups()
     }
 
+    /// Hands this iteration's answers to producers, and its committed batches, to the ingest
+    /// thread.
+    func flushIngestAnswers() {
+        guard !ingestAnswers.isEmpty || !ingestSpent.isEmpty else { return }
+        ingestThread.send(ingestAnswers, spent: ingestSpent)
+        ingestAnswers = []
+        ingestSpent = []
+    }
+
     /// Gives freed memory back to the kernel once enough of it has piled up (HeapTrim).
     func trimHeap() {
         let started = ContinuousClock.now
@@ -250,6 +265,10 @@ final class BrokerCore {
 
     func rebind(_ sockets: [Socket], _ bound: [String]) {
         for (socket, endpoint) in zip(sockets, bound) {
+            if socket === ingest && ingestOwned {
+                ingestThread.rebind(endpoint)
+                continue
+            }
             do {
                 try rebindEndpoint(socket, endpoint)
             } catch {
@@ -262,8 +281,14 @@ final class BrokerCore {
     /// Sends to a peer without ever blocking the broker: a peer that is gone or whose queue is
     /// full misses this reply, and its resend gets the same answer again.
     /// - Returns: whether libzmq took the message.
+    /// Answers on the ingest socket go through the ingest thread, which owns it: they are sent
+    /// at the end of this loop iteration (`flushIngestAnswers`), and count as taken.
     @discardableResult
     func reply(_ identity: Data, _ envelope: Envelope, on socket: Socket? = nil) -> Bool {
+        if ingestOwned && (socket == nil || socket === ingest) {
+            ingestAnswers.append([identity] + envelope.frames())
+            return true
+        }
         do {
             return try (socket ?? ingest).send([identity] + envelope.frames(), dontWait: true)
         } catch let error where error.isHostUnreachable {

@@ -1,18 +1,18 @@
-// Ingest on two cores: the broker thread journals one batch while a second thread checks the
-// next.
+// Ingest on two cores: the broker thread journals one batch while a second thread receives and
+// checks the next.
 //
-// Checking an EVENT (envelope, JSON frames, header rules, the content's schema, the sender's
-// role) is about half of what the broker thread spends per event, and none of it needs the
-// journal or a socket: it is a pure function of the message. So the broker thread, which owns
-// the sockets and the journal, receives a batch, takes back the batch it handed over at the step
-// before (checked), hands over the new one, and commits the one taken back meanwhile. Batches
-// stay in order, events within a batch stay in order, and nothing is ACKed before it is
-// journaled: only the checking moved. A few messages with nothing to overlap (an idle broker's
-// lone event) are checked on the broker thread itself and committed at once, so they pay no
-// hand-off. The checker's thread also frees each committed batch (thousands of buffers).
+// Receiving an EVENT and checking it (envelope, JSON frames, header rules, the content's
+// schema, the sender's role) is more than a third of what the broker spends per event, and none
+// of it needs the journal: it is a pure function of the message. So the ingest endpoint has a
+// thread of its own (`IngestThread`), which owns its socket: it receives a batch, checks it and
+// hands it to the broker thread, which journals it, publishes it and gives back the answers for
+// the ingest thread to send. Batches stay in order, events within a batch stay in order, and
+// nothing is ACKed before it is journaled: only the receiving and the checking moved. That
+// thread also frees each committed batch (thousands of buffers).
 
 import Dispatch
 import Foundation
+import Logging
 import SwitchboardProtocol
 import SwitchboardSecurity
 import Synchronization
@@ -30,13 +30,13 @@ enum IngestItem: Sendable {
 
 /// A batch after its checks, as the broker thread commits it: the EVENTs to journal, in order,
 /// each with its sender, and the other messages (refusals, heartbeats), answered first in their
-/// order. Split on the checker's thread, so the broker thread copies no event out of an item.
+/// order. Split on the ingest thread, so the broker thread copies no event out of an item.
 struct CheckedBatch: Sendable {
     var events: [PendingEvent] = []
     var senders: [Data] = []
     var others: [IngestItem] = []
     /// What the groups' memory let go of while this batch was committed (`RecentEvents`): freed
-    /// with the batch, on the checker's thread.
+    /// with the batch, on the ingest thread.
     var evicted: [RecentEvents.Entry] = []
 
     init() {}
@@ -57,8 +57,8 @@ struct CheckedBatch: Sendable {
     }
 }
 
-/// The checks of one received ingest message, in the order section 2 gives; the same function
-/// runs on the broker thread and on the checker's thread.
+/// The checks of one received ingest message, in the order section 2 gives. The ingest thread
+/// (`IngestThread`) runs them on every message the ingest endpoint receives.
 struct IngestCheck: Sendable {
     let minimumVersion: ProtocolVersion
     let security: BrokerSecurity?
@@ -124,78 +124,182 @@ struct IngestCheck: Sendable {
     }
 }
 
-/// A thread that runs `IngestCheck` on one batch at a time for the broker thread. Only the
-/// broker thread calls `submit` and `collect`, strictly in turn.
-final class IngestChecker: Sendable {
+/// The ingest endpoint's own thread. From the broker's start to its stop it owns the ingest
+/// socket: it receives what producers send (up to `batch_limit` messages a batch), checks each
+/// message (`IngestCheck`), hands the broker thread one checked batch at a time, and sends the
+/// answers the broker thread gives back (ACKS, ACK, NACK, HEAD, ERROR). The broker thread never
+/// touches the socket meanwhile (a libzmq socket is one thread's at a time). At most one checked
+/// batch waits for the broker thread: while it waits, this thread leaves the socket alone, so
+/// producers feel the broker's pace through their windows and the socket's high-water marks.
+/// It also frees each committed batch (thousands of buffers) off the broker thread.
+final class IngestThread: @unchecked Sendable {
+    // @unchecked: `socket` and `poller` are used only by this thread between `init` (which
+    // starts it) and the end of `stop()` (which waits for it to end); the rest is the Mutex's.
+    private let socket: Socket
     private let check: IngestCheck
-    private let work = DispatchSemaphore(value: 0)
-    private let done = DispatchSemaphore(value: 0)
+    private let batchLimit: Int
+    private let logger: Logger
+    /// Wakes this thread: answers to send, batches to free, a rebind, the stop.
+    private let wakeUp: WakeUpSignal
+    /// Wakes the broker thread: a checked batch waits (`readyDescriptor`).
+    private let ready: WakeUpSignal
+    private let ended = DispatchSemaphore(value: 0)
     private let slot = Mutex(Slot())
+    /// Checked batches that may wait for the broker thread: one it takes next, and one more
+    /// checked meanwhile, so neither thread waits for the other at each step.
+    static let waitingLimit = 2
 
     private struct Slot {
-        var messages: [Message] = []
-        var receivedAt: Int64 = 0
-        /// A committed batch, released on the checker's thread.
-        var spent = CheckedBatch()
-        var checked = CheckedBatch()
+        /// Checked, not yet taken by the broker thread (at most `waitingLimit`).
+        var checked: [CheckedBatch] = []
+        /// Answers to send, in order: each a routing frame and the envelope's frames.
+        var answers: [[Data]] = []
+        /// Committed batches, released on this thread.
+        var spent: [CheckedBatch] = []
+        var rebinds: [String] = []
         var stop = false
     }
 
-    init(check: IngestCheck) {
+    init(socket: Socket, check: IngestCheck, batchLimit: Int, logger: Logger) throws(ZMQError) {
+        self.socket = socket
         self.check = check
-        let thread = Thread { [self] in serve() }
-        thread.name = "broker-ingest-check"
+        self.batchLimit = batchLimit
+        self.logger = logger
+        wakeUp = try WakeUpSignal()
+        ready = try WakeUpSignal()
+        let thread = Thread { [self] in
+            run()
+            ended.signal()
+        }
+        thread.name = "broker-ingest"
         thread.start()
     }
 
-    /// Hands a batch to the checker's thread; `collect()` returns it checked.
-    /// - Parameter spent: a batch the broker thread has committed: the checker's thread frees it
-    ///   (a batch's events are thousands of buffers, and freeing them was a tenth of the broker
-    ///   thread's time).
-    func submit(_ messages: [Message], receivedAt: Int64, spent: CheckedBatch = CheckedBatch()) {
-        slot.withLock {
-            $0.messages = messages
-            $0.receivedAt = receivedAt
-            $0.spent = spent
+    /// For the broker thread's poller: readable while a checked batch waits.
+    var readyDescriptor: Int32 { ready.fileDescriptor }
+
+    /// The checked batches waiting (at most one), oldest first; the broker thread commits them.
+    func take() -> [CheckedBatch] {
+        ready.drain()
+        let taken = slot.withLock { slot in
+            defer { slot.checked = [] }
+            return slot.checked
         }
-        work.signal()
+        // The socket was left alone while the batch waited: read it again.
+        if !taken.isEmpty { wakeUp.signal() }
+        return taken
     }
 
-    /// Waits for the batch last submitted, checked.
-    func collect() -> CheckedBatch {
-        done.wait()
+    /// Answers to send on the ingest socket, in order, and committed batches to free.
+    func send(_ answers: [[Data]], spent: [CheckedBatch]) {
+        guard !answers.isEmpty || !spent.isEmpty else { return }
+        slot.withLock { slot in
+            slot.answers += answers
+            slot.spent += spent
+        }
+        wakeUp.signal()
+    }
+
+    /// Unbinds and binds the ingest endpoint again (every connection closes; peers reconnect).
+    func rebind(_ endpoint: String) {
+        slot.withLock { $0.rebinds.append(endpoint) }
+        wakeUp.signal()
+    }
+
+    /// Sends the answers given so far, ends the thread and waits for it. The socket is the
+    /// caller's again once this returns. Returns the checked batches the broker thread never
+    /// took, for it to answer.
+    func stop() -> [CheckedBatch] {
+        slot.withLock { $0.stop = true }
+        wakeUp.signal()
+        ended.wait()
         return slot.withLock { slot in
-            defer { slot.checked = CheckedBatch() }
+            defer { slot.checked = [] }
             return slot.checked
         }
     }
 
-    /// Ends the thread (after the batch in hand, if any). Call once, after the last `collect`.
-    func stop() {
-        slot.withLock { $0.stop = true }
-        work.signal()
-    }
-
-    private func serve() {
+    private func run() {
+        let poller = Poller()
+        poller.add(fileDescriptor: wakeUp.fileDescriptor)
+        let socketIndex = poller.add(socket)
         while true {
-            work.wait()
-            // The spent batch is taken out of the slot and dropped here: freed on this thread.
-            let (messages, receivedAt, _, stop) = slot.withLock { slot in
+            let (answers, spent, rebinds, stop, room) = slot.withLock { slot in
                 defer {
-                    slot.messages = []
-                    slot.spent = CheckedBatch()
+                    slot.answers = []
+                    slot.spent = []
+                    slot.rebinds = []
                 }
-                return (slot.messages, slot.receivedAt, slot.spent, slot.stop)
+                return (slot.answers, slot.spent, slot.rebinds, slot.stop, slot.checked.count < Self.waitingLimit)
+            }
+            for frames in answers { send(frames) }
+            _ = consume spent  // freed here, not on the broker thread
+            for endpoint in rebinds {
+                do {
+                    try rebindEndpoint(socket, endpoint)
+                } catch {
+                    logger.error("could not rebind an endpoint", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+                }
             }
             if stop { return }
+            poller.update(socketIndex, events: room ? .readable : [])
+            do {
+                try poller.poll(timeout: -1)
+            } catch {
+                // EINTR is handled by `poll`; anything else would repeat: say so, and wait for
+                // the broker thread's next word rather than spin.
+                logger.error("ingest poll failed", metadata: ["error": "\(error)"])
+                usleep(10_000)
+                continue
+            }
+            if poller.returned(0).contains(.readable) { wakeUp.drain() }
+            guard room, poller.returned(socketIndex).contains(.readable) else { continue }
+            var messages: [Message] = []
+            while messages.count < batchLimit, let message = receive() { messages.append(message) }
+            guard !messages.isEmpty else { continue }
+            // Answers that came meanwhile go out before this batch is checked: an ACK waiting
+            // for a check is a producer's window held shut.
+            sendAnswers()
+            let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
             var checked = CheckedBatch()
             checked.events.reserveCapacity(messages.count)
             checked.senders.reserveCapacity(messages.count)
             for message in messages {
                 if let item = check(message, receivedAt: receivedAt) { checked.add(item) }
             }
-            slot.withLock { $0.checked = checked }
-            done.signal()
+            guard !checked.isEmpty else { continue }
+            slot.withLock { $0.checked.append(checked) }
+            ready.signal()
+        }
+    }
+
+    /// Sends the answers waiting in the slot, if any.
+    private func sendAnswers() {
+        let answers = slot.withLock { slot in
+            defer { slot.answers = [] }
+            return slot.answers
+        }
+        for frames in answers { send(frames) }
+    }
+
+    private func receive() -> Message? {
+        do {
+            return try socket.receive(dontWait: true)
+        } catch {
+            logger.warning("ingest receive failed", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Sends without ever blocking: a peer that is gone or whose queue is full misses this
+    /// answer, and its resend gets the same answer again.
+    private func send(_ frames: [Data]) {
+        do {
+            _ = try socket.send(frames, dontWait: true)
+        } catch let error where error.isHostUnreachable {
+            // The peer disconnected; nothing to do.
+        } catch {
+            logger.debug("reply not sent", metadata: ["peer": "\(frames.first?.hex ?? "-")", "error": "\(error)"])
         }
     }
 }

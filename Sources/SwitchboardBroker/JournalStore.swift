@@ -13,7 +13,7 @@ struct PendingEvent {
     var header: EventHeader
     /// The header's parsed fields, kept only when the stored header must be written anew (see
     /// `Journal.storedHeader`); nil when it is the producer's bytes with `bus_seq` put first.
-    /// (Made on the checking thread, so the broker thread neither keeps nor frees the fields.)
+    /// (Made on the ingest thread, so the broker thread neither keeps nor frees the fields.)
     var rewrite: [String: JSONValue]?
     /// The header frame's bytes as received.
     var rawHeader: Data
