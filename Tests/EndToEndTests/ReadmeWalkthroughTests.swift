@@ -78,7 +78,12 @@ extension ToolTests {
                 String(deskPort),
             ], log: "up.log")
         try await waitUntil("switchboard up has started everything", timeout: .seconds(90)) {
-            guard up.isRunning else { throw WaitTimedOut(description: "up exited: \(programs.read("up.log"))") }
+            guard up.isRunning else {
+                // The broker's own words on why it stopped, with up's (a port taken between
+                // `freePort` and the bind shows there).
+                let broker = programs.read(".switchboard/logs/broker.log").split(separator: "\n").suffix(20).joined(separator: "\n")
+                throw WaitTimedOut(description: "up exited: \(programs.read("up.log"))\nbroker log, last lines:\n\(broker)")
+            }
             return programs.read("up.log").contains("Ctrl-C stops everything.")
         }
         // `import day.csv` reads a file of the walk-through's reader: two of the seed's people.
