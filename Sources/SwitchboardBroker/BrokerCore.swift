@@ -279,10 +279,10 @@ final class BrokerCore {
     }
 
     /// Sends to a peer without ever blocking the broker: a peer that is gone or whose queue is
-    /// full misses this reply, and its resend gets the same answer again.
+    /// full misses this reply, and its resend gets the same answer again. Answers on the ingest
+    /// socket go through the ingest thread, which owns it: they are sent at the end of this loop
+    /// iteration (`flushIngestAnswers`), and count as taken.
     /// - Returns: whether libzmq took the message.
-    /// Answers on the ingest socket go through the ingest thread, which owns it: they are sent
-    /// at the end of this loop iteration (`flushIngestAnswers`), and count as taken.
     @discardableResult
     func reply(_ identity: Data, _ envelope: Envelope, on socket: Socket? = nil) -> Bool {
         if ingestOwned && (socket == nil || socket === ingest) {

@@ -126,11 +126,12 @@ struct IngestCheck: Sendable {
 
 /// The ingest endpoint's own thread. From the broker's start to its stop it owns the ingest
 /// socket: it receives what producers send (up to `batch_limit` messages a batch), checks each
-/// message (`IngestCheck`), hands the broker thread one checked batch at a time, and sends the
-/// answers the broker thread gives back (ACKS, ACK, NACK, HEAD, ERROR). The broker thread never
-/// touches the socket meanwhile (a libzmq socket is one thread's at a time). At most one checked
-/// batch waits for the broker thread: while it waits, this thread leaves the socket alone, so
-/// producers feel the broker's pace through their windows and the socket's high-water marks.
+/// message (`IngestCheck`), hands the broker thread the checked batches, and sends the answers
+/// the broker thread gives back (ACKS, ACK, NACK, HEAD, ERROR). The broker thread never touches
+/// the socket meanwhile (a libzmq socket is one thread's at a time). At most `waitingLimit`
+/// checked batches wait for the broker thread: while they do, this thread leaves the socket
+/// alone, so producers feel the broker's pace through their windows and the socket's
+/// high-water marks.
 /// It also frees each committed batch (thousands of buffers) off the broker thread.
 final class IngestThread: @unchecked Sendable {
     // @unchecked: `socket` and `poller` are used only by this thread between `init` (which
@@ -178,7 +179,8 @@ final class IngestThread: @unchecked Sendable {
     /// For the broker thread's poller: readable while a checked batch waits.
     var readyDescriptor: Int32 { ready.fileDescriptor }
 
-    /// The checked batches waiting (at most one), oldest first; the broker thread commits them.
+    /// The checked batches waiting (at most `waitingLimit`), oldest first; the broker thread
+    /// commits them.
     func take() -> [CheckedBatch] {
         ready.drain()
         let taken = slot.withLock { slot in

@@ -37,7 +37,7 @@ public struct Acks: Sendable, Hashable {
     public func headerJSON() -> Data {
         var writer = JSONWriter(capacity: 96)
         writer.raw("{")
-        writer.key("producer", first: true)
+        writer.key("producer")
         writer.string(producer)
         writer.raw("}")
         return writer.data

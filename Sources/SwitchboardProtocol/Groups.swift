@@ -279,7 +279,7 @@ public struct DeliverHeader: Codable, Sendable, Hashable {
         // Keys in sorted order, as `JSONValue.compactData` writes them.
         var writer = JSONWriter(capacity: 128)
         writer.raw("{")
-        writer.key("ack_wait_ms", first: true)
+        writer.key("ack_wait_ms")
         writer.integer(ackWaitMilliseconds)
         writer.key("attempt")
         writer.integer(Int64(attempt))

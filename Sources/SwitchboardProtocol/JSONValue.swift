@@ -374,9 +374,11 @@ public struct JSONWriter {
         }
     }
 
-    /// Writes `"key":` (the key must need no escaping: our field names).
-    public mutating func key(_ name: StaticString, first: Bool = false) {
-        if !first { bytes.append(UInt8(ascii: ",")) }
+    /// Writes `"key":`, after a comma unless it is the first key of the object just opened
+    /// (the key must need no escaping: our field names). A key follows either the `{` that
+    /// opens its object or a value, and no value ends in `{`, so the last byte tells which.
+    public mutating func key(_ name: StaticString) {
+        if let last = bytes.last, last != UInt8(ascii: "{") { bytes.append(UInt8(ascii: ",")) }
         bytes.append(UInt8(ascii: "\""))
         raw(name)
         bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])

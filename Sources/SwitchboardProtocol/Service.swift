@@ -86,12 +86,10 @@ extension RequestHeader {
         var writer = JSONWriter(capacity: 128)
         writer.raw("{")
         if let idempotent {
-            writer.key("idempotent", first: true)
+            writer.key("idempotent")
             writer.bool(idempotent)
-            writer.key("operation")
-        } else {
-            writer.key("operation", first: true)
         }
+        writer.key("operation")
         writer.string(operation)
         writer.key("request_id")
         writer.string(requestID)
@@ -107,13 +105,11 @@ extension ReplyHeader {
     func plainJSON() -> Data? {
         var writer = JSONWriter(capacity: 128)
         writer.raw("{")
-        var first = true
         if let error {
             guard JSONWriter.isPlain(error.code), JSONWriter.isPlain(error.message) else { return nil }
-            writer.key("error", first: true)
-            first = false
+            writer.key("error")
             writer.raw("{")
-            writer.key("code", first: true)
+            writer.key("code")
             writer.string(error.code)
             writer.key("message")
             writer.string(error.message)
@@ -125,11 +121,10 @@ extension ReplyHeader {
         }
         if let requestID {
             guard JSONWriter.isPlain(requestID) else { return nil }
-            writer.key("request_id", first: first)
-            first = false
+            writer.key("request_id")
             writer.string(requestID)
         }
-        writer.key("status", first: first)
+        writer.key("status")
         writer.integer(Int64(status))
         writer.raw("}")
         return writer.data

@@ -117,17 +117,10 @@ extension Envelope {
     /// - Parameter reference: set to the header's `event_id` or `request_id` as soon as the
     ///   header parses, so an error about a later frame can still name the message.
     public func parsed(reference: inout String?) throws(ProtocolError) -> ParsedEnvelope {
-        func object(_ data: Data, _ name: String, keepingHugeNumbers: Bool = false) throws(ProtocolError) -> [String: JSONValue] {
-            guard let (value, _) = JSONValue.parse(data, keepingHugeNumbers: keepingHugeNumbers) else {
-                throw ProtocolError(.invalidJSON, "\(name) frame is not valid JSON")
-            }
-            guard case .object(let object) = value else { throw ProtocolError(.invalidJSON, "\(name) frame must be a JSON object") }
-            return object
-        }
-        let headerFields = try object(header, "header", keepingHugeNumbers: true)
+        let headerFields = try WireObject.fields(of: header, frame: "header", keepingHugeNumbers: true)
         reference = ParsedEnvelope.reference(in: headerFields)
-        if parent != Envelope.emptyObject { _ = try object(parent, "parent") }
-        if metadata != Envelope.emptyObject { _ = try object(metadata, "metadata") }
+        if parent != Envelope.emptyObject { _ = try WireObject.fields(of: parent, frame: "parent") }
+        if metadata != Envelope.emptyObject { _ = try WireObject.fields(of: metadata, frame: "metadata") }
         guard let contentValue = JSONValue.parse(content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
         // After every frame's JSON check, before the header's own rules (section 2).
         try WireObject.refuseHugeNumbers(headerFields, frame: "header", code: .invalidHeader)
@@ -168,12 +161,10 @@ extension EventHeader {
         var writer = JSONWriter()
         writer.raw("{")
         if let busSeq {
-            writer.key("bus_seq", first: true)
+            writer.key("bus_seq")
             writer.integer(busSeq)
-            writer.key("event_id")
-        } else {
-            writer.key("event_id", first: true)
         }
+        writer.key("event_id")
         writer.string(eventID)
         if let key {
             writer.key("key")
@@ -200,7 +191,7 @@ extension AckHeader {
     public func wireJSON() -> Data {
         var writer = JSONWriter(capacity: 160)
         writer.raw("{")
-        writer.key("bus_seq", first: true)
+        writer.key("bus_seq")
         writer.integer(busSeq)
         writer.key("duplicate")
         if duplicate { writer.raw("true") } else { writer.raw("false") }
@@ -304,11 +295,18 @@ extension ParsedEnvelope {
 }
 
 extension WireObject {
-    /// The object a frame holds, for the readers below; `frame` names it in errors.
-    static func parse(_ data: Data, frame: String, code: ProtocolError.Code) throws(ProtocolError) -> WireObject {
-        guard let value = JSONValue.parse(data) else { throw ProtocolError(.invalidJSON, "\(frame) frame is not valid JSON") }
+    /// The fields of the JSON object a frame holds; `frame` names it in the errors.
+    static func fields(of data: Data, frame: String, keepingHugeNumbers: Bool = false) throws(ProtocolError) -> [String: JSONValue] {
+        guard let (value, _) = JSONValue.parse(data, keepingHugeNumbers: keepingHugeNumbers) else {
+            throw ProtocolError(.invalidJSON, "\(frame) frame is not valid JSON")
+        }
         guard case .object(let fields) = value else { throw ProtocolError(.invalidJSON, "\(frame) frame must be a JSON object") }
-        return WireObject(fields: fields, frame: frame, code: code)
+        return fields
+    }
+
+    /// The object a frame holds, for the readers below.
+    static func parse(_ data: Data, frame: String, code: ProtocolError.Code) throws(ProtocolError) -> WireObject {
+        WireObject(fields: try fields(of: data, frame: frame), frame: frame, code: code)
     }
 
     /// As `optionalString`, with `null` read as absent (as a Codable reader's `decodeIfPresent`).

@@ -87,10 +87,14 @@ public struct FileMakerClient: Sendable {
         return envelope.response
     }
 
+    /// - Parameter plain: reads the common answer without a JSONDecoder, if it can; nil leaves
+    ///   the answer to `unwrap`.
     private func send<Response: Decodable>(
-        _ request: HTTPRequest, _ auth: CredentialSource<FileMaker.Session>, as type: Response.Type
+        _ request: HTTPRequest, _ auth: CredentialSource<FileMaker.Session>, as type: Response.Type,
+        plain: (HTTPResponse) -> Response? = { _ in nil }
     ) async throws(HTTPError) -> Response {
         let response = try await transport.send(request, auth) { BearerAuthorizer(token: $0.token) }
+        if let read = plain(response) { return read }
         return try Self.unwrap(response, as: Response.self)
     }
 
@@ -203,9 +207,8 @@ public struct FileMakerClient: Sendable {
         } else {
             body = try Self.json(Body(fieldData: fieldData), for: make(.post, path, "records.create"))
         }
-        let response = try await transport.send(make(.post, path, "records.create", body: body), auth) { BearerAuthorizer(token: $0.token) }
-        if let created = Self.createdReference(response) { return created }
-        return try Self.unwrap(response, as: FileMaker.RecordReference.self)
+        return try await send(
+            make(.post, path, "records.create", body: body), auth, as: FileMaker.RecordReference.self, plain: Self.createdReference)
     }
 
     /// `{"fieldData":{…}}` written without a JSONEncoder (a writer sends one with every

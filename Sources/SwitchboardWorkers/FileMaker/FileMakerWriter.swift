@@ -55,12 +55,10 @@ extension FileMakerRecordWritten: WireJSONWritable {
         var writer = JSONWriter(capacity: 160)
         writer.raw("{")
         if let busSeq {
-            writer.key("bus_seq", first: true)
+            writer.key("bus_seq")
             writer.integer(busSeq)
-            writer.key("created")
-        } else {
-            writer.key("created", first: true)
         }
+        writer.key("created")
         if created { writer.raw("true") } else { writer.raw("false") }
         writer.key("database")
         writer.string(database)
