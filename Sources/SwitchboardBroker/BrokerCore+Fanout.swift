@@ -12,7 +12,8 @@ extension BrokerCore {
     /// - Returns: the event the groups' memory let go of for it, for the caller to free where it
     ///   costs the broker thread nothing.
     @discardableResult
-    func publish(type: String, busSeq: Int64, header: Data, event: PendingEvent) -> RecentEvents.Entry? {
+    func publish(busSeq: Int64, header: Data, event: PendingEvent) -> RecentEvents.Entry? {
+        let type = event.header.type
         let evicted = recentEvents.append(
             JournaledEvent(
                 busSeq: busSeq, type: type, header: header, parent: event.parent, metadata: event.metadata, content: event.content),

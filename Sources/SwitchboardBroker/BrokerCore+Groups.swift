@@ -369,7 +369,7 @@ extension BrokerCore {
         groups.audits = []
         for (index, outcome) in outcomes.enumerated() {
             if case .stored(let busSeq, let header) = outcome {
-                publish(type: events[index].header.type, busSeq: busSeq, header: header, event: events[index])
+                publish(busSeq: busSeq, header: header, event: events[index])
             }
         }
         groups.trimCache()

@@ -74,31 +74,43 @@ extension BrokerCore {
         var types: [String: Int] = [:]
         var producersSeen: Set<String> = []
         var batched = BatchedAcks()
+        var lastType = ""
+        var lastProducer = ""
         for (index, outcome) in outcomes.enumerated() {
             let event = batch[index]
-            let h = event.header
             switch outcome {
             case .stored(let busSeq, let header):
                 journaled += 1
-                types[h.type, default: 0] += 1
-                producersSeen.insert(h.producer)
-                if event.batchedAck {
-                    batched.add(senders[index], h, busSeq: busSeq, duplicate: false)
+                // A batch is mostly a few producers' events of a few types: hashed only when
+                // they change.
+                if event.header.type != lastType {
+                    lastType = event.header.type
+                    types[lastType, default: 0] += 1
                 } else {
-                    ack(senders[index], h, busSeq: busSeq, duplicate: false)
+                    types[lastType]! += 1
                 }
-                if let evicted = publish(type: h.type, busSeq: busSeq, header: header, event: event) {
+                if event.header.producer != lastProducer {
+                    lastProducer = event.header.producer
+                    producersSeen.insert(lastProducer)
+                }
+                if event.batchedAck {
+                    batched.add(senders[index], event.header.producer, event.header.producerSeq, busSeq: busSeq, duplicate: false)
+                } else {
+                    ack(senders[index], event.header, busSeq: busSeq, duplicate: false)
+                }
+                if let evicted = publish(busSeq: busSeq, header: header, event: event) {
                     checked.evicted.append(evicted)
                 }
             case .duplicate(let busSeq):
                 duplicates += 1
                 if event.batchedAck {
-                    batched.add(senders[index], h, busSeq: busSeq, duplicate: true)
+                    batched.add(senders[index], event.header.producer, event.header.producerSeq, busSeq: busSeq, duplicate: true)
                 } else {
-                    ack(senders[index], h, busSeq: busSeq, duplicate: true)
+                    ack(senders[index], event.header, busSeq: busSeq, duplicate: true)
                 }
             case .conflict(let existing, let head):
                 conflicts += 1
+                let h = event.header
                 nack(
                     senders[index], h, .conflict,
                     "producer_seq \(h.producerSeq) of '\(h.producer)' already belongs to event \(existing); the journal holds up to \(head)",
@@ -138,14 +150,21 @@ extension BrokerCore {
             var producer: String
         }
 
-        mutating func add(_ identity: Data, _ header: EventHeader, busSeq: Int64, duplicate: Bool) {
-            let entry = Acknowledgement(producerSeq: header.producerSeq, busSeq: busSeq, duplicate: duplicate)
-            let key = Key(identity: identity, producer: header.producer)
+        mutating func add(_ identity: Data, _ producer: String, _ producerSeq: Int64, busSeq: Int64, duplicate: Bool) {
+            let entry = Acknowledgement(producerSeq: producerSeq, busSeq: busSeq, duplicate: duplicate)
+            // Most events come from the same connection and producer as the one before.
+            if let last = all.indices.last, all[last].identity == identity, all[last].acks.producer == producer,
+                all[last].acks.entries.count < Self.limit
+            {
+                all[last].acks.entries.append(entry)
+                return
+            }
+            let key = Key(identity: identity, producer: producer)
             if let position = index[key], all[position].acks.entries.count < Self.limit {
                 all[position].acks.entries.append(entry)
             } else {
                 index[key] = all.count
-                all.append((identity, Acks(producer: header.producer, entries: [entry])))
+                all.append((identity, Acks(producer: producer, entries: [entry])))
             }
         }
     }

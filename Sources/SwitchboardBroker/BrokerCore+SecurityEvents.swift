@@ -34,7 +34,7 @@ extension BrokerCore {
         do {
             for (index, outcome) in try journal.append(batch).enumerated() {
                 if case .stored(let busSeq, let stored) = outcome {
-                    publish(type: "security.refused", busSeq: busSeq, header: stored, event: batch[index])
+                    publish(busSeq: busSeq, header: stored, event: batch[index])
                 }
             }
         } catch {

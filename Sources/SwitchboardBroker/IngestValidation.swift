@@ -47,6 +47,18 @@ struct CheckedBatch: Sendable {
 
     var isEmpty: Bool { events.isEmpty && others.isEmpty }
 
+    /// The messages it holds: events and others.
+    var count: Int { events.count + others.count }
+
+    /// Adds `other`'s items after these. Refusals and heartbeats are answered before the
+    /// events of the batch they are in, so `other`'s come before these events' answers too.
+    mutating func append(contentsOf other: CheckedBatch) {
+        events += other.events
+        senders += other.senders
+        others += other.others
+        evicted += other.evicted
+    }
+
     mutating func add(_ item: IngestItem) {
         if case .event(let identity, let event) = item {
             events.append(event)
@@ -128,10 +140,11 @@ struct IngestCheck: Sendable {
 /// socket: it receives what producers send (up to `batch_limit` messages a batch), checks each
 /// message (`IngestCheck`), hands the broker thread the checked batches, and sends the answers
 /// the broker thread gives back (ACKS, ACK, NACK, HEAD, ERROR). The broker thread never touches
-/// the socket meanwhile (a libzmq socket is one thread's at a time). At most `waitingLimit`
-/// checked batches wait for the broker thread: while they do, this thread leaves the socket
-/// alone, so producers feel the broker's pace through their windows and the socket's
-/// high-water marks.
+/// the socket meanwhile (a libzmq socket is one thread's at a time). What is checked while a
+/// batch waits joins it, up to `batch_limit` messages, so a commit takes what came during the
+/// last one. At most `waitingLimit` checked batches wait for the broker thread: once they are
+/// full, this thread leaves the socket alone, so producers feel the broker's pace through
+/// their windows and the socket's high-water marks.
 /// It also frees each committed batch (thousands of buffers) off the broker thread.
 final class IngestThread: @unchecked Sendable {
     // @unchecked: `socket` and `poller` are used only by this thread between `init` (which
@@ -175,6 +188,9 @@ final class IngestThread: @unchecked Sendable {
         thread.name = "broker-ingest"
         thread.start()
     }
+
+    /// The sizes (in messages) of the checked batches waiting, oldest first.
+    var waiting: [Int] { slot.withLock { $0.checked.map(\.count) } }
 
     /// For the broker thread's poller: readable while a checked batch waits.
     var readyDescriptor: Int32 { ready.fileDescriptor }
@@ -232,7 +248,7 @@ final class IngestThread: @unchecked Sendable {
                     slot.spent = []
                     slot.rebinds = []
                 }
-                return (slot.answers, slot.spent, slot.rebinds, slot.stop, slot.checked.count < Self.waitingLimit)
+                return (slot.answers, slot.spent, slot.rebinds, slot.stop, receivable(in: slot))
             }
             for frames in answers { send(frames) }
             _ = consume spent  // freed here, not on the broker thread
@@ -244,7 +260,7 @@ final class IngestThread: @unchecked Sendable {
                 }
             }
             if stop { return }
-            poller.update(socketIndex, events: room ? .readable : [])
+            poller.update(socketIndex, events: room > 0 ? .readable : [])
             do {
                 try poller.poll(timeout: -1)
             } catch {
@@ -255,9 +271,9 @@ final class IngestThread: @unchecked Sendable {
                 continue
             }
             if poller.returned(0).contains(.readable) { wakeUp.drain() }
-            guard room, poller.returned(socketIndex).contains(.readable) else { continue }
+            guard room > 0, poller.returned(socketIndex).contains(.readable) else { continue }
             var messages: [Message] = []
-            while messages.count < batchLimit, let message = receive() { messages.append(message) }
+            while messages.count < room, let message = receive() { messages.append(message) }
             guard !messages.isEmpty else { continue }
             // Answers that came meanwhile go out before this batch is checked: an ACK waiting
             // for a check is a producer's window held shut.
@@ -270,9 +286,24 @@ final class IngestThread: @unchecked Sendable {
                 if let item = check(message, receivedAt: receivedAt) { checked.add(item) }
             }
             guard !checked.isEmpty else { continue }
-            slot.withLock { $0.checked.append(checked) }
+            slot.withLock { slot in
+                // While the broker thread commits (mostly an fsync), what arrives joins the last
+                // waiting batch as long as it fits: one commit then carries it all.
+                if let last = slot.checked.indices.last, slot.checked[last].count + checked.count <= batchLimit {
+                    slot.checked[last].append(contentsOf: checked)
+                } else {
+                    slot.checked.append(checked)
+                }
+            }
             ready.signal()
         }
+    }
+
+    /// How many messages this thread may receive now: what the last waiting batch has room
+    /// for; once it is full, a whole batch while fewer than `waitingLimit` wait, else none.
+    private func receivable(in slot: Slot) -> Int {
+        if let last = slot.checked.last, last.count < batchLimit { return batchLimit - last.count }
+        return slot.checked.count < Self.waitingLimit ? batchLimit : 0
     }
 
     /// Sends the answers waiting in the slot, if any.

@@ -156,46 +156,54 @@ public final class Journal: JournalStore {
             // the next event is looked at, and this transaction's look-up and `INSERT OR IGNORE`
             // see it.
             for event in batch {
-                let h = event.header
+                let producer = event.header.producer
+                let producerSeq = event.header.producerSeq
                 let high: Int64
-                if let known = highs[h.producer] {
+                if let known = highs[producer] {
                     high = known
                 } else {
                     high =
-                        try Int64.fetchOne(db, sql: "SELECT MAX(producer_seq) FROM events WHERE producer = ?", arguments: [h.producer]) ?? 0
+                        try Int64.fetchOne(db, sql: "SELECT MAX(producer_seq) FROM events WHERE producer = ?", arguments: [producer])
+                        ?? 0
                 }
-                if h.producerSeq <= high {
-                    if let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq, h.eventID]) {
+                if producerSeq <= high {
+                    let eventID = event.header.eventID
+                    if let row = try Row.fetchOne(lookup, arguments: [eventID, producer, producerSeq, eventID]) {
                         let existingID: String = row[1]
                         let existingSeq: Int64 = row[0]
                         outcomes.append(
-                            existingID == h.eventID
+                            existingID == eventID
                                 ? .duplicate(busSeq: existingSeq) : .conflict(existingEventID: existingID, producerHead: high))
-                        highs[h.producer] = high
+                        highs[producer] = high
                         continue
                     }
                 }
                 nextSeq += 1
                 let headerData = event.storedHeader(busSeq: nextSeq)
-                let size = Int64(headerData.count + event.parent.count + event.metadata.count + event.content.count)
+                let size = Int64(
+                    headerData.count + event.parent.count + event.metadata.count + event.content.count)
                 // OR IGNORE: a uniqueness clash is an answer, not an error (a failed statement
                 // would also leave GRDB's cached statement reporting the error on its next use).
-                try Self.insert(event, busSeq: nextSeq, header: headerData, size: size, with: insert, values: insertValues, in: db)
-                if db.changesCount == 0 {
-                    // Same event_id under a new producer_seq (a producer bug), or a resend we could
-                    // not predict from the producer's high mark. Report what the journal holds.
+                try Self.insert(
+                    event, busSeq: nextSeq, header: headerData, size: size, with: insert, values: insertValues, in: db)
+                if sqlite3_changes(db.sqliteConnection) == 0 {
+                    // Same event_id under a new producer_seq (a producer bug), or a resend we
+                    // could not predict from the producer's high mark. Report what the journal
+                    // holds.
                     nextSeq -= 1
-                    guard let row = try Row.fetchOne(lookup, arguments: [h.eventID, h.producer, h.producerSeq, h.eventID]) else {
-                        throw JournalFailure(description: "insert of \(h.eventID) was ignored but no clashing row exists")
+                    let eventID = event.header.eventID
+                    guard let row = try Row.fetchOne(lookup, arguments: [eventID, producer, producerSeq, eventID]) else {
+                        throw JournalFailure(description: "insert of \(eventID) was ignored but no clashing row exists")
                     }
                     let existingID: String = row[1]
                     outcomes.append(
-                        existingID == h.eventID
-                            ? .duplicate(busSeq: row[0]) : .conflict(existingEventID: existingID, producerHead: max(high, h.producerSeq)))
-                    highs[h.producer] = high
+                        existingID == eventID
+                            ? .duplicate(busSeq: row[0])
+                            : .conflict(existingEventID: existingID, producerHead: max(high, producerSeq)))
+                    highs[producer] = high
                     continue
                 }
-                highs[h.producer] = max(high, h.producerSeq)
+                highs[producer] = max(high, producerSeq)
                 added += 1
                 addedBytes += size
                 outcomes.append(.stored(busSeq: nextSeq, header: headerData))
@@ -236,7 +244,6 @@ public final class Journal: JournalStore {
         in db: Database
     ) throws {
         let handle = statement.sqliteStatement
-        let h = event.header
         sqlite3_reset(handle)
         // The statement reads `values` until its bindings are cleared: cleared before the buffer
         // is written again.
@@ -245,7 +252,8 @@ public final class Journal: JournalStore {
             sqlite3_clear_bindings(handle)
         }
         values.start(
-            fitting: h.eventID.utf8.count + h.producer.utf8.count + h.type.utf8.count + header.count + event.parent.count
+            fitting: event.header.eventID.utf8.count + event.header.producer.utf8.count + event.header.type.utf8.count
+                + header.count + event.parent.count
                 + event.metadata.count + event.content.count)
         func check(_ code: Int32) throws {
             guard code == SQLITE_OK || code == SQLITE_DONE else {
@@ -267,10 +275,10 @@ public final class Journal: JournalStore {
                     : sqlite3_bind_blob(handle, index, copied.baseAddress, Int32(copied.count), nil))
         }
         try check(sqlite3_bind_int64(handle, 1, busSeq))
-        try text(2, h.eventID)
-        try text(3, h.producer)
-        try check(sqlite3_bind_int64(handle, 4, h.producerSeq))
-        try text(5, h.type)
+        try text(2, event.header.eventID)
+        try text(3, event.header.producer)
+        try check(sqlite3_bind_int64(handle, 4, event.header.producerSeq))
+        try text(5, event.header.type)
         try check(sqlite3_bind_int64(handle, 6, event.receivedAt))
         try check(sqlite3_bind_int64(handle, 7, size))
         try blob(8, header)
@@ -518,6 +526,8 @@ final class InsertValues {
     }
 
     func add(_ value: String) -> UnsafeRawBufferPointer {
+        // A native string's bytes are read where they are; only a bridged one is copied first.
+        if let copied = value.utf8.withContiguousStorageIfAvailable({ add(UnsafeRawBufferPointer($0)) }) { return copied }
         var value = value
         return value.withUTF8 { add(UnsafeRawBufferPointer($0)) }
     }

@@ -99,6 +99,55 @@ struct IngestThreadTests {
         #expect(try dealer.receive()?.frames == [Data("after".utf8)])
     }
 
+    @Test("what is checked while a batch waits joins it up to batch_limit messages; the rest waits as a second batch")
+    func waitingBatchFills() async throws {
+        let peer = Data("peer".utf8)
+        let context = try Context()
+        let router = try context.socket(.router, linger: 0)
+        try router.bind("inproc://ingest-thread-fill")
+        let dealer = try context.socket(.dealer, linger: 0)
+        try dealer.set([.routingID(peer)])
+        try dealer.connect("inproc://ingest-thread-fill")
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let thread = try IngestThread(
+            socket: router, check: IngestCheck(minimumVersion: .current, security: nil), batchLimit: 7, logger: logger)
+        defer {
+            _ = thread.stop()
+            router.close()
+            dealer.close()
+            withExtendedLifetime(context) {}
+        }
+        /// Waits (up to 5 s) until the waiting batches have these sizes.
+        func waitFor(_ sizes: [Int]) async throws {
+            let deadline = ContinuousClock.now + .seconds(5)
+            while thread.waiting != sizes {
+                try #require(ContinuousClock.now < deadline, "waiting batches \(thread.waiting), expected \(sizes)")
+                try await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        var seq: Int64 = 0
+        func send(_ count: Int) throws {
+            for _ in 0..<count {
+                seq += 1
+                try dealer.send(try Events.frames(seq: seq).1)
+            }
+        }
+        try send(3)
+        try await waitFor([3])
+        try send(3)
+        try await waitFor([6])
+        // One more fits; the next seven make a second batch, and with both full the rest stays
+        // on the socket until the broker thread takes them.
+        try send(1 + 7 + 3)
+        try await waitFor([7, 7])
+        let taken = thread.take()
+        #expect(taken.map(\.count) == [7, 7])
+        #expect(taken.flatMap(\.events).map(\.header.producerSeq) == Array(1...14))
+        try await waitFor([3])
+        #expect(thread.take().flatMap(\.events).map(\.header.producerSeq) == [15, 16, 17])
+    }
+
     static func summaries(_ batch: CheckedBatch) -> [String] {
         batch.others.map(summary) + zip(batch.senders, batch.events).map { summary(.event(identity: $0, $1)) }
     }
@@ -111,15 +160,11 @@ struct BatchedAcksTests {
         var batched = BrokerCore.BatchedAcks()
         let a = Data("a".utf8)
         let b = Data("b".utf8)
-        func header(_ producer: String, _ seq: Int64) -> EventHeader {
-            EventHeader(
-                eventID: UUIDv7.string(), type: CheckIn.type, producer: producer, producerSeq: seq, schema: CheckIn.schema, session: "s")
-        }
         for seq in Int64(1)...5000 {
-            batched.add(a, header("kiosk-1", seq), busSeq: seq * 2, duplicate: false)
-            if seq <= 3 { batched.add(b, header("kiosk-2", seq), busSeq: seq * 2 + 1, duplicate: seq == 2) }
+            batched.add(a, "kiosk-1", seq, busSeq: seq * 2, duplicate: false)
+            if seq <= 3 { batched.add(b, "kiosk-2", seq, busSeq: seq * 2 + 1, duplicate: seq == 2) }
         }
-        batched.add(a, header("kiosk-3", 1), busSeq: 20_001, duplicate: false)
+        batched.add(a, "kiosk-3", 1, busSeq: 20_001, duplicate: false)
         let shapes = batched.all.map { ($0.identity, $0.acks.producer, $0.acks.entries.count) }
         #expect(shapes.map(\.0) == [a, b, a, a])
         #expect(shapes.map(\.1) == ["kiosk-1", "kiosk-2", "kiosk-1", "kiosk-3"])
