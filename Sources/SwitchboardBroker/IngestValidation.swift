@@ -286,15 +286,19 @@ final class IngestThread: @unchecked Sendable {
                 if let item = check(message, receivedAt: receivedAt) { checked.add(item) }
             }
             guard !checked.isEmpty else { continue }
-            slot.withLock { slot in
-                // While the broker thread commits (mostly an fsync), what arrives joins the last
-                // waiting batch as long as it fits: one commit then carries it all.
-                if let last = slot.checked.indices.last, slot.checked[last].count + checked.count <= batchLimit {
-                    slot.checked[last].append(contentsOf: checked)
-                } else {
-                    slot.checked.append(checked)
-                }
+            // While the broker thread commits (mostly an fsync), what arrives joins the last
+            // waiting batch as long as it fits: one commit then carries it all. The batch is
+            // taken out to be joined, so the broker thread never waits on the lock for the copy
+            // (only this thread adds batches, so the order stays).
+            let joined = slot.withLock { slot in
+                guard let last = slot.checked.last, last.count + checked.count <= batchLimit else { return nil as CheckedBatch? }
+                return slot.checked.removeLast()
             }
+            if var joined {
+                joined.append(contentsOf: checked)
+                checked = joined
+            }
+            slot.withLock { $0.checked.append(checked) }
             ready.signal()
         }
     }
