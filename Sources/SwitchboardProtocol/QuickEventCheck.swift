@@ -30,6 +30,11 @@ extension Envelope {
 }
 
 enum QuickEventCheck {
+    /// The types and schemas most events have: read as these constants, they are not allocated
+    /// per event (nor freed, nor counted) on ingest's hot path.
+    static let knownTypes = [CheckIn.type, CheckInVoid.type]
+    static let knownSchemas = [CheckIn.schema, CheckInVoid.schema]
+
     /// An EVENT header: the nine fields of section 2 and nothing else, each of its own type.
     static func header(_ frame: Data) -> EventHeader? {
         var eventID: String?
@@ -43,11 +48,11 @@ enum QuickEventCheck {
         let read = JSONParser.read(frame) { parser in
             parser.members(depth: 0) { name, parser in
                 if name.spells("event_id") { return take(&eventID, parser.stringValue()) }
-                if name.spells("type") { return take(&type, parser.stringValue()) }
+                if name.spells("type") { return take(&type, parser.stringValue(known: knownTypes)) }
                 if name.spells("producer") { return take(&producer, parser.stringValue()) }
                 if name.spells("producer_seq") { return take(&producerSeq, parser.integerValue()) }
                 if name.spells("time") { return take(&time, parser.stringValue()) }
-                if name.spells("schema") { return take(&schema, parser.stringValue()) }
+                if name.spells("schema") { return take(&schema, parser.stringValue(known: knownSchemas)) }
                 if name.spells("session") { return take(&session, parser.stringValue()) }
                 if name.spells("key") { return take(&key, parser.stringValue()) }
                 // `bus_seq` and unknown fields: the general check decides (and the journal may
@@ -208,6 +213,28 @@ extension JSONParser {
     mutating func stringValue() -> String? {
         skipWhitespace()
         guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        return string()
+    }
+
+    /// A string value; one spelled, with no escapes, as one of `known` is that string itself.
+    mutating func stringValue(known: [String]) -> String? {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        let start = index + 1
+        var end = start
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
+        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            let text = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            for candidate in known {
+                let same = candidate.utf8.withContiguousStorageIfAvailable { spelled in
+                    spelled.count == text.count && (text.isEmpty || memcmp(spelled.baseAddress!, text.baseAddress!, text.count) == 0)
+                }
+                if same == true {
+                    index = end + 1
+                    return candidate
+                }
+            }
+        }
         return string()
     }
 
