@@ -101,7 +101,7 @@ struct IngestCheck: Sendable {
             if let quick = envelope.quickPublishedEvent() {
                 header = quick
                 fields = nil
-                ref = String(quick.eventID.prefix(64))
+                ref = quick.eventID  // a UUIDv7 (the check says so): never longer than a reference may be
             } else {
                 let parsed = try envelope.parsed(reference: &ref)
                 guard envelope.command == .event else {
