@@ -178,7 +178,7 @@ struct HandlerTests {
         }
     }
 
-    @Test("the writer reads a check-in's content as the Codable reader does, and content it refuses through that reader")
+    @Test("the workers (FileMaker, ETO) read a check-in's content as the Codable reader does, and content it refuses through that reader")
     func checkInReader() throws {
         var random = SeededGenerator(seed: 302)
         func maybe<T>(_ value: T) -> T? { Bool.random(using: &random) ? value : nil }
@@ -196,12 +196,12 @@ struct HandlerTests {
                         accuracyMeters: Double.random(in: 0...500, using: &random))),
                 notes: maybe("line one\nline \u{08}two\t🙂"), bed: maybe("B-\(index)"), recordedBy: maybe("staff-\(index)"))
             let content = try WireJSON.encode(checkIn)
-            let read = try FileMakerWriter.readCheckIn(content).get()
+            let read = try CheckIn.read(content).get()
             #expect(read == checkIn)
             #expect(read == (try JSONDecoder().decode(CheckIn.self, from: content)))
         }
         // Refused content gets the Codable reader's error, which names the field.
-        let refused = FileMakerWriter.readCheckIn(Data(#"{"participant": {"first_name": "Ana"}, "site_id": "twelve"}"#.utf8))
+        let refused = CheckIn.read(Data(#"{"participant": {"first_name": "Ana"}, "site_id": "twelve"}"#.utf8))
         #expect(throws: DecodingError.self) { try refused.get() }
     }
 

@@ -157,7 +157,7 @@ public struct ETOCheckInRecorder: EventHandler {
             // A void's reason is personal data, and no message here repeats it.
             return await void(event)
         }
-        let content = Result { try JSONDecoder().decode(CheckIn.self, from: event.content) }
+        let content = CheckIn.read(event.content)
         // ETO's fault text is a third party's and may quote what was sent (the search text is a
         // last name): whatever a reason holds, the check-in's personal words are taken out.
         return await settle(event, content).withoutPersonalData(of: try? content.get())

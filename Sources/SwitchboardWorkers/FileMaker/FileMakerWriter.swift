@@ -191,16 +191,8 @@ public struct FileMakerWriter: EventHandler {
         // Decoded once, for the write and for the settlement: FileMaker's message is a third
         // party's text, so whatever a reason holds, the check-in's personal words are taken out
         // (the settlement rule below leaves out 5xx messages too).
-        let checkIn = Self.readCheckIn(event.content)
+        let checkIn = CheckIn.read(event.content)
         return await write(event, checkIn).withoutPersonalData(of: try? checkIn.get())
-    }
-
-    /// A check-in's content, read by the protocol's own reader (the one the broker checked it
-    /// with at ingest, without a JSONDecoder); content it refuses is read again by the Codable
-    /// reader, whose error names what is wrong.
-    static func readCheckIn(_ content: Data) -> Result<CheckIn, any Error> {
-        if let value = JSONValue.parse(content), let checkIn = try? CheckIn(wire: value) { return .success(checkIn) }
-        return Result { try JSONDecoder().decode(CheckIn.self, from: content) }
     }
 
     func write(_ event: WorkerEvent, _ decoded: Result<CheckIn, any Error>) async -> Settlement {
