@@ -218,6 +218,24 @@ struct HandlerTests {
         }
     }
 
+    @Test("eto.response.recorded is written as WireJSON.encode writes it")
+    func responseRecordedBytes() throws {
+        var random = SeededGenerator(seed: 304)
+        let pieces = ["a", "Z", "-", " ", "\"", "\\", "/", "é", "名", "🙂", "\n", "\u{08}", "\u{0C}", "\u{01}"]
+        func text() -> String { (0..<Int.random(in: 0...16, using: &random)).map { _ in pieces.randomElement(using: &random)! }.joined() }
+        func number() -> Int {
+            Bool.random(using: &random) ? Int.random(in: Int.min...Int.max, using: &random) : Int.random(in: -3...3, using: &random)
+        }
+        for _ in 0..<1_000 {
+            let recorded = ETOResponseRecorded(
+                eventID: text(), busSeq: Bool.random(using: &random) ? Int64.random(in: 1...Int64.max, using: &random) : nil,
+                siteID: number(), programID: number(), participantID: number(), touchPointID: number(), responseID: Int64(number()),
+                created: Bool.random(using: &random))
+            #expect(recorded.wireJSON() == (try WireJSON.encode(recorded)))
+            #expect(try ETOPublication(recorded, key: nil).content == (try WireJSON.encode(recorded)))
+        }
+    }
+
     @Test("content that is not a check-in is a dead letter naming the field; nothing is written")
     func fileMakerBadContent() async throws {
         try await withBackends { b in

@@ -4,7 +4,7 @@
 
 public import Foundation
 public import SwitchboardBus
-import SwitchboardProtocol
+public import SwitchboardProtocol
 
 /// `eto.participant.created/1`: a walk-in's participant exists in ETO (made or found). Personal
 /// data is allowed here: it is an event, read by whoever may read check-ins.
@@ -116,6 +116,35 @@ public struct ETOResponseVoided: Codable, Sendable, Hashable {
     }
 }
 
+extension ETOResponseRecorded: WireJSONWritable {
+    /// What `WireJSON.encode` writes, keys sorted, without a JSONEncoder: one is published for
+    /// every check-in recorded.
+    public func wireJSON() -> Data {
+        var writer = JSONWriter(capacity: 192)
+        writer.raw("{")
+        if let busSeq {
+            writer.key("bus_seq")
+            writer.integer(busSeq)
+        }
+        writer.key("created")
+        if created { writer.raw("true") } else { writer.raw("false") }
+        writer.key("event_id")
+        writer.string(eventID)
+        writer.key("participant_id")
+        writer.integer(Int64(participantID))
+        writer.key("program_id")
+        writer.integer(Int64(programID))
+        writer.key("response_id")
+        writer.integer(responseID)
+        writer.key("site_id")
+        writer.integer(Int64(siteID))
+        writer.key("touchpoint_id")
+        writer.integer(Int64(touchPointID))
+        writer.raw("}")
+        return writer.data
+    }
+}
+
 /// An event `switchboard-eto` hands its outbox.
 public struct ETOPublication: Sendable {
     public var type: String
@@ -128,7 +157,7 @@ public struct ETOPublication: Sendable {
     }
 
     public init(_ content: ETOResponseRecorded, key: String?) throws {
-        self.init(type: ETOResponseRecorded.type, schema: ETOResponseRecorded.schema, content: try WireJSON.encode(content), key: key)
+        self.init(type: ETOResponseRecorded.type, schema: ETOResponseRecorded.schema, content: content.wireJSON(), key: key)
     }
 
     public init(_ content: ETOResponseVoided, key: String?) throws {
