@@ -87,16 +87,25 @@ package typealias SharedWrites = SharedCommits<SharedWrite, any Sendable>
 extension SharedCommits where Item == SharedWrite, Answer == any Sendable {
     package convenience init(_ queue: DatabaseQueue) {
         self.init(queue) { writes, db in
-            writes.map { write in
-                // When SQLite ended the whole transaction under a write, GRDB refuses every
-                // later statement of it (SQLITE_ABORT), its commit too: the batch fails.
-                Result {
-                    var value: (any Sendable)?
-                    try db.inSavepoint {
-                        value = try write.body(db)
-                        return .commit
-                    }
-                    return value!
+            // A write alone needs no savepoint: its throw rolls back the transaction, which
+            // holds nothing else, and is its waiter's answer.
+            if writes.count == 1 { return [.success(try writes[0].body(db))] }
+            // The savepoint's statements are prepared once per connection, not per write.
+            let begin = try db.cachedStatement(sql: "SAVEPOINT shared_write")
+            let release = try db.cachedStatement(sql: "RELEASE SAVEPOINT shared_write")
+            let undo = try db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT shared_write")
+            return try writes.map { write in
+                try begin.execute()
+                do {
+                    let value = try write.body(db)
+                    try release.execute()
+                    return .success(value)
+                } catch {
+                    // When SQLite ended the whole transaction under a write, GRDB refuses every
+                    // later statement of it (SQLITE_ABORT), these too: the batch fails.
+                    try undo.execute()
+                    try release.execute()
+                    return .failure(error)
                 }
             }
         }

@@ -98,6 +98,17 @@ struct SharedWritesTests {
                 try db.execute(sql: "INSERT INTO t VALUES (500)"); return 500
             } == 500)
         #expect(commits.count == 3)
+
+        // A write alone that throws after a statement: its waiter gets the error, and nothing of
+        // it is kept.
+        await #expect(throws: Refused(index: 600)) {
+            try await shared.write { db in
+                try db.execute(sql: "INSERT INTO t VALUES (600)")
+                throw Refused(index: 600)
+            }
+        }
+        let after = try await queue.read { db in try Int.fetchAll(db, sql: "SELECT n FROM t WHERE n >= 500 ORDER BY n") }
+        #expect(after == [500])
     }
 
     @Test("when SQLite ends the transaction under one write, every write of that commit fails and none is kept")
