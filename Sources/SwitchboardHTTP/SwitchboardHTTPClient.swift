@@ -69,13 +69,18 @@ public final class SwitchboardHTTPClient: Sendable {
     /// Creates the client. Reads every key of `configuration`.
     ///
     /// - Throws: ``HTTPError`` with code ``HTTPError/Code/invalidConfiguration`` when an extra
-    ///   CA file cannot be read or holds no PEM certificate.
+    ///   CA file cannot be read or holds no PEM certificate, or `eventLoopThreads` is below 1.
     /// `metrics` receives `switchboard_backend_requests_total` and `…_request_seconds` for each
     /// attempt (deploy/prometheus/README.md).
     public init(
         configuration: Configuration = Configuration(), logger: Logger, metrics: any MetricsFactory = MetricsSystem.factory
     ) throws(HTTPError) {
         self.metrics = HTTPMetrics(factory: metrics)
+        guard configuration.eventLoopThreads >= 1 else {
+            throw HTTPError(
+                .invalidConfiguration, context: .init(api: .generic("http"), operation: "configure", method: "-", redactedURL: "-"),
+                message: "eventLoopThreads must be at least 1, got \(configuration.eventLoopThreads)")
+        }
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.certificateVerification = .fullVerification
         tls.minimumTLSVersion = .tlsv12
@@ -107,7 +112,7 @@ public final class SwitchboardHTTPClient: Sendable {
         self.configuration = configuration
         self.logger = logger
         // Made last, once nothing above can throw: only `shutdown` ends its threads.
-        eventLoops = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoopThreads))
+        eventLoops = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
         self.client = HTTPClient(eventLoopGroup: eventLoops, configuration: ahc, backgroundActivityLogger: logger)
     }
 

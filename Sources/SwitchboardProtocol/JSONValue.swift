@@ -344,11 +344,15 @@ public struct JSONWriter {
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    public mutating func bool(_ value: Bool) {
+        if value { raw("true") } else { raw("false") }
+    }
+
     /// Writes any value; object keys sorted, so equal values give equal bytes.
     public mutating func value(_ value: JSONValue) {
         switch value {
         case .null: raw("null")
-        case .bool(let flag): if flag { raw("true") } else { raw("false") }
+        case .bool(let flag): bool(flag)
         case .integer(let number): integer(number)
         // Only a header parsed with `keepingHugeNumbers` holds an infinity; `1e999` is valid
         // JSON that parses back to the same value.

@@ -72,10 +72,6 @@ extension JSONWriter {
     static func isPlain(_ text: String) -> Bool {
         text.utf8.allSatisfy { (0x20...0x7E).contains($0) && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
     }
-
-    mutating func bool(_ value: Bool) {
-        if value { raw("true") } else { raw("false") }
-    }
 }
 
 extension RequestHeader {

@@ -194,7 +194,7 @@ extension AckHeader {
         writer.key("bus_seq")
         writer.integer(busSeq)
         writer.key("duplicate")
-        if duplicate { writer.raw("true") } else { writer.raw("false") }
+        writer.bool(duplicate)
         writer.key("event_id")
         writer.string(eventID)
         writer.key("producer")

@@ -100,7 +100,7 @@ struct IngestThreadTests {
     }
 
     @Test("what is checked while a batch waits joins it up to batch_limit messages; the rest waits as a second batch")
-    func waitingBatchFills() async throws {
+    func waitingBatchFills() throws {
         let peer = Data("peer".utf8)
         let context = try Context()
         let router = try context.socket(.router, linger: 0)
@@ -118,12 +118,16 @@ struct IngestThreadTests {
             dealer.close()
             withExtendedLifetime(context) {}
         }
-        /// Waits (up to 5 s) until the waiting batches have these sizes.
-        func waitFor(_ sizes: [Int]) async throws {
-            let deadline = ContinuousClock.now + .seconds(5)
+        // The thread signals its ready descriptor after each hand-off; the test reads the signal
+        // itself (as `take` would, without taking) to wait for the next one.
+        let poller = Poller()
+        poller.add(fileDescriptor: thread.readyDescriptor)
+        /// Waits for hand-offs (up to 5 s each) until the waiting batches have these sizes.
+        func waitFor(_ sizes: [Int]) throws {
             while thread.waiting != sizes {
-                try #require(ContinuousClock.now < deadline, "waiting batches \(thread.waiting), expected \(sizes)")
-                try await Task.sleep(for: .milliseconds(2))
+                try #require(try poller.poll(timeout: 5000) == 1, "waiting batches \(thread.waiting), expected \(sizes)")
+                var count: UInt64 = 0
+                _ = read(thread.readyDescriptor, &count, 8)
             }
         }
         var seq: Int64 = 0
@@ -134,17 +138,17 @@ struct IngestThreadTests {
             }
         }
         try send(3)
-        try await waitFor([3])
+        try waitFor([3])
         try send(3)
-        try await waitFor([6])
+        try waitFor([6])
         // One more fits; the next seven make a second batch, and with both full the rest stays
         // on the socket until the broker thread takes them.
         try send(1 + 7 + 3)
-        try await waitFor([7, 7])
+        try waitFor([7, 7])
         let taken = thread.take()
         #expect(taken.map(\.count) == [7, 7])
         #expect(taken.flatMap(\.events).map(\.header.producerSeq) == Array(1...14))
-        try await waitFor([3])
+        try waitFor([3])
         #expect(thread.take().flatMap(\.events).map(\.header.producerSeq) == [15, 16, 17])
     }
 

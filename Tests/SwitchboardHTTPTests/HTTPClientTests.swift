@@ -597,5 +597,10 @@ struct HTTPClientTests {
         #expect(throws: OutError.self) {
             _ = try SwitchboardHTTPClient(configuration: .init(extraCAFiles: [directory.path("missing.pem")]), logger: Logger(label: "t"))
         }
+        let noThreads = #expect(throws: OutError.self) {
+            _ = try SwitchboardHTTPClient(configuration: .init(eventLoopThreads: 0), logger: Logger(label: "t"))
+        }
+        #expect(noThreads?.code == .invalidConfiguration)
+        #expect(noThreads?.message.contains("eventLoopThreads") == true)
     }
 }

@@ -127,7 +127,7 @@ extension ETOResponseRecorded: WireJSONWritable {
             writer.integer(busSeq)
         }
         writer.key("created")
-        if created { writer.raw("true") } else { writer.raw("false") }
+        writer.bool(created)
         writer.key("event_id")
         writer.string(eventID)
         writer.key("participant_id")

@@ -59,7 +59,7 @@ extension FileMakerRecordWritten: WireJSONWritable {
             writer.integer(busSeq)
         }
         writer.key("created")
-        if created { writer.raw("true") } else { writer.raw("false") }
+        writer.bool(created)
         writer.key("database")
         writer.string(database)
         writer.key("event_id")
