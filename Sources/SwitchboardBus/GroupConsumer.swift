@@ -395,7 +395,7 @@ public final class GroupConsumer: Sendable {
         switch envelope.command {
         case .deliver:
             do {
-                let header = try DeliverHeader(wire: envelope.header)
+                let header = try DeliverHeader.plain(envelope.header) ?? DeliverHeader(wire: envelope.header)
                 let event = try EventHeader(journaled: envelope.parent)
                 current.withLock { $0.session.delivered(busSeq: header.busSeq, attempt: header.attempt) }
                 deliveryInput.yield(

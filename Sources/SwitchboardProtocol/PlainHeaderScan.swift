@@ -1,6 +1,7 @@
-// The byte scanner behind the broker's fast settle parsers (`SettleHeader.plain`,
-// `GroupAcks.plain`): it reads only the compact spelling our members write, and answers nil for
-// anything else, which the general parse then reads and refuses as it always did.
+// The byte scanner behind the fast header readers (the broker's `SettleHeader.plain` and
+// `GroupAcks.plain`, a member's `DeliverHeader.plain`): it reads only the compact spelling our
+// members and brokers write, and answers nil for anything else, which the general parse then
+// reads (and refuses) as it always did.
 
 struct PlainHeaderScan {
     let bytes: UnsafeBufferPointer<UInt8>
@@ -36,6 +37,20 @@ struct PlainHeaderScan {
             at += 1
         }
         guard take(UInt8(ascii: "\"")) else { return nil }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<(at - 1)]), as: UTF8.self)
+    }
+
+    /// A timestamp's string: 1–40 of 0–9 - : . + T Z (no escapes, nothing the general parse
+    /// would read differently).
+    mutating func timestamp() -> String? {
+        guard take(UInt8(ascii: "\"")) else { return nil }
+        let start = at
+        while at < bytes.count, bytes[at] != UInt8(ascii: "\"") {
+            let c = bytes[at]
+            guard (48...58).contains(c) || c == 45 || c == 46 || c == 43 || c == 84 || c == 90, at - start < 40 else { return nil }
+            at += 1
+        }
+        guard at > start, take(UInt8(ascii: "\"")) else { return nil }
         return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<(at - 1)]), as: UTF8.self)
     }
 
