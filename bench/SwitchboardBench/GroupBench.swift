@@ -132,6 +132,16 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
     let alone = try await ingest(broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "base")
     row("durable-acked ingest alone, 4 producers (baseline)", Bench.rate(alone), cpuNote(since: aloneCPU, events: total))
 
+    // The floor under a group: every event leaving the broker once more, as a message of its own
+    // (the fan-out to one subscriber, the same frames a DELIVER carries), with nothing to settle
+    // and no state. A group delivering each event in its own DELIVER cannot cost less than this.
+    let floorCPU = cpu()
+    let (floorIngest, _, floorDelivered) = try await fanoutRun(broker: broker.endpoints, subscribers: 1, perProducer: perProducer)
+    row(
+        "ingest while 1 subscriber takes every event (the floor)", Bench.rate(floorIngest),
+        String(format: "%.2f× of ingest alone, %d%% delivered; ", floorIngest.perSecond / alone.perSecond, floorDelivered)
+            + cpuNote(since: floorCPU, events: total))
+
     // Capacity: a group of 1 and then 4 members drains the baseline's events, already
     // journaled, from the start of the journal, with no ingest running beside it.
     for members in sustainedOnly ? [] : [1, 4] {

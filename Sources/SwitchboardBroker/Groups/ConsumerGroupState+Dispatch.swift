@@ -26,9 +26,14 @@ extension ConsumerGroupState {
     }
 
     /// Puts `busSeq` among the eligible if it is ready, its key allows it and it is not there.
+    /// (Entries are read and changed in place through their index here and on the other paths
+    /// every event takes: a copy of an entry retains its key, failure and holder, and those
+    /// copies were a tenth of the broker thread's group work.)
     mutating func makeEligibleIfAllowed(_ busSeq: Int64) {
-        guard let entry = entries[busSeq], entry.phase == .ready, !entry.isQueued, keyAllows(entry) else { return }
-        entries[busSeq]!.isQueued = true
+        guard let index = entries.index(forKey: busSeq), entries.values[index].phase == .ready, !entries.values[index].isQueued,
+            keyAllows(entries.values[index])
+        else { return }
+        entries.values[index].isQueued = true
         eligible.insert(busSeq)
     }
 
@@ -51,70 +56,79 @@ extension ConsumerGroupState {
     mutating func dispatch(now: Instant, into actions: inout [GroupAction]) {
         while let busSeq = eligible.min, let member = memberForNextDelivery() {
             dispatchExaminations += 1
-            guard let entry = entries[busSeq], entry.isQueued else {
+            guard let index = entries.index(forKey: busSeq), entries.values[index].isQueued else {
                 // A copy left from an earlier life of this bus_seq (settled, then reopened).
                 eligible.removeMin()
                 continue
             }
-            guard entry.phase == .ready, keyAllows(entry) else {
+            guard entries.values[index].phase == .ready, keyAllows(entries.values[index]) else {
                 eligible.removeMin()
-                entries[busSeq]!.isQueued = false
+                entries.values[index].isQueued = false
                 continue
             }
-            if entry.attempts >= settings.maxDeliver {
+            if entries.values[index].attempts >= settings.maxDeliver {
                 eligible.removeMin()
-                entries[busSeq]!.isQueued = false
+                entries.values[index].isQueued = false
+                let attempts = entries.values[index].attempts
                 let failure =
-                    entry.lastFailure
+                    entries.values[index].lastFailure
                     ?? GroupFailure(
                         code: GroupFailure.maxDeliverCode,
-                        message: "bus_seq \(busSeq) was delivered \(entry.attempts) times (maxDeliver \(settings.maxDeliver))")
+                        message: "bus_seq \(busSeq) was delivered \(attempts) times (maxDeliver \(settings.maxDeliver))")
                 settle(busSeq, deadLetter: failure, into: &actions)
                 continue
             }
             eligible.removeMin()
-            deliver(busSeq, to: member, now: now, into: &actions)
+            deliver(busSeq, at: index, to: member, now: now, into: &actions)
         }
     }
 
     /// The member with free credit and the fewest events in flight; ties go to the one that
     /// least recently got a delivery, then to the one that joined first. O(members): a group
     /// has a handful.
-    func memberForNextDelivery() -> GroupMemberID? {
-        var best: Member?
-        for member in members.values where member.reachable && member.inFlight.count < member.credit {
-            if let current = best,
-                (current.inFlight.count, current.lastDelivery, current.serial)
-                    <= (member.inFlight.count, member.lastDelivery, member.serial)
-            {
-                continue
-            }
-            best = member
+    /// Returns the member's index in `members` (valid until `members` changes). Reads each member
+    /// in place: a copy of one retains its name, id and held set.
+    func memberForNextDelivery() -> Dictionary<GroupMemberID, Member>.Index? {
+        var best: Dictionary<GroupMemberID, Member>.Index?
+        var bestRank: (Int, UInt64, UInt64) = (0, 0, 0)
+        var index = members.startIndex
+        while index != members.endIndex {
+            defer { index = members.index(after: index) }
+            let held = members.values[index].inFlight.count
+            guard members.values[index].reachable, held < members.values[index].credit else { continue }
+            let rank = (held, members.values[index].lastDelivery, members.values[index].serial)
+            if best != nil, bestRank <= rank { continue }
+            best = index
+            bestRank = rank
         }
-        return best?.id
+        return best
     }
 
-    mutating func deliver(_ busSeq: Int64, to member: GroupMemberID, now: Instant, into actions: inout [GroupAction]) {
-        var entry = entries[busSeq]!
-        entry.isQueued = false
-        entry.attempts += 1
+    /// Delivers the entry at `index` (its bus_seq `busSeq`) to the member at `memberIndex`.
+    mutating func deliver(
+        _ busSeq: Int64, at index: Dictionary<Int64, Entry>.Index, to memberIndex: Dictionary<GroupMemberID, Member>.Index, now: Instant,
+        into actions: inout [GroupAction]
+    ) {
+        let member = members.keys[memberIndex]
         let deadline = now + settings.ackWait
-        entry.phase = .inFlight(Entry.Holder(member: member, attempt: entry.attempts, deadline: deadline))
-        entries[busSeq] = entry
-        if let key = entry.key { keys[key]!.inFlight = busSeq }
+        entries.values[index].isQueued = false
+        entries.values[index].attempts += 1
+        let attempt = entries.values[index].attempts
+        entries.values[index].phase = .inFlight(Entry.Holder(member: member, attempt: attempt, deadline: deadline))
+        if let key = entries.values[index].key { keys[key]!.inFlight = busSeq }
         deliveryCounter += 1
-        members[member]!.inFlight.insert(busSeq)
-        members[member]!.lastDelivery = deliveryCounter
+        members.values[memberIndex].inFlight.insert(busSeq)
+        members.values[memberIndex].lastDelivery = deliveryCounter
         inFlightCount += 1
-        if entry.attempts > 1 { redeliveries += 1 }
-        ackDeadlines.insert(Timer(at: deadline, busSeq: busSeq, attempt: entry.attempts))
+        if attempt > 1 { redeliveries += 1 }
+        ackDeadlines.insert(Timer(at: deadline, busSeq: busSeq, attempt: attempt))
         changed.insert(busSeq)
-        actions.append(.deliver(member: member, busSeq: busSeq, attempt: entry.attempts, deadline: deadline))
+        actions.append(.deliver(member: member, busSeq: busSeq, attempt: attempt, deadline: deadline))
     }
 
     /// Takes an event's flight off its member's and key's books; the caller sets its phase.
     mutating func endFlight(of busSeq: Int64, key: String?, holder: Entry.Holder) {
-        members[holder.member]?.inFlight.remove(busSeq)
+        if let index = members.index(forKey: holder.member) { members.values[index].inFlight.remove(busSeq) }
         if let key, keys[key]?.inFlight == busSeq { keys[key]!.inFlight = nil }
         inFlightCount -= 1
     }
@@ -187,7 +201,9 @@ extension ConsumerGroupState {
 
     /// Whether an ack-deadline timer still belongs to the delivery in flight.
     func isCurrentDeadline(_ timer: Timer) -> Bool {
-        guard case .inFlight(let holder) = entries[timer.busSeq]?.phase else { return false }
+        guard let index = entries.index(forKey: timer.busSeq), case .inFlight(let holder) = entries.values[index].phase else {
+            return false
+        }
         return holder.attempt == timer.attempt && holder.deadline == timer.at
     }
 

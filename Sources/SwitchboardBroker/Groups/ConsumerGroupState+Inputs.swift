@@ -161,9 +161,13 @@ extension ConsumerGroupState {
     /// Any message from a member (a heartbeat, say) shows it is alive. Unknown members are
     /// ignored: they must join.
     mutating func heard(from id: GroupMemberID, now: Instant) {
-        guard let lastSeen = members[id]?.lastSeen else { return }
-        members[id]!.lastSeen = max(lastSeen, now)
-        members[id]!.reachable = true
+        guard let index = members.index(forKey: id) else { return }
+        heard(at: index, now: now)
+    }
+
+    mutating func heard(at index: Dictionary<GroupMemberID, Member>.Index, now: Instant) {
+        members.values[index].lastSeen = max(members.values[index].lastSeen, now)
+        members.values[index].reachable = true
     }
 
     /// The member's connection is gone (the broker could not route a HEAD to it). Unlike a LEAVE,
@@ -195,9 +199,22 @@ extension ConsumerGroupState {
     ) -> (actions: [GroupAction], refused: [(busSeq: Int64, refusal: GroupRefusal)]) {
         var actions: [GroupAction] = []
         var refused: [(busSeq: Int64, refusal: GroupRefusal)] = []
+        // One look-up of the member and one sign of life for the whole message (settling changes
+        // the member's held set, so its index is looked up again for a refusal's text only).
+        guard let memberIndex = members.index(forKey: id) else {
+            for delivery in deliveries {
+                do throws(GroupRefusal) {
+                    _ = try heldDelivery(delivery.busSeq, attempt: delivery.attempt, by: id, verb: "ACK", now: now)
+                } catch {
+                    refused.append((delivery.busSeq, error))
+                }
+            }
+            return (finish(now: now, actions), refused)
+        }
+        heard(at: memberIndex, now: now)
         for delivery in deliveries {
             do throws(GroupRefusal) {
-                _ = try heldDelivery(delivery.busSeq, attempt: delivery.attempt, by: id, verb: "ACK", now: now)
+                _ = try held(delivery.busSeq, attempt: delivery.attempt, by: id, verb: "ACK")
                 settle(delivery.busSeq, deadLetter: nil, into: &actions)
             } catch {
                 refused.append((delivery.busSeq, error))
@@ -361,23 +378,29 @@ extension ConsumerGroupState {
     mutating func heldDelivery(
         _ busSeq: Int64, attempt: Int, by id: GroupMemberID, verb: String, now: Instant
     ) throws(GroupRefusal) -> Entry.Holder {
-        guard let member = members[id] else {
+        guard let index = members.index(forKey: id) else {
             throw GroupRefusal(
                 code: .notMember,
                 message:
                     "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(id): not a member of group \(name) (never joined, left or expired)"
             )
         }
-        heard(from: id, now: now)
+        heard(at: index, now: now)
+        return try held(busSeq, attempt: attempt, by: id, verb: verb)
+    }
+
+    /// `heldDelivery` for a member known to be one, its sign of life counted by the caller.
+    func held(_ busSeq: Int64, attempt: Int, by id: GroupMemberID, verb: String) throws(GroupRefusal) -> Entry.Holder {
         // Written only for a refusal: a settle carried out (nearly all) makes no text.
         func refusal(_ why: String) -> GroupRefusal {
-            GroupRefusal(code: .notHeld, message: "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(member.name): \(why)")
+            let memberName = members[id]?.name ?? id.description
+            return GroupRefusal(code: .notHeld, message: "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(memberName): \(why)")
         }
-        guard let entry = entries[busSeq] else {
+        guard let entryIndex = entries.index(forKey: busSeq) else {
             throw refusal("the event is not pending in group \(name) (settled, or never delivered)")
         }
-        guard case .inFlight(let holder) = entry.phase else {
-            throw refusal("the event is not in flight (taken back after attempt \(entry.attempts))")
+        guard case .inFlight(let holder) = entries.values[entryIndex].phase else {
+            throw refusal("the event is not in flight (taken back after attempt \(entries.values[entryIndex].attempts))")
         }
         guard holder.member == id else {
             throw refusal("the event is in flight to another member as attempt \(holder.attempt)")
