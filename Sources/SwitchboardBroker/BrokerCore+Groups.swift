@@ -428,7 +428,11 @@ extension BrokerCore {
                 return runtime.state.isFirstDelivery(busSeq, attempt: attempt)
             }
         }
-        var deadlineText: (at: ContinuousClock.Instant, text: String)?
+        // The deliveries of one deadline share their header's text but for attempt and bus_seq,
+        // and every DELIVER its first two frames.
+        var headers: (at: ContinuousClock.Instant, frames: DeliverHeaderFrames)?
+        let versionFrame = Envelope.versionFrame()
+        let commandFrame = Data(Command.deliver.rawValue.utf8)
         var delivered = 0
         var redelivered = 0
         defer {
@@ -444,19 +448,19 @@ extension BrokerCore {
                     logger.error("an event to deliver is no longer journaled", metadata: ["group": "\(group)", "bus_seq": "\(busSeq)"])
                     continue
                 }
-                if deadlineText?.at != deadline {
+                if headers?.at != deadline {
                     let text = Timestamp.format(wallNow.addingTimeInterval(Double(now.duration(to: deadline).milliseconds) / 1000))
-                    deadlineText = (deadline, text)
+                    headers = (
+                        deadline,
+                        DeliverHeaderFrames(group: group, deadline: text, ackWaitMilliseconds: groups.settings.ackWait.milliseconds)
+                    )
                 }
-                let header = DeliverHeader(
-                    group: group, busSeq: busSeq, attempt: attempt, deadline: deadlineText?.text ?? "",
-                    ackWaitMilliseconds: groups.settings.ackWait.milliseconds, first: firsts?[index] ?? false)
-                let envelope = Envelope(
-                    command: .deliver, header: header.wireJSON(), parent: event.header, metadata: event.metadata,
-                    content: event.content)
+                guard let frames = headers?.frames else { continue }
+                let header = frames.header(busSeq: busSeq, attempt: attempt, first: firsts?[index] ?? false)
                 delivered += 1
                 if attempt > 1 { redelivered += 1 }
-                if !reply(member.rawValue, envelope, on: groupSocket) {
+                let message = [member.rawValue, versionFrame, commandFrame, header, event.header, event.metadata, event.content]
+                if !send(message, toMemberOf: group) {
                     logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])
                 }
             case .deadLetter(let letter):
@@ -472,6 +476,18 @@ extension BrokerCore {
                     metadata: ["group": "\(group)", "member": "\(name)", "connection": "\(member)"])
             }
         }
+    }
+
+    /// Sends a DELIVER's frames, routing frame first, as `reply` sends an envelope.
+    func send(_ frames: [Data], toMemberOf group: String) -> Bool {
+        do {
+            return try groupSocket.send(frames, dontWait: true)
+        } catch let error where error.isHostUnreachable {
+            // The member disconnected; the ack wait or its rejoining claim settles what it held.
+        } catch {
+            logger.debug("DELIVER not sent", metadata: ["group": "\(group)", "error": "\(error)"])
+        }
+        return false
     }
 
     /// Journals a `dlq.<group>` event (with the next commit) naming the event the group gave up on.

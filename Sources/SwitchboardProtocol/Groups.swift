@@ -298,6 +298,89 @@ public struct DeliverHeader: Codable, Sendable, Hashable {
     }
 }
 
+/// The header frames of deliveries that share their group, deadline and ack wait (the
+/// deliveries of one dispatch): the text around `attempt` and `bus_seq` is written once, and each
+/// header is then one allocation and three copies. Its bytes are `DeliverHeader.wireJSON()`'s
+/// (`DeliverHeaderTests`); writing each header whole was 4 % of the broker thread while a group
+/// consumed.
+public struct DeliverHeaderFrames: Sendable {
+    /// `{"ack_wait_ms":…,"attempt":`
+    private let head: [UInt8]
+    /// `,"bus_seq":`
+    private static let middle = Array(#","bus_seq":"#.utf8)
+    /// `,"deadline":"…","group":"…"}`, and the same with `"first":true` before the group.
+    private let tail: [UInt8]
+    private let firstTail: [UInt8]
+
+    public init(group: String, deadline: String, ackWaitMilliseconds: Int64) {
+        var head = JSONWriter(capacity: 40)
+        head.raw("{")
+        head.key("ack_wait_ms")
+        head.integer(ackWaitMilliseconds)
+        head.key("attempt")
+        self.head = head.bytes
+        func written(first: Bool) -> [UInt8] {
+            var writer = JSONWriter(capacity: 96)
+            writer.raw(#","deadline":"#)
+            writer.string(deadline)
+            if first {
+                writer.key("first")
+                writer.bool(true)
+            }
+            writer.key("group")
+            writer.string(group)
+            writer.raw("}")
+            return writer.bytes
+        }
+        tail = written(first: false)
+        firstTail = written(first: true)
+    }
+
+    /// The header of delivery `attempt` of `busSeq`.
+    public func header(busSeq: Int64, attempt: Int, first: Bool) -> Data {
+        let attemptValue = Int64(attempt)
+        let tail = first ? firstTail : self.tail
+        let attemptDigits = Self.digitCount(attemptValue)
+        let busSeqDigits = Self.digitCount(busSeq)
+        var data = Data(count: head.count + attemptDigits + Self.middle.count + busSeqDigits + tail.count)
+        data.withUnsafeMutableBytes { buffer in
+            var at = 0
+            func copy(_ bytes: [UInt8]) {
+                bytes.withUnsafeBytes { buffer.baseAddress!.advanced(by: at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                at += bytes.count
+            }
+            func write(_ value: Int64, digits: Int) {
+                var rest = value.magnitude
+                var index = at + digits - 1
+                if value < 0 { buffer[at] = UInt8(ascii: "-") }
+                repeat {
+                    buffer[index] = UInt8(truncatingIfNeeded: rest % 10) + 48
+                    rest /= 10
+                    index -= 1
+                } while rest > 0
+                at += digits
+            }
+            copy(head)
+            write(attemptValue, digits: attemptDigits)
+            copy(Self.middle)
+            write(busSeq, digits: busSeqDigits)
+            copy(tail)
+        }
+        return data
+    }
+
+    /// How many bytes `String(value)` has.
+    static func digitCount(_ value: Int64) -> Int {
+        var rest = value.magnitude
+        var count = value < 0 ? 2 : 1
+        while rest >= 10 {
+            rest /= 10
+            count += 1
+        }
+        return count
+    }
+}
+
 /// ACK, NACK, TERM and PROGRESS (member → broker): how a member settles one delivery.
 public struct SettleHeader: Sendable, Hashable {
     public enum Outcome: String, Sendable, Hashable {

@@ -30,6 +30,30 @@ struct DeliverHeaderTests {
         }
     }
 
+    @Test("a run's header frames are wireJSON's bytes, for 2,000 seeded deliveries, escapes, zeros and extremes included")
+    func runFrames() {
+        var random = SeededGenerator(seed: 32)
+        let groups = ["eto", "filemaker-writer_2", "a"]
+        let deadlines = ["2026-11-29T08:00:10.812Z", "", "quote \" and \\ and \n"]
+        var values: [(Int64, Int)] = [(1, 1), (0, 0), (Int64.max, Int.max), (Int64.min, Int.min), (-7, -1), (9, 10), (10, 9)]
+        for _ in 0..<2_000 {
+            values.append((Int64.random(in: 1...999_999_999_999_999_999, using: &random), Int.random(in: 1...1_000_000, using: &random)))
+        }
+        for (index, (busSeq, attempt)) in values.enumerated() {
+            let group = groups[index % groups.count]
+            let deadline = deadlines[index % deadlines.count]
+            let ackWait: Int64 = index % 2 == 0 ? 30_000 : 1
+            let frames = DeliverHeaderFrames(group: group, deadline: deadline, ackWaitMilliseconds: ackWait)
+            for first in [false, true] {
+                let whole = DeliverHeader(
+                    group: group, busSeq: busSeq, attempt: attempt, deadline: deadline, ackWaitMilliseconds: ackWait, first: first
+                ).wireJSON()
+                let made = frames.header(busSeq: busSeq, attempt: attempt, first: first)
+                #expect(made == whole, "\(String(decoding: made, as: UTF8.self)) against \(String(decoding: whole, as: UTF8.self))")
+            }
+        }
+    }
+
     @Test("other orders, spaces, escapes, other keys, false or null first, zeros and big numbers go to the general path")
     func shapes() throws {
         let plain = #"{"ack_wait_ms":30000,"attempt":1,"bus_seq":7,"deadline":"2026-11-29T08:00:10.812Z","group":"eto"}"#

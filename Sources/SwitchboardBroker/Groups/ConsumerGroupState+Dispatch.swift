@@ -26,13 +26,12 @@ extension ConsumerGroupState {
     }
 
     /// Puts `busSeq` among the eligible if it is ready, its key allows it and it is not there.
-    /// (Entries are read and changed in place through their index here and on the other paths
-    /// every event takes: a copy of an entry retains its key, failure and holder, and those
-    /// copies were a tenth of the broker thread's group work.)
+    /// (Entries are found once by their index here and on the other paths every event takes,
+    /// read once, and changed in place through the index: a read of `values[index]` is a copy.)
     mutating func makeEligibleIfAllowed(_ busSeq: Int64) {
-        guard let index = entries.index(forKey: busSeq), entries.values[index].phase == .ready, !entries.values[index].isQueued,
-            keyAllows(entries.values[index])
-        else { return }
+        guard let index = entries.index(forKey: busSeq) else { return }
+        let entry = entries.values[index]
+        guard entry.phase == .ready, !entry.isQueued, keyAllows(entry) else { return }
         entries.values[index].isQueued = true
         eligible.insert(busSeq)
     }
@@ -56,47 +55,51 @@ extension ConsumerGroupState {
     mutating func dispatch(now: Instant, into actions: inout [GroupAction]) {
         while let busSeq = eligible.min, let member = memberForNextDelivery() {
             dispatchExaminations += 1
-            guard let index = entries.index(forKey: busSeq), entries.values[index].isQueued else {
+            guard let index = entries.index(forKey: busSeq) else {
                 // A copy left from an earlier life of this bus_seq (settled, then reopened).
                 eligible.removeMin()
                 continue
             }
-            guard entries.values[index].phase == .ready, keyAllows(entries.values[index]) else {
+            let entry = entries.values[index]
+            guard entry.isQueued else {
+                eligible.removeMin()
+                continue
+            }
+            guard entry.phase == .ready, keyAllows(entry) else {
                 eligible.removeMin()
                 entries.values[index].isQueued = false
                 continue
             }
-            if entries.values[index].attempts >= settings.maxDeliver {
+            if entry.attempts >= settings.maxDeliver {
                 eligible.removeMin()
                 entries.values[index].isQueued = false
-                let attempts = entries.values[index].attempts
                 let failure =
-                    entries.values[index].lastFailure
+                    entry.lastFailure
                     ?? GroupFailure(
                         code: GroupFailure.maxDeliverCode,
-                        message: "bus_seq \(busSeq) was delivered \(attempts) times (maxDeliver \(settings.maxDeliver))")
+                        message: "bus_seq \(busSeq) was delivered \(entry.attempts) times (maxDeliver \(settings.maxDeliver))")
                 settle(busSeq, deadLetter: failure, into: &actions)
                 continue
             }
             eligible.removeMin()
-            deliver(busSeq, at: index, to: member, now: now, into: &actions)
+            deliver(busSeq, at: index, key: entry.key, to: member, now: now, into: &actions)
         }
     }
 
     /// The member with free credit and the fewest events in flight; ties go to the one that
     /// least recently got a delivery, then to the one that joined first. O(members): a group
     /// has a handful.
-    /// Returns the member's index in `members` (valid until `members` changes). Reads each member
-    /// in place: a copy of one retains its name, id and held set.
+    /// Returns the member's index in `members` (valid until `members` changes), so the delivery
+    /// changes it without looking it up again.
     func memberForNextDelivery() -> Dictionary<GroupMemberID, Member>.Index? {
         var best: Dictionary<GroupMemberID, Member>.Index?
         var bestRank: (Int, UInt64, UInt64) = (0, 0, 0)
         var index = members.startIndex
         while index != members.endIndex {
             defer { index = members.index(after: index) }
-            let held = members.values[index].inFlight.count
-            guard members.values[index].reachable, held < members.values[index].credit else { continue }
-            let rank = (held, members.values[index].lastDelivery, members.values[index].serial)
+            let member = members.values[index]
+            guard member.reachable, member.inFlight.count < member.credit else { continue }
+            let rank = (member.inFlight.count, member.lastDelivery, member.serial)
             if best != nil, bestRank <= rank { continue }
             best = index
             bestRank = rank
@@ -104,18 +107,16 @@ extension ConsumerGroupState {
         return best
     }
 
-    /// Delivers the entry at `index` (its bus_seq `busSeq`) to the member at `memberIndex`.
+    /// Delivers the entry at `index` (bus_seq `busSeq`, ordering key `key`) to the member at
+    /// `memberIndex`.
     mutating func deliver(
-        _ busSeq: Int64, at index: Dictionary<Int64, Entry>.Index, to memberIndex: Dictionary<GroupMemberID, Member>.Index, now: Instant,
-        into actions: inout [GroupAction]
+        _ busSeq: Int64, at index: Dictionary<Int64, Entry>.Index, key: String?, to memberIndex: Dictionary<GroupMemberID, Member>.Index,
+        now: Instant, into actions: inout [GroupAction]
     ) {
         let member = members.keys[memberIndex]
         let deadline = now + settings.ackWait
-        entries.values[index].isQueued = false
-        entries.values[index].attempts += 1
-        let attempt = entries.values[index].attempts
-        entries.values[index].phase = .inFlight(Entry.Holder(member: member, attempt: attempt, deadline: deadline))
-        if let key = entries.values[index].key { keys[key]!.inFlight = busSeq }
+        let attempt = Self.markDelivered(&entries.values[index], to: member, deadline: deadline)
+        if let key { keys[key]!.inFlight = busSeq }
         deliveryCounter += 1
         members.values[memberIndex].inFlight.insert(busSeq)
         members.values[memberIndex].lastDelivery = deliveryCounter
@@ -124,6 +125,14 @@ extension ConsumerGroupState {
         ackDeadlines.insert(Timer(at: deadline, busSeq: busSeq, attempt: attempt))
         changed.insert(busSeq)
         actions.append(.deliver(member: member, busSeq: busSeq, attempt: attempt, deadline: deadline))
+    }
+
+    /// One access to the entry for the whole change: returns the delivery's attempt number.
+    static func markDelivered(_ entry: inout Entry, to member: GroupMemberID, deadline: Instant) -> Int {
+        entry.isQueued = false
+        entry.attempts += 1
+        entry.phase = .inFlight(Entry.Holder(member: member, attempt: entry.attempts, deadline: deadline))
+        return entry.attempts
     }
 
     /// Takes an event's flight off its member's and key's books; the caller sets its phase.
@@ -201,9 +210,7 @@ extension ConsumerGroupState {
 
     /// Whether an ack-deadline timer still belongs to the delivery in flight.
     func isCurrentDeadline(_ timer: Timer) -> Bool {
-        guard let index = entries.index(forKey: timer.busSeq), case .inFlight(let holder) = entries.values[index].phase else {
-            return false
-        }
+        guard case .inFlight(let holder) = entries[timer.busSeq]?.phase else { return false }
         return holder.attempt == timer.attempt && holder.deadline == timer.at
     }
 

@@ -166,8 +166,13 @@ extension ConsumerGroupState {
     }
 
     mutating func heard(at index: Dictionary<GroupMemberID, Member>.Index, now: Instant) {
-        members.values[index].lastSeen = max(members.values[index].lastSeen, now)
-        members.values[index].reachable = true
+        Self.heard(&members.values[index], now: now)
+    }
+
+    /// One access to the member for the whole change.
+    static func heard(_ member: inout Member, now: Instant) {
+        member.lastSeen = max(member.lastSeen, now)
+        member.reachable = true
     }
 
     /// The member's connection is gone (the broker could not route a HEAD to it). Unlike a LEAVE,
@@ -396,11 +401,11 @@ extension ConsumerGroupState {
             let memberName = members[id]?.name ?? id.description
             return GroupRefusal(code: .notHeld, message: "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(memberName): \(why)")
         }
-        guard let entryIndex = entries.index(forKey: busSeq) else {
+        guard let entry = entries[busSeq] else {
             throw refusal("the event is not pending in group \(name) (settled, or never delivered)")
         }
-        guard case .inFlight(let holder) = entries.values[entryIndex].phase else {
-            throw refusal("the event is not in flight (taken back after attempt \(entries.values[entryIndex].attempts))")
+        guard case .inFlight(let holder) = entry.phase else {
+            throw refusal("the event is not in flight (taken back after attempt \(entry.attempts))")
         }
         guard holder.member == id else {
             throw refusal("the event is in flight to another member as attempt \(holder.attempt)")

@@ -340,19 +340,15 @@ struct ConsumerGroupState: Sendable {
             persistedCursor = cursor
         }
         for busSeq in changed {
-            if let index = entries.index(forKey: busSeq) {
-                let attempts = entries.values[index].attempts
-                let lastFailure = entries.values[index].lastFailure
-                if attempts > 0 || lastFailure != nil {
-                    changes.attempts[busSeq] = GroupAttempts(count: attempts, lastFailure: lastFailure)
+            if let entry = entries[busSeq] {
+                if entry.attempts > 0 || entry.lastFailure != nil {
+                    changes.attempts[busSeq] = GroupAttempts(count: entry.attempts, lastFailure: entry.lastFailure)
                     attemptRows.insert(busSeq)
                 } else if attemptRows.remove(busSeq) != nil {
                     changes.attemptsRemoved.insert(busSeq)
                 }
-                if entries.values[index].isReplay {
-                    if replayRows.insert(busSeq).inserted {
-                        changes.replaysAdded.append(GroupCandidate(busSeq: busSeq, key: entries.values[index].key))
-                    }
+                if entry.isReplay {
+                    if replayRows.insert(busSeq).inserted { changes.replaysAdded.append(GroupCandidate(busSeq: busSeq, key: entry.key)) }
                 } else if replayRows.remove(busSeq) != nil {
                     changes.replaysRemoved.insert(busSeq)
                 }
