@@ -26,7 +26,7 @@ struct GroupRuntime {
     var start: String
     var state: ConsumerGroupState
     /// What each member sent in JOIN (its principal and name), for status and re-joins.
-    var members: [GroupMemberID: (name: String, principal: String?, credit: Int)] = [:]
+    var members: [GroupMemberID: (name: String, principal: String?, credit: Int, batch: Int)] = [:]
 }
 
 /// Every group and the state the broker thread keeps around them. Not `Sendable`: broker thread only.
@@ -132,7 +132,8 @@ extension BrokerCore {
                 }
                 let parsed = try envelope.parsed(reference: &ref)
                 switch envelope.command {
-                case .join: try join(identity, JoinHeader(wire: parsed.header), principal: message.userID, now: now)
+                case .join:
+                    try join(identity, JoinHeader(wire: parsed.header), version: envelope.version, principal: message.userID, now: now)
                 case .ack: try settle(identity, SettleHeader(.ack, wire: parsed.header), ref: &ref, now: now)
                 case .acks: try settle(identity, GroupAcks(wire: parsed.header), ref: &ref, now: now)
                 case .nack: try settle(identity, SettleHeader(.nack, wire: parsed.header), ref: &ref, now: now)
@@ -165,7 +166,10 @@ extension BrokerCore {
         }
     }
 
-    func join(_ identity: Data, _ join: JoinHeader, principal: String?, now: ContinuousClock.Instant) throws {
+    /// A JOIN; its `batch` counts only when it is written as 1.3 or later (section 3: a receiver
+    /// relies on a newer minor's fields only then).
+    func join(_ identity: Data, _ join: JoinHeader, version: ProtocolVersion, principal: String?, now: ContinuousClock.Instant) throws {
+        let batch = version >= .deliverBatches ? join.batch : 1
         if let security = broker.security {
             guard let role = security.role(of: principal) else {
                 security.refused("revoked", principal: principal, endpoint: .groups, reason: "principal is no longer allowed")
@@ -202,7 +206,7 @@ extension BrokerCore {
             } catch {
                 throw ProtocolError(.invalidHeader, "header: field 'credit' \(error.message)")
             }
-            runtime.members[member] = (name, principal, join.credit)
+            runtime.members[member] = (name, principal, join.credit, batch)
             return (actions, runtime.state.cursor, held)
         }
         guard let (actions, cursor, held) = joinedAt else { return }
@@ -212,9 +216,11 @@ extension BrokerCore {
             group: join.group, member: name, credit: join.credit, ackWaitMilliseconds: settings.ackWait.milliseconds,
             heartbeatMilliseconds: configuration.heartbeat.milliseconds, livenessMilliseconds: settings.liveness.milliseconds,
             maxDeliver: settings.maxDeliver, backoffMilliseconds: settings.backoff.map(\.milliseconds), cursor: cursor,
-            head: journal.head, held: held, echoes: true, takesAcks: true)
+            head: journal.head, held: held, echoes: true, takesAcks: true, batch: batch)
         reply(identity, try Envelope(command: .joined, header: joined), on: groupSocket)
-        logger.info("group member joined", metadata: ["group": "\(join.group)", "member": "\(name)", "credit": "\(join.credit)"])
+        logger.info(
+            "group member joined",
+            metadata: ["group": "\(join.group)", "member": "\(name)", "credit": "\(join.credit)", "batch": "\(batch)"])
         if !join.holding.isEmpty {
             logger.notice(
                 "a rejoining member claimed the deliveries it still works on",
@@ -433,9 +439,14 @@ extension BrokerCore {
         var headers: (at: ContinuousClock.Instant, frames: DeliverHeaderFrames)?
         let versionFrame = Envelope.versionFrame()
         let commandFrame = Data(Command.deliver.rawValue.utf8)
+        // Members that take several deliveries per DELIVER (protocol 1.3): what each is owed, in
+        // the order the machine dispatched it, sent when it reaches the member's batch or the
+        // message limit, and the rest after the last action.
+        var batches = DeliverBatches(limit: SizeLimits.groups.message)
         var delivered = 0
         var redelivered = 0
         defer {
+            for (identity, frames) in batches.drain() { sendDeliver(frames, to: identity, group: group) }
             if delivered > 0 { counters.delivered.increment(by: Int64(delivered)) }
             if redelivered > 0 { counters.redeliveries.increment(by: Int64(redelivered)) }
         }
@@ -459,9 +470,15 @@ extension BrokerCore {
                 let header = frames.header(busSeq: busSeq, attempt: attempt, first: firsts?[index] ?? false)
                 delivered += 1
                 if attempt > 1 { redelivered += 1 }
-                let message = [member.rawValue, versionFrame, commandFrame, header, event.header, event.metadata, event.content]
-                if !send(message, toMemberOf: group) {
-                    logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])
+                let batch = batches.size(of: member) { groups.groups[group]?.members[member]?.batch ?? 1 }
+                guard batch > 1 else {
+                    sendDeliver(
+                        [member.rawValue, versionFrame, commandFrame, header, event.header, event.metadata, event.content], to: nil,
+                        group: group)
+                    continue
+                }
+                if let full = batches.add(member, batch: batch, [header, event.header, event.metadata, event.content]) {
+                    sendDeliver(full, to: member.rawValue, group: group)
                 }
             case .deadLetter(let letter):
                 counters.deadLetters.increment()
@@ -478,17 +495,23 @@ extension BrokerCore {
         }
     }
 
-    /// Sends a DELIVER's frames, routing frame first, as `reply` sends an envelope.
-    func send(_ frames: [Data], toMemberOf group: String) -> Bool {
+    /// Sends a DELIVER: `frames` whole (routing frame first) when `identity` is nil, else the
+    /// deliveries' frames of a DELIVER of several (1.3) to `identity`. One not sent is taken back
+    /// when its ack wait passes, or claimed back by its member when it joins again.
+    func sendDeliver(_ frames: [Data], to identity: Data?, group: String) {
+        let message = identity.map { [$0, Self.batchVersionFrame, Self.deliverCommandFrame] + frames } ?? frames
         do {
-            return try groupSocket.send(frames, dontWait: true)
+            if try groupSocket.send(message, dontWait: true) { return }
+            logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])
         } catch let error where error.isHostUnreachable {
-            // The member disconnected; the ack wait or its rejoining claim settles what it held.
+            // The member disconnected.
         } catch {
             logger.debug("DELIVER not sent", metadata: ["group": "\(group)", "error": "\(error)"])
         }
-        return false
     }
+
+    static let batchVersionFrame = Envelope.versionFrame(.deliverBatches)
+    static let deliverCommandFrame = Data(Command.deliver.rawValue.utf8)
 
     /// Journals a `dlq.<group>` event (with the next commit) naming the event the group gave up on.
     func deadLetter(_ letter: DeadLetter, group: String) {

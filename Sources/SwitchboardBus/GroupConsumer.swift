@@ -81,11 +81,16 @@ public final class GroupConsumer: Sendable {
         public var socketOptions: [SocketOption]
         /// How long to wait for JOINED before trying again on a fresh socket.
         public var joinTimeout: Duration
+        /// The most deliveries one DELIVER brings (protocol 1.3; at most `credit`): fewer
+        /// messages, and fewer wake-ups of this process and the broker, when many are ready at
+        /// once. A broker older than 1.3 sends one per DELIVER whatever this says.
+        public var batch: Int
 
         public init(
             group: String, topics: [String], credit: Int = 16, member: String? = nil, start: GroupStart = .earliest,
-            socketOptions: [SocketOption] = [], joinTimeout: Duration = .seconds(5)
+            socketOptions: [SocketOption] = [], joinTimeout: Duration = .seconds(5), batch: Int = 16
         ) {
+            self.batch = batch
             self.group = group
             self.topics = topics
             self.credit = credit
@@ -318,9 +323,9 @@ public final class GroupConsumer: Sendable {
         let holding = current.withLock { $0.session.joining(now: .now) }
         let join = JoinHeader(
             group: settings.group, topics: settings.topics, credit: settings.credit, member: settings.member, start: settings.start,
-            holding: holding)
+            holding: holding, batch: max(1, min(settings.batch, settings.credit, JoinHeader.maximumBatch)))
         do {
-            try await socket.send(Envelope(command: .join, header: join.wireJSON()).frames())
+            try await socket.send(join.envelope().frames())
             let deadline = current.withLock { $0.session.joinDeadline } ?? .now
             while ContinuousClock.now < deadline {
                 guard let message = try await socket.receive(timeout: ContinuousClock.now.duration(to: deadline)) else { break }
@@ -388,10 +393,18 @@ public final class GroupConsumer: Sendable {
 
     /// Handles one message from the broker; returns a reason to reconnect, or nil.
     private func handle(_ message: Message, connection: Int) -> String? {
-        guard let envelope = try? Envelope.decode(message.frames, limits: .groups) else {
+        // A DELIVER of several deliveries (1.3) is handled as that many DELIVERs, in order.
+        guard let envelopes = try? Envelope.decodeDeliveries(message.frames) else {
             logger.warning("unreadable message from the broker", metadata: ["group": "\(settings.group)"])
             return nil
         }
+        for envelope in envelopes {
+            if let reason = handle(envelope, connection: connection) { return reason }
+        }
+        return nil
+    }
+
+    private func handle(_ envelope: Envelope, connection: Int) -> String? {
         switch envelope.command {
         case .deliver:
             do {

@@ -73,9 +73,14 @@ public struct JoinHeader: Sendable, Hashable {
     /// Deliveries this member is still working on from an earlier connection (a rejoin after a
     /// reconnect or a broker restart): the broker gives each back to it if no one else has it.
     public var holding: [HeldDelivery]
+    /// The most deliveries the member takes in one DELIVER (protocol 1.3, 1–1000; 1, the default,
+    /// is a DELIVER per delivery). A broker honours it only in a JOIN written as 1.3 or later, and
+    /// says what it will send in JOINED's `batch`.
+    public var batch: Int
 
     public init(
-        group: String, topics: [String], credit: Int, member: String? = nil, start: GroupStart? = nil, holding: [HeldDelivery] = []
+        group: String, topics: [String], credit: Int, member: String? = nil, start: GroupStart? = nil, holding: [HeldDelivery] = [],
+        batch: Int = 1
     ) {
         self.group = group
         self.topics = topics
@@ -83,9 +88,18 @@ public struct JoinHeader: Sendable, Hashable {
         self.member = member
         self.start = start
         self.holding = holding
+        self.batch = batch
     }
 
     public static let maximumCredit = 1000
+    /// The most deliveries one DELIVER carries.
+    public static let maximumBatch = 1000
+
+    /// The JOIN as a member sends it: written as 1.3 when it asks for several deliveries per
+    /// DELIVER (an older broker ignores the field and answers a JOINED without `batch`).
+    public func envelope() -> Envelope {
+        Envelope(command: .join, header: wireJSON(), version: batch > 1 ? .deliverBatches : .current)
+    }
     /// At most this many entries in `holding` (a member never holds more than its credit).
     public static let maximumHolding = 1000
 
@@ -112,6 +126,11 @@ public struct JoinHeader: Sendable, Hashable {
             start = .sequence(seq)
         }
         holding = try Self.holding(fields["holding"], object)
+        let batch = try object.optionalInteger("batch") ?? 1
+        guard (1...Int64(Self.maximumBatch)).contains(batch) else {
+            throw object.fail("batch", "must be 1–\(Self.maximumBatch), got \(batch)")
+        }
+        self.batch = Int(batch)
     }
 
     /// `holding`: absent, or an array of at most `maximumHolding` objects `{bus_seq, attempt}`.
@@ -155,6 +174,7 @@ public struct JoinHeader: Sendable, Hashable {
             fields["holding"] = .array(
                 holding.map { .object(["bus_seq": .integer($0.busSeq), "attempt": .integer(Int64($0.attempt))]) })
         }
+        if batch != 1 { fields["batch"] = .integer(Int64(batch)) }
         return JSONValue.object(fields).compactData
     }
 }
@@ -195,18 +215,22 @@ public struct JoinedHeader: Codable, Sendable, Hashable {
     /// True from a broker that takes a member's ACKS (protocol 1.2, every broker of this
     /// version); a member sends ACKS only then, and an ACK per delivery otherwise.
     public var takesAcks: Bool?
+    /// The most deliveries this broker puts in one DELIVER to this member (protocol 1.3: the
+    /// JOIN's `batch`, or 1 for a JOIN below 1.3). Nil from an older broker: one per DELIVER.
+    public var batch: Int?
 
     enum CodingKeys: String, CodingKey {
         case group, member, credit, ackWaitMilliseconds = "ack_wait_ms", heartbeatMilliseconds = "heartbeat_ms",
             livenessMilliseconds = "liveness_ms", maxDeliver = "max_deliver", backoffMilliseconds = "backoff_ms", cursor, head, held,
-            echoes, takesAcks = "takes_acks"
+            echoes, takesAcks = "takes_acks", batch
     }
 
     public init(
         group: String, member: String, credit: Int, ackWaitMilliseconds: Int64, heartbeatMilliseconds: Int64,
         livenessMilliseconds: Int64, maxDeliver: Int, backoffMilliseconds: [Int64], cursor: Int64, head: Int64, held: [Int64]? = nil,
-        echoes: Bool? = nil, takesAcks: Bool? = nil
+        echoes: Bool? = nil, takesAcks: Bool? = nil, batch: Int? = nil
     ) {
+        self.batch = batch
         self.held = held
         self.echoes = echoes
         self.takesAcks = takesAcks

@@ -103,7 +103,7 @@ struct GroupCoordinatorTests {
         let member = GroupMemberID(Data("m1".utf8))
         _ = try bench.book.withGroup("eto") { runtime in
             _ = try runtime.state.join(member: member, name: "eto-1", credit: 2, now: Self.t0)
-            runtime.members[member] = ("eto-1", nil, 2)
+            runtime.members[member] = ("eto-1", nil, 2, 1)
             _ = runtime.state.offer([1, 2, 3].map { GroupCandidate(busSeq: $0, key: nil) }, through: 3, now: Self.t0)
         }
         bench.book.connections[member.rawValue] = ["eto"]
