@@ -446,7 +446,7 @@ extension BrokerCore {
         var delivered = 0
         var redelivered = 0
         defer {
-            for (identity, frames) in batches.drain() { sendDeliver(frames, to: identity, group: group) }
+            for message in batches.drain() { sendDeliver(message, group: group) }
             if delivered > 0 { counters.delivered.increment(by: Int64(delivered)) }
             if redelivered > 0 { counters.redeliveries.increment(by: Int64(redelivered)) }
         }
@@ -470,15 +470,14 @@ extension BrokerCore {
                 let header = frames.header(busSeq: busSeq, attempt: attempt, first: firsts?[index] ?? false)
                 delivered += 1
                 if attempt > 1 { redelivered += 1 }
-                let batch = batches.size(of: member) { groups.groups[group]?.members[member]?.batch ?? 1 }
-                guard batch > 1 else {
+                let slot = batches.slot(of: member) { groups.groups[group]?.members[member]?.batch ?? 1 }
+                guard batches.batch(at: slot) > 1 else {
                     sendDeliver(
-                        [member.rawValue, versionFrame, commandFrame, header, event.header, event.metadata, event.content], to: nil,
-                        group: group)
+                        [member.rawValue, versionFrame, commandFrame, header, event.header, event.metadata, event.content], group: group)
                     continue
                 }
-                if let full = batches.add(member, batch: batch, [header, event.header, event.metadata, event.content]) {
-                    sendDeliver(full, to: member.rawValue, group: group)
+                if let full = batches.add(at: slot, [header, event.header, event.metadata, event.content]) {
+                    sendDeliver(full, group: group)
                 }
             case .deadLetter(let letter):
                 counters.deadLetters.increment()
@@ -495,11 +494,9 @@ extension BrokerCore {
         }
     }
 
-    /// Sends a DELIVER: `frames` whole (routing frame first) when `identity` is nil, else the
-    /// deliveries' frames of a DELIVER of several (1.3) to `identity`. One not sent is taken back
-    /// when its ack wait passes, or claimed back by its member when it joins again.
-    func sendDeliver(_ frames: [Data], to identity: Data?, group: String) {
-        let message = identity.map { [$0, Self.batchVersionFrame, Self.deliverCommandFrame] + frames } ?? frames
+    /// Sends a DELIVER, routing frame first. One not sent is taken back when its ack wait passes,
+    /// or claimed back by its member when it joins again.
+    func sendDeliver(_ message: [Data], group: String) {
         do {
             if try groupSocket.send(message, dontWait: true) { return }
             logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])
@@ -509,9 +506,6 @@ extension BrokerCore {
             logger.debug("DELIVER not sent", metadata: ["group": "\(group)", "error": "\(error)"])
         }
     }
-
-    static let batchVersionFrame = Envelope.versionFrame(.deliverBatches)
-    static let deliverCommandFrame = Data(Command.deliver.rawValue.utf8)
 
     /// Journals a `dlq.<group>` event (with the next commit) naming the event the group gave up on.
     func deadLetter(_ letter: DeadLetter, group: String) {

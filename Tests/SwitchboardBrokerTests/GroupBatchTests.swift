@@ -116,17 +116,20 @@ struct GroupBatchTests {
         let b = GroupMemberID(Data([0, 9, 9, 9, 9]))
         func delivery(_ bytes: Int) -> [Data] { [Data(count: 10), Data(count: bytes), Data(count: 2), Data(count: 2)] }
         var batches = DeliverBatches(limit: DeliverBatches.fixedBytes + 100)
-        #expect(batches.add(a, batch: 3, delivery(6)) == nil)
-        #expect(batches.add(b, batch: 3, delivery(6)) == nil)
-        #expect(batches.add(a, batch: 3, delivery(6)) == nil)
-        #expect(batches.add(a, batch: 3, delivery(6))?.count == 12, "a's third: full")
+        let slotA = batches.slot(of: a) { 3 }
+        let slotB = batches.slot(of: b) { 3 }
+        #expect(batches.slot(of: a) { 9 } == slotA && batches.batch(at: slotA) == 3, "looked up once")
+        #expect(batches.add(at: slotA, delivery(6)) == nil)
+        #expect(batches.add(at: slotB, delivery(6)) == nil)
+        #expect(batches.add(at: slotA, delivery(6)) == nil)
+        #expect(batches.add(at: slotA, delivery(6))?.count == 3 + 12, "a's third: full")
         // 20 bytes owed to b; 80 more make 100, the limit; 81 would pass it: what b is owed goes
         // first, alone.
-        #expect(batches.add(b, batch: 3, delivery(67))?.count == 4)
-        #expect(batches.add(a, batch: 3, delivery(6)) == nil)
+        let first = batches.add(at: slotB, delivery(67))
+        #expect(first?.count == 3 + 4 && first?.first == b.rawValue && first?[1] == Envelope.versionFrame(.deliverBatches))
+        #expect(batches.add(at: slotA, delivery(6)) == nil)
         let rest = batches.drain()
-        #expect(rest.map(\.identity) == [a.rawValue, b.rawValue] && rest.map(\.frames.count) == [4, 4], "first owed, first sent")
+        #expect(rest.map(\.first) == [a.rawValue, b.rawValue] && rest.map(\.count) == [7, 7], "first owed, first sent")
         #expect(batches.drain().isEmpty)
-        #expect(batches.size(of: a) { 7 } == 7 && batches.size(of: a) { 9 } == 7, "looked up once")
     }
 }

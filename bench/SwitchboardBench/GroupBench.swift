@@ -24,16 +24,17 @@ final class AckedSet: Sendable {
 /// were acked (or `quiet` passed without one). Returns the acked count and first/last instants.
 /// With `hold`, it ACKs nothing, keeps `credit` deliveries and returns once it holds them. With
 /// `batched`, it reads every DELIVER waiting and settles them with one ACKS (protocol 1.2), as
-/// `GroupConsumer` does; else with an ACK each.
+/// `GroupConsumer` does; else with an ACK each. With `batch` above 1 it asks for that many
+/// deliveries per DELIVER (protocol 1.3).
 func benchMember(
     context: Context, endpoint: String, group: String, credit: Int, total: Int, hold: Bool = false, quiet: Duration = .seconds(5),
-    acked: AckedSet? = nil, start: GroupStart = .head, batched: Bool = true
+    acked: AckedSet? = nil, start: GroupStart = .head, batched: Bool = true, batch: Int = 1
 ) throws -> (count: Int, first: ContinuousClock.Instant?, last: ContinuousClock.Instant, socket: Socket?) {
     let dealer = try context.socket(.dealer, linger: 0)
     try dealer.set([.receiveHighWaterMark(100_000), .sendHighWaterMark(100_000), .receiveTimeout(milliseconds: 200)])
     try dealer.connect(endpoint)
-    let join = JoinHeader(group: group, topics: ["checkin."], credit: credit, start: start)
-    try dealer.send(Envelope(command: .join, header: join.wireJSON()).frames())
+    let join = JoinHeader(group: group, topics: ["checkin."], credit: credit, start: start, batch: batch)
+    try dealer.send(join.envelope().frames())
     var first: ContinuousClock.Instant?
     var last = ContinuousClock.now
     var count = 0
@@ -52,11 +53,14 @@ func benchMember(
         lastHeard = .now
         // This message and, batched, every other one already waiting.
         while true {
-            // The header as a member library reads it: the broker's spelling without the
-            // general parse, anything else with it.
-            if message.frames.count >= 3, message.frames[1] == Data("DELIVER".utf8),
-                let header = DeliverHeader.plain(message.frames[2]) ?? (try? DeliverHeader(wire: message.frames[2]))
+            // Each delivery's header as a member library reads it: the broker's spelling without
+            // the general parse, anything else with it; a DELIVER of several (1.3) carries one
+            // every four frames.
+            var at = 2
+            while message.frames.count >= at + 4, message.frames[1] == Data("DELIVER".utf8),
+                let header = DeliverHeader.plain(message.frames[at]) ?? (try? DeliverHeader(wire: message.frames[at]))
             {
+                at += 4
                 if first == nil { first = .now }
                 count += 1
                 last = .now
@@ -176,17 +180,19 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
     // Sustained: members joined at the head while 4 producers feed the broker. A member's
     // credit bounds what the broker delivers to it per round trip (one loop iteration while
     // ingest keeps the loop busy): 1 member is also measured at the maximum credit.
-    let sustained = [(1, 256, true), (1, 1000, true), (4, 256, false), (4, 256, true)]
-    for (members, credit, batched) in sustainedOnly ? [(4, 256, true)] : sustained {
+    // The last row: the same members taking up to 64 deliveries per DELIVER (protocol 1.3).
+    let sustained = [(1, 256, true, 1), (1, 1000, true, 1), (4, 256, false, 1), (4, 256, true, 1), (4, 256, true, 64)]
+    for (members, credit, batched, batch) in sustainedOnly ? [(4, 256, true, 1), (4, 256, true, 64)] : sustained {
         let context = try Context()
-        let group = "bench\(members)-\(credit)\(batched ? "" : "-single")"
+        let group = "bench\(members)-\(credit)\(batched ? "" : "-single")-b\(batch)"
         let acked = AckedSet()
         let results = Mutex<[(Int, ContinuousClock.Instant?, ContinuousClock.Instant)]>([])
         let threads = (0..<members).map { _ in
             Thread {
                 do {
                     let result = try benchMember(
-                        context: context, endpoint: endpoint, group: group, credit: credit, total: total, acked: acked, batched: batched)
+                        context: context, endpoint: endpoint, group: group, credit: credit, total: total, acked: acked, batched: batched,
+                        batch: batch)
                     results.withLock { $0.append((result.count, result.first, result.last)) }
                 } catch {
                     print("member of \(group) failed: \(error)")
@@ -200,7 +206,7 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
         let startCPU = cpu()
         let fed = try await ingest(
             broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000,
-            prefix: "g\(members)-\(credit)\(batched ? "" : "s")-")
+            prefix: "g\(members)-\(credit)\(batched ? "" : "s")-b\(batch)-")
         while acked.count < total, start.duration(to: .now) < .seconds(120) {
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -209,7 +215,9 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
         let count = acked.count
         let seconds = Double(start.duration(to: done).wholeMilliseconds) / 1000
         let through = Measured(count: count, seconds: seconds)
-        let who = "\(members) member\(members == 1 ? "" : "s"), credit \(credit), \(batched ? "ACKS" : "ACK each")"
+        let who =
+            "\(members) member\(members == 1 ? "" : "s"), credit \(credit), \(batched ? "ACKS" : "ACK each")"
+            + (batch > 1 ? ", \(batch) per DELIVER" : "")
         row(
             "ingest while \(who) consume\(members == 1 ? "s" : "")", Bench.rate(fed),
             String(format: "%.2f× of ingest alone", fed.perSecond / alone.perSecond))

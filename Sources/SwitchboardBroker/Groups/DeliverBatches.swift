@@ -6,58 +6,73 @@ import SwitchboardProtocol
 /// out when it holds `batch` deliveries, or before one more would take the message past `limit`
 /// bytes; the rest go out when the caller drains it. A delivery alone always fits: its frames are
 /// within section 4's frame limits, far below the whole-message limit.
+///
+/// Kept in an array searched from the front: a dispatch serves a handful of members, and hashing
+/// a member's routing id for each delivery cost more than comparing a few.
 struct DeliverBatches {
+    struct Owed {
+        let member: GroupMemberID
+        let batch: Int
+        var frames: [Data] = []
+        var bytes = 0
+        var count = 0
+    }
+
     /// The whole-message limit (section 4): frames 0 and 1 and every delivery's four frames.
     let limit: Int
-    private var owed: [GroupMemberID: (frames: [Data], bytes: Int, count: Int)] = [:]
-    /// Members in the order they were first owed something, so drains go out in a fixed order.
-    private var order: [GroupMemberID] = []
-    private var batches: [GroupMemberID: Int] = [:]
+    /// One per member, in the order each was first dispatched to.
+    private(set) var owed: [Owed] = []
 
     /// Frames 0 and 1 of a DELIVER: the version and the command word.
     static let fixedBytes = 5 + Command.deliver.rawValue.utf8.count
 
     init(limit: Int) { self.limit = limit }
 
-    /// `member`'s batch, asked of `lookup` once per member.
-    mutating func size(of member: GroupMemberID, _ lookup: () -> Int) -> Int {
-        if let batch = batches[member] { return batch }
-        let batch = lookup()
-        batches[member] = batch
-        return batch
+    /// `member`'s place, its batch asked of `lookup` the first time.
+    mutating func slot(of member: GroupMemberID, _ lookup: () -> Int) -> Int {
+        if let index = owed.firstIndex(where: { $0.member == member }) { return index }
+        owed.append(Owed(member: member, batch: lookup()))
+        return owed.count - 1
     }
 
-    /// Adds one delivery's four frames for `member`; returns the deliveries' frames of a DELIVER
-    /// that is due now (full, or full to the byte limit before this one), else nil.
-    mutating func add(_ member: GroupMemberID, batch: Int, _ frames: [Data]) -> [Data]? {
+    /// The batch of the member at `slot`.
+    func batch(at slot: Int) -> Int { owed[slot].batch }
+
+    /// Adds one delivery's four frames for the member at `slot`; returns a DELIVER that is due now
+    /// (full, or full to the byte limit before this one), routing frame first, else nil.
+    mutating func add(at slot: Int, _ frames: [Data]) -> [Data]? {
         let bytes = frames.reduce(0) { $0 + $1.count }
         var due: [Data]?
-        if let current = owed[member], Self.fixedBytes + current.bytes + bytes > limit {
-            due = current.frames
-            owed[member] = nil
+        if owed[slot].count > 0, Self.fixedBytes + owed[slot].bytes + bytes > limit {
+            due = take(slot)
         }
-        if owed[member] == nil {
-            if !order.contains(member) { order.append(member) }
-            var fresh: [Data] = []
-            fresh.reserveCapacity(4 * batch)
-            owed[member] = (fresh, 0, 0)
+        if owed[slot].frames.isEmpty {
+            owed[slot].frames.reserveCapacity(3 + 4 * min(owed[slot].batch, 64))
+            owed[slot].frames.append(contentsOf: [owed[slot].member.rawValue, Self.versionFrame, Self.commandFrame])
         }
-        owed[member]!.frames.append(contentsOf: frames)
-        owed[member]!.bytes += bytes
-        owed[member]!.count += 1
-        if due == nil, owed[member]!.count >= batch {
-            due = owed[member]!.frames
-            owed[member] = nil
-        }
+        owed[slot].frames.append(contentsOf: frames)
+        owed[slot].bytes += bytes
+        owed[slot].count += 1
+        if due == nil, owed[slot].count >= owed[slot].batch { due = take(slot) }
         return due
     }
 
-    /// What is still owed, member by member (routing id, deliveries' frames); empties the batches.
-    mutating func drain() -> [(identity: Data, frames: [Data])] {
+    private mutating func take(_ slot: Int) -> [Data] {
         defer {
-            owed.removeAll()
-            order.removeAll()
+            owed[slot].frames = []
+            owed[slot].bytes = 0
+            owed[slot].count = 0
         }
-        return order.compactMap { member in owed[member].map { (member.rawValue, $0.frames) } }
+        return owed[slot].frames
     }
+
+    /// What is still owed, a DELIVER per member (routing frame first); empties the batches.
+    mutating func drain() -> [[Data]] {
+        defer { owed.removeAll() }
+        return owed.compactMap { $0.count > 0 ? $0.frames : nil }
+    }
+
+    /// Frame 0 of a DELIVER of several deliveries (it is 1.3), and frame 1.
+    static let versionFrame = Envelope.versionFrame(.deliverBatches)
+    static let commandFrame = Data(Command.deliver.rawValue.utf8)
 }
