@@ -239,6 +239,9 @@ extension Journal {
         }
     }
 
+    /// The most attempt rows one statement writes or removes (SQLite binds up to 32,766 values).
+    static let attemptRowsPerStatement = 100
+
     /// `GroupChanges` as its documentation orders: cursor, settled, attempts, replays.
     static func apply(_ changes: GroupChanges, group: String, in db: Database) throws {
         if let cursor = changes.cursor {
@@ -249,14 +252,35 @@ extension Journal {
         for seq in changes.settledRemoved { try deleteSettled.execute(arguments: [group, seq]) }
         let insertSettled = try db.cachedStatement(sql: "INSERT OR IGNORE INTO group_settled (grp, bus_seq) VALUES (?, ?)")
         for seq in changes.settledAdded { try insertSettled.execute(arguments: [group, seq]) }
-        let deleteAttempts = try db.cachedStatement(sql: "DELETE FROM group_attempts WHERE grp = ? AND bus_seq = ?")
-        for seq in changes.attemptsRemoved { try deleteAttempts.execute(arguments: [group, seq]) }
-        let upsertAttempts = try db.cachedStatement(
-            sql: "INSERT OR REPLACE INTO group_attempts (grp, bus_seq, attempts, code, message) VALUES (?, ?, ?, ?, ?)")
-        for (seq, attempts) in changes.attempts {
-            try upsertAttempts.execute(arguments: [
-                group, seq, attempts.count, attempts.lastFailure?.code, attempts.lastFailure?.message,
-            ])
+        // Attempt rows come and go with nearly every delivery while a group consumes (one for each
+        // delivery in flight at a commit, removed once it is settled): written many to a
+        // statement, as a statement per row was most of a group commit.
+        let removed = Array(changes.attemptsRemoved)
+        for start in stride(from: 0, to: removed.count, by: attemptRowsPerStatement) {
+            let rows = removed[start..<min(start + attemptRowsPerStatement, removed.count)]
+            let statement = try db.cachedStatement(
+                sql:
+                    "DELETE FROM group_attempts WHERE grp = ? AND bus_seq IN (\(repeatElement("?", count: rows.count).joined(separator: ", ")))"
+            )
+            var values: [(any DatabaseValueConvertible)?] = [group]
+            values.reserveCapacity(rows.count + 1)
+            for seq in rows { values.append(seq) }
+            try statement.execute(arguments: StatementArguments(values))
+        }
+        let upserts = Array(changes.attempts)
+        for start in stride(from: 0, to: upserts.count, by: attemptRowsPerStatement) {
+            let rows = upserts[start..<min(start + attemptRowsPerStatement, upserts.count)]
+            let statement = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO group_attempts (grp, bus_seq, attempts, code, message) VALUES "
+                    + repeatElement("(?, ?, ?, ?, ?)", count: rows.count).joined(separator: ", "))
+            var values: [(any DatabaseValueConvertible)?] = []
+            values.reserveCapacity(5 * rows.count)
+            for (seq, attempts) in rows {
+                values.append(
+                    contentsOf: [group, seq, attempts.count, attempts.lastFailure?.code, attempts.lastFailure?.message]
+                        as [(any DatabaseValueConvertible)?])
+            }
+            try statement.execute(arguments: StatementArguments(values))
         }
         let deleteReplay = try db.cachedStatement(sql: "DELETE FROM group_replays WHERE grp = ? AND bus_seq = ?")
         for seq in changes.replaysRemoved { try deleteReplay.execute(arguments: [group, seq]) }

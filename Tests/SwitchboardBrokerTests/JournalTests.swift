@@ -183,6 +183,33 @@ struct JournalTests {
         try reopened.close()
     }
 
+    @Test("attempt rows by the hundred in one commit (several to a statement) are written, replaced and removed exactly")
+    func manyAttemptRows() throws {
+        let directory = try TemporaryDirectory("journal")
+        defer { directory.remove() }
+        let journal = try Journal(path: directory.path("journal.sqlite"))
+        var changes = GroupChanges()
+        for seq in Int64(1)...250 {
+            changes.attempts[seq] = GroupAttempts(
+                count: Int(seq % 5) + 1, lastFailure: seq % 2 == 0 ? GroupFailure(code: "nacked", message: "try \(seq)") : nil)
+        }
+        try journal.commitGroups([
+            .create(name: "eto", topics: ["checkin."], cursor: 0, createdAt: 1, start: "earliest"), .changes(group: "eto", changes),
+        ])
+        var more = GroupChanges()
+        more.attemptsRemoved = Set(Int64(1)...201)
+        more.attempts = [250: GroupAttempts(count: 9, lastFailure: nil), 300: GroupAttempts(count: 1, lastFailure: nil)]
+        try journal.commitGroups([.changes(group: "eto", more)])
+        try journal.close()
+        let reopened = try Journal(path: directory.path("journal.sqlite"))
+        let attempts = try #require(try reopened.loadGroups().first).snapshot.attempts
+        #expect(Set(attempts.keys) == Set(Int64(202)...250).union([300]))
+        #expect(attempts[202]?.count == 3 && attempts[202]?.lastFailure == GroupFailure(code: "nacked", message: "try 202"))
+        #expect(attempts[203]?.count == 4 && attempts[203]?.lastFailure == nil)
+        #expect(attempts[250]?.count == 9 && attempts[250]?.lastFailure == nil, "replaced")
+        try reopened.close()
+    }
+
     @Test("the stored header is the producer's bytes with bus_seq added, unknown fields kept; a sent bus_seq is replaced")
     func storedHeaderKeepsFields() throws {
         let raw = Data(#" {"event_id":"x","flavour":{"a":[1,2.5,"é"]}}"#.utf8)
