@@ -438,7 +438,7 @@ extension BrokerCore {
         // and every DELIVER its first two frames.
         var headers: (at: ContinuousClock.Instant, frames: DeliverHeaderFrames)?
         let versionFrame = Envelope.versionFrame()
-        let commandFrame = Data(Command.deliver.rawValue.utf8)
+        let commandFrame = Envelope.deliverCommandFrame
         // Members that take several deliveries per DELIVER (protocol 1.3): what each is owed, in
         // the order the machine dispatched it, sent when it reaches the member's batch or the
         // message limit, and the rest after the last action.
@@ -501,7 +501,7 @@ extension BrokerCore {
             if try groupSocket.send(message, dontWait: true) { return }
             logger.debug("DELIVER not sent; the time-out gives it to another member", metadata: ["group": "\(group)"])
         } catch let error where error.isHostUnreachable {
-            // The member disconnected.
+            logger.debug("DELIVER not sent: the member's connection is gone", metadata: ["group": "\(group)"])
         } catch {
             logger.debug("DELIVER not sent", metadata: ["group": "\(group)", "error": "\(error)"])
         }

@@ -239,8 +239,9 @@ extension Journal {
         }
     }
 
-    /// The most attempt rows one statement writes or removes (SQLite binds up to 32,766 values).
-    static let attemptRowsPerStatement = 100
+    /// How many attempt rows one statement writes or removes: runs of 100, then of 10, then
+    /// single rows (500 values at most, under SQLite's 999 of versions before 3.32).
+    static let attemptRowsPerStatement = [100, 10, 1]
 
     /// `GroupChanges` as its documentation orders: cursor, settled, attempts, replays.
     static func apply(_ changes: GroupChanges, group: String, in db: Database) throws {
@@ -254,33 +255,39 @@ extension Journal {
         for seq in changes.settledAdded { try insertSettled.execute(arguments: [group, seq]) }
         // Attempt rows come and go with nearly every delivery while a group consumes (one for each
         // delivery in flight at a commit, removed once it is settled): written many to a
-        // statement, as a statement per row was most of a group commit.
-        let removed = Array(changes.attemptsRemoved)
-        for start in stride(from: 0, to: removed.count, by: attemptRowsPerStatement) {
-            let rows = removed[start..<min(start + attemptRowsPerStatement, removed.count)]
+        // statement, as a statement per row was most of a group commit. Runs of 100, then 10,
+        // then 1, so each connection keeps at most three statements of each.
+        var removed = changes.attemptsRemoved.makeIterator()
+        var removing = changes.attemptsRemoved.count
+        for size in attemptRowsPerStatement where removing > 0 {
             let statement = try db.cachedStatement(
-                sql:
-                    "DELETE FROM group_attempts WHERE grp = ? AND bus_seq IN (\(repeatElement("?", count: rows.count).joined(separator: ", ")))"
-            )
-            var values: [(any DatabaseValueConvertible)?] = [group]
-            values.reserveCapacity(rows.count + 1)
-            for seq in rows { values.append(seq) }
-            try statement.execute(arguments: StatementArguments(values))
+                sql: "DELETE FROM group_attempts WHERE grp = ? AND bus_seq IN (\(repeatElement("?", count: size).joined(separator: ", ")))")
+            while removing >= size {
+                var values: [(any DatabaseValueConvertible)?] = [group]
+                values.reserveCapacity(size + 1)
+                for _ in 0..<size { values.append(removed.next()) }
+                try statement.execute(arguments: StatementArguments(values))
+                removing -= size
+            }
         }
-        let upserts = Array(changes.attempts)
-        for start in stride(from: 0, to: upserts.count, by: attemptRowsPerStatement) {
-            let rows = upserts[start..<min(start + attemptRowsPerStatement, upserts.count)]
+        var upserts = changes.attempts.makeIterator()
+        var upserting = changes.attempts.count
+        for size in attemptRowsPerStatement where upserting > 0 {
             let statement = try db.cachedStatement(
                 sql: "INSERT OR REPLACE INTO group_attempts (grp, bus_seq, attempts, code, message) VALUES "
-                    + repeatElement("(?, ?, ?, ?, ?)", count: rows.count).joined(separator: ", "))
-            var values: [(any DatabaseValueConvertible)?] = []
-            values.reserveCapacity(5 * rows.count)
-            for (seq, attempts) in rows {
-                values.append(
-                    contentsOf: [group, seq, attempts.count, attempts.lastFailure?.code, attempts.lastFailure?.message]
-                        as [(any DatabaseValueConvertible)?])
+                    + repeatElement("(?, ?, ?, ?, ?)", count: size).joined(separator: ", "))
+            while upserting >= size {
+                var values: [(any DatabaseValueConvertible)?] = []
+                values.reserveCapacity(5 * size)
+                for _ in 0..<size {
+                    guard let (seq, attempts) = upserts.next() else { break }
+                    values.append(
+                        contentsOf: [group, seq, attempts.count, attempts.lastFailure?.code, attempts.lastFailure?.message]
+                            as [(any DatabaseValueConvertible)?])
+                }
+                try statement.execute(arguments: StatementArguments(values))
+                upserting -= size
             }
-            try statement.execute(arguments: StatementArguments(values))
         }
         let deleteReplay = try db.cachedStatement(sql: "DELETE FROM group_replays WHERE grp = ? AND bus_seq = ?")
         for seq in changes.replaysRemoved { try deleteReplay.execute(arguments: [group, seq]) }

@@ -143,13 +143,9 @@ public struct Envelope: Sendable, Hashable {
         try parse(frames, minimumVersion: minimumVersion, limits: limits).envelope
     }
 
-    /// Every check of `decode` up to (not including) the JSON frames.
-    static func checkFrames<Frames: RandomAccessCollection<Data>>(
-        _ frames: Frames, minimumVersion: ProtocolVersion, limits: SizeLimits
-    ) throws(ProtocolError) -> Envelope where Frames.Index == Int {
-        guard let first = frames.first else { throw ProtocolError(.malformed, "empty message: no frames") }
-        let start = frames.startIndex
-        func frame(_ offset: Int) -> Data { frames[start + offset] }
+    /// Section 2's first checks, of frame 0: the signature, the major version, the minimum
+    /// version. Returns the version.
+    static func checkVersion(_ first: Data, minimumVersion: ProtocolVersion) throws(ProtocolError) -> ProtocolVersion {
         guard first.count == 5, first.starts(with: signature) else {
             throw ProtocolError(.badSignature, "frame 0 must be the 5 bytes 'SWB' + major + minor, got \(first.count) bytes")
         }
@@ -162,6 +158,17 @@ public struct Envelope: Sendable, Hashable {
         guard version >= minimumVersion else {
             throw ProtocolError(.versionBelowMinimum, "protocol version \(version) is below the minimum \(minimumVersion)")
         }
+        return version
+    }
+
+    /// Every check of `decode` up to (not including) the JSON frames.
+    static func checkFrames<Frames: RandomAccessCollection<Data>>(
+        _ frames: Frames, minimumVersion: ProtocolVersion, limits: SizeLimits
+    ) throws(ProtocolError) -> Envelope where Frames.Index == Int {
+        guard let first = frames.first else { throw ProtocolError(.malformed, "empty message: no frames") }
+        let start = frames.startIndex
+        func frame(_ offset: Int) -> Data { frames[start + offset] }
+        let version = try checkVersion(first, minimumVersion: minimumVersion)
         guard frames.count == 6 || frames.count == 7 else {
             throw ProtocolError(.malformed, "a message has 6 frames (7 with a signature), got \(frames.count)")
         }

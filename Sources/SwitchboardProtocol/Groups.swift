@@ -100,6 +100,7 @@ public struct JoinHeader: Sendable, Hashable {
     public func envelope() -> Envelope {
         Envelope(command: .join, header: wireJSON(), version: batch > 1 ? .deliverBatches : .current)
     }
+
     /// At most this many entries in `holding` (a member never holds more than its credit).
     public static let maximumHolding = 1000
 

@@ -131,5 +131,14 @@ struct GroupBatchTests {
         let rest = batches.drain()
         #expect(rest.map(\.first) == [a.rawValue, b.rawValue] && rest.map(\.count) == [7, 7], "first owed, first sent")
         #expect(batches.drain().isEmpty)
+        // Past a handful of members, places are found through a dictionary: the same slots.
+        var many = DeliverBatches(limit: 1 << 20)
+        let members = (0..<20).map { GroupMemberID(Data([0, UInt8($0), 1, 2, 3])) }
+        let slots = members.map { member in many.slot(of: member) { 2 } }
+        #expect(slots == Array(0..<20))
+        #expect(members.map { member in many.slot(of: member) { 5 } } == slots)
+        for index in members.indices.reversed() { #expect(many.add(at: slots[index], delivery(1)) == nil) }
+        #expect(many.add(at: slots[13], delivery(1))?[0] == members[13].rawValue)
+        #expect(many.drain().count == 19)
     }
 }

@@ -16,6 +16,16 @@ struct DeliverBatchTests {
         [Envelope.versionFrame(version), Data("DELIVER".utf8)] + seqs.flatMap { delivery($0) }
     }
 
+    /// What `decodeDeliveries` refuses `frames` with (nil: read).
+    static func code(_ frames: [Data]) -> ProtocolError.Code? {
+        do {
+            _ = try Envelope.decodeDeliveries(frames)
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
     @Test("a 1.3 DELIVER of three deliveries reads as the three DELIVERs it carries, in order; any other message as decode reads it")
     func reads() throws {
         let envelopes = try Envelope.decodeDeliveries(Self.message([7, 8, 9]))
@@ -34,23 +44,38 @@ struct DeliverBatchTests {
 
     @Test("refused whole: a frame count that is no 2 + 4n, a version below 1.3, a bad delivery inside, more than the message limit")
     func refusals() {
-        func code(_ frames: [Data]) -> ProtocolError.Code? {
-            do {
-                _ = try Envelope.decodeDeliveries(frames)
-                return nil
-            } catch {
-                return error.code
-            }
-        }
-        #expect(code(Array(Self.message([1, 2]).dropLast())) == .malformed, "9 frames")
-        #expect(code(Self.message([1, 2]) + [Data("{}".utf8), Data("{}".utf8)]) == .malformed, "12 frames, the last delivery cut short")
-        #expect(code(Self.message([1, 2], version: .memberAcks)) == .malformed, "1.2")
+        #expect(Self.code(Array(Self.message([1, 2]).dropLast())) == .malformed, "9 frames")
+        #expect(
+            Self.code(Self.message([1, 2]) + [Data("{}".utf8), Data("{}".utf8)]) == .malformed, "12 frames, the last delivery cut short")
+        #expect(Self.code(Self.message([1, 2], version: .memberAcks)) == .malformed, "1.2")
         var broken = Self.message([1, 2, 3])
         broken[2 + 4 + 1] = Data("{not json".utf8)
-        #expect(code(broken) == .invalidJSON, "the second delivery's parent frame")
+        #expect(Self.code(broken) == .invalidJSON, "the second delivery's parent frame")
         let big = Data(#"""#.utf8) + Data(repeating: UInt8(ascii: "x"), count: 200 * 1024) + Data(#"""#.utf8)
         let tooMuch = [Envelope.versionFrame(.deliverBatches), Data("DELIVER".utf8)] + (1...3).flatMap { Self.delivery($0, content: big) }
-        #expect(code(tooMuch) == .tooLarge, "three of 200 KiB pass 512 KiB")
+        #expect(Self.code(tooMuch) == .tooLarge, "three of 200 KiB pass 512 KiB")
+    }
+
+    @Test("a DELIVER's parent frame past 4096 bytes (bus_seq added to a full producer header) is read, alone or in a batch")
+    func longParent() throws {
+        let parent =
+            Data(#"{"bus_seq":1234567,"type":"checkin.recorded","note":""#.utf8) + Data(repeating: 0x61, count: 4096)
+            + Data(#""}"#.utf8)
+        var one = Self.message([1])
+        one[3] = parent
+        #expect(try Envelope.decodeDeliveries(one).first?.parent == parent)
+        var three = Self.message([1, 2, 3])
+        three[2 + 4 + 1] = parent
+        #expect(try Envelope.decodeDeliveries(three)[1].parent == parent)
+    }
+
+    @Test("a batch is checked in section 2's order: signature, then major version, before its frame count and size")
+    func checkOrder() {
+        var unsigned = Self.message([1, 2])
+        unsigned[0] = Data([0x58, 0x59, 0x5A, 1, 3])
+        #expect(Self.code(unsigned) == .badSignature)
+        #expect(Self.code(Self.message([1, 2], version: ProtocolVersion(major: 2, minor: 0))) == .unsupportedVersion)
+        #expect(Self.code(Self.message([1, 2])) == nil)
     }
 
     @Test(

@@ -7,8 +7,9 @@ import SwitchboardProtocol
 /// bytes; the rest go out when the caller drains it. A delivery alone always fits: its frames are
 /// within section 4's frame limits, far below the whole-message limit.
 ///
-/// Kept in an array searched from the front: a dispatch serves a handful of members, and hashing
-/// a member's routing id for each delivery cost more than comparing a few.
+/// Kept in an array searched from the front while a dispatch has served few members (hashing a
+/// routing id for each delivery cost more than comparing a handful), and through a dictionary
+/// of places once it has served more.
 struct DeliverBatches {
     struct Owed {
         let member: GroupMemberID
@@ -22,6 +23,9 @@ struct DeliverBatches {
     let limit: Int
     /// One per member, in the order each was first dispatched to.
     private(set) var owed: [Owed] = []
+    /// Places in `owed`, once it holds `indexedFrom` members or more.
+    private var places: [GroupMemberID: Int] = [:]
+    static let indexedFrom = 8
 
     /// Frames 0 and 1 of a DELIVER: the version and the command word.
     static let fixedBytes = 5 + Command.deliver.rawValue.utf8.count
@@ -30,8 +34,17 @@ struct DeliverBatches {
 
     /// `member`'s place, its batch asked of `lookup` the first time.
     mutating func slot(of member: GroupMemberID, _ lookup: () -> Int) -> Int {
-        if let index = owed.firstIndex(where: { $0.member == member }) { return index }
+        if owed.count < Self.indexedFrom {
+            if let index = owed.firstIndex(where: { $0.member == member }) { return index }
+        } else if let index = places[member] {
+            return index
+        }
         owed.append(Owed(member: member, batch: lookup()))
+        if owed.count == Self.indexedFrom {
+            for (index, entry) in owed.enumerated() { places[entry.member] = index }
+        } else if owed.count > Self.indexedFrom {
+            places[member] = owed.count - 1
+        }
         return owed.count - 1
     }
 
@@ -68,11 +81,14 @@ struct DeliverBatches {
 
     /// What is still owed, a DELIVER per member (routing frame first); empties the batches.
     mutating func drain() -> [[Data]] {
-        defer { owed.removeAll() }
+        defer {
+            owed.removeAll()
+            places.removeAll()
+        }
         return owed.compactMap { $0.count > 0 ? $0.frames : nil }
     }
 
     /// Frame 0 of a DELIVER of several deliveries (it is 1.3), and frame 1.
     static let versionFrame = Envelope.versionFrame(.deliverBatches)
-    static let commandFrame = Data(Command.deliver.rawValue.utf8)
+    static let commandFrame = Envelope.deliverCommandFrame
 }

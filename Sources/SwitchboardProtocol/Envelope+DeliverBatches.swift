@@ -14,16 +14,24 @@ extension ProtocolVersion {
 extension Envelope {
     /// The envelopes of one message from the groups endpoint, as a member reads it: a DELIVER of
     /// several deliveries (1.3, 2 + 4n frames, n ≥ 2) as one DELIVER envelope per delivery, in
-    /// order, each checked as `decode` checks a message; any other message as `decode` reads it.
-    /// The first failure refuses the whole message, as for any message.
+    /// order; any other message as `decode` reads it. Checked in section 2's order: signature,
+    /// major and minimum version, the frame count (2 + 4n needs 1.3), the whole message's size,
+    /// then each delivery's frames as `decode` checks a message's. The first failure refuses the
+    /// whole message. A DELIVER's parent frame (the event's journaled header, `bus_seq` added to
+    /// what the producer sent) is held to the whole-message limit only (section 15.2).
     public static func decodeDeliveries(
         _ frames: [Data], minimumVersion: ProtocolVersion = .current, limits: SizeLimits = .groups
     ) throws(ProtocolError) -> [Envelope] {
-        guard frames.count >= 10, (frames.count - 2) % 4 == 0, frames[1] == deliverWord, frames[0].count == 5,
-            frames[0].starts(with: signature)
-        else { return [try decode(frames, minimumVersion: minimumVersion, limits: limits)] }
-        let version = ProtocolVersion(major: frames[0][frames[0].startIndex + 3], minor: frames[0][frames[0].startIndex + 4])
-        guard version.major != ProtocolVersion.current.major || version >= .deliverBatches else {
+        guard frames.count >= 2, frames[1] == deliverCommandFrame else {
+            return [try decode(frames, minimumVersion: minimumVersion, limits: limits)]
+        }
+        var deliverLimits = limits
+        deliverLimits.parent = limits.message
+        guard frames.count >= 10, (frames.count - 2) % 4 == 0 else {
+            return [try decode(frames, minimumVersion: minimumVersion, limits: deliverLimits)]
+        }
+        let version = try checkVersion(frames[0], minimumVersion: minimumVersion)
+        guard version >= .deliverBatches else {
             throw ProtocolError(
                 .malformed, "a DELIVER of several deliveries is protocol \(ProtocolVersion.deliverBatches) or later; this one is \(version)"
             )
@@ -38,11 +46,12 @@ extension Envelope {
             envelopes.append(
                 try decode(
                     [frames[0], frames[1], frames[at], frames[at + 1], frames[at + 2], frames[at + 3]], minimumVersion: minimumVersion,
-                    limits: limits))
+                    limits: deliverLimits))
             at += 4
         }
         return envelopes
     }
 
-    static let deliverWord = Data(Command.deliver.rawValue.utf8)
+    /// Frame 1 of a DELIVER.
+    public static let deliverCommandFrame = Data(Command.deliver.rawValue.utf8)
 }
