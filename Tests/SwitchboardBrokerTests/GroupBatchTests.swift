@@ -89,6 +89,19 @@ struct GroupBatchTests {
         await fixture.stop()
     }
 
+    @Test("a member that joins again changes its batch, and a JOIN below 1.3 sets it back to 1")
+    func rejoinChangesBatch() async throws {
+        let fixture = try await BrokerFixture.start(GroupAdminTests.patient)
+        let member = try await fixture.groupPeer()
+        for (batch, version, expected) in [(8, ProtocolVersion.deliverBatches, 8), (2, .deliverBatches, 2), (8, .current, 1)] {
+            let join = JoinHeader(group: "again", topics: ["checkin."], credit: 10, batch: batch)
+            try await member.send(Envelope(command: .join, header: join.wireJSON(), version: version).frames())
+            #expect(try await GroupWire.next(.joined, on: member).decodeHeader(JoinedHeader.self).batch == expected)
+        }
+        await member.close()
+        await fixture.stop()
+    }
+
     @Test("GroupConsumer takes DELIVERs of several deliveries and hands each on once, in order")
     func consumerReadsBatches() async throws {
         let fixture = try await BrokerFixture.start(GroupAdminTests.patient)
