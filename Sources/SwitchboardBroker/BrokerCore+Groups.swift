@@ -459,14 +459,14 @@ extension BrokerCore {
                     logger.error("an event to deliver is no longer journaled", metadata: ["group": "\(group)", "bus_seq": "\(busSeq)"])
                     continue
                 }
-                if headers?.at != deadline {
+                let frames: DeliverHeaderFrames
+                if let current = headers, current.at == deadline {
+                    frames = current.frames
+                } else {
                     let text = Timestamp.format(wallNow.addingTimeInterval(Double(now.duration(to: deadline).milliseconds) / 1000))
-                    headers = (
-                        deadline,
-                        DeliverHeaderFrames(group: group, deadline: text, ackWaitMilliseconds: groups.settings.ackWait.milliseconds)
-                    )
+                    frames = DeliverHeaderFrames(group: group, deadline: text, ackWaitMilliseconds: groups.settings.ackWait.milliseconds)
+                    headers = (deadline, frames)
                 }
-                guard let frames = headers?.frames else { continue }
                 let header = frames.header(busSeq: busSeq, attempt: attempt, first: firsts?[index] ?? false)
                 delivered += 1
                 if attempt > 1 { redelivered += 1 }

@@ -5,8 +5,11 @@ public import ZeroMQ
 /// A consumer-group member spoken by hand on a raw DEALER (`BrokerFixture.groupPeer()`), for
 /// tests that check the groups endpoint's wire behaviour without a member library in between.
 public enum GroupWire {
-    public static func join(_ header: JoinHeader) -> [Data] {
-        Envelope(command: .join, header: header.wireJSON()).frames()
+    /// A JOIN as a member sends it (`JoinHeader.envelope()`: 1.3 when it asks for a batch), or
+    /// written as `version`.
+    public static func join(_ header: JoinHeader, version: ProtocolVersion? = nil) -> [Data] {
+        guard let version else { return header.envelope().frames() }
+        return Envelope(command: .join, header: header.wireJSON(), version: version).frames()
     }
 
     public static func settle(_ header: SettleHeader) -> [Data] {
@@ -32,8 +35,8 @@ public enum GroupWire {
     }
 
     /// Joins `group` and waits for JOINED.
-    public static func joined(_ header: JoinHeader, on socket: AsyncSocket) async throws -> JoinedHeader {
-        try await socket.send(join(header))
+    public static func joined(_ header: JoinHeader, version: ProtocolVersion? = nil, on socket: AsyncSocket) async throws -> JoinedHeader {
+        try await socket.send(join(header, version: version))
         return try await next(.joined, on: socket).decodeHeader(JoinedHeader.self)
     }
 

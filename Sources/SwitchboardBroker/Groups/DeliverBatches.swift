@@ -22,7 +22,7 @@ struct DeliverBatches {
     /// The whole-message limit (section 4): frames 0 and 1 and every delivery's four frames.
     let limit: Int
     /// One per member, in the order each was first dispatched to.
-    private(set) var owed: [Owed] = []
+    private var owed: [Owed] = []
     /// Places in `owed`, once it holds `indexedFrom` members or more.
     private var places: [GroupMemberID: Int] = [:]
     static let indexedFrom = 8
