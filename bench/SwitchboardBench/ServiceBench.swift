@@ -19,6 +19,7 @@
 
 import CZeroMQ
 import Foundation
+import Glibc
 import Logging
 import SwitchboardBus
 import SwitchboardProtocol
@@ -35,6 +36,9 @@ struct RoundTrips {
     var middleCPU: Double?
     /// Context switches of the same threads per round trip.
     var middleSwitches: Double?
+    /// CPU seconds per round trip of this process while it timed them: the clients and workers
+    /// (raw sockets, or the library with its `IOThread`) and this process's libzmq threads.
+    var sidesCPU: Double?
 
     var perSecond: Double { Double(latencies.count) / seconds }
 
@@ -44,6 +48,9 @@ struct RoundTrips {
         return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
     }
 }
+
+/// CPU seconds this process has used so far, all its threads (`clock()`: microseconds).
+func ownCPUSeconds() -> Double { Double(clock()) / Double(CLOCKS_PER_SEC) }
 
 func seconds(_ duration: Duration) -> Double {
     let (whole, attoseconds) = duration.components
@@ -83,8 +90,15 @@ func serviceBench(quick: Bool) async throws {
     let endpoint = broker.endpoints.service
 
     if CommandLine.arguments.contains("--library-only") {
-        let library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
-        row("ServiceClient + ServiceWorker (async library), 8 clients", library)
+        let before = broker.cpuSeconds()
+        var library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
+        let after = broker.cpuSeconds()
+        library.middleCPU = (after.user + after.system - before.user - before.system) / Double(library.latencies.count)
+        row(
+            "ServiceClient + ServiceWorker (async library), 8 clients", library,
+            String(
+                format: "broker CPU %.1f µs, clients and workers CPU %.1f µs a round trip", (library.middleCPU ?? 0) * 1e6,
+                (library.sidesCPU ?? 0) * 1e6))
         await broker.stop()
         return
     }
@@ -129,15 +143,25 @@ func serviceBench(quick: Bool) async throws {
         row(
             "through the broker, MDP/0.2, 4 workers, \(name)", brokerBest,
             String(
-                format: "p50 %.2f× raw, throughput %.2f× raw, %.2f× zmq_proxy; broker CPU %.1f µs and %.1f context switches a round trip",
+                format:
+                    "p50 %.2f× raw, throughput %.2f× raw, %.2f× zmq_proxy; broker CPU %.1f µs and %.1f context switches a round trip; clients and workers CPU %.1f µs a round trip",
                 p50(brokerBest, over: rawBest), brokerBest.perSecond / rawBest.perSecond, brokerBest.perSecond / forwarderBest.perSecond,
-                (brokerBest.middleCPU ?? 0) * 1e6, brokerBest.middleSwitches ?? 0)
+                (brokerBest.middleCPU ?? 0) * 1e6, brokerBest.middleSwitches ?? 0, (brokerBest.sidesCPU ?? 0) * 1e6)
         )
     }
-    let library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
+    let brokerBefore = broker.cpuSeconds()
+    var library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
+    let brokerAfter = broker.cpuSeconds()
+    library.middleCPU =
+        (brokerAfter.user + brokerAfter.system - brokerBefore.user - brokerBefore.system) / Double(library.latencies.count)
+    let rawSockets = brokerFigures[8]!
     row(
         "ServiceClient + ServiceWorker (async library), 8 clients", library,
-        String(format: "%.2f× the raw-socket run through the broker", library.perSecond / brokerFigures[8]!.perSecond))
+        String(
+            format:
+                "%.2f× the raw-socket run through the broker; broker CPU %.1f µs a round trip; clients and workers CPU %.1f µs a round trip, the raw-socket run's %.1f µs",
+            library.perSecond / rawSockets.perSecond, (library.middleCPU ?? 0) * 1e6, (library.sidesCPU ?? 0) * 1e6,
+            (rawSockets.sidesCPU ?? 0) * 1e6))
     await broker.stop()
 
     print("\n| measurement | round trips/s | latency |\n|---|---|---|")
@@ -457,7 +481,8 @@ func brokerEcho(
         await context.terminate()
         return figures
     }
-    let figures = try await timedClients(clients: clients, perClient: perClient) { _ in
+    let cpuBefore = ownCPUSeconds()
+    var figures = try await timedClients(clients: clients, perClient: perClient) { _ in
         let dealer = try context.socket(.dealer, linger: 0)
         try dealer.set(clientOptions)
         try dealer.connect(endpoint)
@@ -468,6 +493,7 @@ func brokerEcho(
             }
         }
     }
+    figures.sidesCPU = (ownCPUSeconds() - cpuBefore) / Double(figures.latencies.count)
     stop.withLock { $0 = true }
     try await waitUntil("the workers stop") { workerThread.isFinished }
     await context.terminate()
@@ -491,6 +517,7 @@ func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) a
         (try? await client.directory().services.first { $0.name == "bench.library" }?.workers) == workers
     }
     let content = Data(#"{"site_id":12,"include_disabled":false}"#.utf8)
+    let cpuBefore = ownCPUSeconds()
     let start = ContinuousClock.now
     let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
         for _ in 0..<clients {
@@ -507,10 +534,11 @@ func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) a
         return try await group.reduce(into: [Duration]()) { $0 += $1 }
     }
     let seconds = Double((ContinuousClock.now - start).wholeMilliseconds) / 1000
+    let sidesCPU = (ownCPUSeconds() - cpuBefore) / Double(latencies.count)
     worker.stop()
     try await running.value
     await client.close()
     await io.shutdown()
     await context.terminate()
-    return RoundTrips(latencies: latencies, seconds: seconds)
+    return RoundTrips(latencies: latencies, seconds: seconds, sidesCPU: sidesCPU)
 }
