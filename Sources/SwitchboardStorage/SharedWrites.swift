@@ -15,10 +15,22 @@ package final class SharedCommits<Item: Sendable, Answer: Sendable>: Sendable {
     /// item's failure that the others can outlive is its answer; a throw fails the whole batch
     /// (and rolls it back).
     private let commit: @Sendable ([Item], Database) throws -> [Result<Answer, any Error>]
+    /// Whether a commit waits for the disk (`synchronous=FULL`, the file's setting) or only for
+    /// the write-ahead log's write (`NORMAL`: no fsync, so it outlives this process but not a
+    /// power cut or the host's crash).
+    private let waitsForDisk: Bool
     private let state = Mutex<(waiting: [(item: Item, reply: CheckedContinuation<Answer, any Error>)], committing: Bool)>(([], false))
 
-    package init(_ queue: DatabaseQueue, commit: @escaping @Sendable ([Item], Database) throws -> [Result<Answer, any Error>]) {
+    /// - Parameter waitsForDisk: false commits without an fsync, the connection set back to
+    ///   `synchronous=FULL` after each: only for writes whose loss with the host costs nothing
+    ///   another record does not cover. Such commits still queue behind the file's others on
+    ///   GRDB's queue, but never wait for one of their own.
+    package init(
+        _ queue: DatabaseQueue, waitsForDisk: Bool = true,
+        commit: @escaping @Sendable ([Item], Database) throws -> [Result<Answer, any Error>]
+    ) {
         self.queue = queue
+        self.waitsForDisk = waitsForDisk
         self.commit = commit
     }
 
@@ -53,6 +65,8 @@ package final class SharedCommits<Item: Sendable, Answer: Sendable>: Sendable {
         if !batch.isEmpty {
             var answers: [Result<Answer, any Error>] = []
             do {
+                if !waitsForDisk { try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute() }
+                defer { if !waitsForDisk { try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute() } }
                 try db.inTransaction(.immediate) {
                     // A closure, not `\.item`: a key path into this generic tuple is built at run time, each call.
                     answers = try commit(batch.map { $0.item }, db)
@@ -85,8 +99,8 @@ package struct SharedWrite: Sendable {
 package typealias SharedWrites = SharedCommits<SharedWrite, any Sendable>
 
 extension SharedCommits where Item == SharedWrite, Answer == any Sendable {
-    package convenience init(_ queue: DatabaseQueue) {
-        self.init(queue) { writes, db in
+    package convenience init(_ queue: DatabaseQueue, waitsForDisk: Bool = true) {
+        self.init(queue, waitsForDisk: waitsForDisk) { writes, db in
             // A write alone needs no savepoint: its throw rolls back the transaction, which
             // holds nothing else, and is its waiter's answer.
             if writes.count == 1 { return [.success(try writes[0].body(db))] }

@@ -153,4 +153,41 @@ struct SharedWritesTests {
         try await shared.write { db in try db.execute(sql: "INSERT INTO t VALUES (9)") }
         #expect(try await queue.read { db in try Int.fetchAll(db, sql: "SELECT n FROM t ORDER BY n") } == [0, 9])
     }
+
+    @Test(
+        "commits that do not wait for the disk run at synchronous=NORMAL, are read by another connection, and set the file back to FULL, a failed one too"
+    )
+    func commitsWithoutFsync() async throws {
+        let directory = try TemporaryDirectory("shared-writes")
+        defer { directory.remove() }
+        let queue = try Self.open(directory)
+        let durable = SharedWrites(queue)
+        let quick = SharedWrites(queue, waitsForDisk: false)
+        // PRAGMA synchronous: 1 is NORMAL (no fsync at commit in WAL mode), 2 is FULL.
+        let synchronous = { @Sendable (db: Database) throws -> Int in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+        let inQuick = try await quick.write { db in
+            try db.execute(sql: "INSERT INTO t VALUES (1)")
+            return try synchronous(db)
+        }
+        #expect(inQuick == 1)
+        #expect(try await queue.read(synchronous) == 2)
+        let inDurable = try await durable.write { db in
+            try db.execute(sql: "INSERT INTO t VALUES (2)")
+            return try synchronous(db)
+        }
+        #expect(inDurable == 2)
+        // Committed: another connection to the file reads both rows.
+        let other = try DatabaseQueue(path: directory.path("shared.sqlite"))
+        #expect(try await other.read { db in try Int.fetchAll(db, sql: "SELECT n FROM t ORDER BY n") } == [1, 2])
+        try other.close()
+        // A failed quick commit leaves the file at FULL too, and keeps nothing of it.
+        await #expect(throws: Refused(index: 3)) {
+            try await quick.write { db in
+                try db.execute(sql: "INSERT INTO t VALUES (3)")
+                throw Refused(index: 3)
+            }
+        }
+        #expect(try await queue.read(synchronous) == 2)
+        #expect(try await queue.read { db in try Int.fetchAll(db, sql: "SELECT n FROM t ORDER BY n") } == [1, 2])
+    }
 }

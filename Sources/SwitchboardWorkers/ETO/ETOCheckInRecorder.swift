@@ -18,8 +18,9 @@
 //    Without that memory every delivery looks. So a check-in on the normal path costs the same
 //    calls (the participant, unless remembered; the write) whatever the participant's history;
 //    a redelivery, a replay, or a worker restarted after sending pays the look.
-// 3. Write, once: note in the memory that the write starts (on disk first; taken in the commit
-//    that reads the memory when the delivery comes, unless a response or early void is there),
+// 3. Write, once: note in the memory that the write starts (committed first, in the commit that
+//    reads the memory when the delivery comes, unless a response or early void is there; that
+//    commit outlives the process and does not wait for an fsync: see `ETOCheckInStore`),
 //    ask the fence, then send. A write is never sent twice blindly: when ETO answers with its
 //    log-in page the HTTP layer refreshes the session and reports `notResent`, and this recorder
 //    looks again (step 2) before writing.

@@ -13,9 +13,13 @@
 // record is how a void finds its response. A void that finds no record is remembered, so that a
 // check-in arriving after it (replayed from the dead letters) is not recorded.
 //
-// A write started (`writes`) is noted, durably, before the response is sent to ETO and forgotten
-// in the transaction that remembers its response: a check-in that finds the note here may be in
-// ETO already (the worker stopped after sending), and is looked for before it is written again.
+// A write started (`writes`) is noted before the response is sent to ETO and forgotten in the
+// transaction that remembers its response: a check-in that finds the note here may be in ETO
+// already (the worker stopped after sending), and is looked for before it is written again. The
+// note that goes with the memory read is committed without an fsync: it outlives the worker's
+// process, which is what it is for. A host that stops takes the member with it, and the broker's
+// next delivery of the event is then attempt 2 (or, after a broker restart, not `first`), which
+// looks whatever this file says (protocol section 15.2, **First delivery**).
 
 import Foundation
 import GRDB
@@ -29,6 +33,10 @@ public final class ETOCheckInStore: Sendable {
     /// The check-in path's reads and writes, in commits shared by the handlers that wait at the
     /// same time: one fsync, and one hop to GRDB's queue, for all of them.
     private let shared: SharedWrites
+    /// The notes that a write starts, with the memory read they go with: committed without an
+    /// fsync (see `memory(of:notingWriteAt:)`), so a check-in's first wait is for the queue, not
+    /// for the disk.
+    private let notes: SharedWrites
     /// The outbox whose file holds these tables, when the store shares it: a response's event is
     /// then enqueued in the commit that remembers the response.
     public let outbox: Outbox?
@@ -62,6 +70,7 @@ public final class ETOCheckInStore: Sendable {
         self.path = path
         queue = try PrivateDatabase.open(path: path) { Self.register(&$0, prefix: "") }
         shared = SharedWrites(queue)
+        notes = SharedWrites(queue, waitsForDisk: false)
         outbox = nil
     }
 
@@ -74,6 +83,7 @@ public final class ETOCheckInStore: Sendable {
         queue = outbox.database
         try PrivateDatabase.migrate(queue, path: outbox.path) { Self.register(&$0, prefix: "eto-") }
         shared = SharedWrites(queue)
+        notes = SharedWrites(queue, waitsForDisk: false)
         self.outbox = outbox
         if let directory {
             let own = URL(fileURLWithPath: directory).appendingPathComponent(Self.ownFileName).path
@@ -221,11 +231,14 @@ public final class ETOCheckInStore: Sendable {
     /// ``memory(of:)``, and in the same commit, when the check-in has neither an early void nor a
     /// response here (so it is about to be written, unless its participant is not found or a look
     /// finds its response), the note that its write starts (`writing(_:at:)`; `noted` says so):
-    /// the check-in then waits for one commit before its write instead of two. A note whose write
-    /// never follows (a dead letter, a retry) only makes a later delivery of the check-in look,
-    /// which any delivery but a first one does anyway.
+    /// the check-in then waits for one commit before its write instead of two. That commit does not
+    /// wait for the disk (`synchronous=NORMAL`, in commits of its own): the note is read back after
+    /// the worker's process stops, not after its host does (see the top of this file), so a
+    /// check-in's first wait is for the file's queue and not for an fsync. A note whose write never
+    /// follows (a dead letter, a retry) only makes a later delivery of the check-in look, which any
+    /// delivery but a first one does anyway.
     public func memory(of checkInEventID: String, notingWriteAt milliseconds: Int64) async throws -> Memory {
-        try await shared.write { db in
+        try await notes.write { db in
             var memory = try Self.memory(db, checkInEventID)
             if memory.earlyVoid == nil, memory.response == nil {
                 try Self.note(checkInEventID, at: milliseconds, db)
