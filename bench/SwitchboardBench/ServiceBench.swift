@@ -39,6 +39,8 @@ struct RoundTrips {
     /// CPU seconds per round trip of this process while it timed them: the clients and workers
     /// (raw sockets, or the library with its `IOThread`) and this process's libzmq threads.
     var sidesCPU: Double?
+    /// Context switches of this process per round trip while it timed them.
+    var sidesSwitches: Double?
 
     var perSecond: Double { Double(latencies.count) / seconds }
 
@@ -51,6 +53,14 @@ struct RoundTrips {
 
 /// CPU seconds this process has used so far, all its threads (`clock()`: microseconds).
 func ownCPUSeconds() -> Double { Double(clock()) / Double(CLOCKS_PER_SEC) }
+
+/// Context switches (voluntary and not) of this process so far, all its threads, those that
+/// ended too.
+func ownContextSwitches() -> Int {
+    var usage = rusage()
+    guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return 0 }
+    return usage.ru_nvcsw + usage.ru_nivcsw
+}
 
 func seconds(_ duration: Duration) -> Double {
     let (whole, attoseconds) = duration.components
@@ -97,8 +107,8 @@ func serviceBench(quick: Bool) async throws {
         row(
             "ServiceClient + ServiceWorker (async library), 8 clients", library,
             String(
-                format: "broker CPU %.1f µs, clients and workers CPU %.1f µs a round trip", (library.middleCPU ?? 0) * 1e6,
-                (library.sidesCPU ?? 0) * 1e6))
+                format: "broker CPU %.1f µs, clients and workers CPU %.1f µs and %.1f context switches a round trip",
+                (library.middleCPU ?? 0) * 1e6, (library.sidesCPU ?? 0) * 1e6, library.sidesSwitches ?? 0))
         await broker.stop()
         return
     }
@@ -144,9 +154,10 @@ func serviceBench(quick: Bool) async throws {
             "through the broker, MDP/0.2, 4 workers, \(name)", brokerBest,
             String(
                 format:
-                    "p50 %.2f× raw, throughput %.2f× raw, %.2f× zmq_proxy; broker CPU %.1f µs and %.1f context switches a round trip; clients and workers CPU %.1f µs a round trip",
+                    "p50 %.2f× raw, throughput %.2f× raw, %.2f× zmq_proxy; broker CPU %.1f µs and %.1f context switches a round trip; clients and workers CPU %.1f µs and %.1f context switches a round trip",
                 p50(brokerBest, over: rawBest), brokerBest.perSecond / rawBest.perSecond, brokerBest.perSecond / forwarderBest.perSecond,
-                (brokerBest.middleCPU ?? 0) * 1e6, brokerBest.middleSwitches ?? 0, (brokerBest.sidesCPU ?? 0) * 1e6)
+                (brokerBest.middleCPU ?? 0) * 1e6, brokerBest.middleSwitches ?? 0, (brokerBest.sidesCPU ?? 0) * 1e6,
+                brokerBest.sidesSwitches ?? 0)
         )
     }
     let brokerBefore = broker.cpuSeconds()
@@ -159,9 +170,9 @@ func serviceBench(quick: Bool) async throws {
         "ServiceClient + ServiceWorker (async library), 8 clients", library,
         String(
             format:
-                "%.2f× the raw-socket run through the broker; broker CPU %.1f µs a round trip; clients and workers CPU %.1f µs a round trip, the raw-socket run's %.1f µs",
+                "%.2f× the raw-socket run through the broker; broker CPU %.1f µs a round trip; clients and workers CPU %.1f µs and %.1f context switches a round trip, the raw-socket run's %.1f µs and %.1f",
             library.perSecond / rawSockets.perSecond, (library.middleCPU ?? 0) * 1e6, (library.sidesCPU ?? 0) * 1e6,
-            (rawSockets.sidesCPU ?? 0) * 1e6))
+            library.sidesSwitches ?? 0, (rawSockets.sidesCPU ?? 0) * 1e6, rawSockets.sidesSwitches ?? 0))
     await broker.stop()
 
     print("\n| measurement | round trips/s | latency |\n|---|---|---|")
@@ -482,6 +493,7 @@ func brokerEcho(
         return figures
     }
     let cpuBefore = ownCPUSeconds()
+    let switchesBefore = ownContextSwitches()
     var figures = try await timedClients(clients: clients, perClient: perClient) { _ in
         let dealer = try context.socket(.dealer, linger: 0)
         try dealer.set(clientOptions)
@@ -494,6 +506,7 @@ func brokerEcho(
         }
     }
     figures.sidesCPU = (ownCPUSeconds() - cpuBefore) / Double(figures.latencies.count)
+    figures.sidesSwitches = Double(ownContextSwitches() - switchesBefore) / Double(figures.latencies.count)
     stop.withLock { $0 = true }
     try await waitUntil("the workers stop") { workerThread.isFinished }
     await context.terminate()
@@ -518,6 +531,7 @@ func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) a
     }
     let content = Data(#"{"site_id":12,"include_disabled":false}"#.utf8)
     let cpuBefore = ownCPUSeconds()
+    let switchesBefore = ownContextSwitches()
     let start = ContinuousClock.now
     let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
         for _ in 0..<clients {
@@ -535,10 +549,11 @@ func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) a
     }
     let seconds = Double((ContinuousClock.now - start).wholeMilliseconds) / 1000
     let sidesCPU = (ownCPUSeconds() - cpuBefore) / Double(latencies.count)
+    let sidesSwitches = Double(ownContextSwitches() - switchesBefore) / Double(latencies.count)
     worker.stop()
     try await running.value
     await client.close()
     await io.shutdown()
     await context.terminate()
-    return RoundTrips(latencies: latencies, seconds: seconds, sidesCPU: sidesCPU)
+    return RoundTrips(latencies: latencies, seconds: seconds, sidesCPU: sidesCPU, sidesSwitches: sidesSwitches)
 }
