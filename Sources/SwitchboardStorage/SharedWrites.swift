@@ -19,9 +19,6 @@ package final class SharedCommits<Item: Sendable, Answer: Sendable>: Sendable {
     /// the write-ahead log's write (`NORMAL`: no fsync, so it outlives this process but not a
     /// power cut or the host's crash).
     private let waitsForDisk: Bool
-    /// How each commit's transaction begins: immediate (the write lock taken first), or deferred
-    /// for a connection with another file attached, which an immediate one would lock too.
-    private let kind: Database.TransactionKind
     private let state = Mutex<(waiting: [(item: Item, reply: CheckedContinuation<Answer, any Error>)], committing: Bool)>(([], false))
 
     /// - Parameter waitsForDisk: false commits without an fsync, the connection set back to
@@ -29,12 +26,11 @@ package final class SharedCommits<Item: Sendable, Answer: Sendable>: Sendable {
     ///   another record does not cover. Such commits still queue behind the file's others on
     ///   GRDB's queue, but never wait for one of their own.
     package init(
-        _ queue: DatabaseQueue, waitsForDisk: Bool = true, kind: Database.TransactionKind = .immediate,
+        _ queue: DatabaseQueue, waitsForDisk: Bool = true,
         commit: @escaping @Sendable ([Item], Database) throws -> [Result<Answer, any Error>]
     ) {
         self.queue = queue
         self.waitsForDisk = waitsForDisk
-        self.kind = kind
         self.commit = commit
     }
 
@@ -71,7 +67,7 @@ package final class SharedCommits<Item: Sendable, Answer: Sendable>: Sendable {
             do {
                 if !waitsForDisk { try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute() }
                 defer { if !waitsForDisk { try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute() } }
-                try db.inTransaction(kind) {
+                try db.inTransaction(.immediate) {
                     // A closure, not `\.item`: a key path into this generic tuple is built at run time, each call.
                     answers = try commit(batch.map { $0.item }, db)
                     return .commit
@@ -103,8 +99,8 @@ package struct SharedWrite: Sendable {
 package typealias SharedWrites = SharedCommits<SharedWrite, any Sendable>
 
 extension SharedCommits where Item == SharedWrite, Answer == any Sendable {
-    package convenience init(_ queue: DatabaseQueue, waitsForDisk: Bool = true, kind: Database.TransactionKind = .immediate) {
-        self.init(queue, waitsForDisk: waitsForDisk, kind: kind) { writes, db in
+    package convenience init(_ queue: DatabaseQueue, waitsForDisk: Bool = true) {
+        self.init(queue, waitsForDisk: waitsForDisk) { writes, db in
             // A write alone needs no savepoint: its throw rolls back the transaction, which
             // holds nothing else, and is its waiter's answer.
             if writes.count == 1 { return [.success(try writes[0].body(db))] }

@@ -30,8 +30,7 @@ struct ETOCommand: AsyncParsableCommand {
             Once the response exists it is remembered, and eto.response.recorded (ids only)
             put in the outbox, in one commit to events-outbox.sqlite (data directory; an
             eto.sqlite left by an older worker is copied in at start and renamed
-            eto.sqlite.imported). A note that a write started is made before the write, in
-            events-outbox.eto-notes.sqlite beside it.
+            eto.sqlite.imported).
 
             Walk-ins (participant.new): the site's participants (any program, or none) with
             the same first name, last name and date of birth are looked for first: one is

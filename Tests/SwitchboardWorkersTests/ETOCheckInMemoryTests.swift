@@ -103,14 +103,9 @@ struct ETOCheckInMemoryTests {
             try await old.voided(voided, by: "void-2")
             try await old.voidedEarly(early, by: "void-3", at: "2026-11-28T05:00:00Z")
             try await old.adding(added, at: 123)
+            try await old.writing(started, at: 456)
         }
         let own = directory.path(ETOCheckInStore.ownFileName)
-        // Older workers noted a write in the same file (now notes have a file of their own).
-        let ownFile = try DatabaseQueue(path: own)
-        try await ownFile.write { db in
-            try db.execute(sql: "INSERT INTO writes (checkin_event_id, at_ms) VALUES (?, 456)", arguments: [started])
-        }
-        try ownFile.close()
         let outboxPath = directory.path("events-outbox.sqlite")
 
         func check(_ store: ETOCheckInStore) async throws {
@@ -180,90 +175,5 @@ struct ETOCheckInMemoryTests {
             let second = try JSONDecoder().decode(ETOResponseRecorded.self, from: try #require(again.last).content)
             #expect(second.responseID == response.responseID && !second.created)
         }
-    }
-
-    @Test(
-        "a note lives in a file of its own beside the main one: it is read after a restart, forgotten once its response is remembered, and an older worker's note in the main file still counts"
-    )
-    func notesFileBeside() async throws {
-        let directory = try TemporaryDirectory("eto-memory-notes")
-        defer { directory.remove() }
-        let (a, b, older) = (UUIDv7.string(), UUIDv7.string(), UUIDv7.string())
-        let notesPath: String
-        do {
-            let store = try ETOCheckInStore(sharing: try Outbox(path: directory.path("events-outbox.sqlite"), producer: "eto-test"))
-            notesPath = store.notesPath
-            #expect(notesPath == directory.path("events-outbox.eto-notes.sqlite"))
-            let mode = try FileManager.default.attributesOfItem(atPath: notesPath)[.posixPermissions] as? Int
-            #expect(mode == 0o600)
-            #expect(try await store.memory(of: a, notingWriteAt: 1).noted)
-            #expect(try await store.memory(of: b, notingWriteAt: 2).noted)
-            // b's response is remembered; its note goes with the next commit of notes.
-            try await store.recorded(Self.recorded(b, response: 9), publishing: try Self.event(b, response: 9))
-            #expect(try await !store.writeStarted(b), "a note of a remembered response is not one")
-            // An older worker kept its notes in the main file.
-            try await store.outbox!.database.write { db in
-                try db.execute(sql: "INSERT INTO writes (checkin_event_id, at_ms) VALUES (?, 3)", arguments: [older])
-            }
-        }
-        let notes = try DatabaseQueue(path: notesPath)
-        #expect(
-            try await notes.read { db in try String.fetchAll(db, sql: "SELECT checkin_event_id FROM writes ORDER BY 1") }
-                == [a, b].sorted())
-        try notes.close()
-
-        // Started again: a's note is read, b's (whose response is remembered) is gone from the
-        // file, and the older worker's note counts.
-        let store = try ETOCheckInStore(sharing: try Outbox(path: directory.path("events-outbox.sqlite"), producer: "eto-test"))
-        #expect(try await store.writeStarted(a))
-        #expect(try await store.memory(of: a, notingWriteAt: 4) == .init(earlyVoid: nil, response: nil, writeStarted: true, noted: true))
-        #expect(try await store.memory(of: older) == .init(earlyVoid: nil, response: nil, writeStarted: true))
-        #expect(try await store.writeStarted(older))
-        let again = try DatabaseQueue(path: notesPath)
-        #expect(try await again.read { db in try String.fetchAll(db, sql: "SELECT checkin_event_id FROM writes") } == [a])
-        try again.close()
-        // Its response remembered, the older worker's note goes in the same commit.
-        try await store.recorded(Self.recorded(older, response: 10), publishing: try Self.event(older, response: 10))
-        #expect(try await !store.writeStarted(older))
-        let main = try await store.outbox!.database.read { db in try String.fetchAll(db, sql: "SELECT checkin_event_id FROM writes") }
-        #expect(main.isEmpty)
-    }
-
-    @Test("the read a delivery starts with, and its note, do not wait for a commit of the main file under way")
-    func noteDoesNotWaitForTheMainFile() async throws {
-        let directory = try TemporaryDirectory("eto-memory-notes-wait")
-        defer { directory.remove() }
-        let outbox = try Outbox(path: directory.path("events-outbox.sqlite"), producer: "eto-test")
-        let store = try ETOCheckInStore(sharing: outbox)
-        let early = UUIDv7.string()
-        try await store.voidedEarly(early, by: "void-2", at: "2026-11-29T11:00:00Z")
-        // A commit of the main file holds its queue (as one waiting for its fsync does).
-        let release = DispatchSemaphore(value: 0)
-        let holding = Mutex(false)
-        outbox.database.asyncWriteWithoutTransaction { _ in
-            holding.withLock { $0 = true }
-            release.wait()
-        }
-        let answers = Mutex<[ETOCheckInStore.Memory]>([])
-        let asking = Task {
-            try await waitUntil("the main file's queue is held") { holding.withLock { $0 } }
-            let fresh = try await store.memory(of: UUIDv7.string(), notingWriteAt: 5)
-            let voided = try await store.memory(of: early, notingWriteAt: 6)
-            answers.withLock { $0 = [fresh, voided] }
-        }
-        // Bounded either way: a read that waited for the held commit is released after 10 s,
-        // and fails here instead of holding the test.
-        let answeredWhileHeld =
-            (try? await waitUntil("answered while the main file's commit is held", timeout: .seconds(10)) {
-                answers.withLock { $0.count } == 2
-            }) != nil
-        release.signal()
-        try await asking.value
-        #expect(answeredWhileHeld)
-        #expect(
-            answers.withLock { $0 } == [
-                .init(earlyVoid: nil, response: nil, writeStarted: false, noted: true),
-                .init(earlyVoid: "void-2", response: nil, writeStarted: false),
-            ])
     }
 }

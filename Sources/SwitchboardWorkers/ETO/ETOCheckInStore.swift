@@ -13,28 +13,19 @@
 // record is how a void finds its response. A void that finds no record is remembered, so that a
 // check-in arriving after it (replayed from the dead letters) is not recorded.
 //
-// A write started is noted before the response is sent to ETO: a check-in that finds the note
-// may be in ETO already (the worker stopped after sending), and is looked for before it is
-// written again. Notes have a file of their own beside the main one
-// (`events-outbox.eto-notes.sqlite`, 0600, table `writes`), committed without an fsync, on a
-// connection that has the main file attached for reading: a check-in's read and note before its
-// write are one visit to that connection's queue, and never wait behind the main file's
-// commits, each of which waits for its fsync (measured: 0.8 ms a check-in, against 1.1–1.2 ms
-// with the note in the main file's queue, bench/RESULTS.md). A
-// note must outlive the worker's process, which it does; a host that stops takes the member with
-// it, and the broker's next delivery of the event is then attempt 2 (or, after a broker restart,
-// not `first`), which looks whatever the notes say (protocol section 15.2, **First delivery**).
-// A note is forgotten in the next commit of notes after its response is remembered, and a note
-// of a remembered response is never read as one; notes of responses remembered by a worker that
-// stopped before forgetting them are removed at start. Older workers noted writes in the main
-// file's `writes` table: such a note still counts, and is forgotten with its response.
+// A write started (`writes`) is noted before the response is sent to ETO and forgotten in the
+// transaction that remembers its response: a check-in that finds the note here may be in ETO
+// already (the worker stopped after sending), and is looked for before it is written again. The
+// note that goes with the memory read is committed without an fsync: it outlives the worker's
+// process, which is what it is for. A host that stops takes the member with it, and the broker's
+// next delivery of the event is then attempt 2 (or, after a broker restart, not `first`), which
+// looks whatever this file says (protocol section 15.2, **First delivery**).
 
 import Foundation
 import GRDB
 public import Logging
 public import SwitchboardBus
 import SwitchboardStorage
-import Synchronization
 
 public final class ETOCheckInStore: Sendable {
     public let path: String
@@ -42,18 +33,10 @@ public final class ETOCheckInStore: Sendable {
     /// The check-in path's reads and writes, in commits shared by the handlers that wait at the
     /// same time: one fsync, and one hop to GRDB's queue, for all of them.
     private let shared: SharedWrites
-    /// The notes that a write starts (`writes`), in a file of their own beside the main one
-    /// (`notesPath`), committed without an fsync: see `memory(of:notingWriteAt:)`. The main file
-    /// is attached to its connection as `main_file`, read only: WAL lets it be read there while a
-    /// commit of `queue` waits for its fsync, which `queue`'s own reads wait behind, so a
-    /// check-in's read and note are one visit to this queue.
-    private let notesQueue: DatabaseQueue
+    /// The notes that a write starts, with the memory read they go with: committed without an
+    /// fsync (see `memory(of:notingWriteAt:)`), so a check-in's first wait is for the queue, not
+    /// for the disk.
     private let notes: SharedWrites
-    /// Check-ins whose response is remembered since their note was last looked at: the next
-    /// commit of notes forgets their notes.
-    private let forget = Mutex<[String]>([])
-    /// The notes' file, beside the main one: `events-outbox.sqlite` has `events-outbox.eto-notes.sqlite`.
-    public let notesPath: String
     /// The outbox whose file holds these tables, when the store shares it: a response's event is
     /// then enqueued in the commit that remembers the response.
     public let outbox: Outbox?
@@ -87,31 +70,8 @@ public final class ETOCheckInStore: Sendable {
         self.path = path
         queue = try PrivateDatabase.open(path: path) { Self.register(&$0, prefix: "") }
         shared = SharedWrites(queue)
+        notes = SharedWrites(queue, waitsForDisk: false)
         outbox = nil
-        (notesQueue, notesPath) = try Self.openNotes(beside: path)
-        notes = SharedWrites(notesQueue, waitsForDisk: false, kind: .deferred)
-    }
-
-    /// The notes' file (made 0600, as the main one) with the main file attached as `main_file`,
-    /// its notes of check-ins whose response the main file remembers forgotten.
-    static func openNotes(beside path: String) throws -> (notes: DatabaseQueue, notesPath: String) {
-        let notesPath = URL(fileURLWithPath: path).deletingPathExtension().path + ".eto-notes.sqlite"
-        let notes = try PrivateDatabase.open(path: notesPath) { migrator in
-            migrator.registerMigration("v1") { db in
-                try db.execute(sql: "CREATE TABLE writes (checkin_event_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID")
-            }
-        }
-        do {
-            try notes.writeWithoutTransaction { db in
-                try db.execute(sql: "ATTACH DATABASE ? AS main_file", arguments: [path])
-                // Notes of responses remembered by a worker that stopped before it forgot them.
-                try db.execute(
-                    sql: "DELETE FROM main.writes WHERE checkin_event_id IN (SELECT checkin_event_id FROM main_file.responses)")
-            }
-        } catch let error as DatabaseError {
-            throw StorageFault.classify(error, path: notesPath, queue: notes)
-        }
-        return (notes, notesPath)
     }
 
     /// The tables in `outbox`'s file, beside its events (migrations `eto-v1`, …). An `eto.sqlite`
@@ -123,6 +83,7 @@ public final class ETOCheckInStore: Sendable {
         queue = outbox.database
         try PrivateDatabase.migrate(queue, path: outbox.path) { Self.register(&$0, prefix: "eto-") }
         shared = SharedWrites(queue)
+        notes = SharedWrites(queue, waitsForDisk: false)
         self.outbox = outbox
         if let directory {
             let own = URL(fileURLWithPath: directory).appendingPathComponent(Self.ownFileName).path
@@ -133,8 +94,6 @@ public final class ETOCheckInStore: Sendable {
                     metadata: ["responses": "\(copied)", "file": "\(outbox.path)"])
             }
         }
-        (notesQueue, notesPath) = try Self.openNotes(beside: outbox.path)
-        notes = SharedWrites(notesQueue, waitsForDisk: false, kind: .deferred)
     }
 
     /// The tables, as `prefix` + `v1`, `v2`, `v3`: no prefix in a file of their own (as older
@@ -206,7 +165,6 @@ public final class ETOCheckInStore: Sendable {
     /// its write was started, in one transaction.
     public func recorded(_ r: Recorded) async throws {
         try await shared.write { db in try Self.record(r, db) }
-        forget.withLock { $0.append(r.checkInEventID) }
     }
 
     /// Remembers the response a check-in became, as `recorded(_:)` does, and puts `event` in the
@@ -218,7 +176,6 @@ public final class ETOCheckInStore: Sendable {
             try Self.record(r, db)
             _ = try outbox.append([event], in: db)
         }
-        forget.withLock { $0.append(r.checkInEventID) }
     }
 
     static func record(_ r: Recorded, _ db: Database) throws {
@@ -228,35 +185,13 @@ public final class ETOCheckInStore: Sendable {
                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (checkin_event_id) DO NOTHING
                 """
         ).execute(arguments: [r.checkInEventID, r.siteID, r.subjectID, r.participantID, r.touchPointID, r.responseID])
-        // A note an older worker left in the main file; the notes' file forgets its own in its
-        // next commit (`forgetting`), and a note of a remembered response is never read as one.
         try db.cachedStatement(sql: "DELETE FROM writes WHERE checkin_event_id = ?").execute(arguments: [r.checkInEventID])
-    }
-
-    /// Runs `body` in the next commit of the notes' file, after forgetting the notes of the
-    /// responses remembered since the last one. That commit does not wait for the disk.
-    private func inNotes<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let forgotten = forget.withLock { ids in
-            defer { ids = [] }
-            return ids
-        }
-        do {
-            return try await notes.write { db in
-                let delete = try db.cachedStatement(sql: "DELETE FROM writes WHERE checkin_event_id = ?")
-                for id in forgotten { try delete.execute(arguments: [id]) }
-                return try body(db)
-            }
-        } catch {
-            // Forgotten next time instead (a note of a remembered response is never read as one).
-            forget.withLock { $0.append(contentsOf: forgotten) }
-            throw error
-        }
     }
 
     /// Notes, on disk before it returns, that this check-in's response write is about to be sent
     /// (now, in ms since 1970). `recorded` forgets it.
     public func writing(_ checkInEventID: String, at milliseconds: Int64) async throws {
-        try await inNotes { db in try Self.note(checkInEventID, at: milliseconds, db) }
+        try await shared.write { db in try Self.note(checkInEventID, at: milliseconds, db) }
     }
 
     static func note(_ checkInEventID: String, at milliseconds: Int64, _ db: Database) throws {
@@ -268,14 +203,12 @@ public final class ETOCheckInStore: Sendable {
     /// Whether a response write for this check-in was started here and its response not
     /// remembered: ETO may hold it.
     public func writeStarted(_ checkInEventID: String) async throws -> Bool {
-        try await notesQueue.read { db in try Self.memoryWithNotes(db, checkInEventID).writeStarted }
+        try await queue.read { db in try Self.writeStarted(db, checkInEventID) }
     }
 
-    /// Whether `schema` (the connection's own file, or `main_file` attached) notes a write of
-    /// this check-in.
-    static func writeStarted(_ db: Database, _ checkInEventID: String, in schema: String = "main") throws -> Bool {
-        try Int64.fetchOne(
-            db.cachedStatement(sql: "SELECT at_ms FROM \(schema).writes WHERE checkin_event_id = ?"), arguments: [checkInEventID]) != nil
+    static func writeStarted(_ db: Database, _ checkInEventID: String) throws -> Bool {
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT at_ms FROM writes WHERE checkin_event_id = ?"), arguments: [checkInEventID])
+            != nil
     }
 
     /// What this worker knows of a check-in when it comes: a void that came first, its response,
@@ -292,21 +225,21 @@ public final class ETOCheckInStore: Sendable {
     /// ``earlyVoid(of:)``, ``response(of:)`` and ``writeStarted(_:)`` in one read: the ETO
     /// recorder asks all three of every check-in.
     public func memory(of checkInEventID: String) async throws -> Memory {
-        try await notesQueue.read { db in try Self.memoryWithNotes(db, checkInEventID) }
+        try await shared.write { db in try Self.memory(db, checkInEventID) }
     }
 
     /// ``memory(of:)``, and in the same commit, when the check-in has neither an early void nor a
     /// response here (so it is about to be written, unless its participant is not found or a look
     /// finds its response), the note that its write starts (`writing(_:at:)`; `noted` says so):
-    /// the check-in then waits for one commit before its write instead of two. The main file is
-    /// read on its reading connection and the note committed in the notes' file, without an fsync
-    /// (see the top of this file): a check-in's first wait is neither for the main file's commits
-    /// nor for the disk. A note whose write never
+    /// the check-in then waits for one commit before its write instead of two. That commit does not
+    /// wait for the disk (`synchronous=NORMAL`, in commits of its own): the note is read back after
+    /// the worker's process stops, not after its host does (see the top of this file), so a
+    /// check-in's first wait is for the file's queue and not for an fsync. A note whose write never
     /// follows (a dead letter, a retry) only makes a later delivery of the check-in look, which any
     /// delivery but a first one does anyway.
     public func memory(of checkInEventID: String, notingWriteAt milliseconds: Int64) async throws -> Memory {
-        try await inNotes { db in
-            var memory = try Self.memoryWithNotes(db, checkInEventID)
+        try await notes.write { db in
+            var memory = try Self.memory(db, checkInEventID)
             if memory.earlyVoid == nil, memory.response == nil {
                 try Self.note(checkInEventID, at: milliseconds, db)
                 memory.noted = true
@@ -315,15 +248,10 @@ public final class ETOCheckInStore: Sendable {
         }
     }
 
-    /// The memory as a connection to the notes' file reads it, the main file attached: a note
-    /// in either (the main file's is an older worker's) counts, unless the response is
-    /// remembered.
-    static func memoryWithNotes(_ db: Database, _ checkInEventID: String) throws -> Memory {
-        let response = try response(db, checkInEventID, in: "main_file")
-        return Memory(
-            earlyVoid: try earlyVoid(db, checkInEventID, in: "main_file"), response: response,
-            writeStarted: try response == nil
-                && (writeStarted(db, checkInEventID) || writeStarted(db, checkInEventID, in: "main_file")))
+    static func memory(_ db: Database, _ checkInEventID: String) throws -> Memory {
+        Memory(
+            earlyVoid: try earlyVoid(db, checkInEventID), response: try response(db, checkInEventID),
+            writeStarted: try writeStarted(db, checkInEventID))
     }
 
     /// The response recorded for a check-in, if this worker recorded one.
@@ -331,12 +259,12 @@ public final class ETOCheckInStore: Sendable {
         try await queue.read { db in try Self.response(db, checkInEventID) }
     }
 
-    static func response(_ db: Database, _ checkInEventID: String, in schema: String = "main") throws -> Recorded? {
+    static func response(_ db: Database, _ checkInEventID: String) throws -> Recorded? {
         try Row.fetchOne(
             db.cachedStatement(
                 sql: """
                     SELECT checkin_event_id, site_id, subject_id, participant_id, touchpoint_id, response_id, void_event_id
-                    FROM \(schema).responses WHERE checkin_event_id = ?
+                    FROM responses WHERE checkin_event_id = ?
                     """), arguments: [checkInEventID]
         ).map {
             Recorded(
@@ -385,9 +313,8 @@ public final class ETOCheckInStore: Sendable {
         try await queue.read { db in try Self.earlyVoid(db, checkInEventID) }
     }
 
-    static func earlyVoid(_ db: Database, _ checkInEventID: String, in schema: String = "main") throws -> String? {
+    static func earlyVoid(_ db: Database, _ checkInEventID: String) throws -> String? {
         try String.fetchOne(
-            db.cachedStatement(sql: "SELECT void_event_id FROM \(schema).early_voids WHERE checkin_event_id = ?"),
-            arguments: [checkInEventID])
+            db.cachedStatement(sql: "SELECT void_event_id FROM early_voids WHERE checkin_event_id = ?"), arguments: [checkInEventID])
     }
 }
