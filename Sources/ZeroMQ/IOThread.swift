@@ -509,6 +509,8 @@ public final class IOThread: Service, Sendable {
         /// state (swapped with its empty buffer), and the socket of each poll item.
         var commands: [Command] = []
         var order: [Int] = []
+        /// The sockets with sends waiting, gathered each turn into a buffer kept for the next.
+        var flushing: [Int] = []
 
         static func earlier(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
             guard let a else { return b }
@@ -538,9 +540,12 @@ public final class IOThread: Service, Sendable {
                     closeAll()
                     return
                 }
-                if !pendingSends.isEmpty {
-                    for id in Array(pendingSends.keys) { flushSends(id) }
-                }
+                // A socket's queue of sends stays once made (empty between sends), so a send
+                // allocates none; a send's completion may run code that closes sockets, so the
+                // ids are gathered first.
+                flushing.removeAll(keepingCapacity: true)
+                for (id, queue) in pendingSends where !queue.isEmpty { flushing.append(id) }
+                for id in flushing { flushSends(id) }
 
                 poller.removeAll()
                 poller.add(fileDescriptor: owner.wakeUp.fileDescriptor)
@@ -610,7 +615,7 @@ public final class IOThread: Service, Sendable {
                     return true
                 }
                 guard !expired.isEmpty else { continue }
-                pendingSends[id] = queue.isEmpty ? nil : queue
+                pendingSends[id] = queue
                 for done in expired { done.resume(throwing: SendTimedOut()) }
             }
         }
@@ -703,19 +708,16 @@ public final class IOThread: Service, Sendable {
         }
 
         func flushSends(_ id: Int) {
-            guard let socket = sockets[id], var queue = pendingSends[id] else { return }
-            defer { pendingSends[id] = queue.isEmpty ? nil : queue }
-            while let entry = queue.popFirst() {
+            guard let socket = sockets[id] else { return }
+            // Taken from the queue in place (through the dictionary), not from a copy of it: a
+            // copy's first change would copy its storage.
+            while let entry = pendingSends[id]?.popFirst() {
                 do {
                     if try socket.send(entry.frames, dontWait: true) {
                         entry.done.resume()
                     } else {
-                        // Full: put it back at the front by rebuilding (rare path).
-                        var rebuilt = RingBuffer<PendingSend>(
-                            capacity: queue.count + 1)
-                        rebuilt.append(entry)
-                        while let rest = queue.popFirst() { rebuilt.append(rest) }
-                        queue = rebuilt
+                        // Full: it goes back at the front, and waits for the socket to be writable.
+                        pendingSends[id]?.prepend(entry)
                         return
                     }
                 } catch {
