@@ -16,6 +16,11 @@
 // own, as a broker process has). It does nothing but move frames, so it is the floor of any
 // broker on this machine: each round trip crosses two TCP connections twice, where the raw echo
 // crosses one.
+//
+// The rows through the broker also give this process's CPU and context switches per round trip
+// (its clients and workers, with libzmq's threads) beside the broker's: the library's own cost
+// shows apart from the machine's mode, which moves both throughputs (bench/RESULTS.md, "the
+// service library's own cost per round trip").
 
 import CZeroMQ
 import Foundation
