@@ -105,10 +105,7 @@ func serviceBench(quick: Bool) async throws {
     let endpoint = broker.endpoints.service
 
     if CommandLine.arguments.contains("--library-only") {
-        let before = broker.cpuSeconds()
-        var library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
-        let after = broker.cpuSeconds()
-        library.middleCPU = (after.user + after.system - before.user - before.system) / Double(library.latencies.count)
+        let library = try await libraryEcho(broker: broker, clients: 8, workers: 4, perClient: 3_000 / scale)
         row(
             "ServiceClient + ServiceWorker (async library), 8 clients", library,
             String(
@@ -165,11 +162,7 @@ func serviceBench(quick: Bool) async throws {
                 brokerBest.sidesSwitches ?? 0)
         )
     }
-    let brokerBefore = broker.cpuSeconds()
-    var library = try await libraryEcho(endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale)
-    let brokerAfter = broker.cpuSeconds()
-    library.middleCPU =
-        (brokerAfter.user + brokerAfter.system - brokerBefore.user - brokerBefore.system) / Double(library.latencies.count)
+    let library = try await libraryEcho(broker: broker, clients: 8, workers: 4, perClient: 3_000 / scale)
     let rawSockets = brokerFigures[8]!
     row(
         "ServiceClient + ServiceWorker (async library), 8 clients", library,
@@ -518,8 +511,10 @@ func brokerEcho(
     return figures
 }
 
-/// The same load through the async library: `clients` concurrent tasks on one `ServiceClient`.
-func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) async throws -> RoundTrips {
+/// The same load through the async library: `clients` concurrent tasks on one `ServiceClient`,
+/// with the broker's CPU and this process's while they are timed.
+func libraryEcho(broker: BrokerProcess, clients: Int, workers: Int, perClient: Int) async throws -> RoundTrips {
+    let endpoint = broker.endpoints.service
     let context = try Context()
     let io = try IOThread(context: context)
     var logger = Logger(label: "bench")
@@ -535,6 +530,7 @@ func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) a
         (try? await client.directory().services.first { $0.name == "bench.library" }?.workers) == workers
     }
     let content = Data(#"{"site_id":12,"include_disabled":false}"#.utf8)
+    let brokerBefore = broker.cpuSeconds()
     let cpuBefore = ownCPUSeconds()
     let switchesBefore = ownContextSwitches()
     let start = ContinuousClock.now
@@ -555,10 +551,12 @@ func libraryEcho(endpoint: String, clients: Int, workers: Int, perClient: Int) a
     let seconds = Double((ContinuousClock.now - start).wholeMilliseconds) / 1000
     let sidesCPU = (ownCPUSeconds() - cpuBefore) / Double(latencies.count)
     let sidesSwitches = Double(ownContextSwitches() - switchesBefore) / Double(latencies.count)
+    let brokerAfter = broker.cpuSeconds()
+    let brokerCPU = (brokerAfter.user + brokerAfter.system - brokerBefore.user - brokerBefore.system) / Double(latencies.count)
     worker.stop()
     try await running.value
     await client.close()
     await io.shutdown()
     await context.terminate()
-    return RoundTrips(latencies: latencies, seconds: seconds, sidesCPU: sidesCPU, sidesSwitches: sidesSwitches)
+    return RoundTrips(latencies: latencies, seconds: seconds, middleCPU: brokerCPU, sidesCPU: sidesCPU, sidesSwitches: sidesSwitches)
 }

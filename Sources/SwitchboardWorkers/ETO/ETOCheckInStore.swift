@@ -33,9 +33,9 @@ public final class ETOCheckInStore: Sendable {
     /// The check-in path's reads and writes, in commits shared by the handlers that wait at the
     /// same time: one fsync, and one hop to GRDB's queue, for all of them.
     private let shared: SharedWrites
-    /// The notes that a write starts, with the memory read they go with: committed without an
-    /// fsync (see `memory(of:notingWriteAt:)`), so a check-in's first wait is for the queue, not
-    /// for the disk.
+    /// The notes that a write starts (with the memory read they go with, or alone): committed
+    /// without an fsync (see `memory(of:notingWriteAt:)`), so a check-in's first wait is for the
+    /// queue, not for the disk.
     private let notes: SharedWrites
     /// The outbox whose file holds these tables, when the store shares it: a response's event is
     /// then enqueued in the commit that remembers the response.
@@ -188,10 +188,11 @@ public final class ETOCheckInStore: Sendable {
         try db.cachedStatement(sql: "DELETE FROM writes WHERE checkin_event_id = ?").execute(arguments: [r.checkInEventID])
     }
 
-    /// Notes, on disk before it returns, that this check-in's response write is about to be sent
-    /// (now, in ms since 1970). `recorded` forgets it.
+    /// Notes, committed before it returns, that this check-in's response write is about to be
+    /// sent (now, in ms since 1970), as `memory(of:notingWriteAt:)` does: without an fsync (see
+    /// the top of this file). `recorded` forgets it.
     public func writing(_ checkInEventID: String, at milliseconds: Int64) async throws {
-        try await shared.write { db in try Self.note(checkInEventID, at: milliseconds, db) }
+        try await notes.write { db in try Self.note(checkInEventID, at: milliseconds, db) }
     }
 
     static func note(_ checkInEventID: String, at milliseconds: Int64, _ db: Database) throws {
