@@ -85,6 +85,12 @@ public final class ServiceWorker: Sendable {
         public var concurrency = 1
         /// Set on every socket before it connects: CURVE client keys for a secure broker.
         public var socketOptions: [SocketOption] = []
+        /// Runs each slot's task, the handler included, on the I/O thread (`IOThread` as its
+        /// executor) instead of the global pool: a request then reaches the handler and its
+        /// FINAL reaches the socket with no thread woken between. Only for handlers that never
+        /// block (answers from memory, awaited HTTP): one that writes a file synchronously or
+        /// computes for long holds up every socket of the thread meanwhile.
+        public var runsOnIOThread = false
 
         public init() {}
     }
@@ -160,7 +166,7 @@ public final class ServiceWorker: Sendable {
         try await withTaskCancellationHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for slot in 0..<max(1, settings.concurrency) {
-                    group.addTask { try await self.session(slot: slot) }
+                    group.addTask(executorPreference: settings.runsOnIOThread ? io : nil) { try await self.session(slot: slot) }
 
                 }
                 try await group.waitForAll()

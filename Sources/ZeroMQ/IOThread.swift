@@ -49,8 +49,17 @@ public final class IOThread: Service, Sendable {
         self.ownsContext = owningContext
         self.wakeUp = try WakeUpSignal()
         let thread = Thread { [self] in
+            shared.withLock { $0.loopThread = pthread_self() }
             let loop = Loop(owner: self)
             loop.run()
+            // Jobs that came after the loop's last turn run here; from now on `enqueue` hands
+            // jobs to the global executor.
+            let jobs = shared.withLock { state -> [UnownedJob] in
+                state.jobsClosed = true
+                defer { state.jobs = [] }
+                return state.jobs
+            }
+            for job in jobs { job.runSynchronously(on: asUnownedTaskExecutor()) }
             let waiters = exited.withLock { state -> [CheckedContinuation<Void, Never>] in
                 state.done = true
                 defer { state.waiters = [] }
@@ -216,10 +225,18 @@ public final class IOThread: Service, Sendable {
         var timers = TimerHeap()
         /// The actions of timers not yet run nor cancelled, by id.
         var timerActions: [Int: @Sendable () -> Void] = [:]
+        /// Jobs of tasks that prefer this thread as their executor, to run at the loop's next turn.
+        var jobs: [UnownedJob] = []
+        /// The thread has run its last job: later ones go to the global executor.
+        var jobsClosed = false
+        /// The I/O thread itself: what it changes here, it sees before it next sleeps.
+        var loopThread: pthread_t?
 
         /// Whether a caller that has just changed this state must signal the loop: not when a
-        /// signal is already on its way.
+        /// signal is already on its way, nor when the caller is the loop's own thread (it looks
+        /// for work again before it polls).
         mutating func needsWakeUp() -> Bool {
+            if let loopThread, pthread_equal(loopThread, pthread_self()) != 0 { return false }
             if wakePending { return false }
             wakePending = true
             return true
@@ -508,6 +525,7 @@ public final class IOThread: Service, Sendable {
         /// Kept between wake-ups so that none allocates: the commands taken from the shared
         /// state (swapped with its empty buffer), and the socket of each poll item.
         var commands: [Command] = []
+        var jobs: [UnownedJob] = []
         var order: [Int] = []
         /// The sockets with sends waiting, gathered each turn into a buffer kept for the next.
         var flushing: [Int] = []
@@ -521,21 +539,20 @@ public final class IOThread: Service, Sendable {
         init(owner: IOThread) { self.owner = owner }
 
         func run() {
+            let executor = owner.asUnownedTaskExecutor()
             while true {
-                // The two command buffers swap places: no array is made per wake-up.
-                let (stopping, paused, earliest) = owner.shared.withLock { state in
+                // The buffers swap places with the shared state's: no array is made per wake-up.
+                let stopping = owner.shared.withLock { state in
                     swap(&state.commands, &commands)
+                    swap(&state.jobs, &jobs)
                     // From here on a change needs a signal of its own (see `needsWakeUp`).
                     state.wakePending = false
-                    var paused: Set<Int> = []
-                    for (id, inbox) in state.inboxes where inbox.paused { paused.insert(id) }
-                    let waiter = state.timedWaiters > 0 ? Self.earliestDeadline(state.inboxes) : nil
-                    let earliest = Self.earlier(waiter, state.earliestTimer())
-                    state.sleepUntil = earliest
-                    return (state.stopping, paused, earliest)
+                    return state.stopping
                 }
                 for command in commands { handle(command) }
                 commands.removeAll(keepingCapacity: true)
+                for job in jobs { job.runSynchronously(on: executor) }
+                jobs.removeAll(keepingCapacity: true)
                 if stopping {
                     closeAll()
                     return
@@ -547,6 +564,16 @@ public final class IOThread: Service, Sendable {
                 for (id, queue) in pendingSends where !queue.isEmpty { flushing.append(id) }
                 for id in flushing { flushSends(id) }
 
+                // Read after this turn's work, which may have added timers, waiters and (from
+                // this thread, with no signal) commands and jobs.
+                let (paused, earliest, more) = owner.shared.withLock { state in
+                    var paused: Set<Int> = []
+                    for (id, inbox) in state.inboxes where inbox.paused { paused.insert(id) }
+                    let waiter = state.timedWaiters > 0 ? Self.earliestDeadline(state.inboxes) : nil
+                    let earliest = Self.earlier(waiter, state.earliestTimer())
+                    state.sleepUntil = earliest
+                    return (paused, earliest, !state.commands.isEmpty || !state.jobs.isEmpty)
+                }
                 poller.removeAll()
                 poller.add(fileDescriptor: owner.wakeUp.fileDescriptor)
                 order.removeAll(keepingCapacity: true)
@@ -559,7 +586,9 @@ public final class IOThread: Service, Sendable {
                 }
                 var timeout = -1
                 let sendDeadline = earliestSendDeadline()
-                if let earliest = Self.earlier(earliest, sendDeadline) {
+                if more {
+                    timeout = 0
+                } else if let earliest = Self.earlier(earliest, sendDeadline) {
                     // Rounded up, so the wait never ends just before the deadline.
                     let (seconds, attoseconds) = (earliest - .now).components
                     timeout = max(0, Int(seconds) * 1000 + Int((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
@@ -815,6 +844,29 @@ public final class IOThread: Service, Sendable {
             for waiter in waiters { waiter.resume(throwing: error) }
             for handler in handlers { handler(.failure(error)) }
             for timer in timers { timer() }
+        }
+    }
+}
+
+/// Tasks may run on the I/O thread itself: `withTaskExecutorPreference(io) { … }`, or
+/// `group.addTask(executorPreference: io)`. A continuation the thread resumes (a reply read, a
+/// send taken) then runs in the same turn of its loop, and what the task sends is taken at the
+/// next, with no thread woken between: for tasks that do little per message, a round trip
+/// costs no task switch. Such a task must never block (a synchronous file write, a lock held
+/// long, a wait for another task on this thread): every socket of the thread waits for it.
+/// Jobs that arrive after the thread has stopped go to the global executor.
+extension IOThread: TaskExecutor {
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        let outcome = shared.withLock { state -> Bool? in
+            guard !state.jobsClosed else { return nil }
+            state.jobs.append(unowned)
+            return state.needsWakeUp()
+        }
+        switch outcome {
+        case true?: wakeUp.signal()
+        case false?: break
+        case nil: globalConcurrentExecutor.enqueue(ExecutorJob(unowned))
         }
     }
 }

@@ -296,6 +296,61 @@ struct ServiceTests {
         await fixture.stop()
     }
 
+    @Test(
+        "with its tasks on the I/O thread (runsOnIOThread, clients preferring the thread), a worker of 4 slots answers 8 clients' 400 requests, streams and errors there, and stop() drains"
+    )
+    func tasksOnTheIOThread() async throws {
+        let fixture = try await Self.broker()
+        // The I/O thread's identity, from a body it runs.
+        let probe = try await fixture.io.open(.pair)
+        let ioThread = try await probe.perform { _ in pthread_self() }
+        await probe.close()
+        let handlerThreads = Watched(Set<pthread_t>())
+        var settings = Self.fastSettings(concurrency: 4)
+        settings.runsOnIOThread = true
+        let worker = ServiceWorker(
+            service: "demo", io: fixture.io, endpoint: fixture.endpoints.service, settings: settings, logger: Self.quiet
+        ) { request, partials in
+            handlerThreads.update { $0.insert(pthread_self()) }
+            return try await Self.echo(request, partials)
+        }
+        let running = Task { try await worker.run() }
+        let client = Self.client(fixture)
+        try await waitUntil("4 worker sockets") { fixture.broker.services.statistics.workers == 4 }
+        let contents = try await withThrowingTaskGroup(of: [Data].self) { group in
+            for task in 0..<8 {
+                group.addTask(executorPreference: fixture.io) {
+                    var contents: [Data] = []
+                    for index in 0..<50 {
+                        let content = Data(#"{"task":\#(task),"index":\#(index)}"#.utf8)
+                        let reply = try await client.request(service: "demo", operation: "echo", content: content, timeout: Self.patient)
+                        #expect(pthread_equal(pthread_self(), ioThread) != 0, "the client's task resumes on the I/O thread")
+                        contents.append(reply.content)
+                    }
+                    return contents
+                }
+            }
+            return try await group.reduce(into: [Data]()) { $0 += $1 }
+        }
+        #expect(Set(contents).count == 400)
+        try await withTaskExecutorPreference(fixture.io) {
+            var seen: [String] = []
+            for try await reply in client.stream(service: "demo", operation: "count", timeout: Self.patient) {
+                seen.append(String(decoding: reply.content, as: UTF8.self))
+            }
+            #expect(seen == [#"{"n":1}"#, #"{"n":2}"#, #"{"n":3}"#, #"{"done":true}"#])
+            await #expect(throws: ServiceClientError.self) {
+                try await client.request(service: "demo", operation: "fail", timeout: Self.patient)
+            }
+        }
+        #expect(handlerThreads.value == [ioThread], "every handler ran on the I/O thread")
+        worker.stop()
+        try await running.value
+        #expect(worker.statistics.handled == 401 && worker.statistics.failed == 1)
+        await client.close()
+        await fixture.stop()
+    }
+
     @Test("stop() drains: the request in hand is answered, then the worker says DISCONNECT and run() returns")
     func drain() async throws {
         let fixture = try await Self.broker()

@@ -4,12 +4,16 @@
 //   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench --service [--quick] [--polled] [--library-only]
 //
 // `--polled` runs every client socket on one thread (zmq_poll) instead of a thread each;
-// `--library-only` runs only the last row.
+// `--library-only` runs only the async rows.
 //
 // Clients and workers are raw libzmq sockets on threads of this process (each client does one
 // round trip at a time and times it), so the figures measure the broker and the network path,
-// not a client library. A last row runs the same load through `ServiceClient` and
-// `ServiceWorker` to show what the async library adds.
+// not a client library. The last rows run the same load through `ServiceClient` and
+// `ServiceWorker` to show what the async library adds, and beside them the bridge alone:
+// tasks sending raw MDP frames through `AsyncSocket`, with nothing of the library's own. Both
+// run twice: with their tasks on the global pool (the default), and on the I/O thread
+// (`IOThread` as their executor, `ServiceWorker.Settings.runsOnIOThread`), where a round trip
+// wakes no thread between the socket and the task.
 //
 // Between the raw echo and the broker, a third row: the same echo through libzmq's own
 // forwarder (`zmq_proxy`, ROUTER in front, DEALER behind, on a context and I/O thread of its
@@ -104,13 +108,35 @@ func serviceBench(quick: Bool) async throws {
     let broker = try await BrokerProcess.start(directory: directory.path("broker"))
     let endpoint = broker.endpoints.service
 
+    // The async library on the global pool (the default) and with its tasks on the I/O thread,
+    // each beside the bridge alone run the same way; against the raw-socket run when there was one.
+    func asyncRows(against rawSockets: RoundTrips?) async throws {
+        func ratio(_ figures: RoundTrips) -> String {
+            rawSockets.map { String(format: "%.2f× the raw-socket run through the broker; ", figures.perSecond / $0.perSecond) } ?? ""
+        }
+        for onIOThread in [false, true] {
+            let bridge = try await bridgeEcho(
+                endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale, body: body, onIOThread: onIOThread)
+            let library = try await libraryEcho(broker: broker, clients: 8, workers: 4, perClient: 3_000 / scale, onIOThread: onIOThread)
+            let tasks = onIOThread ? ", tasks on the I/O thread" : ""
+            row(
+                "AsyncSocket with raw MDP frames (the bridge alone)\(tasks), 8 clients", bridge,
+                ratio(bridge)
+                    + String(
+                        format: "clients and workers CPU %.1f µs and %.1f context switches a round trip", (bridge.sidesCPU ?? 0) * 1e6,
+                        bridge.sidesSwitches ?? 0))
+            row(
+                "ServiceClient + ServiceWorker (async library)\(tasks), 8 clients", library,
+                ratio(library)
+                    + String(
+                        format:
+                            "%.2f× the bridge alone; broker CPU %.1f µs a round trip; clients and workers CPU %.1f µs and %.1f context switches a round trip",
+                        library.perSecond / bridge.perSecond, (library.middleCPU ?? 0) * 1e6, (library.sidesCPU ?? 0) * 1e6,
+                        library.sidesSwitches ?? 0))
+        }
+    }
     if CommandLine.arguments.contains("--library-only") {
-        let library = try await libraryEcho(broker: broker, clients: 8, workers: 4, perClient: 3_000 / scale)
-        row(
-            "ServiceClient + ServiceWorker (async library), 8 clients", library,
-            String(
-                format: "broker CPU %.1f µs, clients and workers CPU %.1f µs and %.1f context switches a round trip",
-                (library.middleCPU ?? 0) * 1e6, (library.sidesCPU ?? 0) * 1e6, library.sidesSwitches ?? 0))
+        try await asyncRows(against: nil)
         await broker.stop()
         return
     }
@@ -162,15 +188,7 @@ func serviceBench(quick: Bool) async throws {
                 brokerBest.sidesSwitches ?? 0)
         )
     }
-    let library = try await libraryEcho(broker: broker, clients: 8, workers: 4, perClient: 3_000 / scale)
-    let rawSockets = brokerFigures[8]!
-    row(
-        "ServiceClient + ServiceWorker (async library), 8 clients", library,
-        String(
-            format:
-                "%.2f× the raw-socket run through the broker; broker CPU %.1f µs a round trip; clients and workers CPU %.1f µs and %.1f context switches a round trip, the raw-socket run's %.1f µs and %.1f",
-            library.perSecond / rawSockets.perSecond, (library.middleCPU ?? 0) * 1e6, (library.sidesCPU ?? 0) * 1e6,
-            library.sidesSwitches ?? 0, (rawSockets.sidesCPU ?? 0) * 1e6, rawSockets.sidesSwitches ?? 0))
+    try await asyncRows(against: brokerFigures[8]!)
     await broker.stop()
 
     print("\n| measurement | round trips/s | latency |\n|---|---|---|")
@@ -513,7 +531,10 @@ func brokerEcho(
 
 /// The same load through the async library: `clients` concurrent tasks on one `ServiceClient`,
 /// with the broker's CPU and this process's while they are timed.
-func libraryEcho(broker: BrokerProcess, clients: Int, workers: Int, perClient: Int) async throws -> RoundTrips {
+///
+/// `onIOThread`: the client tasks prefer the I/O thread as their executor, and the workers run
+/// there (`ServiceWorker.Settings.runsOnIOThread`).
+func libraryEcho(broker: BrokerProcess, clients: Int, workers: Int, perClient: Int, onIOThread: Bool = false) async throws -> RoundTrips {
     let endpoint = broker.endpoints.service
     let context = try Context()
     let io = try IOThread(context: context)
@@ -521,6 +542,7 @@ func libraryEcho(broker: BrokerProcess, clients: Int, workers: Int, perClient: I
     logger.logLevel = .error
     var settings = ServiceWorker.Settings()
     settings.concurrency = workers
+    settings.runsOnIOThread = onIOThread
     let worker = ServiceWorker(service: "bench.library", io: io, endpoint: endpoint, settings: settings, logger: logger) { request, _ in
         request.content
     }
@@ -536,7 +558,7 @@ func libraryEcho(broker: BrokerProcess, clients: Int, workers: Int, perClient: I
     let start = ContinuousClock.now
     let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
         for _ in 0..<clients {
-            group.addTask {
+            group.addTask(executorPreference: onIOThread ? io : nil) {
                 var samples: [Duration] = []
                 for _ in 0..<perClient {
                     let begin = ContinuousClock.now
@@ -559,4 +581,89 @@ func libraryEcho(broker: BrokerProcess, clients: Int, workers: Int, perClient: I
     await io.shutdown()
     await context.terminate()
     return RoundTrips(latencies: latencies, seconds: seconds, middleCPU: brokerCPU, sidesCPU: sidesCPU, sidesSwitches: sidesSwitches)
+}
+
+/// The floor of any async library on `IOThread`: the raw MDP/0.2 frames of `brokerEcho`, sent
+/// and received through `AsyncSocket` by tasks, with nothing of the library's own (no envelope
+/// made or read, no request id, no routing of replies, no time-outs). Each client task has a
+/// socket of its own, posts its request (no suspension) and awaits the reply (one); each worker
+/// task awaits a request and posts the FINAL, as `ServiceWorker` does. What the library costs
+/// above this row is its own work; what this row costs above the raw sockets is the bridge
+/// between tasks and the I/O thread.
+///
+/// `onIOThread`: the tasks run on the I/O thread itself (`IOThread` as their executor), not on
+/// the global pool.
+func bridgeEcho(
+    endpoint: String, clients: Int, workers: Int, perClient: Int, body: [Data], onIOThread: Bool = false
+) async throws -> RoundTrips {
+    let context = try Context()
+    let io = try IOThread(context: context)
+    let service = "bench.bridge"
+    let request = Majordomo.clientRequest(.v02, service: service, body: body)
+    var workerSockets: [AsyncSocket] = []
+    for _ in 0..<workers {
+        let socket = try await io.open(.dealer, linger: 0) { try $0.connect(endpoint) }
+        try await socket.send(Majordomo.worker(.v02, .ready, service: service))
+        workerSockets.append(socket)
+    }
+    let serving = Task { [workerSockets] in
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for socket in workerSockets {
+                // The broker's liveness wants a HEARTBEAT now and then; it costs nothing per round trip.
+                group.addTask {
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .seconds(1))
+                        socket.post(Majordomo.worker(.v02, .heartbeat), deadline: nil) { _ in }
+                    }
+                }
+                group.addTask(executorPreference: onIOThread ? io : nil) {
+                    while !Task.isCancelled {
+                        let frames = try await socket.receive().frames
+                        // ["MDPW02"][0x02][client][""][body…] → FINAL with the same body.
+                        guard frames.count >= 4, frames[1] == Data([0x02]) else { continue }
+                        socket.post(Majordomo.worker(.v02, .final, client: frames[2], body: Array(frames[4...])), deadline: nil) { _ in }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+    var clientSockets: [AsyncSocket] = []
+    for _ in 0..<clients { clientSockets.append(try await io.open(.dealer, linger: 0) { try $0.connect(endpoint) }) }
+    // One warm-up round trip per client, so every connection is up and every worker known.
+    for socket in clientSockets {
+        try await socket.send(request)
+        _ = try await socket.receive()
+    }
+    let cpuBefore = ownCPUSeconds()
+    let switchesBefore = ownContextSwitches()
+    let start = ContinuousClock.now
+    let latencies = try await withThrowingTaskGroup(of: [Duration].self) { [clientSockets] group in
+        for socket in clientSockets {
+            group.addTask(executorPreference: onIOThread ? io : nil) {
+                var samples: [Duration] = []
+                samples.reserveCapacity(perClient)
+                for _ in 0..<perClient {
+                    let begin = ContinuousClock.now
+                    socket.post(request, deadline: nil) { _ in }
+                    let reply = try await socket.receive().frames
+                    guard reply.count == 3 + body.count, reply[1] == Data([0x03]) else {
+                        throw BenchFailure(description: "not a FINAL echo")
+                    }
+                    samples.append(ContinuousClock.now - begin)
+                }
+                return samples
+            }
+        }
+        return try await group.reduce(into: [Duration]()) { $0 += $1 }
+    }
+    let seconds = Double((ContinuousClock.now - start).wholeMilliseconds) / 1000
+    let sidesCPU = (ownCPUSeconds() - cpuBefore) / Double(latencies.count)
+    let sidesSwitches = Double(ownContextSwitches() - switchesBefore) / Double(latencies.count)
+    serving.cancel()
+    _ = try? await serving.value
+    for socket in workerSockets { try? await socket.send(Majordomo.worker(.v02, .disconnect)) }
+    await io.shutdown()
+    await context.terminate()
+    return RoundTrips(latencies: latencies, seconds: seconds, sidesCPU: sidesCPU, sidesSwitches: sidesSwitches)
 }
