@@ -69,6 +69,21 @@ public enum JSONValue: Sendable, Hashable {
         }
     }
 
+    /// Whether `data` is one JSON text `parse(_:)` accepts, and an object, without building
+    /// its value: the same grammar and the same refusals, for a frame that is checked and never
+    /// read. nil: not valid JSON; false: valid, but not an object.
+    public static func isObject(_ data: Data) -> Bool? {
+        data.withUnsafeBytes { raw -> Bool? in
+            var parser = JSONParser(bytes: raw.bindMemory(to: UInt8.self), keepingHugeNumbers: false)
+            parser.building = false
+            parser.skipWhitespace()
+            let object = parser.index < parser.bytes.count && parser.bytes[parser.index] == UInt8(ascii: "{")
+            guard parser.value(depth: 0) != nil else { return nil }
+            parser.skipWhitespace()
+            return parser.index == parser.bytes.count ? object : nil
+        }
+    }
+
     public var object: [String: JSONValue]? {
         if case .object(let object) = self { return object }
         return nil
@@ -80,6 +95,10 @@ struct JSONParser {
     let keepingHugeNumbers: Bool
     var index = 0
     var notes = JSONValue.Notes()
+    /// False: the text is checked as when building (the same grammar, the same refusals), but
+    /// no value is made: objects and arrays come back empty, strings empty, and repeated keys
+    /// go unnoted.
+    var building = true
 
     init(bytes: UnsafeBufferPointer<UInt8>, keepingHugeNumbers: Bool) {
         self.bytes = bytes
@@ -133,7 +152,7 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
             index += 1
             guard let value = value(depth: depth + 1) else { return nil }
-            if object.updateValue(value, forKey: key) != nil { notes.duplicateKeys = true }
+            if building, object.updateValue(value, forKey: key) != nil { notes.duplicateKeys = true }
             skipWhitespace()
             guard index < bytes.count else { return nil }
             if bytes[index] == UInt8(ascii: ",") {
@@ -157,7 +176,7 @@ struct JSONParser {
         }
         while true {
             guard let value = value(depth: depth + 1) else { return nil }
-            array.append(value)
+            if building { array.append(value) }
             skipWhitespace()
             guard index < bytes.count else { return nil }
             if bytes[index] == UInt8(ascii: ",") {
@@ -181,7 +200,8 @@ struct JSONParser {
             if c == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                return ascii ? String(decoding: slice, as: UTF8.self) : String(validating: slice, as: UTF8.self)
+                if ascii { return building ? String(decoding: slice, as: UTF8.self) : "" }
+                return String(validating: slice, as: UTF8.self).map { building ? $0 : "" }
             }
             if c == UInt8(ascii: "\\") { break }
             if c < 0x20 { return nil }

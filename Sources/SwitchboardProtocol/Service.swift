@@ -253,13 +253,15 @@ public enum ServiceBody {
     /// A plain header (what every client writes) is read from the fields the envelope's check
     /// parsed already; any other goes to `JSONDecoder`, whose errors name the field.
     public static func request(_ body: [Data]) throws(ProtocolError) -> (RequestHeader, Envelope) {
-        let parsed = try Envelope.parse(body)
-        let envelope = parsed.envelope
+        // The content is checked, not built: the reader takes it as bytes.
+        let envelope = try Envelope.check(body)
+        var reference: String?
+        let fields = try envelope.headerFields(reference: &reference)
         guard envelope.command == .request else {
             throw ProtocolError(.unknownCommand, "a service request body must be a REQUEST, got \(envelope.command.rawValue)")
         }
         let header: RequestHeader
-        if let plain = RequestHeader(plain: parsed.header) {
+        if let plain = RequestHeader(plain: fields) {
             header = plain
         } else {
             header = try envelope.decodeHeader(RequestHeader.self)
@@ -270,13 +272,15 @@ public enum ServiceBody {
 
     /// Reads a REPLY body.
     public static func reply(_ body: [Data]) throws(ProtocolError) -> (ReplyHeader, Envelope) {
-        let parsed = try Envelope.parse(body)
-        let envelope = parsed.envelope
+        // The content is checked, not built: the reader takes it as bytes.
+        let envelope = try Envelope.check(body)
+        var reference: String?
+        let fields = try envelope.headerFields(reference: &reference)
         guard envelope.command == .reply else {
             throw ProtocolError(.unknownCommand, "a service reply body must be a REPLY, got \(envelope.command.rawValue)")
         }
         let header: ReplyHeader
-        if let plain = ReplyHeader(plain: parsed.header) {
+        if let plain = ReplyHeader(plain: fields) {
             header = plain
         } else {
             header = try envelope.decodeHeader(ReplyHeader.self)

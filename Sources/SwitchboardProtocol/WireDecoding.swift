@@ -117,14 +117,36 @@ extension Envelope {
     /// - Parameter reference: set to the header's `event_id` or `request_id` as soon as the
     ///   header parses, so an error about a later frame can still name the message.
     public func parsed(reference: inout String?) throws(ProtocolError) -> ParsedEnvelope {
+        let (header, content) = try jsonFrames(reference: &reference, buildingContent: true)
+        return ParsedEnvelope(envelope: self, header: header, content: content ?? .null)
+    }
+
+    /// `parsed`'s checks, the same and in the same order, giving the header's fields only: the
+    /// content is checked but not built (a service request's or reply's, which its reader takes
+    /// as bytes).
+    public func headerFields(reference: inout String?) throws(ProtocolError) -> [String: JSONValue] {
+        try jsonFrames(reference: &reference, buildingContent: false).header
+    }
+
+    private func jsonFrames(
+        reference: inout String?, buildingContent: Bool
+    ) throws(ProtocolError) -> (header: [String: JSONValue], content: JSONValue?) {
         let headerFields = try WireObject.fields(of: header, frame: "header", keepingHugeNumbers: true)
         reference = ParsedEnvelope.reference(in: headerFields)
-        if parent != Envelope.emptyObject { _ = try WireObject.fields(of: parent, frame: "parent") }
-        if metadata != Envelope.emptyObject { _ = try WireObject.fields(of: metadata, frame: "metadata") }
-        guard let contentValue = JSONValue.parse(content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
+        // Parent and metadata are checked, never read here: nothing is built of them.
+        if parent != Envelope.emptyObject { try WireObject.checkObject(parent, frame: "parent") }
+        if metadata != Envelope.emptyObject { try WireObject.checkObject(metadata, frame: "metadata") }
+        let contentValue: JSONValue?
+        if buildingContent {
+            guard let value = JSONValue.parse(content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
+            contentValue = value
+        } else {
+            guard JSONValue.isObject(content) != nil else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
+            contentValue = nil
+        }
         // After every frame's JSON check, before the header's own rules (section 2).
         try WireObject.refuseHugeNumbers(headerFields, frame: "header", code: .invalidHeader)
-        return ParsedEnvelope(envelope: self, header: headerFields, content: contentValue)
+        return (headerFields, contentValue)
     }
 }
 
@@ -302,6 +324,15 @@ extension WireObject {
         }
         guard case .object(let fields) = value else { throw ProtocolError(.invalidJSON, "\(frame) frame must be a JSON object") }
         return fields
+    }
+
+    /// `fields(of:frame:)`'s checks and errors, for a frame nobody reads: nothing is built.
+    static func checkObject(_ data: Data, frame: String) throws(ProtocolError) {
+        switch JSONValue.isObject(data) {
+        case nil: throw ProtocolError(.invalidJSON, "\(frame) frame is not valid JSON")
+        case false?: throw ProtocolError(.invalidJSON, "\(frame) frame must be a JSON object")
+        case true?: return
+        }
     }
 
     /// The object a frame holds, for the readers below.

@@ -854,7 +854,8 @@ public final class IOThread: Service, Sendable {
 /// next, with no thread woken between: for tasks that do little per message, a round trip
 /// costs no task switch. Such a task must never block (a synchronous file write, a lock held
 /// long, a wait for another task on this thread): every socket of the thread waits for it.
-/// Jobs that arrive after the thread has stopped go to the global executor.
+/// Jobs that arrive after the thread has stopped go to the global executor. The preference
+/// does not keep the `IOThread` alive: its owner keeps it while such tasks run.
 extension IOThread: TaskExecutor {
     public func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)

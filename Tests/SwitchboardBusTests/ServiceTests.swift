@@ -311,7 +311,7 @@ struct ServiceTests {
         let worker = ServiceWorker(
             service: "demo", io: fixture.io, endpoint: fixture.endpoints.service, settings: settings, logger: Self.quiet
         ) { request, partials in
-            handlerThreads.update { $0.insert(pthread_self()) }
+            handlerThreads.update { _ = $0.insert(pthread_self()) }
             return try await Self.echo(request, partials)
         }
         let running = Task { try await worker.run() }

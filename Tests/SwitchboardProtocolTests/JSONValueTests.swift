@@ -1,5 +1,6 @@
 import Foundation
 import SwitchboardProtocol
+import SwitchboardTesting
 import Testing
 
 @Suite("JSON parser and writer")
@@ -32,6 +33,44 @@ struct JSONValueTests {
         ])
     func invalid(text: String) {
         #expect(JSONValue.parse(Data(text.utf8)) == nil, "accepted \(text.prefix(30))")
+    }
+
+    /// What `parse` says of `data`, in `isObject`'s terms.
+    static func parsedKind(_ data: Data) -> Bool? { JSONValue.parse(data).map { $0.object != nil } }
+
+    @Test(
+        "the check that builds nothing accepts exactly what the parse accepts: the cases above, invalid UTF-8, and 30,000 mutations of request headers, parents and contents"
+    )
+    func checkingAgreesWithParsing() async {
+        let cases =
+            [
+                "{}", " [1, -2, 3.5, 1e3] ", #"{"a":{"b":[true,false,null]}}"#, #""tab\there \u00e9 \ud83d\ude00""#, #"{"a":1,"a":2}"#,
+                #"{"name":"Tomás García"}"#, "", "{", "[1,]", "{a:1}", "01", "1e999", "-1e999", "\"\\ud83d alone\"", "{\"a\" 1}",
+                String(repeating: "[", count: 63) + String(repeating: "]", count: 63),
+                String(repeating: "[", count: 64) + String(repeating: "]", count: 64),
+            ].map { Data($0.utf8) } + [
+                Data([0x22, 0xC3, 0x28, 0x22]), Data([0x7B, 0x22, 0xC3, 0x28, 0x22, 0x3A, 0x31, 0x7D]), Data([0x22, 0xC3, 0xA9, 0x22]),
+            ]
+        for data in cases {
+            #expect(JSONValue.isObject(data) == Self.parsedKind(data), "\(String(decoding: data, as: UTF8.self).prefix(40))")
+        }
+        var random = SeededGenerator(seed: 47)
+        let seeds = [
+            #"{"idempotent":true,"operation":"programs.list","request_id":"0193a5f2-7c1e-7a3b-9c4d-5e6f7a8b9c0e","timeout_ms":5000}"#,
+            #"{"site_id":12,"include_disabled":false,"names":["Ana","Zoë \u00e9\n"],"ratio":-0.25e-2,"none":null}"#,
+            #"[{"a":[1,2,{"b":"c"}]},"x",3.5,true]"#,
+        ].map { Array($0.utf8) }
+        let alphabet = Array(#"{}[]",:0123456789.eE+-\ /abtnfruloqsé"#.utf8) + [0xC3, 0xA9, 0x80, 0xFF, 0x00, 0x0A]
+        var disagreements: [String] = []
+        for round in 0..<30_000 {
+            var bytes = seeds[round % seeds.count]
+            random.mutate(&bytes, from: alphabet)
+            let data = Data(bytes)
+            if JSONValue.isObject(data) != Self.parsedKind(data) { disagreements.append(String(decoding: bytes, as: UTF8.self)) }
+            await yieldNowAndThen(round)
+        }
+        let first = disagreements.prefix(3)
+        #expect(disagreements.count == 0, "for example \(first)")
     }
 
     @Test("invalid UTF-8 inside a string is refused")

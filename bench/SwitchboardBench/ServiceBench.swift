@@ -1,10 +1,11 @@
 // The service plane: request/reply round trips through the Majordomo broker, next to a raw
 // DEALER↔ROUTER echo with no broker, measured in the same run.
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench --service [--quick] [--polled] [--library-only]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench --service [--quick] [--polled] [--library-only] [--io-thread-only]
 //
 // `--polled` runs every client socket on one thread (zmq_poll) instead of a thread each;
-// `--library-only` runs only the async rows.
+// `--library-only` runs only the async rows, and `--io-thread-only` only those with their tasks
+// on the I/O thread.
 //
 // Clients and workers are raw libzmq sockets on threads of this process (each client does one
 // round trip at a time and times it), so the figures measure the broker and the network path,
@@ -114,7 +115,8 @@ func serviceBench(quick: Bool) async throws {
         func ratio(_ figures: RoundTrips) -> String {
             rawSockets.map { String(format: "%.2f× the raw-socket run through the broker; ", figures.perSecond / $0.perSecond) } ?? ""
         }
-        for onIOThread in [false, true] {
+        // `--io-thread-only`: only the runs with their tasks on the I/O thread (for a profile).
+        for onIOThread in CommandLine.arguments.contains("--io-thread-only") ? [true] : [false, true] {
             let bridge = try await bridgeEcho(
                 endpoint: endpoint, clients: 8, workers: 4, perClient: 3_000 / scale, body: body, onIOThread: onIOThread)
             let library = try await libraryEcho(broker: broker, clients: 8, workers: 4, perClient: 3_000 / scale, onIOThread: onIOThread)
@@ -553,34 +555,17 @@ func libraryEcho(broker: BrokerProcess, clients: Int, workers: Int, perClient: I
     }
     let content = Data(#"{"site_id":12,"include_disabled":false}"#.utf8)
     let brokerBefore = broker.cpuSeconds()
-    let cpuBefore = ownCPUSeconds()
-    let switchesBefore = ownContextSwitches()
-    let start = ContinuousClock.now
-    let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
-        for _ in 0..<clients {
-            group.addTask(executorPreference: onIOThread ? io : nil) {
-                var samples: [Duration] = []
-                for _ in 0..<perClient {
-                    let begin = ContinuousClock.now
-                    _ = try await client.request(service: "bench.library", operation: "programs.list", content: content)
-                    samples.append(ContinuousClock.now - begin)
-                }
-                return samples
-            }
-        }
-        return try await group.reduce(into: [Duration]()) { $0 += $1 }
+    var figures = try await timedTasks(clients: clients, perClient: perClient, executor: onIOThread ? io : nil) { _ in
+        _ = try await client.request(service: "bench.library", operation: "programs.list", content: content)
     }
-    let seconds = Double((ContinuousClock.now - start).wholeMilliseconds) / 1000
-    let sidesCPU = (ownCPUSeconds() - cpuBefore) / Double(latencies.count)
-    let sidesSwitches = Double(ownContextSwitches() - switchesBefore) / Double(latencies.count)
     let brokerAfter = broker.cpuSeconds()
-    let brokerCPU = (brokerAfter.user + brokerAfter.system - brokerBefore.user - brokerBefore.system) / Double(latencies.count)
+    figures.middleCPU = (brokerAfter.user + brokerAfter.system - brokerBefore.user - brokerBefore.system) / Double(figures.latencies.count)
     worker.stop()
     try await running.value
     await client.close()
     await io.shutdown()
     await context.terminate()
-    return RoundTrips(latencies: latencies, seconds: seconds, middleCPU: brokerCPU, sidesCPU: sidesCPU, sidesSwitches: sidesSwitches)
+    return figures
 }
 
 /// The floor of any async library on `IOThread`: the raw MDP/0.2 frames of `brokerEcho`, sent
@@ -635,21 +620,38 @@ func bridgeEcho(
         try await socket.send(request)
         _ = try await socket.receive()
     }
+    let figures = try await timedTasks(clients: clients, perClient: perClient, executor: onIOThread ? io : nil) {
+        [clientSockets] index in
+        let socket = clientSockets[index]
+        socket.post(request, deadline: nil) { _ in }
+        let reply = try await socket.receive().frames
+        guard reply.count == 3 + body.count, reply[1] == Data([0x03]) else { throw BenchFailure(description: "not a FINAL echo") }
+    }
+    serving.cancel()
+    _ = try? await serving.value
+    for socket in workerSockets { try? await socket.send(Majordomo.worker(.v02, .disconnect)) }
+    await io.shutdown()
+    await context.terminate()
+    return figures
+}
+
+/// Runs `clients` tasks (on `executor` when given, else on the global pool), each making
+/// `perClient` round trips with `exchange(its index)`, timing each, with this process's CPU and
+/// context switches per round trip meanwhile.
+func timedTasks(
+    clients: Int, perClient: Int, executor: (any TaskExecutor)?, _ exchange: @escaping @Sendable (Int) async throws -> Void
+) async throws -> RoundTrips {
     let cpuBefore = ownCPUSeconds()
     let switchesBefore = ownContextSwitches()
     let start = ContinuousClock.now
-    let latencies = try await withThrowingTaskGroup(of: [Duration].self) { [clientSockets] group in
-        for socket in clientSockets {
-            group.addTask(executorPreference: onIOThread ? io : nil) {
+    let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
+        for index in 0..<clients {
+            group.addTask(executorPreference: executor) {
                 var samples: [Duration] = []
                 samples.reserveCapacity(perClient)
                 for _ in 0..<perClient {
                     let begin = ContinuousClock.now
-                    socket.post(request, deadline: nil) { _ in }
-                    let reply = try await socket.receive().frames
-                    guard reply.count == 3 + body.count, reply[1] == Data([0x03]) else {
-                        throw BenchFailure(description: "not a FINAL echo")
-                    }
+                    try await exchange(index)
                     samples.append(ContinuousClock.now - begin)
                 }
                 return samples
@@ -658,12 +660,7 @@ func bridgeEcho(
         return try await group.reduce(into: [Duration]()) { $0 += $1 }
     }
     let seconds = Double((ContinuousClock.now - start).wholeMilliseconds) / 1000
-    let sidesCPU = (ownCPUSeconds() - cpuBefore) / Double(latencies.count)
-    let sidesSwitches = Double(ownContextSwitches() - switchesBefore) / Double(latencies.count)
-    serving.cancel()
-    _ = try? await serving.value
-    for socket in workerSockets { try? await socket.send(Majordomo.worker(.v02, .disconnect)) }
-    await io.shutdown()
-    await context.terminate()
-    return RoundTrips(latencies: latencies, seconds: seconds, sidesCPU: sidesCPU, sidesSwitches: sidesSwitches)
+    return RoundTrips(
+        latencies: latencies, seconds: seconds, sidesCPU: (ownCPUSeconds() - cpuBefore) / Double(latencies.count),
+        sidesSwitches: Double(ownContextSwitches() - switchesBefore) / Double(latencies.count))
 }
