@@ -589,6 +589,8 @@ extension ResourceFaultTests {
         let programs = Programs(directory: directory)
         let adminPort = try freePort()
         let (broker, endpoints) = try await programs.broker(extra: ["--admin", "127.0.0.1:\(adminPort)"])
+        // A failed wait throws past the stop at the end: the broker must not outlive the test.
+        defer { broker.signal(SIGKILL) }
         let pid = broker.processIdentifier
         // Whose free pages HeapTrim gives back: switchboard-broker links jemalloc.
         #expect(programs.read("broker.log").contains("allocator=jemalloc"), "the broker's malloc is jemalloc's")

@@ -24,7 +24,7 @@ struct DeadlineQueueTests {
 
     @Test("20,000 seeded inserts and removals, mostly in order, give what a heap gives")
     func againstAHeap() {
-        var random = SwitchboardTesting.SeededGenerator(seed: 30)
+        var random = SeededGenerator(seed: 30)
         var queue = DeadlineQueue<Int>()
         var heap = Heap<Int>()
         var clock = 0

@@ -728,19 +728,6 @@ extension GroupAction {
     }
 }
 
-/// A seeded generator (SplitMix64), so a failing scenario can be run again.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// The rows a broker would keep for a group, written by applying `GroupChanges` as documented.
 struct Store {
     var cursor: Int64 = 0
@@ -799,14 +786,14 @@ struct Simulation {
     var lastCursor: Int64 = 0
 
     init(seed: UInt64, reopens: Bool = false) {
-        rng = SeededGenerator(state: seed)
+        rng = SeededGenerator(seed: seed)
         self.reopens = reopens
         let settings = ConsumerGroupSettings(
             ackWait: .milliseconds(1500), maxDeliver: 4, backoff: [.milliseconds(100), .milliseconds(300), .seconds(1)],
             liveness: .seconds(2), bufferLimit: 40, maxCredit: 8)
         group = ConsumerGroupState(name: "sim", settings: settings)
         var journal: [GroupCandidate] = []
-        var rng = SeededGenerator(state: seed ^ 0xABCD)
+        var rng = SeededGenerator(seed: seed ^ 0xABCD)
         for busSeq in Int64(1)...600 where rng.next() % 3 != 0 {
             let key: String? = rng.next() % 4 == 0 ? nil : "k\(rng.next() % 6)"
             journal.append(GroupCandidate(busSeq: busSeq, key: key))
