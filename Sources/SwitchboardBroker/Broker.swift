@@ -153,12 +153,10 @@ public final class Broker: Sendable {
             // `tearDown` waits for the service plane's thread and for libzmq: on a thread of its
             // own, never on the cooperative pool (two threads on two cores).
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let thread = Thread { [self] in
+                Thread.start(named: "broker-teardown") { [self] in
                     tearDown()
                     continuation.resume()
                 }
-                thread.name = "broker-failed-start"
-                thread.start()
             }
             throw error
         }

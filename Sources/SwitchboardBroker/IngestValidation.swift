@@ -181,12 +181,10 @@ final class IngestThread: @unchecked Sendable {
         self.logger = logger
         wakeUp = try WakeUpSignal()
         ready = try WakeUpSignal()
-        let thread = Thread { [self] in
+        Thread.start(named: "broker-ingest") { [self] in
             run()
             ended.signal()
         }
-        thread.name = "broker-ingest"
-        thread.start()
     }
 
     /// The sizes (in messages) of the checked batches waiting, oldest first.

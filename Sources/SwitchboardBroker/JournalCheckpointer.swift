@@ -19,6 +19,7 @@
 import Foundation
 import GRDBSQLite
 import Synchronization
+import ZeroMQ
 
 /// The background checkpointer of one journal file. The broker's connection calls
 /// `committed(connection:frames:)` from its WAL hook, after each commit, on the broker thread.
@@ -81,9 +82,7 @@ final class JournalCheckpointer: Sendable {
         sqlite3_busy_timeout(connection, 10_000)
         sqlite3_exec(connection, "PRAGMA synchronous = FULL", nil, nil, nil)
         let handle = SendableConnection(pointer: connection)
-        let thread = Thread { [self] in serve(handle) }
-        thread.name = "broker-journal-checkpoint"
-        thread.start()
+        Thread.start(named: "broker-wal") { [self] in serve(handle) }
     }
 
     var counts: Counts { state.withLock { $0.counts } }

@@ -66,12 +66,10 @@ public final class Context: @unchecked Sendable {
     /// Swift's cooperative pool (two, on two cores) is blocked meanwhile.
     public func terminate() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread { [self] in
+            Thread.start(named: "zmq-terminate") { [self] in
                 terminate()
                 continuation.resume()
             }
-            thread.name = "zmq-terminate"
-            thread.start()
         }
     }
 

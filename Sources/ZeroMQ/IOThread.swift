@@ -48,7 +48,7 @@ public final class IOThread: Service, Sendable {
         self.context = context
         self.ownsContext = owningContext
         self.wakeUp = try WakeUpSignal()
-        let thread = Thread { [self] in
+        Thread.start(named: name) { [self] in
             shared.withLock { $0.loopThread = pthread_self() }
             let loop = Loop(owner: self)
             loop.run()
@@ -67,8 +67,6 @@ public final class IOThread: Service, Sendable {
             }
             for waiter in waiters { waiter.resume() }
         }
-        thread.name = name
-        thread.start()
     }
 
     /// Makes a socket on the I/O thread and runs `configure` there (set options, bind, connect).

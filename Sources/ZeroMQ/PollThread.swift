@@ -54,7 +54,7 @@ public final class PollThread: Sendable {
     public func start<Ready: Sendable>(_ body: @escaping @Sendable (_ ready: (Ready) -> Void) throws -> Void) async throws -> Ready {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Ready, any Error>) in
             state.withLock { $0.started = true }
-            let thread = Thread { [self] in
+            Thread.start(named: name, stackSize: stackSize) { [self] in
                 var answered = false
                 var failure: (any Error)?
                 do {
@@ -69,9 +69,6 @@ public final class PollThread: Sendable {
                 finish(failure: answered ? failure : nil)
                 if !answered { continuation.resume(throwing: failure ?? EndedBeforeReady()) }
             }
-            thread.name = name
-            thread.stackSize = stackSize
-            thread.start()
         }
     }
 

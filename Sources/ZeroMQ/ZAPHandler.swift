@@ -62,7 +62,7 @@ public final class ZAPHandler: Sendable {
         let handler = ZAPHandler(wakeUp: try WakeUpSignal())
         let ready = DispatchSemaphore(value: 0)
         let startError = Mutex<ZMQError?>(nil)
-        let thread = Thread { [wakeUp = handler.wakeUp, done = handler.done] in
+        Thread.start(named: "zap-handler") { [wakeUp = handler.wakeUp, done = handler.done] in
             defer { done.signal() }
             let socket: Socket
             do {
@@ -87,8 +87,6 @@ public final class ZAPHandler: Sendable {
                 }
             }
         }
-        thread.name = "zap-handler"
-        thread.start()
         ready.wait()
         if let error = startError.withLock({ $0 }) { throw error }
         return handler
