@@ -579,9 +579,16 @@ final class FileMakerEmulator: EmulatedAPI {
         case .failure(let reply): return reply
         case .success(let windows): portals = windows
         }
+        let context = context(exchange, model, db, token)
+        guard !spec.isEmpty else {
+            // Creation order, as the table keeps it: only the page's records are read. (A count
+            // asked with `_limit=1` many times a second must not copy every record each time.)
+            let page = table.order.dropFirst(start - 1).prefix(count).compactMap { table.records[$0] }
+            return Self.foundSet(page, found: table.order.count, table, layout, db, portals: portals, context)
+        }
         let all = Self.sorted(table.order.compactMap { table.records[$0] }, by: spec)
         let page = Array(all.dropFirst(start - 1).prefix(count))
-        return Self.foundSet(page, found: all.count, table, layout, db, portals: portals, context(exchange, model, db, token))
+        return Self.foundSet(page, found: all.count, table, layout, db, portals: portals, context)
     }
 
     private func context(_ exchange: Exchange, _ model: FileMakerModel, _ db: FileMakerModel.Database, _ token: String) -> RenderContext {
