@@ -167,7 +167,6 @@ public final class ServiceWorker: Sendable {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for slot in 0..<max(1, settings.concurrency) {
                     group.addTask(executorPreference: settings.runsOnIOThread ? io : nil) { try await self.session(slot: slot) }
-
                 }
                 try await group.waitForAll()
             }

@@ -141,6 +141,7 @@ extension Envelope {
             guard let value = JSONValue.parse(content) else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
             contentValue = value
         } else {
+            // Any JSON value will do: nil is the only refusal.
             guard JSONValue.isObject(content) != nil else { throw ProtocolError(.invalidJSON, "content frame is not valid JSON") }
             contentValue = nil
         }

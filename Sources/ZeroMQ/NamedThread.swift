@@ -7,16 +7,14 @@ extension Thread {
     ///
     /// Foundation on Linux keeps a name set before `start()` to itself; only a name set by the
     /// thread on itself reaches the kernel. The kernel keeps 15 bytes and refuses a longer name
-    /// whole, so the system sees the first 15 (`Thread.name` keeps all of it).
+    /// whole, so the thread takes the first 15.
     @discardableResult
     public static func start(named name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void) -> Thread {
         let shown = String(decoding: Array(name.utf8.prefix(15)), as: UTF8.self)
         let thread = Thread {
             Thread.current.name = shown
-            Thread.current.name = name
             body()
         }
-        thread.name = name
         if let stackSize { thread.stackSize = stackSize }
         thread.start()
         return thread

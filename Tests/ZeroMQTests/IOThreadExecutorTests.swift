@@ -2,9 +2,6 @@ import Foundation
 import Testing
 import ZeroMQ
 
-/// The thread running the caller.
-private func currentThread() -> pthread_t { pthread_self() }
-
 @Suite("IOThread as a task executor", .timeLimit(.minutes(1)))
 struct IOThreadExecutorTests {
     @Test("tasks that prefer the I/O thread run on it, and exchange 1,000 messages with tasks there and on the pool")
@@ -14,31 +11,31 @@ struct IOThreadExecutorTests {
         let router = try await io.open(.router) { try $0.bind("inproc://executor") }
         let ioThread = try await router.perform { _ in pthread_self() }
         let dealer = try await io.open(.dealer) { try $0.connect("inproc://executor") }
-        // Each task returns the names of the threads it ran on after its awaits.
-        let names = try await withThrowingTaskGroup(of: Set<pthread_t>.self) { group in
+        // Each task returns the threads it ran on after its awaits.
+        let threads = try await withThrowingTaskGroup(of: Set<pthread_t>.self) { group in
             // The echo runs on the I/O thread; the asking side once there and once on the pool.
             group.addTask(executorPreference: io) {
-                var names: Set<pthread_t> = []
+                var threads: Set<pthread_t> = []
                 for _ in 0..<1000 {
                     let message = try await router.receive()
-                    names.insert(currentThread())
+                    threads.insert(pthread_self())
                     router.post(message.frames, deadline: nil) { _ in }
                 }
-                return names
+                return threads
             }
             group.addTask(executorPreference: io) {
-                var names: Set<pthread_t> = []
+                var threads: Set<pthread_t> = []
                 for i in 0..<500 {
                     dealer.post([Data(frame: "on the thread \(i)")], deadline: nil) { _ in }
                     #expect(try await dealer.receive().frames == [Data(frame: "on the thread \(i)")])
-                    names.insert(currentThread())
+                    threads.insert(pthread_self())
                 }
                 // After an await the pool resumes, the task is back on the thread.
                 try await Task.sleep(for: .milliseconds(1))
-                names.insert(currentThread())
-                return names
+                threads.insert(pthread_self())
+                return threads
             }
-            var names = try await group.next() ?? []
+            var threads = try await group.next() ?? []
             group.addTask {
                 for i in 0..<500 {
                     try await dealer.send([Data(frame: "on the pool \(i)")])
@@ -46,10 +43,10 @@ struct IOThreadExecutorTests {
                 }
                 return []
             }
-            for try await more in group { names.formUnion(more) }
-            return names
+            for try await more in group { threads.formUnion(more) }
+            return threads
         }
-        #expect(names == [ioThread])
+        #expect(threads == [ioThread])
         await io.shutdown()
         await context.terminate()
     }
@@ -86,7 +83,7 @@ struct IOThreadExecutorTests {
         let finished = Task(executorPreference: io) { () -> pthread_t in
             // Fails with the shutdown, then awaits something the pool resumes.
             await #expect(throws: (any Error).self) { try await pull.receive() }
-            let during = currentThread()
+            let during = pthread_self()
             for await _ in gate { break }
             return during
         }

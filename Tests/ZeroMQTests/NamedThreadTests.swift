@@ -13,7 +13,7 @@ private func kernelThreadNames() -> [String] {
 struct NamedThreadTests {
     @Test("a started thread, an I/O thread and a poll thread show their names to the system; a long name shows its first 15 bytes")
     func namesReachTheKernel() async throws {
-        let seen = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
+        let seen = await withCheckedContinuation { (continuation: CheckedContinuation<String, Never>) in
             Thread.start(named: "named-thread-test-long-name") {
                 continuation.resume(
                     returning: ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
@@ -24,6 +24,8 @@ struct NamedThreadTests {
 
         let context = try Context()
         let io = try IOThread(context: context, name: "io-name-test")
+        // A socket made there: the thread has run (and named itself) by then.
+        let probe = try await io.open(.pair)
         let poll = try PollThread(name: "poll-name-test")
         let serving = try await poll.start { (ready: (Bool) -> Void) in
             ready(true)
@@ -35,6 +37,7 @@ struct NamedThreadTests {
         #expect(names.contains("poll-name-test"), "\(names)")
         poll.requestStop()
         await poll.waitUntilStopped()
+        await probe.close()
         await io.shutdown()
         await context.terminate()
     }
