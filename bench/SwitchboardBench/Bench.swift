@@ -1,7 +1,7 @@
 // Switchboard benchmarks: one run, one table, every figure next to a baseline measured in the
 // same run on the same machine (the machine is shared and noisy; only ratios travel).
 //
-//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N [--single-acks] | --service | --security | --groups [--sustained] | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls | --growth [N]]
+//   SWITCHBOARD_BENCH=1 swift run -c release switchboard-bench [--quick] [--ingest-only N [--single-acks] | --service | --security | --groups [--sustained | --floor] | --emulator [--nio-executor] | --client | --codec | --journal | --eto-calls | --growth [N]]
 //
 // The broker under test is the real `switchboard-broker` executable, started as a child
 // process (its RSS is read from /proc). Producers and subscribers are plain libzmq sockets on
@@ -50,7 +50,9 @@ struct Bench {
             return
         }
         if CommandLine.arguments.contains("--groups") {
-            try await groupBench(quick: quick, sustainedOnly: CommandLine.arguments.contains("--sustained"))
+            try await groupBench(
+                quick: quick, sustainedOnly: CommandLine.arguments.contains("--sustained") || CommandLine.arguments.contains("--floor"),
+                floorRounds: CommandLine.arguments.contains("--floor") ? 3 : 0)
             return
         }
         if CommandLine.arguments.contains("--metrics") {
@@ -249,7 +251,8 @@ func rawPubSub(messages: Int, frames: [Data]) throws -> Measured {
 /// `producers` threads, each keeping up to `window` EVENTs unACKed, against the broker.
 func ingest(
     broker: BrokerEndpointsFile, producers: Int, perProducer: Int, window: Int, prefix: String = "p",
-    version: ProtocolVersion = .batchedAcks, options: @escaping @Sendable (Int) -> [SocketOption] = { _ in [] }
+    version: ProtocolVersion = .batchedAcks, options: @escaping @Sendable (Int) -> [SocketOption] = { _ in [] },
+    progress: IngestProgress? = nil
 ) async throws -> Measured {
     let context = try Context()
     let batches = (0..<producers).map { p in
@@ -272,10 +275,15 @@ func ingest(
                         }
                         var answer = try dealer.receive()
                         while let reply = answer {
-                            if reply.frames.count > 1 && reply.frames[1] == Data("ACK".utf8) { acked += 1 }
+                            if reply.frames.count > 1 && reply.frames[1] == Data("ACK".utf8) {
+                                acked += 1
+                                progress?.add(1)
+                            }
                             if reply.frames.count > 1 && reply.frames[1] == Data("ACKS".utf8) {
                                 // What a producer does with it: read every pair.
-                                acked += try Acks(Envelope.parse(reply.frames)).entries.count
+                                let entries = try Acks(Envelope.parse(reply.frames)).entries.count
+                                acked += entries
+                                progress?.add(entries)
                             }
                             answer = try dealer.receive(dontWait: true)
                         }
@@ -292,6 +300,14 @@ func ingest(
     let seconds = Double(start.duration(to: .now).wholeMilliseconds) / 1000
     await context.terminate()
     return Measured(count: counts, seconds: seconds)
+}
+
+/// How many events the producers of an `ingest` run have seen acknowledged so far, for a
+/// thread that paces itself by it.
+final class IngestProgress: Sendable {
+    private let acked = Atomic<Int>(0)
+    func add(_ count: Int) { acked.add(count, ordering: .releasing) }
+    var count: Int { acked.load(ordering: .acquiring) }
 }
 
 /// Subscribers count the EVENTs they receive while 4 producers feed the broker.

@@ -103,7 +103,7 @@ func receiveOrTimeout(_ socket: Socket) throws -> Message? {
 
 /// With `sustainedOnly` (`--groups --sustained`, for profiles), only the baseline and ingest
 /// while 4 members consume with ACKS.
-func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
+func groupBench(quick: Bool, sustainedOnly: Bool = false, floorRounds: Int = 0) async throws {
     let scale = quick ? 10 : 1
     let directory = try TemporaryDirectory("bench-groups")
     defer { directory.remove() }
@@ -142,7 +142,7 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
     let floorCPU = cpu()
     let (floorIngest, _, floorDelivered) = try await fanoutRun(broker: broker.endpoints, subscribers: 1, perProducer: perProducer)
     row(
-        "ingest while 1 subscriber takes every event (the floor)", Bench.rate(floorIngest),
+        "ingest while 1 subscriber takes every event (floor, 1 per DELIVER)", Bench.rate(floorIngest),
         String(format: "%.2f× of ingest alone, %d%% delivered; ", floorIngest.perSecond / alone.perSecond, floorDelivered)
             + cpuNote(since: floorCPU, events: total))
 
@@ -181,10 +181,14 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
     // credit bounds what the broker delivers to it per round trip (one loop iteration while
     // ingest keeps the loop busy): 1 member is also measured at the maximum credit.
     // The last row: the same members taking up to 64 deliveries per DELIVER (protocol 1.3).
-    let sustained = [(1, 256, true, 1), (1, 1000, true, 1), (4, 256, false, 1), (4, 256, true, 1), (4, 256, true, 64)]
-    for (members, credit, batched, batch) in sustainedOnly ? [(4, 256, true, 1), (4, 256, true, 64)] : sustained {
+    /// Ingest while `members` members consume, and what the group delivered; returns ingest.
+    func consuming(
+        members: Int, credit: Int, batched: Bool, batch: Int, against alone: Measured, round: String = ""
+    ) async throws
+        -> Measured
+    {
         let context = try Context()
-        let group = "bench\(members)-\(credit)\(batched ? "" : "-single")-b\(batch)"
+        let group = "bench\(round)\(members)-\(credit)\(batched ? "" : "-single")-b\(batch)"
         let acked = AckedSet()
         let results = Mutex<[(Int, ContinuousClock.Instant?, ContinuousClock.Instant)]>([])
         let threads = (0..<members).map { _ in
@@ -206,7 +210,7 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
         let startCPU = cpu()
         let fed = try await ingest(
             broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000,
-            prefix: "g\(members)-\(credit)\(batched ? "" : "s")-b\(batch)-")
+            prefix: "g\(round)\(members)-\(credit)\(batched ? "" : "s")-b\(batch)-")
         while acked.count < total, start.duration(to: .now) < .seconds(120) {
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -228,6 +232,45 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
         // Members stop after 5 s without a delivery.
         for _ in 0..<600 where results.withLock({ $0.count }) < members { try await Task.sleep(for: .milliseconds(20)) }
         await context.terminate()
+        return fed
+    }
+    let sustained = [(1, 256, true, 1), (1, 1000, true, 1), (4, 256, false, 1), (4, 256, true, 1), (4, 256, true, 64)]
+    for (members, credit, batched, batch) in sustainedOnly ? [(4, 256, true, 1), (4, 256, true, 64)] : sustained {
+        _ = try await consuming(members: members, credit: credit, batched: batched, batch: batch, against: alone)
+    }
+
+    /// The floor under a group taking 64 per DELIVER (`batchedTransportFloor`): the same members
+    /// and DELIVERs, sent by a thread of this process with nothing settled or kept.
+    func floor(against alone: Measured, round: String = "") async throws -> Measured {
+        let deliveries = FloorDeliveries(total: total)
+        let start = cpu()
+        let (fed, acked) = try await batchedTransportFloor(
+            broker: broker.endpoints, deliveries: deliveries, perProducer: perProducer, members: 4, credit: 256, batch: 64, round: round)
+        row(
+            "ingest while 4 members take 64 per DELIVER from no broker (floor)", Bench.rate(fed),
+            String(format: "%.2f× of ingest alone, %d of %d acked; ", fed.perSecond / alone.perSecond, acked, total)
+                + cpuNote(since: start, events: total))
+        return fed
+    }
+    _ = try await floor(against: alone)
+
+    // `--floor`: rounds of ingest alone, the batched group and its floor, one after the other,
+    // so each round's three figures come from the same minute of this noisy machine.
+    if floorRounds > 0 {
+        print("")
+        for round in 1...floorRounds {
+            let start = cpu()
+            let again = try await ingest(
+                broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "r\(round)-")
+            row("round \(round): ingest alone", Bench.rate(again), cpuNote(since: start, events: total))
+            let group = try await consuming(members: 4, credit: 256, batched: true, batch: 64, against: again, round: "r\(round)-")
+            let floorIngest = try await floor(against: again, round: "r\(round)-")
+            row(
+                "round \(round): the group ÷ its floor", String(format: "%.2f", group.perSecond / floorIngest.perSecond),
+                String(
+                    format: "group %.2f×, floor %.2f× of ingest alone", group.perSecond / again.perSecond,
+                    floorIngest.perSecond / again.perSecond))
+        }
     }
 
     if sustainedOnly {
@@ -275,4 +318,135 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false) async throws {
     try await Task.sleep(for: .milliseconds(200))
     await context.terminate()
     await broker.stop()
+}
+
+/// The floor under a group taking `batch` deliveries per DELIVER: while 4 producers feed the
+/// broker, a thread of this process (not the broker) sends every event they have seen acked,
+/// in DELIVERs of up to `batch` with each delivery's four frames as the broker writes them
+/// (built before the run), to `members` bench members with `credit` each, and reads their
+/// ACKS with the broker's parse. Nothing is settled, journaled or kept: this is only what
+/// moving each event to a member and its ACK back costs, so a group that does it through the
+/// broker cannot cost ingest less. Returns ingest and the events acked.
+func batchedTransportFloor(
+    broker: BrokerEndpointsFile, deliveries: FloorDeliveries, perProducer: Int, members: Int, credit: Int, batch: Int, round: String = ""
+) async throws -> (Measured, Int) {
+    let total = perProducer * 4
+    precondition(deliveries.frames.count >= total, "the floor needs a delivery per event")
+    let context = try Context()
+    let progress = IngestProgress()
+    let acked = AckedSet()
+    let bound = DispatchSemaphore(value: 0)
+    let endpoint = Mutex<String?>(nil)
+    let joined = DispatchSemaphore(value: 0)
+    let finished = DispatchSemaphore(value: 0)
+    let sender = Thread {
+        defer { finished.signal() }
+        do {
+            let router = try context.socket(.router, linger: 0)
+            defer { router.close() }
+            try router.set([.receiveHighWaterMark(100_000), .sendHighWaterMark(100_000), .receiveTimeout(milliseconds: 200)])
+            try router.bind("tcp://127.0.0.1:*")
+            endpoint.withLock { $0 = try? router.lastEndpoint() }
+            bound.signal()
+            var identities: [Data: Int] = [:]
+            var routes: [Data] = []
+            let joining = ContinuousClock.now
+            while routes.count < members {
+                guard joining.duration(to: .now) < .seconds(10) else { return }
+                guard let message = try receiveOrTimeout(router) else { continue }
+                guard message.frames.count > 2, message.frames[2] == Data("JOIN".utf8), identities[message.frames[0]] == nil else {
+                    continue
+                }
+                identities[message.frames[0]] = routes.count
+                routes.append(message.frames[0])
+            }
+            joined.signal()
+            let version = Envelope.versionFrame(.deliverBatches)
+            var inFlight = [Int](repeating: 0, count: members)
+            var next = 0
+            var settled = 0
+            var turn = 0
+            let poller = Poller()
+            let index = poller.add(router, events: .readable)
+            let start = ContinuousClock.now
+            while settled < total, start.duration(to: .now) < .seconds(120) {
+                let available = min(total, progress.count)
+                var moved = false
+                for _ in 0..<members where next < available {
+                    let member = turn
+                    turn = (turn + 1) % members
+                    let count = min(credit - inFlight[member], batch, available - next)
+                    guard count > 0 else { continue }
+                    var frames = [routes[member], version, Envelope.deliverCommandFrame]
+                    frames.reserveCapacity(3 + 4 * count)
+                    for delivery in deliveries.frames[next..<(next + count)] { frames.append(contentsOf: delivery) }
+                    try router.send(frames)
+                    inFlight[member] += count
+                    next += count
+                    moved = true
+                }
+                while let message = try router.receive(dontWait: true) {
+                    moved = true
+                    guard let member = identities[message.frames[0]],
+                        let envelope = try? Envelope.check(message.frames.dropFirst(), minimumVersion: .memberAcks, limits: .groups),
+                        let acks = GroupAcks.plain(envelope)
+                    else { continue }
+                    inFlight[member] -= acks.deliveries.count
+                    settled += acks.deliveries.count
+                }
+                if !moved { try poller.poll(timeout: 1) }
+                _ = poller.returned(index)
+            }
+        } catch {
+            print("the floor's sender failed: \(error)")
+            bound.signal()
+        }
+    }
+    sender.start()
+    bound.wait()
+    guard let endpoint = endpoint.withLock({ $0 }) else { throw BenchError("the floor's sender could not bind") }
+    let membersDone = DispatchSemaphore(value: 0)
+    let memberThreads = (0..<members).map { _ in
+        Thread {
+            defer { membersDone.signal() }
+            do {
+                _ = try benchMember(
+                    context: context, endpoint: endpoint, group: "floor", credit: credit, total: total, acked: acked, batch: batch)
+            } catch {
+                print("a member of the floor failed: \(error)")
+            }
+        }
+    }
+    for thread in memberThreads { thread.start() }
+    guard joined.wait(timeout: .now() + 10) == .success else {
+        throw BenchError("the floor's members did not join within 10 s")
+    }
+    let fed = try await ingest(
+        broker: broker, producers: 4, perProducer: perProducer, window: 1000, prefix: "floor\(round)\(batch)-", progress: progress)
+    let waiting = ContinuousClock.now
+    while acked.count < total, waiting.duration(to: .now) < .seconds(30) { try await Task.sleep(for: .milliseconds(5)) }
+    // The sender ends once every event is settled (or after 120 s) and closes its socket.
+    // Members see the total within a receive time-out (200 ms) and close their sockets.
+    while finished.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(20)) }
+    for _ in 0..<members {
+        while membersDone.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(20)) }
+    }
+    await context.terminate()
+    return (fed, acked.count)
+}
+
+/// Each delivery's four frames as the broker writes them (its DELIVER header, the event's
+/// journaled header, metadata and content), built before a floor run so that building them is
+/// not part of it.
+struct FloorDeliveries: Sendable {
+    let frames: [[Data]]
+
+    init(total: Int) {
+        let headers = DeliverHeaderFrames(group: "floor", deadline: "2026-11-29T16:00:30.000Z", ackWaitMilliseconds: 30_000)
+        frames = (1...total).map { busSeq in
+            let event = Sample.event(producer: "floor\(busSeq % 4)", seq: Int64(busSeq))
+            let journaled = Data("{\"bus_seq\":\(busSeq),".utf8) + event[2].dropFirst()
+            return [headers.header(busSeq: Int64(busSeq), attempt: 1, first: true), journaled, event[4], event[5]]
+        }
+    }
 }
