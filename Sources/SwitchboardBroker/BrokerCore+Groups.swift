@@ -79,18 +79,18 @@ struct GroupBook {
         cache.trim(settledThrough: groups.values.map(\.state.cursor).min() ?? 0)
     }
 
-    /// Runs `body` on group `name`, taken out of the book while it runs, and puts it back;
-    /// nil if there is no such group. Taken out, the group's state has no other reference, so
-    /// changing it changes its tables in place: changed through a copy (`var runtime =
-    /// groups[name]`, change, store back), every ACK copied the whole table of the group's
-    /// buffered events, which was most of the broker's time (bench/RESULTS.md, issue 11).
-    /// `body` must not look the group up in the book: it is not there until `body` returns.
+    /// Runs `body` on group `name` where it lies in the book; nil if there is no such group.
+    /// Reached in place (`values[index]`'s modify accessor), the group's state has no other
+    /// reference, so changing it changes its tables in place: changed through a copy (`var
+    /// runtime = groups[name]`, change, store back), every ACK copied the whole table of the
+    /// group's buffered events, which was most of the broker's time (bench/RESULTS.md, issue 11).
+    /// Reads go through it too: the book's getter (`groups[name]?.state.room`) copies the whole
+    /// group first, retaining and releasing each of its tables. `body` must not touch the book.
     mutating func withGroup<Result, Failure: Error>(
         _ name: String, _ body: (inout GroupRuntime) throws(Failure) -> Result
     ) throws(Failure) -> Result? {
-        guard var runtime = groups.removeValue(forKey: name) else { return nil }
-        defer { groups[name] = runtime }
-        return try body(&runtime)
+        guard let index = groups.index(forKey: name) else { return nil }
+        return try body(&groups.values[index])
     }
 }
 
@@ -266,7 +266,7 @@ extension BrokerCore {
         let member = GroupMemberID(identity)
         let settled = try groups.withGroup(acks.group) {
             runtime throws(ProtocolError) -> (actions: [GroupAction], refused: [(busSeq: Int64, refusal: GroupRefusal)]) in
-            guard runtime.members[member] != nil else { throw Self.notMember(of: acks.group) }
+            guard runtime.members.index(forKey: member) != nil else { throw Self.notMember(of: acks.group) }
             return runtime.state.ack(member: member, deliveries: acks.deliveries, now: now)
         }
         guard let (actions, refused) = settled else { throw Self.notMember(of: acks.group) }
@@ -303,7 +303,7 @@ extension BrokerCore {
     func tickGroups(now: ContinuousClock.Instant) {
         guard let due = groups.nextDeadline, due <= now else { return }
         for name in groups.groups.keys.sorted() {
-            guard let deadline = groups.groups[name]?.state.nextDeadline, deadline <= now,
+            guard let deadline = groups.withGroup(name, { $0.state.nextDeadline }) ?? nil, deadline <= now,
                 let actions = groups.withGroup(name, { $0.state.tick(now: now) })
             else { continue }
             do {
@@ -319,9 +319,9 @@ extension BrokerCore {
     func pumpGroups(now: ContinuousClock.Instant) throws {
         for name in groups.groups.keys.sorted() {
             for _ in 0..<4 {
-                // Only what the read needs: a copy of the group held across `withGroup` below
+                // Only what the read needs: a copy of the group held across the offer below
                 // would make its change copy the group's tables.
-                guard let (wants, room, topics) = groups.groups[name].map({ ($0.state.wantsEvents, $0.state.room, $0.topics) }),
+                guard let (wants, room, topics) = groups.withGroup(name, { ($0.state.wantsEvents, $0.state.room, $0.topics) }),
                     let from = wants, from <= journal.head
                 else { break }
                 if from < journal.first, let suppressed = groups.refusalLog.admit("retention", at: now) {
@@ -418,8 +418,8 @@ extension BrokerCore {
         guard !actions.isEmpty else { return }
         // Read what is to be delivered and not cached, in one query.
         let missing = actions.compactMap { action -> Int64? in
-            if case .deliver(_, let seq, _, _) = action, groups.cache[seq] == nil { return seq }
-            if case .deadLetter(let letter) = action, groups.cache[letter.busSeq] == nil { return letter.busSeq }
+            if case .deliver(_, let seq, _, _) = action, !groups.cache.contains(seq) { return seq }
+            if case .deadLetter(let letter) = action, !groups.cache.contains(letter.busSeq) { return letter.busSeq }
             return nil
         }
         for event in try journal.events(missing) { groups.cache[event.busSeq] = event }
@@ -428,12 +428,7 @@ extension BrokerCore {
         // Per call rather than per delivery: which deliveries are first (one look-up of the
         // group), the deadline's text (the deliveries of one call share their deadline), and the
         // counters.
-        let firsts = groups.groups[group].map { runtime in
-            actions.map { action in
-                guard case .deliver(_, let busSeq, let attempt, _) = action else { return false }
-                return runtime.state.isFirstDelivery(busSeq, attempt: attempt)
-            }
-        }
+        let firsts = groups.withGroup(group) { $0.state.firstDeliveries(in: actions) }
         // The deliveries of one deadline share their header's text but for attempt and bus_seq,
         // and every DELIVER its first two frames.
         var headers: (at: ContinuousClock.Instant, frames: DeliverHeaderFrames)?
@@ -470,7 +465,7 @@ extension BrokerCore {
                 let header = frames.header(busSeq: busSeq, attempt: attempt, first: firsts?[index] ?? false)
                 delivered += 1
                 if attempt > 1 { redelivered += 1 }
-                let slot = batches.slot(of: member) { groups.groups[group]?.members[member]?.batch ?? 1 }
+                let slot = batches.slot(of: member) { groups.withGroup(group) { $0.members[member]?.batch ?? 1 } ?? 1 }
                 guard batches.batch(at: slot) > 1 else {
                     sendDeliver(
                         [member.rawValue, versionFrame, commandFrame, header, event.header, event.metadata, event.content], group: group)

@@ -395,17 +395,18 @@ extension ConsumerGroupState {
     }
 
     /// `heldDelivery` for a member known to be one, its sign of life counted by the caller.
-    func held(_ busSeq: Int64, attempt: Int, by id: GroupMemberID, verb: String) throws(GroupRefusal) -> Entry.Holder {
+    /// (Mutating only to read the entry in place: see `look`.)
+    mutating func held(_ busSeq: Int64, attempt: Int, by id: GroupMemberID, verb: String) throws(GroupRefusal) -> Entry.Holder {
         // Written only for a refusal: a settle carried out (nearly all) makes no text.
         func refusal(_ why: String) -> GroupRefusal {
             let memberName = members[id]?.name ?? id.description
             return GroupRefusal(code: .notHeld, message: "\(verb) of bus_seq \(busSeq) attempt \(attempt) from \(memberName): \(why)")
         }
-        guard let entry = entries[busSeq] else {
+        guard let index = entries.index(forKey: busSeq) else {
             throw refusal("the event is not pending in group \(name) (settled, or never delivered)")
         }
-        guard case .inFlight(let holder) = entry.phase else {
-            throw refusal("the event is not in flight (taken back after attempt \(entry.attempts))")
+        guard let holder = Self.holder(&entries.values[index]) else {
+            throw refusal("the event is not in flight (taken back after attempt \(entries.values[index].attempts))")
         }
         guard holder.member == id else {
             throw refusal("the event is in flight to another member as attempt \(holder.attempt)")
@@ -413,6 +414,12 @@ extension ConsumerGroupState {
         guard holder.attempt == attempt else {
             throw refusal("stale attempt, the event was redelivered as attempt \(holder.attempt)")
         }
+        return holder
+    }
+
+    /// The member an entry is in flight to, read where it lies (see `look`); nil if it is not.
+    static func holder(_ entry: inout Entry) -> Entry.Holder? {
+        guard case .inFlight(let holder) = entry.phase else { return nil }
         return holder
     }
 }

@@ -272,10 +272,30 @@ struct ConsumerGroupState: Sendable {
     /// `first`, protocol section 15.2): attempt 1, neither replayed nor reopened, and journaled
     /// after this machine was made. Attempt numbers alone cannot say it: a crash can lose a
     /// delivery's count, and a replay, a reset or a group made again counts from 1 anew.
-    func isFirstDelivery(_ busSeq: Int64, attempt: Int) -> Bool {
-        guard attempt == 1, busSeq > earlierThrough, let entry = entries[busSeq] else { return false }
-        return !entry.isReplay && !entry.reopened
+    /// (Mutating only to read the entry in place: see `look`.)
+    mutating func isFirstDelivery(_ busSeq: Int64, attempt: Int) -> Bool {
+        guard attempt == 1, busSeq > earlierThrough, let index = entries.index(forKey: busSeq) else { return false }
+        return Self.isNew(&entries.values[index])
     }
+
+    /// `isFirstDelivery` of each action's delivery, false for any other action: what the broker
+    /// asks of each batch of actions it carries out (asked through a closure over the state, it
+    /// copied the whole state).
+    mutating func firstDeliveries(in actions: [GroupAction]) -> [Bool] {
+        var firsts: [Bool] = []
+        firsts.reserveCapacity(actions.count)
+        for action in actions {
+            if case .deliver(_, let busSeq, let attempt, _) = action {
+                firsts.append(isFirstDelivery(busSeq, attempt: attempt))
+            } else {
+                firsts.append(false)
+            }
+        }
+        return firsts
+    }
+
+    /// Neither replayed nor reopened, read in place.
+    static func isNew(_ entry: inout Entry) -> Bool { !entry.isReplay && !entry.reopened }
 
     /// The unsettled events, buffered and replayed, lowest first. For status and tests: O(n).
     var unsettled: [Int64] {
@@ -340,7 +360,8 @@ struct ConsumerGroupState: Sendable {
             persistedCursor = cursor
         }
         for busSeq in changed {
-            if let entry = entries[busSeq] {
+            if let index = entries.index(forKey: busSeq) {
+                let entry = Self.written(&entries.values[index])
                 if entry.attempts > 0 || entry.lastFailure != nil {
                     changes.attempts[busSeq] = GroupAttempts(count: entry.attempts, lastFailure: entry.lastFailure)
                     attemptRows.insert(busSeq)
@@ -365,5 +386,10 @@ struct ConsumerGroupState: Sendable {
         changed.removeAll(keepingCapacity: true)
         reopenedAbove.removeAll()
         return changes
+    }
+
+    /// What `takeChanges` writes of an entry, read where it lies (see `look`).
+    static func written(_ entry: inout Entry) -> (attempts: Int, lastFailure: GroupFailure?, isReplay: Bool, key: String?) {
+        (entry.attempts, entry.lastFailure, entry.isReplay, entry.key)
     }
 }
