@@ -331,14 +331,21 @@ extension BrokerCore {
                 }
                 let limit = max(1, min(1000, room))
                 // Just journaled: from memory, with the key the producer sent; else the journal.
-                let (entries, through) =
-                    try recentEvents.read(from: from, topics: topics, limit: limit, head: journal.head, journalFirst: journal.first)
-                    ?? Self.entries(journal.read(from: from, to: nil, topics: topics, limit: limit))
                 var candidates: [GroupCandidate] = []
-                candidates.reserveCapacity(entries.count)
-                for entry in entries {
+                candidates.reserveCapacity(limit)
+                func take(_ entry: borrowing RecentEvents.Entry) {
                     candidates.append(GroupCandidate(busSeq: entry.event.busSeq, key: entry.key))
                     if !groups.cache.isFull { groups.cache[entry.event.busSeq] = entry.event }
+                }
+                let recent = recentEvents.visit(
+                    from: from, topics: topics, limit: limit, head: journal.head, journalFirst: journal.first, take)
+                let through: Int64
+                if let recent {
+                    through = recent
+                } else {
+                    let (entries, read) = Self.entries(try journal.read(from: from, to: nil, topics: topics, limit: limit))
+                    for entry in entries { take(entry) }
+                    through = read
                 }
                 let actions = groups.withGroup(name) { $0.state.offer(candidates, through: max(through, from - 1), now: now) } ?? []
                 try perform(actions, group: name, now: now)

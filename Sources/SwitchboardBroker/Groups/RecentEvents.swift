@@ -65,20 +65,35 @@ struct RecentEvents {
     func read(
         from: Int64, topics: [String], limit: Int, head: Int64, journalFirst: Int64, scanWindow: Int64 = 50_000
     ) -> (events: [Entry], through: Int64)? {
+        var events: [Entry] = []
+        let through = visit(from: from, topics: topics, limit: limit, head: head, journalFirst: journalFirst, scanWindow: scanWindow) {
+            events.append($0)
+        }
+        return through.map { (events, $0) }
+    }
+
+    /// `read` without the array: `body` sees each entry where it lies in the ring, in order, and
+    /// the result is the read's `through` (nil as for `read`). The broker's groups read every
+    /// event this way; an array of copies, each event's buffers retained and released once more,
+    /// was a twentieth of the broker thread while a group consumed.
+    func visit(
+        from: Int64, topics: [String], limit: Int, head: Int64, journalFirst: Int64, scanWindow: Int64 = 50_000,
+        _ body: (borrowing Entry) -> Void
+    ) -> Int64? {
         let begin = max(from, journalFirst)
         guard count > 0, begin <= head, head == last, begin >= first, limit > 0 else { return nil }
         let end = min(head, begin + scanWindow - 1)
-        var events: [Entry] = []
-        events.reserveCapacity(min(limit, Int(end - begin + 1)))
+        var taken = 0
         var busSeq = begin
         while busSeq <= end {
-            let entry = ring[(start + Int(busSeq - first)) % ring.count]!
-            if topics.isEmpty || topics.contains(where: { entry.event.type.utf8.starts(with: $0.utf8) }) {
-                events.append(entry)
-                if events.count == limit { return (events, busSeq) }
+            let index = (start + Int(busSeq - first)) % ring.count
+            if topics.isEmpty || topics.contains(where: { ring[index]!.event.type.utf8.starts(with: $0.utf8) }) {
+                body(ring[index]!)
+                taken += 1
+                if taken == limit { return busSeq }
             }
             busSeq += 1
         }
-        return (events, end)
+        return end
     }
 }
