@@ -35,7 +35,7 @@ extension ConsumerGroupState {
 
     /// Reads `entry` where it lies, through `entries.values[index]`'s modify accessor: its getter
     /// copies the whole entry to read one field (each reference in it retained, then released),
-    /// which was a tenth of the broker thread while a group consumed.
+    /// a few percent of the broker thread while a group consumed.
     static func look(_ entry: inout Entry) -> Look {
         let ready = if case .ready = entry.phase { true } else { false }
         return Look(ready: ready, queued: entry.isQueued, key: entry.key, attempts: entry.attempts)

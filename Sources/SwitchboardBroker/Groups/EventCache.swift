@@ -43,16 +43,8 @@ struct EventCache {
     /// to look (above).
     mutating func trim(settledThrough floor: Int64) {
         guard events.count >= lookAt else { return }
-        // Removed in place: the table keeps its size, where a filtered copy started small and
-        // was grown again step by step (its resizing was 1.4 % of the broker thread while a
-        // group consumed).
-        var settled: [Int64] = []
-        for busSeq in events.keys where busSeq <= floor { settled.append(busSeq) }
-        if events.count >= limit && events.count - settled.count > limit - limit / 10 {
-            events.removeAll(keepingCapacity: true)
-        } else {
-            for busSeq in settled { events.removeValue(forKey: busSeq) }
-        }
+        let kept = events.filter { $0.key > floor }
+        events = events.count >= limit && kept.count > limit - limit / 10 ? [:] : kept
         lookAt = min(limit, events.count + tidy)
     }
 }
