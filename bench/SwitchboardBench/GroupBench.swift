@@ -378,7 +378,7 @@ func batchedTransportFloor(
             var settled = 0
             var turn = 0
             let poller = Poller()
-            let index = poller.add(router, events: .readable)
+            _ = poller.add(router, events: .readable)
             let start = ContinuousClock.now
             while settled < total, start.duration(to: .now) < .seconds(120) {
                 let available = min(total, progress.count)
@@ -405,12 +405,13 @@ func batchedTransportFloor(
                     inFlight[member] -= acks.deliveries.count
                     settled += acks.deliveries.count
                 }
+                // Nothing to send or read: wait for an ACKS, or 1 ms for the producers' progress.
                 if !moved { try poller.poll(timeout: 1) }
-                _ = poller.returned(index)
             }
         } catch {
             print("the floor's sender failed: \(error)")
-            bound.signal()
+            // Before binding, the caller still waits to hear of it.
+            if endpoint.withLock({ $0 == nil }) { bound.signal() }
         }
     }
     sender.start()
