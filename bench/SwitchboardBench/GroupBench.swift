@@ -249,7 +249,7 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false, floorRounds: Int = 0) 
 
     /// The floor under a group taking 64 per DELIVER (`batchedTransportFloor`): the same members
     /// and DELIVERs, sent by a thread of this process with nothing settled or kept.
-    func floor(against alone: Measured, round: String = "") async throws -> Measured {
+    func floorRun(against alone: Measured, round: String = "") async throws -> Measured {
         let deliveries = FloorDeliveries(total: total)
         let start = cpu()
         let (fed, acked) = try await batchedTransportFloor(
@@ -260,7 +260,7 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false, floorRounds: Int = 0) 
                 + cpuNote(since: start, events: total))
         return fed
     }
-    _ = try await floor(against: alone)
+    _ = try await floorRun(against: alone)
 
     // `--floor`: rounds of ingest alone, the batched group and its floor, one after the other,
     // so each round's three figures come from the same minute of this noisy machine.
@@ -272,7 +272,7 @@ func groupBench(quick: Bool, sustainedOnly: Bool = false, floorRounds: Int = 0) 
                 broker: broker.endpoints, producers: 4, perProducer: perProducer, window: 1000, prefix: "r\(round)-")
             row("round \(round): ingest alone", Bench.rate(again), cpuNote(since: start, events: total))
             let group = try await consuming(members: 4, credit: 256, batched: true, batch: 64, against: again, round: "r\(round)-")
-            let floorIngest = try await floor(against: again, round: "r\(round)-")
+            let floorIngest = try await floorRun(against: again, round: "r\(round)-")
             row(
                 "round \(round): the group ÷ its floor", String(format: "%.2f", group.perSecond / floorIngest.perSecond),
                 String(

@@ -62,6 +62,7 @@ struct RecentEvents {
     /// when the ring does not hold every sequence number from the read's start to `head`.
     /// - Parameter journalFirst: the journal's lowest retained `bus_seq` (retention may have
     ///   deleted events the ring still holds).
+    /// The broker reads through `visit`; this array form is what tests hold against the journal.
     func read(
         from: Int64, topics: [String], limit: Int, head: Int64, journalFirst: Int64, scanWindow: Int64 = 50_000
     ) -> (events: [Entry], through: Int64)? {
